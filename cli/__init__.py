@@ -1,0 +1,1 @@
+"""The wf command line."""

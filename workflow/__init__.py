@@ -1,0 +1,87 @@
+"""Durable workflows for Python, with attributes as the idempotency primitive.
+
+::
+
+    from workflow import workflow, step, start, Worker
+
+    @step
+    async def charge(order_id: str) -> str: ...
+
+    @workflow
+    async def checkout(order_id: str) -> str:
+        return await charge(order_id)
+
+See the README and ``rfcs/`` for the model.
+"""
+
+from workflow.api import (
+    continue_as_new,
+    create_hook,
+    get_attribute,
+    get_run_metadata,
+    get_step_metadata,
+    list_attributes,
+    now,
+    random,
+    set_attribute,
+    sleep,
+    uuid4,
+)
+from workflow.client import Run, RunList, find_run, get_run, list_runs, start
+from workflow.decorators import step, workflow
+from workflow.engine import Worker
+from workflow.errors import (
+    AttributeConflictError,
+    FatalError,
+    HookConflictError,
+    NonDeterminismError,
+    NotInWorkflowError,
+    RetryableError,
+    RunAlreadyStartedError,
+    RunCancelledError,
+    RunFailedError,
+    RunNotFoundError,
+    StepFailedError,
+    WorkflowError,
+)
+from workflow.types import RunMetadata, StepMetadata, Unique
+from worlds.types import RunStatus
+
+__all__ = [
+    "AttributeConflictError",
+    "FatalError",
+    "HookConflictError",
+    "NonDeterminismError",
+    "NotInWorkflowError",
+    "RetryableError",
+    "Run",
+    "RunAlreadyStartedError",
+    "RunCancelledError",
+    "RunFailedError",
+    "RunList",
+    "RunMetadata",
+    "RunNotFoundError",
+    "RunStatus",
+    "StepFailedError",
+    "StepMetadata",
+    "Unique",
+    "Worker",
+    "WorkflowError",
+    "continue_as_new",
+    "create_hook",
+    "find_run",
+    "get_attribute",
+    "get_run",
+    "get_run_metadata",
+    "get_step_metadata",
+    "list_attributes",
+    "list_runs",
+    "now",
+    "random",
+    "set_attribute",
+    "sleep",
+    "start",
+    "step",
+    "uuid4",
+    "workflow",
+]

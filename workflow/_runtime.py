@@ -1,0 +1,119 @@
+"""The seam between the public API and the engine.
+
+Public functions such as ``set_attribute`` are one-line calls to the runtime
+found in a context variable; the engine installs a ``WorkflowRuntime`` while a
+workflow body runs and a ``StepRuntime`` while a step runs. The public modules
+never import the engine: they only know these abstract classes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from workflow.errors import NotInWorkflowError
+from workflow.types import RunMetadata, StepMetadata
+
+if TYPE_CHECKING:
+    from workflow._hooks import Hook
+    from workflow.decorators import StepDefinition
+    from worlds.types import AttributeValue
+
+__all__ = ["Runtime", "current", "current_or_none", "installed"]
+
+
+class Runtime(ABC):
+    """What workflow and step code can ask of the engine.
+
+    A method that makes no sense in the current context (``sleep`` in a step,
+    say) raises ``NotInWorkflowError`` naming what to use instead.
+    """
+
+    @property
+    @abstractmethod
+    def in_workflow(self) -> bool:
+        """True in workflow code, False in step code."""
+
+    @abstractmethod
+    def call_step(
+        self, step: StepDefinition[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Awaitable[Any]:
+        """Record and schedule a step from workflow code; return its awaitable."""
+
+    @abstractmethod
+    async def set_attribute(self, key: str, value: Any, unique: bool) -> AttributeValue:
+        """Set an attribute; see ``workflow.set_attribute``."""
+
+    @abstractmethod
+    async def get_attribute(self, key: str) -> AttributeValue:
+        """Read an attribute; see ``workflow.get_attribute``."""
+
+    @abstractmethod
+    async def list_attributes(self) -> dict[str, AttributeValue]:
+        """All attributes in scope; see ``workflow.list_attributes``."""
+
+    @abstractmethod
+    async def sleep(self, seconds: float) -> None:
+        """A durable timer; see ``workflow.sleep``."""
+
+    @abstractmethod
+    def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
+        """A hook resumed from outside; see ``workflow.create_hook``."""
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """Replay-safe current time."""
+
+    @abstractmethod
+    def random(self) -> float:
+        """Replay-safe random float in [0, 1)."""
+
+    @abstractmethod
+    def uuid4(self) -> UUID:
+        """Replay-safe random UUID."""
+
+    @abstractmethod
+    def run_metadata(self) -> RunMetadata:
+        """Facts about the current run."""
+
+    @abstractmethod
+    def step_metadata(self) -> StepMetadata:
+        """Facts about the current step attempt."""
+
+    @abstractmethod
+    def continue_as_new(self, args: tuple[Any, ...]) -> None:
+        """Close this run and start a fresh one; see ``workflow.continue_as_new``."""
+
+
+_current: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar(
+    "workflow_runtime", default=None
+)
+
+
+def current() -> Runtime:
+    """The active runtime; ``NotInWorkflowError`` outside workflow and step code."""
+    runtime = _current.get()
+    if runtime is None:
+        raise NotInWorkflowError(
+            "this call only works inside a @workflow or @step function run by a Worker"
+        )
+    return runtime
+
+
+def current_or_none() -> Runtime | None:
+    """The active runtime, or ``None`` outside workflow and step code."""
+    return _current.get()
+
+
+def installed(runtime: Runtime) -> contextvars.Token[Runtime | None]:
+    """Make ``runtime`` current in this context; returns a token to reset it."""
+    return _current.set(runtime)
+
+
+def uninstall(token: contextvars.Token[Runtime | None]) -> None:
+    """Undo ``installed``."""
+    _current.reset(token)

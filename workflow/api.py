@@ -1,0 +1,101 @@
+"""The API workflow and step code calls. Each function is one call to the runtime.
+
+Inside a workflow these calls are recorded in the run's event log and answered
+from it on replay; inside a step they act on the current step attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
+from uuid import UUID
+
+from workflow import _runtime
+from workflow._hooks import Hook
+from workflow.types import RunMetadata, StepMetadata
+from worlds.types import AttributeValue
+
+__all__ = [
+    "continue_as_new",
+    "create_hook",
+    "get_attribute",
+    "get_run_metadata",
+    "get_step_metadata",
+    "list_attributes",
+    "now",
+    "random",
+    "set_attribute",
+    "sleep",
+    "uuid4",
+]
+
+
+async def set_attribute(
+    key: str,
+    value: AttributeValue | Callable[[AttributeValue], AttributeValue],
+    unique: bool = False,
+) -> AttributeValue:
+    """Set an attribute on the current run (in a workflow) or step attempt (in a step).
+
+    ``value`` may be a function ``current -> new``. With ``unique=True`` the pair
+    is claimed across the whole world, or ``AttributeConflictError`` names the run
+    holding it. In a workflow, the outcome is recorded, so replay gives the same
+    answer. Attributes are visible metadata: never put secrets or personal data
+    in them. Returns the value set.
+    """
+    return await _runtime.current().set_attribute(key, value, unique)
+
+
+async def get_attribute(key: str) -> AttributeValue:
+    """The current value of attribute ``key`` in scope, or ``None``."""
+    return await _runtime.current().get_attribute(key)
+
+
+async def list_attributes() -> dict[str, AttributeValue]:
+    """All attributes in scope, as a dict."""
+    return await _runtime.current().list_attributes()
+
+
+async def sleep(duration: float | timedelta) -> None:
+    """A durable timer: the run holds no worker while it waits, and survives restarts."""
+    seconds = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+    await _runtime.current().sleep(seconds)
+
+
+def create_hook(
+    token: str | None = None, attributes: Mapping[str, AttributeValue] | None = None
+) -> Hook:
+    """A hook that ``resume_hook(token, payload)`` resumes from outside the run."""
+    return _runtime.current().create_hook(token, dict(attributes) if attributes else None)
+
+
+def now() -> datetime:
+    """The current time, replay-safe: the time of the event being processed."""
+    return _runtime.current().now()
+
+
+def random() -> float:
+    """A random float in [0, 1), replay-safe (seeded by the run)."""
+    return _runtime.current().random()
+
+
+def uuid4() -> UUID:
+    """A random UUID, replay-safe (seeded by the run)."""
+    return _runtime.current().uuid4()
+
+
+def get_run_metadata() -> RunMetadata:
+    """The current run's id, workflow name and creation time."""
+    return _runtime.current().run_metadata()
+
+
+def get_step_metadata() -> StepMetadata:
+    """The current step attempt's run id, step id, attempt and claim generations."""
+    return _runtime.current().step_metadata()
+
+
+def continue_as_new(*args: Any) -> NoReturn:
+    """Close this run and start a new run of the same workflow with ``args``."""
+    _runtime.current().continue_as_new(args)
+    raise AssertionError("continue_as_new returned")  # pragma: no cover

@@ -1,0 +1,294 @@
+"""Start runs and look at them from outside a workflow: ``start``, ``get_run``, ``Run``.
+
+Every function takes ``world=None``: a world from ``worlds.open(url)``, or by
+default the one in force (the worker's, inside a step; else ``$WORKFLOW_WORLD``;
+else the embedded SQLite file).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+import worlds
+from workflow._attributes import IDEMPOTENCY_KEY, check_pair, split_start_attributes
+from workflow._codec import decode_result, encode_call
+from workflow.decorators import WorkflowDefinition
+from workflow.errors import (
+    AttributeConflictError,
+    RunCancelledError,
+    RunFailedError,
+    RunNotFoundError,
+)
+from worlds.protocol import World, run_topic
+from worlds.semantics import new_run_id
+from worlds.types import (
+    AttributeValue,
+    Claim,
+    CreateRunRequest,
+    EventKind,
+    RunCancelled,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+)
+
+__all__ = ["Run", "RunList", "find_run", "get_run", "list_runs", "resolve_world", "start"]
+
+R = TypeVar("R")
+
+_worker_world: contextvars.ContextVar[World | None] = contextvars.ContextVar(
+    "workflow_worker_world", default=None
+)
+_opened: dict[tuple[str, int], World] = {}
+
+
+def resolve_world(world: World | None) -> World:
+    """``world``, or the world in force: the worker's, else the configured URL's."""
+    if world is not None:
+        return world
+    in_worker = _worker_world.get()
+    if in_worker is not None:
+        return in_worker
+    url = worlds.url_from_env()
+    key = (url, id(_running_loop()))
+    if key not in _opened:
+        _opened[key] = worlds.open(url)
+    return _opened[key]
+
+
+def _running_loop() -> object:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def set_worker_world(world: World) -> contextvars.Token[World | None]:
+    """Make ``world`` the default for client calls in this context (used by workers)."""
+    return _worker_world.set(world)
+
+
+def reset_worker_world(token: contextvars.Token[World | None]) -> None:
+    """Undo ``set_worker_world``."""
+    _worker_world.reset(token)
+
+
+class Run(Generic[R]):
+    """A handle to one run. Creating one does no I/O; each method asks the world."""
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        world: World | None = None,
+        workflow: WorkflowDefinition[..., R] | None = None,
+        record: RunRecord | None = None,
+    ) -> None:
+        self._id = run_id
+        self._world = world
+        self._workflow = workflow
+        self.record = record
+        """The run as last read by ``list_runs``/``find_run``, if any (may be stale)."""
+
+    @property
+    def id(self) -> str:
+        """The run id."""
+        return self._id
+
+    @property
+    def world(self) -> World:
+        """The world this run lives in."""
+        return resolve_world(self._world)
+
+    def __repr__(self) -> str:
+        return f"Run({self._id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Run) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    async def _record(self) -> RunRecord:
+        record = await self.world.get_run(self._id)
+        if record is None:
+            raise RunNotFoundError(self._id)
+        self.record = record
+        return record
+
+    async def status(self) -> RunStatus:
+        """Where the run is now."""
+        return (await self._record()).status
+
+    async def attributes(self) -> dict[str, AttributeValue]:
+        """The run's attributes."""
+        return dict((await self._record()).attributes)
+
+    async def events(self) -> list[EventKind]:
+        """The run's event log, in order."""
+        await self._record()
+        return await self.world.read_events(self._id)
+
+    async def claims(self) -> dict[str, Claim]:
+        """The unique attributes this run holds now, by key, with their generations.
+
+        A claim's ``generation`` is a fencing token: it grows on every takeover,
+        so an external system that remembers the highest one it has seen can
+        refuse a superseded run. A claim the run lost is absent.
+        """
+        return {claim.key: claim for claim in await self.world.run_claims(self._id)}
+
+    async def cancel(self, reason: str | None = None) -> None:
+        """Cancel the run: no new step starts and in-flight steps are told to stop.
+
+        Cancelling a closed run does nothing.
+        """
+        if await self.world.cancel_run(self._id, reason) is None:
+            raise RunNotFoundError(self._id)
+
+    async def result(self, timeout: float | None = None) -> R:
+        """Wait for the run to close and return its result.
+
+        Raises:
+            RunFailedError: the run failed.
+            RunCancelledError: the run was cancelled.
+            TimeoutError: ``timeout`` seconds passed first.
+        """
+        deadline = math.inf if timeout is None else anyio.current_time() + timeout
+        world = self.world
+        while True:
+            record = await self._record()
+            if record.status.is_closed:
+                return await self._outcome(record)
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                raise TimeoutError(f"run {self._id} did not finish within {timeout} s")
+            await world.wait(run_topic(self._id), min(remaining, 1.0))
+
+    async def _outcome(self, record: RunRecord) -> R:
+        if record.status is RunStatus.COMPLETED:
+            assert record.result is not None
+            fn = self._workflow.fn if self._workflow is not None else None
+            value: R = decode_result(record.result, fn)
+            return value
+        if record.status is RunStatus.FAILED:
+            assert record.error is not None
+            raise RunFailedError(self._id, record.error.type, record.error.message)
+        reason = None
+        for event in reversed(await self.world.read_events(self._id)):
+            if isinstance(event, RunCancelled):
+                reason = event.reason
+                break
+        raise RunCancelledError(self._id, reason)
+
+
+async def start(
+    fn: WorkflowDefinition[..., R],
+    *args: Any,
+    attributes: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    world: World | None = None,
+) -> Run[R]:
+    """Create a run of workflow ``fn`` with ``args``; a worker will execute it.
+
+    Every ``Unique`` value in ``attributes`` is claimed in the same atomic
+    operation that creates the run. With ``idempotency_key``, a second start with
+    the same key returns the first run instead of creating one.
+
+    Raises:
+        AttributeConflictError: a unique pair is held by another run; nothing
+            was created.
+        TypeError / ValueError: bad arguments or attributes; nothing was written.
+    """
+    if not isinstance(fn, WorkflowDefinition):
+        raise TypeError(f"start() needs a @workflow function, got {fn!r}")
+    payload = encode_call(args)
+    values, unique = split_start_attributes(attributes)
+    if idempotency_key is not None:
+        check_pair(IDEMPOTENCY_KEY, idempotency_key)
+        values[IDEMPOTENCY_KEY] = idempotency_key
+        unique |= {IDEMPOTENCY_KEY}
+    target = resolve_world(world)
+    request = CreateRunRequest(
+        run_id=new_run_id(), workflow=fn.name, args=payload, attributes=values, unique=unique
+    )
+    created = await target.create_run(request)
+    if created.conflict is not None:
+        holder: Run[R] = Run(created.conflict.holder_run_id, world=world, workflow=fn)
+        if created.conflict.key == IDEMPOTENCY_KEY:
+            return holder
+        raise AttributeConflictError(created.conflict.key, created.conflict.value, holder)
+    return Run(request.run_id, world=world, workflow=fn, record=created.run)
+
+
+def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:
+    """A handle to run ``run_id``; no I/O happens until a method is awaited."""
+    return Run(run_id, world=world)
+
+
+async def find_run(
+    key: str, value: AttributeValue, *, world: World | None = None
+) -> Run[Any] | None:
+    """The run holding the unique pair (``key``, ``value``), or ``None``."""
+    key, value = check_pair(key, value)
+    claim = await resolve_world(world).find_claim(key, value)
+    return None if claim is None else Run(claim.run_id, world=world)
+
+
+@dataclass(frozen=True, slots=True)
+class RunList:
+    """One page of ``list_runs``: iterate it; pass ``next_cursor`` back for more."""
+
+    runs: list[Run[Any]]
+    next_cursor: str | None
+
+    def __iter__(self) -> Iterator[Run[Any]]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+
+async def list_runs(
+    *,
+    workflow: str | WorkflowDefinition[..., Any] | None = None,
+    status: RunStatus | str | list[RunStatus | str] | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    limit: int = 100,
+    cursor: str | None = None,
+    world: World | None = None,
+) -> RunList:
+    """Runs matching every given filter, newest first, one page at a time."""
+    if isinstance(workflow, WorkflowDefinition):
+        workflow = workflow.name
+    statuses = None
+    if status is not None:
+        items = status if isinstance(status, list) else [status]
+        statuses = frozenset(RunStatus(s) for s in items)
+    checked = dict(check_pair(k, v) for k, v in (attributes or {}).items())
+    if not 1 <= limit <= 1000:
+        raise ValueError(f"limit must be 1-1000, got {limit}")
+    page = await resolve_world(world).list_runs(
+        RunQuery(
+            workflow=workflow,
+            statuses=statuses,
+            attributes=checked,
+            created_after=created_after,
+            created_before=created_before,
+            limit=limit,
+            cursor=cursor,
+        )
+    )
+    runs: list[Run[Any]] = [Run(r.id, world=world, record=r) for r in page.runs]
+    return RunList(runs, page.next_cursor)

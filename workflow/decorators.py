@@ -1,0 +1,151 @@
+"""``@workflow`` and ``@step``: mark functions as durable workflows and steps.
+
+Decorated functions keep their signature. Called inside a running workflow, a
+step is recorded and executed by a worker; called anywhere else (a unit test,
+another step) it simply runs. Workers find functions by name, so a worker in
+another process finds them by importing the module that defines them.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from workflow import _runtime
+
+__all__ = ["StepDefinition", "WorkflowDefinition", "step", "workflow"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a failed step attempt is retried: exponential backoff with a cap."""
+
+    max_retries: int = 3
+    initial_delay: float = 1.0
+    backoff: float = 2.0
+    max_delay: float = 60.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (from 1)."""
+        return min(self.max_delay, self.initial_delay * self.backoff ** (attempt - 1))
+
+
+class WorkflowDefinition(Generic[P, R]):
+    """A function decorated with ``@workflow``; start it with ``start(fn, *args)``."""
+
+    def __init__(self, fn: Callable[P, Awaitable[R]], name: str) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@workflow needs an async def function, got {fn!r}")
+        self.fn = fn
+        self.name = name
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        """Run the body directly, not durably (handy in unit tests)."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.name}>"
+
+
+class StepDefinition(Generic[P, R]):
+    """A function decorated with ``@step``; await it from a workflow."""
+
+    def __init__(self, fn: Callable[P, Any], name: str, retry: RetryPolicy) -> None:
+        self.fn = fn
+        self.name = name
+        self.retry = retry
+        self.is_async = inspect.iscoroutinefunction(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        """Record and schedule the step inside a workflow; run it directly elsewhere."""
+        runtime = _runtime.current_or_none()
+        if runtime is not None and runtime.in_workflow:
+            return runtime.call_step(self, args, kwargs)
+        return self._run_directly(*args, **kwargs)
+
+    async def _run_directly(self, *args: Any, **kwargs: Any) -> R:
+        if self.is_async:
+            result: R = await self.fn(*args, **kwargs)
+            return result
+        return self.fn(*args, **kwargs)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<step {self.name}>"
+
+
+@overload
+def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> WorkflowDefinition[P, R]: ...
+@overload
+def workflow(
+    *, name: str | None = None
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
+
+
+def workflow(
+    fn: Callable[P, Coroutine[Any, Any, R]] | None = None, /, *, name: str | None = None
+) -> (
+    WorkflowDefinition[P, R]
+    | Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]
+):
+    """Mark an ``async def`` as a durable workflow: ``@workflow`` or ``@workflow(name=...)``.
+
+    The body must be deterministic: do I/O in steps, and use ``now()``,
+    ``random()``, ``uuid4()`` and ``sleep()`` from this package for time and chance.
+    """
+
+    def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> WorkflowDefinition[P, R]:
+        return WorkflowDefinition(f, name or f.__qualname__)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@overload
+def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> StepDefinition[P, R]: ...
+@overload
+def step(fn: Callable[P, R], /) -> StepDefinition[P, R]: ...
+@overload
+def step(
+    *,
+    name: str | None = None,
+    max_retries: int = 3,
+    retry_delay: float = 1.0,
+    backoff: float = 2.0,
+    max_delay: float = 60.0,
+) -> Callable[[Callable[P, Any]], StepDefinition[P, Any]]: ...
+
+
+def step(
+    fn: Callable[P, Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    max_retries: int = 3,
+    retry_delay: float = 1.0,
+    backoff: float = 2.0,
+    max_delay: float = 60.0,
+) -> StepDefinition[P, Any] | Callable[[Callable[P, Any]], StepDefinition[P, Any]]:
+    """Mark a function as a step: ``@step`` or ``@step(max_retries=5, ...)``.
+
+    A step runs at least once; its result is recorded and never recomputed on
+    replay. A failed attempt is retried ``max_retries`` times, waiting
+    ``retry_delay * backoff ** (attempt - 1)`` seconds (at most ``max_delay``).
+    A plain ``def`` step runs in a worker thread.
+    """
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+    if retry_delay < 0 or backoff < 1 or max_delay < 0:
+        raise ValueError("retry_delay and max_delay must be >= 0 and backoff >= 1")
+    policy = RetryPolicy(max_retries, retry_delay, backoff, max_delay)
+
+    def decorate(f: Callable[P, Any]) -> StepDefinition[P, Any]:
+        return StepDefinition(f, name or f.__qualname__, policy)
+
+    return decorate(fn) if fn is not None else decorate

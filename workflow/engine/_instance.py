@@ -1,0 +1,421 @@
+"""One workflow run in memory: its event loop, its replay cursor and its outbox.
+
+Replay rules (``rfcs/0001-execution-model.md``):
+
+* Calls the workflow makes (steps, timers, attributes, completion) are
+  *commands*. A command is matched by position against the commands recorded
+  in the log; past the end of the log it is new and goes to the outbox.
+* *External* events (step results, timer firings) are delivered one at a time
+  in log order, and the loop runs until quiescent after each. So the state of
+  the workflow is a function of the order of external events alone, whatever
+  batches the workers happened to see them in.
+* Calls that answer at once (``set_attribute``) are resolved together at the
+  next quiescent point, in call order; a unique claim needs the world first,
+  so the instance reports itself blocked until the engine commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import hashlib
+import random as _random
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from workflow import _runtime
+from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair
+from workflow._codec import decode_call, decode_result, encode_call, encode_result, error_info
+from workflow._hooks import Hook
+from workflow.client import Run
+from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._loop import WorkflowLoop
+from workflow.errors import (
+    AttributeConflictError,
+    NonDeterminismError,
+    NotInWorkflowError,
+    StepFailedError,
+)
+from workflow.types import RunMetadata, StepMetadata
+from worlds.protocol import World
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    AttributeValue,
+    EventKind,
+    HookConflict,
+    HookCreated,
+    NewWorkItem,
+    RunCompleted,
+    RunCreated,
+    RunFailed,
+    RunStarted,
+    StepCompleted,
+    StepCreated,
+    StepFailed,
+    WaitCompleted,
+    WaitCreated,
+)
+
+__all__ = ["WorkflowInstance"]
+
+_COMMANDS = (StepCreated, WaitCreated, HookCreated, HookConflict, RunCompleted, RunFailed)
+
+
+def _is_command(event: EventKind) -> bool:
+    if isinstance(event, (AttributeSet, AttributeConflict)):
+        return event.step is None
+    return isinstance(event, _COMMANDS)
+
+
+def _describe(event: EventKind) -> str:
+    if isinstance(event, StepCreated):
+        return f"step {event.name!r}"
+    if isinstance(event, WaitCreated):
+        return "a timer"
+    if isinstance(event, (AttributeSet, AttributeConflict)):
+        return f"set_attribute({event.key!r})"
+    if isinstance(event, (HookCreated, HookConflict)):
+        return "create_hook"
+    return "the end of the workflow"
+
+
+@dataclass
+class _PendingCall:
+    """A ``set_attribute`` call waiting to be resolved at a quiescent point."""
+
+    future: asyncio.Future[AttributeValue]
+    outcome: AttributeSet | AttributeConflict | None
+    outbox_index: int = -1
+
+
+@dataclass
+class Commit:
+    """What the instance asks the engine to write next."""
+
+    events: list[EventKind] = field(default_factory=list)
+    schedule: list[NewWorkItem] = field(default_factory=list)
+
+
+class WorkflowInstance(_runtime.Runtime):
+    """A run's workflow body, replayed from its log and kept going."""
+
+    def __init__(self, run_id: str, definition: WorkflowDefinition[..., Any], world: World) -> None:
+        self.run_id = run_id
+        self.definition = definition
+        self.world = world
+        # asyncio's I/O methods stay abstract on purpose: workflow code must not do I/O
+        self.loop = WorkflowLoop(self._on_timer, self._on_loop_error)  # type: ignore[abstract]
+        self.last_seq = 0
+        self.finished = False
+        self.failure: BaseException | None = None
+        self.step_definitions: dict[str, StepDefinition[..., Any]] = {}
+        self._context = contextvars.copy_context()
+        self._context.run(_runtime.installed, self)
+        self._recorded: collections.deque[EventKind] = collections.deque()
+        self._externals: collections.deque[EventKind] = collections.deque()
+        self._own_seqs: set[int] = set()
+        self._position = 0
+        self._outbox = Commit()
+        self._calls: list[_PendingCall] = []
+        self._steps: dict[int, tuple[asyncio.Future[Any], StepDefinition[..., Any]]] = {}
+        self._waits: dict[int, asyncio.TimerHandle] = {}
+        self._next_step = 1
+        self._next_wait = 1
+        self._attributes: dict[str, AttributeValue] = {}
+        self._started = False
+        self._created_at = datetime.fromtimestamp(0, UTC)
+        seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
+        self._rng = _random.Random(seed)
+        self._main: asyncio.Task[Any] | None = None
+        self._disposed = False
+
+    # ================================================================ engine side
+
+    def is_stale(self, events: list[EventKind]) -> bool:
+        """True if ``events`` hold commands this instance did not issue (another
+        worker advanced the run), so it must be rebuilt from the full log."""
+        return self._main is not None and any(
+            _is_command(e) and e.seq not in self._own_seqs for e in events
+        )
+
+    def feed(self, events: list[EventKind]) -> None:
+        """Take new log entries: queue recorded commands and external events."""
+        for event in events:
+            if event.seq in self._own_seqs:
+                self._own_seqs.discard(event.seq)
+            elif _is_command(event):
+                self._recorded.append(event)
+            else:
+                self._externals.append(event)
+            self.last_seq = max(self.last_seq, event.seq)
+
+    def advance(self) -> bool:
+        """Run the workflow as far as it can go without I/O.
+
+        Returns True when it is blocked on a unique claim the engine must commit
+        first (then call ``committed`` and ``advance`` again).
+        """
+        while True:
+            self._run_loop()
+            if self.failure is not None or self.finished:
+                return False
+            if self._calls:
+                if any(call.outcome is None for call in self._calls):
+                    return True
+                self._resolve_calls()
+                continue
+            if self._finish_if_done():
+                return False
+            if not self._externals:
+                return False
+            self._deliver(self._externals.popleft())
+
+    def take_commit(self) -> Commit:
+        """Hand over the outbox; the engine commits it and calls ``committed``."""
+        if not self._started and (self._outbox.events or self.finished or self.failure):
+            self._started = True
+            self._outbox.events.insert(0, RunStarted())
+            for call in self._calls:
+                if call.outcome is None:
+                    call.outbox_index += 1
+        if self.failure is not None and not self.finished:
+            self.finished = True
+            self._outbox.events.append(RunFailed(error=error_info(self.failure)))
+        commit, self._outbox = self._outbox, Commit()
+        return commit
+
+    def committed(self, appended: tuple[EventKind, ...]) -> None:
+        """Record what the world appended for the last ``take_commit``."""
+        for event in appended:
+            self._own_seqs.add(event.seq)
+        for call in self._calls:
+            if call.outcome is None:
+                outcome = appended[call.outbox_index]
+                assert isinstance(outcome, (AttributeSet, AttributeConflict))
+                call.outcome = outcome
+            call.outbox_index = -1
+
+    def dispose(self) -> None:
+        """Forget the instance; any further call from its code is refused."""
+        self._disposed = True
+        self.loop.close()
+
+    # ================================================================ internals
+
+    def _run_loop(self) -> None:
+        try:
+            self.loop.run_until_quiescent()
+        except BaseException as exc:  # a callback escaped asyncio's own handling
+            self.failure = self.failure or exc
+
+    def _on_loop_error(self, context: dict[str, Any]) -> None:
+        if self._disposed:
+            return
+        exc = context.get("exception")
+        if isinstance(exc, NonDeterminismError):
+            self.failure = self.failure or exc
+
+    def _deliver(self, event: EventKind) -> None:
+        self.loop.set_time(event.at.timestamp())
+        if isinstance(event, RunCreated):
+            self._start(event)
+        elif isinstance(event, RunStarted):
+            self._started = True
+        elif isinstance(event, (StepCompleted, StepFailed)):
+            entry = self._steps.pop(event.step, None)
+            if entry is None or entry[0].done():
+                return
+            future, definition = entry
+            if isinstance(event, StepCompleted):
+                future.set_result(decode_result(event.result, definition.fn))
+            else:
+                error = event.error
+                future.set_exception(StepFailedError(definition.name, error.type, error.message))
+        elif isinstance(event, WaitCompleted):
+            handle = self._waits.pop(event.wait, None)
+            if handle is not None:
+                self.loop.fire(handle)
+
+    def _start(self, event: RunCreated) -> None:
+        self._created_at = event.at
+        self._attributes = dict(event.attributes)
+        try:
+            args, kwargs = decode_call(event.args, self.definition.fn)
+            coro = self.definition.fn(*args, **kwargs)
+        except Exception as exc:
+            self.failure = exc
+            return
+        self._main = self._context.run(self.loop.create_task, coro, name=self.run_id)
+
+    def _finish_if_done(self) -> bool:
+        main = self._main
+        if main is None or not main.done() or self.finished:
+            return False
+        self.finished = True
+        if main.cancelled():
+            error = error_info(asyncio.CancelledError("the workflow's main task was cancelled"))
+            self._command(RunFailed(error=error), "the end of the workflow")
+            return True
+        exc = main.exception()
+        if exc is not None:
+            self._command(RunFailed(error=error_info(exc)), "the end of the workflow")
+            return True
+        try:
+            result = encode_result(main.result(), "the workflow's result")
+        except TypeError as err:
+            self._command(RunFailed(error=error_info(err)), "the end of the workflow")
+        else:
+            self._command(RunCompleted(result=result), "the end of the workflow")
+        return True
+
+    def _resolve_calls(self) -> None:
+        calls, self._calls = self._calls, []
+        for call in calls:
+            outcome = call.outcome
+            if isinstance(outcome, AttributeSet):
+                self._attributes[outcome.key] = outcome.value
+                call.future.set_result(outcome.value)
+            elif isinstance(outcome, AttributeConflict):
+                holder = Run[Any](outcome.holder_run_id, world=self.world)
+                call.future.set_exception(
+                    AttributeConflictError(outcome.key, outcome.value, holder)
+                )
+
+    def _next_recorded(self, issued: str) -> EventKind | None:
+        """Match a new command against the log; None past the recorded end."""
+        if self._disposed:
+            raise NotInWorkflowError("this workflow instance was evicted")
+        self._position += 1
+        return self._recorded.popleft() if self._recorded else None
+
+    def _mismatch(self, recorded: EventKind, issued: str) -> NonDeterminismError:
+        error = NonDeterminismError(self._position - 1, _describe(recorded), issued)
+        self.failure = self.failure or error
+        return error
+
+    def _command(self, event: EventKind, issued: str) -> None:
+        """A completion command: matched like any other, then queued if new."""
+        recorded = self._next_recorded(issued)
+        if recorded is None:
+            self._outbox.events.append(event)
+        elif type(recorded) is not type(event):
+            self._mismatch(recorded, issued)
+
+    def _on_timer(self, handle: asyncio.TimerHandle) -> None:
+        recorded = self._next_recorded("a timer")
+        if recorded is None:
+            number = self._next_wait
+            until = datetime.fromtimestamp(max(handle.when(), self.loop.time()), UTC)
+            self._outbox.events.append(WaitCreated(wait=number, until=until))
+            self._outbox.schedule.append(
+                NewWorkItem(
+                    kind="timer", name=self.definition.name, number=number, available_at=until
+                )
+            )
+        elif isinstance(recorded, WaitCreated):
+            number = recorded.wait
+        else:
+            raise self._mismatch(recorded, "a timer")
+        self._next_wait = max(self._next_wait, number + 1)
+        self._waits[number] = handle
+
+    # ================================================================ Runtime API
+
+    @property
+    def in_workflow(self) -> bool:
+        """Always True: this runtime serves workflow code."""
+        return True
+
+    def call_step(
+        self, step: StepDefinition[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Awaitable[Any]:
+        """Record a step call (or match it against the log) and return its result."""
+        issued = f"step {step.name!r}"
+        recorded = self._next_recorded(issued)
+        if recorded is None:
+            number = self._next_step
+            payload = encode_call(args, kwargs)
+            self._outbox.events.append(StepCreated(step=number, name=step.name, args=payload))
+            self._outbox.schedule.append(
+                NewWorkItem(kind="step", name=step.name, number=number, payload=payload)
+            )
+        elif isinstance(recorded, StepCreated) and recorded.name == step.name:
+            number = recorded.step
+        else:
+            raise self._mismatch(recorded, issued)
+        self._next_step = max(self._next_step, number + 1)
+        self.step_definitions[step.name] = step
+        future: asyncio.Future[Any] = self.loop.create_future()
+        self._steps[number] = (future, step)
+        return _await(future)
+
+    async def set_attribute(self, key: str, value: Any, unique: bool) -> AttributeValue:
+        """Set a run attribute; recorded, and answered from the log on replay."""
+        if callable(value):
+            value = value(self._attributes.get(key))
+        key, value = check_pair(key, value)
+        if key not in self._attributes:
+            check_count(len(self._attributes) + 1)
+        unique = unique or key in ALWAYS_UNIQUE
+        issued = f"set_attribute({key!r})"
+        recorded = self._next_recorded(issued)
+        future: asyncio.Future[AttributeValue] = self.loop.create_future()
+        if recorded is None:
+            event = AttributeSet(key=key, value=value, unique=unique)
+            self._outbox.events.append(event)
+            index = len(self._outbox.events) - 1
+            self._calls.append(_PendingCall(future, None if unique else event, index))
+        elif isinstance(recorded, (AttributeSet, AttributeConflict)) and recorded.key == key:
+            self._calls.append(_PendingCall(future, recorded))
+        else:
+            raise self._mismatch(recorded, issued)
+        return await future
+
+    async def get_attribute(self, key: str) -> AttributeValue:
+        """The run attribute as of this point of the log."""
+        return self._attributes.get(key)
+
+    async def list_attributes(self) -> dict[str, AttributeValue]:
+        """All run attributes as of this point of the log."""
+        return dict(self._attributes)
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable timer (``asyncio.sleep`` inside a workflow does the same)."""
+        await asyncio.sleep(seconds)
+
+    def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
+        """Hooks arrive with the hooks issue; refused clearly until then."""
+        raise NotImplementedError("create_hook is not available in this version")
+
+    def now(self) -> datetime:
+        """The time of the event being processed."""
+        return datetime.fromtimestamp(self.loop.time(), UTC)
+
+    def random(self) -> float:
+        """A float from the run's seeded generator."""
+        return self._rng.random()
+
+    def uuid4(self) -> UUID:
+        """A version-4 UUID from the run's seeded generator."""
+        return UUID(int=self._rng.getrandbits(128), version=4)
+
+    def run_metadata(self) -> RunMetadata:
+        """This run's id, workflow and creation time."""
+        return RunMetadata(self.run_id, self.definition.name, self._created_at)
+
+    def step_metadata(self) -> StepMetadata:
+        """Refused: workflow code is not a step."""
+        raise NotInWorkflowError("get_step_metadata() works in steps, not in workflow code")
+
+    def continue_as_new(self, args: tuple[Any, ...]) -> None:
+        """Arrives with the policies issue."""
+        raise NotImplementedError("continue_as_new is not available in this version")
+
+
+async def _await(future: asyncio.Future[Any]) -> Any:
+    return await future

@@ -1,0 +1,237 @@
+"""Running one step attempt: the step-side runtime and the outcome to commit."""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import random as _random
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+import anyio
+
+from workflow import _runtime
+from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair
+from workflow._codec import decode_call, encode_result, error_info
+from workflow._hooks import Hook
+from workflow.client import Run, reset_worker_world, set_worker_world
+from workflow.decorators import StepDefinition
+from workflow.errors import (
+    AttributeConflictError,
+    FatalError,
+    NotInWorkflowError,
+    RetryableError,
+    RunCancelledError,
+)
+from workflow.types import RunMetadata, StepMetadata
+from worlds.protocol import World
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    AttributeValue,
+    CommitRequest,
+    EventKind,
+    NewWorkItem,
+    StepCompleted,
+    StepDiscarded,
+    StepFailed,
+    StepRetrying,
+    WorkItem,
+    utcnow,
+)
+
+__all__ = ["StepRuntime", "run_step"]
+
+
+class StepRuntime(_runtime.Runtime):
+    """What step code sees: its metadata, and attributes scoped to this attempt."""
+
+    def __init__(self, world: World, worker_id: str, item: WorkItem, name: str) -> None:
+        self._world = world
+        self._worker_id = worker_id
+        self._item = item
+        self._name = name
+        self._attributes: dict[str, AttributeValue] = {}
+
+    @property
+    def in_workflow(self) -> bool:
+        """Always False: this runtime serves step code."""
+        return False
+
+    def call_step(
+        self, step: StepDefinition[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """Not reached: a step called from a step runs directly."""
+        raise NotInWorkflowError("steps called from a step run directly")
+
+    async def set_attribute(self, key: str, value: Any, unique: bool) -> AttributeValue:
+        """Set an attribute on this step attempt, claiming it world-wide if unique.
+
+        A unique claim never conflicts with another attempt of the same step.
+        """
+        if callable(value):
+            value = value(self._attributes.get(key))
+        key, checked = check_pair(key, value)
+        if key not in self._attributes:
+            check_count(len(self._attributes) + 1)
+        item = self._item
+        event = AttributeSet(
+            key=key,
+            value=checked,
+            unique=unique or key in ALWAYS_UNIQUE,
+            step=item.number,
+            attempt=item.attempt,
+        )
+        result = await self._world.commit(
+            CommitRequest(
+                run_id=item.run_id,
+                worker_id=self._worker_id,
+                lease=item,
+                events=(event,),
+                ack=False,
+            )
+        )
+        if not result.ok:
+            raise RunCancelledError(item.run_id, "the run closed or this attempt lost its lease")
+        outcome = result.events[0]
+        if isinstance(outcome, AttributeConflict):
+            holder = Run[Any](outcome.holder_run_id, world=self._world)
+            raise AttributeConflictError(key, checked, holder)
+        self._attributes[key] = checked
+        return checked
+
+    async def get_attribute(self, key: str) -> AttributeValue:
+        """An attribute this attempt set, or ``None``."""
+        return self._attributes.get(key)
+
+    async def list_attributes(self) -> dict[str, AttributeValue]:
+        """The attributes this attempt set."""
+        return dict(self._attributes)
+
+    async def sleep(self, seconds: float) -> None:
+        """Refused: a step is ordinary code."""
+        raise NotInWorkflowError("workflow.sleep() is for workflows; use asyncio.sleep in a step")
+
+    def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
+        """Refused: hooks belong to workflows."""
+        raise NotInWorkflowError("create_hook() works in workflow code, not in steps")
+
+    def now(self) -> datetime:
+        """Wall-clock time: steps need not be deterministic."""
+        return utcnow()
+
+    def random(self) -> float:
+        """An ordinary random float."""
+        return _random.random()
+
+    def uuid4(self) -> uuid.UUID:
+        """An ordinary random UUID."""
+        return uuid.uuid4()
+
+    def run_metadata(self) -> RunMetadata:
+        """Refused: use ``get_step_metadata()`` in steps."""
+        raise NotInWorkflowError("use get_step_metadata() inside steps")
+
+    def step_metadata(self) -> StepMetadata:
+        """This attempt's run id, world-unique step id and attempt number."""
+        item = self._item
+        return StepMetadata(
+            run_id=item.run_id,
+            step_id=f"{item.run_id}.{item.number}",
+            step_name=self._name,
+            attempt=item.attempt,
+        )
+
+    def continue_as_new(self, args: tuple[Any, ...]) -> None:
+        """Refused: only a workflow can continue as new."""
+        raise NotInWorkflowError("continue_as_new() works in workflow code, not in steps")
+
+
+async def run_step(
+    world: World,
+    worker_id: str,
+    item: WorkItem,
+    step: StepDefinition[..., Any],
+    cancel_scope: anyio.CancelScope,
+    lease_seconds: float,
+) -> CommitRequest:
+    """Run one attempt of ``step`` and return the commit that records its outcome.
+
+    Cancellation of ``cancel_scope`` (the run closed) yields a commit whose only
+    effect is a ``StepDiscarded`` entry.
+    """
+    runtime = StepRuntime(world, worker_id, item, step.name)
+    outcome: EventKind | None = None
+    retry_at: datetime | None = None
+    runtime_token = _runtime.installed(runtime)
+    world_token = set_worker_world(world)
+    try:
+        with cancel_scope:
+            try:
+                value = await _call(step, item.payload)
+                try:
+                    encoded = encode_result(value, f"the result of step {step.name!r}")
+                except TypeError as exc:
+                    outcome = StepFailed(
+                        step=item.number, attempt=item.attempt, error=error_info(exc)
+                    )
+                else:
+                    outcome = StepCompleted(step=item.number, attempt=item.attempt, result=encoded)
+            except FatalError as exc:
+                outcome = StepFailed(step=item.number, attempt=item.attempt, error=error_info(exc))
+            except Exception as exc:
+                if item.attempt > step.retry.max_retries:
+                    error = error_info(exc)
+                    outcome = StepFailed(step=item.number, attempt=item.attempt, error=error)
+                else:
+                    delay = step.retry.delay(item.attempt)
+                    if isinstance(exc, RetryableError) and exc.retry_after is not None:
+                        delay = exc.retry_after
+                    retry_at = utcnow() + timedelta(seconds=delay)
+                    outcome = StepRetrying(
+                        step=item.number,
+                        attempt=item.attempt,
+                        error=error_info(exc),
+                        retry_at=retry_at,
+                    )
+    finally:
+        reset_worker_world(world_token)
+        _runtime.uninstall(runtime_token)
+    discard = StepDiscarded(
+        step=item.number,
+        attempt=item.attempt,
+        outcome="cancelled" if outcome is None else type(outcome).__name__,
+    )
+    if outcome is None:
+        return CommitRequest(run_id=item.run_id, worker_id=worker_id, lease=item, discard=discard)
+    if isinstance(outcome, StepRetrying):
+        next_attempt = NewWorkItem(
+            kind="step",
+            name=item.name,
+            number=item.number,
+            attempt=item.attempt + 1,
+            payload=item.payload,
+            available_at=retry_at,
+        )
+        schedule = (next_attempt,)
+    else:
+        schedule = (NewWorkItem(kind="workflow"),)
+    return CommitRequest(
+        run_id=item.run_id,
+        worker_id=worker_id,
+        lease=item,
+        events=(outcome,),
+        schedule=schedule,
+        discard=discard,
+        lease_seconds=lease_seconds,
+    )
+
+
+async def _call(step: StepDefinition[..., Any], payload: bytes) -> Any:
+    """Decode the arguments and call the step; a plain ``def`` runs in a thread."""
+    args, kwargs = decode_call(payload, step.fn)
+    if step.is_async:
+        return await step.fn(*args, **kwargs)
+    context = contextvars.copy_context()
+    return await anyio.to_thread.run_sync(functools.partial(context.run, step.fn, *args, **kwargs))

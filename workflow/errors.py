@@ -1,0 +1,186 @@
+"""Every error the runtime raises, under one root.
+
+::
+
+    WorkflowError
+    ├── FatalError               raised in a step: fail it now, no retries
+    ├── RetryableError           raised in a step: retry it (after retry_after, if given)
+    ├── StepFailedError          a workflow awaited a step that failed for good
+    ├── AttributeConflictError   a unique attribute pair is held by another run
+    ├── HookConflictError        a hook token is held by another run
+    ├── RunAlreadyStartedError   a start policy refused to start a duplicate run
+    ├── NonDeterminismError      replay diverged from the recorded event log
+    ├── RunFailedError           Run.result() of a run that failed
+    ├── RunCancelledError        Run.result() of a run that was cancelled
+    ├── RunNotFoundError         no run with that id exists in the world
+    └── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
+
+    BaseException
+    └── ContinueAsNew            control flow of continue_as_new(); never catch it
+
+Control-flow signals derive from ``BaseException`` so that ``except Exception``
+in user code cannot swallow them. This module imports nothing from the project.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Protocol
+
+__all__ = [
+    "AttributeConflictError",
+    "ContinueAsNew",
+    "FatalError",
+    "HookConflictError",
+    "NonDeterminismError",
+    "NotInWorkflowError",
+    "RetryableError",
+    "RunAlreadyStartedError",
+    "RunCancelledError",
+    "RunFailedError",
+    "RunNotFoundError",
+    "StepFailedError",
+    "WorkflowError",
+]
+
+
+class _RunHandle(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+class WorkflowError(Exception):
+    """Root of every error this runtime raises."""
+
+
+class FatalError(WorkflowError):
+    """Raise inside a step to fail it at once, without retrying.
+
+    For a failure worth retrying, raise ``RetryableError`` (or any other exception).
+    """
+
+
+class RetryableError(WorkflowError):
+    """Raise inside a step to ask for a retry, optionally after ``retry_after``.
+
+    Any other exception is retried too, on the step's backoff schedule; this one
+    lets the step choose the delay. Raise ``FatalError`` to stop retrying.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | timedelta | None = None) -> None:
+        super().__init__(message)
+        if isinstance(retry_after, timedelta):
+            retry_after = retry_after.total_seconds()
+        self.retry_after: float | None = retry_after
+
+
+class StepFailedError(WorkflowError):
+    """Raised in a workflow by awaiting a step that failed for good.
+
+    ``error_type`` and ``error_message`` are what the step's last attempt raised.
+    """
+
+    def __init__(self, step_name: str, error_type: str, error_message: str) -> None:
+        super().__init__(f"step {step_name!r} failed: {error_type}: {error_message}")
+        self.step_name = step_name
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class AttributeConflictError(WorkflowError):
+    """A unique attribute (``key``, ``value``) is already held by another run.
+
+    Raised by ``start(..., attributes={k: Unique(v)})`` (nothing is created) and by
+    ``set_attribute(k, v, unique=True)``. ``existing_run`` is a handle to the holder.
+    """
+
+    def __init__(self, key: str, value: Any, existing_run: _RunHandle) -> None:
+        super().__init__(f"attribute {key}={value!r} is held by run {existing_run.id}")
+        self.key = key
+        self.value = value
+        self.existing_run = existing_run
+
+    @property
+    def existing_run_id(self) -> str:
+        """The id of the run holding the pair."""
+        return self.existing_run.id
+
+
+class HookConflictError(WorkflowError):
+    """A hook token is already held by another run (``existing_run``)."""
+
+    def __init__(self, token: str, existing_run: _RunHandle) -> None:
+        super().__init__(f"hook token {token!r} is held by run {existing_run.id}")
+        self.token = token
+        self.existing_run = existing_run
+
+
+class RunAlreadyStartedError(WorkflowError):
+    """A start policy refused the start; ``existing_run`` is the run that blocks it.
+
+    Raised only with ``error_when_already_started=True``; without it the policy
+    returns the existing run instead.
+    """
+
+    def __init__(self, key: str, value: Any, existing_run: _RunHandle) -> None:
+        super().__init__(f"a run for {key}={value!r} already exists: {existing_run.id}")
+        self.key = key
+        self.value = value
+        self.existing_run = existing_run
+
+
+class NonDeterminismError(WorkflowError):
+    """Replaying a workflow issued a different call than its log recorded.
+
+    ``position`` counts the workflow's recorded calls from 0. The run fails with
+    this error; fix the code (or keep old code paths) to let new runs proceed.
+    """
+
+    def __init__(self, position: int, recorded: str, issued: str) -> None:
+        super().__init__(
+            f"non-deterministic workflow at call #{position}: the log recorded "
+            f"{recorded}, but replay issued {issued}"
+        )
+        self.position = position
+        self.recorded = recorded
+        self.issued = issued
+
+
+class RunFailedError(WorkflowError):
+    """``Run.result()`` of a run that failed; ``error_type``/``error_message`` say why."""
+
+    def __init__(self, run_id: str, error_type: str, error_message: str) -> None:
+        super().__init__(f"run {run_id} failed: {error_type}: {error_message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class RunCancelledError(WorkflowError):
+    """``Run.result()`` of a run that was cancelled, with the recorded ``reason``."""
+
+    def __init__(self, run_id: str, reason: str | None = None) -> None:
+        suffix = f": {reason}" if reason else ""
+        super().__init__(f"run {run_id} was cancelled{suffix}")
+        self.run_id = run_id
+        self.reason = reason
+
+
+class RunNotFoundError(WorkflowError, LookupError):
+    """No run with ``run_id`` exists in the world (it may have been pruned)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run {run_id!r} in this world")
+        self.run_id = run_id
+
+
+class NotInWorkflowError(WorkflowError, RuntimeError):
+    """A call that needs a workflow (or step) context was made outside one."""
+
+
+class ContinueAsNew(BaseException):
+    """Raised by ``continue_as_new``; the runtime turns it into a new run."""
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        super().__init__("continue as new")
+        self.args_for_next_run = args

@@ -1,0 +1,174 @@
+"""Temporal's start policies as one-line helpers over a unique attribute.
+
+Temporal decides a duplicate start with three options; here the workflow id is
+a unique attribute (``key``, ``value``) and the same options decide what
+``start_with_policy`` does when another run holds it:
+
+=========  ===========================================  ===============================
+holder     options                                      result
+=========  ===========================================  ===============================
+running    defaults                                     the existing run, nothing starts
+running    error_when_already_started                   ``RunAlreadyStartedError``
+running    USE_EXISTING (even with the error flag)      the existing run
+running    TERMINATE_EXISTING                           old run cancelled, new run starts
+closed     defaults (ALLOW_DUPLICATE)                   a new run takes the claim
+closed     REJECT_DUPLICATE                             the last run
+closed     REJECT_DUPLICATE + error flag                ``RunAlreadyStartedError``
+completed  ALLOW_DUPLICATE_FAILED_ONLY + error flag     ``RunAlreadyStartedError``
+=========  ===========================================  ===============================
+
+Each decision and its effect (create the new run, cancel the old one, move the
+claim and bump its generation) is one world operation: no helper reads, then
+decides, then writes. See ``rfcs/0004-start-policies.md``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from workflow._attributes import check_pair, split_start_attributes
+from workflow._codec import encode_call
+from workflow.client import Run, resolve_world
+from workflow.decorators import WorkflowDefinition
+from workflow.errors import AttributeConflictError, RunAlreadyStartedError
+from workflow.types import Unique
+from worlds.protocol import World
+from worlds.semantics import new_run_id
+from worlds.types import AttributeValue, CreateRunRequest, StartPolicy
+
+__all__ = [
+    "ConflictPolicy",
+    "ReusePolicy",
+    "start_or_cancel_run",
+    "start_or_get_run",
+    "start_with_policy",
+]
+
+R = TypeVar("R")
+
+
+class ConflictPolicy(enum.Enum):
+    """What to do when the holder of the pair is still running."""
+
+    FAIL = "fail"
+    """Refuse: return the existing run, or raise with ``error_when_already_started``."""
+    USE_EXISTING = "use_existing"
+    """Return the existing run, never an error."""
+    TERMINATE_EXISTING = "terminate_existing"
+    """Cancel the existing run and start the new one, atomically (newest wins)."""
+
+
+class ReusePolicy(enum.Enum):
+    """What to do when the holder of the pair has closed."""
+
+    ALLOW_DUPLICATE = "allow_duplicate"
+    """Start a new run, which takes the claim over."""
+    ALLOW_DUPLICATE_FAILED_ONLY = "allow_duplicate_failed_only"
+    """Start a new run only if the holder failed or was cancelled."""
+    REJECT_DUPLICATE = "reject_duplicate"
+    """Refuse: the pair is used up for as long as the holder is retained."""
+
+
+async def start_with_policy(
+    fn: WorkflowDefinition[..., R],
+    *args: Any,
+    key: str,
+    value: AttributeValue,
+    conflict: ConflictPolicy = ConflictPolicy.FAIL,
+    reuse: ReusePolicy = ReusePolicy.ALLOW_DUPLICATE,
+    error_when_already_started: bool = False,
+    attributes: Mapping[str, Any] | None = None,
+    world: World | None = None,
+) -> Run[R]:
+    """Start ``fn(*args)`` as the holder of the unique pair (``key``, ``value``).
+
+    Returns the new run, or the existing one when the policy refuses the start.
+
+    Raises:
+        RunAlreadyStartedError: the policy refused and ``error_when_already_started``
+            is set (never with ``USE_EXISTING`` while the holder runs).
+        AttributeConflictError: another unique pair in ``attributes`` is held.
+        TypeError / ValueError: bad arguments or attributes; nothing was written.
+    """
+    if not isinstance(fn, WorkflowDefinition):
+        raise TypeError(f"start_with_policy() needs a @workflow function, got {fn!r}")
+    if not isinstance(conflict, ConflictPolicy) or not isinstance(reuse, ReusePolicy):
+        raise TypeError("conflict must be a ConflictPolicy and reuse a ReusePolicy")
+    key, value = check_pair(key, value)
+    if attributes is not None and key in attributes:
+        raise ValueError(f"{key!r} is the policy's key; do not repeat it in attributes")
+    values, unique = split_start_attributes({**(attributes or {}), key: Unique(value)})
+    request = CreateRunRequest(
+        run_id=new_run_id(),
+        workflow=fn.name,
+        args=encode_call(args),
+        attributes=values,
+        unique=unique,
+        policy=StartPolicy(key=key, conflict=conflict.value, reuse=reuse.value),
+    )
+    result = await resolve_world(world).create_run(request)
+    if result.run is not None:
+        return Run(request.run_id, world=world, workflow=fn, record=result.run)
+    refused = result.conflict
+    assert refused is not None
+    existing: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
+    if refused.key != key:
+        raise AttributeConflictError(refused.key, refused.value, existing)
+    holder_open = refused.holder_status is not None and not refused.holder_status.is_closed
+    if holder_open and conflict is ConflictPolicy.USE_EXISTING:
+        return existing
+    if error_when_already_started:
+        raise RunAlreadyStartedError(key, value, existing)
+    return existing
+
+
+async def start_or_get_run(
+    fn: WorkflowDefinition[..., R],
+    *args: Any,
+    key: str,
+    value: AttributeValue,
+    attributes: Mapping[str, Any] | None = None,
+    world: World | None = None,
+) -> Run[R]:
+    """The run holding (``key``, ``value``), started now if none ever did.
+
+    ``USE_EXISTING`` + ``REJECT_DUPLICATE``: every caller, concurrent or later,
+    gets the same run for as long as it is retained ("same answer forever").
+    """
+    return await start_with_policy(
+        fn,
+        *args,
+        key=key,
+        value=value,
+        conflict=ConflictPolicy.USE_EXISTING,
+        reuse=ReusePolicy.REJECT_DUPLICATE,
+        attributes=attributes,
+        world=world,
+    )
+
+
+async def start_or_cancel_run(
+    fn: WorkflowDefinition[..., R],
+    *args: Any,
+    key: str,
+    value: AttributeValue,
+    attributes: Mapping[str, Any] | None = None,
+    world: World | None = None,
+) -> Run[R]:
+    """Start a new run for (``key``, ``value``), cancelling the one running ("newest wins").
+
+    ``TERMINATE_EXISTING``: the cancellation, the new run and the claim's move
+    (with a new generation) are one atomic world operation; the superseded run
+    is fenced from that moment and can start no new step.
+    """
+    return await start_with_policy(
+        fn,
+        *args,
+        key=key,
+        value=value,
+        conflict=ConflictPolicy.TERMINATE_EXISTING,
+        attributes=attributes,
+        world=world,
+    )

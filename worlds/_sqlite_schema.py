@@ -1,0 +1,399 @@
+"""SQL text, schema and row codecs of the SQLite world (private to ``worlds.sqlite``).
+
+Times are stored as integer microseconds since the Unix epoch, so comparisons in
+SQL are exact. Events, attribute maps and claim values are msgpack blobs. Every
+statement text here is a constant (or built from a few shapes), so the sqlite3
+statement cache keeps them prepared.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Union, get_args, get_origin
+
+import msgspec
+
+from worlds.semantics import index_value
+from worlds.types import EPOCH, AttributeValue, ErrorInfo, EventKind, RunQuery, RunRecord, RunStatus
+
+SCHEMA_VERSION = 1
+"""Stored in ``PRAGMA user_version``; bump it with a migration when the schema changes."""
+
+SCHEMA = (
+    # rowid table: results and attribute maps can be large, so rows stay out of
+    # the interior pages of the primary-key b-tree.
+    """CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        started_at INTEGER,
+        closed_at INTEGER,
+        last_seq INTEGER NOT NULL,
+        attributes BLOB NOT NULL,
+        result BLOB,
+        error BLOB
+    )""",
+    "CREATE INDEX runs_workflow ON runs (workflow, id)",
+    "CREATE INDEX runs_status ON runs (status, id)",
+    """CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE attributes (
+        run_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX attributes_value ON attributes (key, ivalue, run_id)",
+    """CREATE TABLE claims (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        value BLOB NOT NULL,
+        run_id TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        step INTEGER,
+        attempt INTEGER,
+        PRIMARY KEY (key, ivalue)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE work (
+        run_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        available_at INTEGER NOT NULL,
+        owner TEXT,
+        token INTEGER NOT NULL,
+        expires_at INTEGER,
+        rewake INTEGER NOT NULL,
+        ever_leased INTEGER NOT NULL,
+        PRIMARY KEY (run_id, id)
+    ) WITHOUT ROWID""",
+    # Two partial indexes instead of one on available_at: a lease scan then never
+    # walks over items that are leased and still alive.
+    "CREATE INDEX work_free ON work (available_at) WHERE owner IS NULL",
+    "CREATE INDEX work_leased ON work (expires_at) WHERE owner IS NOT NULL",
+)
+
+RUN_COLUMNS = (
+    "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
+    "r.last_seq, r.attributes, r.result, r.error"
+)
+
+GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
+# The run and, when the given lease on one of its items is still held, the
+# leased item's kind and rewake flag.
+GET_RUN_FOR_COMMIT = (
+    f"SELECT {RUN_COLUMNS}, w.kind, w.rewake FROM runs r LEFT JOIN work w "
+    "ON w.run_id = ?1 AND w.id = ?2 AND w.owner = ?3 AND w.token = ?4 WHERE r.id = ?1"
+)
+INSERT_RUN = (
+    "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes) "
+    "VALUES (?, ?, 'pending', ?, 1, ?)"
+)
+UPDATE_RUN = (
+    "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
+    "attributes = ?, result = ?, error = ? WHERE id = ?"
+)
+BUMP_LAST_SEQ = "UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq"
+
+INSERT_EVENT = "INSERT INTO events (run_id, seq, kind, data) VALUES (?, ?, ?, ?)"
+READ_EVENTS = "SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
+
+UPSERT_ATTRIBUTE = (
+    "INSERT INTO attributes (run_id, key, ivalue) VALUES (?, ?, ?) "
+    "ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue"
+)
+
+CLAIM_IF_FREE = (
+    "INSERT INTO claims (key, ivalue, value, run_id, generation) VALUES (?, ?, ?, ?, 1) "
+    "ON CONFLICT (key, ivalue) DO NOTHING"
+)
+GET_CLAIM = (
+    "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = ? AND ivalue = ?"
+)
+PUT_CLAIM = (
+    "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key, ivalue) DO UPDATE SET "
+    "value = excluded.value, run_id = excluded.run_id, generation = excluded.generation, "
+    "step = excluded.step, attempt = excluded.attempt"
+)
+
+_WORK_COLUMNS = (
+    "run_id, id, kind, name, number, attempt, payload, available_at, "
+    "owner, token, expires_at, rewake, ever_leased"
+)
+INSERT_WORK_IF_ABSENT = (
+    f"INSERT INTO work ({_WORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) "
+    "ON CONFLICT (run_id, id) DO NOTHING"
+)
+REPLACE_WORK = (
+    f"INSERT INTO work ({_WORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) "
+    "ON CONFLICT (run_id, id) DO UPDATE SET kind = excluded.kind, name = excluded.name, "
+    "number = excluded.number, attempt = excluded.attempt, payload = excluded.payload, "
+    "available_at = excluded.available_at, owner = excluded.owner, token = excluded.token, "
+    "expires_at = excluded.expires_at, rewake = 0, ever_leased = excluded.ever_leased"
+)
+GET_WORK = (
+    "SELECT name, number, attempt, payload, available_at, owner, expires_at "
+    "FROM work WHERE run_id = ? AND id = ?"
+)
+SET_REWAKE = "UPDATE work SET rewake = 1 WHERE run_id = ? AND id = ?"
+SET_AVAILABLE = "UPDATE work SET available_at = ? WHERE run_id = ? AND id = ?"
+REWAKE_ON_ACK = (
+    "UPDATE work SET owner = NULL, expires_at = NULL, rewake = 0, available_at = ? "
+    "WHERE run_id = ? AND id = ?"
+)
+DELETE_WORK = "DELETE FROM work WHERE run_id = ? AND id = ?"
+DROP_RUN_WORK = "DELETE FROM work WHERE run_id = ?"
+LEASE_WORK = (
+    "UPDATE work SET available_at = ?, owner = ?, token = ?, expires_at = ?, attempt = ?, "
+    "rewake = 0, ever_leased = 1 WHERE run_id = ? AND id = ?"
+)
+RENEW_WORK = (
+    "UPDATE work SET expires_at = ? WHERE run_id = ? AND id = ? AND owner = ? AND token = ?"
+)
+RELEASE_WORK = (
+    "UPDATE work SET owner = NULL, expires_at = NULL "
+    "WHERE run_id = ? AND id = ? AND owner = ? AND token = ?"
+)
+
+_DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased"
+
+
+def due_work_sql(name_count: int) -> tuple[str, str]:
+    """The two lease scans: free items due by ``available_at``, and expired leases.
+
+    Each takes ``(now, *names, limit)`` and returns rows in lease order.
+    """
+    names = ", ".join(f"?{n}" for n in range(2, name_count + 2))
+    tail = f"AND name IN ({names}) ORDER BY available_at, run_id, id LIMIT ?{name_count + 2}"
+    free = f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NULL AND available_at <= ?1 {tail}"
+    expired = (
+        f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NOT NULL AND expires_at <= ?1 "
+        f"AND available_at <= ?1 {tail}"
+    )
+    return free, expired
+
+
+def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[object]]:
+    """The statement and parameters that list runs matching ``query``, newest first.
+
+    With attribute filters, the first one drives the scan through the
+    ``attributes_value`` index in descending run id order (the cursor is a range
+    bound on it) and the others are primary-key probes. Without them, several
+    statuses become one ``runs_status`` scan each, merged in id order. ``LIMIT``
+    is ``query.limit + 1`` so the caller can tell whether another page exists.
+    """
+    filters: list[str] = []
+    params: list[object] = []
+    if query.workflow is not None:
+        filters.append("r.workflow = ?")
+        params.append(query.workflow)
+    if query.created_after is not None:
+        filters.append("r.created_at >= ?")
+        params.append(to_micros(query.created_after))
+    if query.created_before is not None:
+        filters.append("r.created_at < ?")
+        params.append(to_micros(query.created_before))
+    statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
+    if query.attributes:
+        sql, where, head = _attribute_scan(query, before_id)
+        if statuses is not None:
+            filters.append(f"r.status IN ({', '.join('?' * len(statuses))})")
+            params += statuses
+        sql = f"{sql} WHERE {' AND '.join(where + filters)} ORDER BY a.run_id DESC LIMIT ?"
+        return sql, [*head, *params, query.limit + 1]
+    where, head = [], []
+    if before_id is not None:
+        where.append("r.id < ?")
+        head.append(before_id)
+    base = f"SELECT {RUN_COLUMNS} FROM runs r"
+    if statuses is None or len(statuses) < 2:
+        if statuses is not None:
+            filters.append(f"r.status IN ({', '.join('?' * len(statuses))})")
+            params += statuses
+        clauses = where + filters
+        sql = f"{base} WHERE {' AND '.join(clauses)}" if clauses else base
+        return f"{sql} ORDER BY r.id DESC LIMIT ?", [*head, *params, query.limit + 1]
+    arm = f"{base} WHERE {' AND '.join(['r.status = ?', *where, *filters])}"
+    sql = " UNION ALL ".join([arm] * len(statuses)) + " ORDER BY 1 DESC LIMIT ?"
+    arms = [value for status in statuses for value in (status, *head, *params)]
+    return sql, [*arms, query.limit + 1]
+
+
+def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[str], list[object]]:
+    (key, value), *others = query.attributes.items()
+    where = ["a.key = ? AND a.ivalue = ?"]
+    params: list[object] = [key, index_value(value)]
+    if before_id is not None:
+        where.append("a.run_id < ?")
+        params.append(before_id)
+    where.append("r.id = a.run_id")
+    for key, value in others:
+        where.append(
+            "EXISTS (SELECT 1 FROM attributes b "
+            "WHERE b.run_id = a.run_id AND b.key = ? AND b.ivalue = ?)"
+        )
+        params += [key, index_value(value)]
+    return f"SELECT {RUN_COLUMNS} FROM attributes a CROSS JOIN runs r", where, params
+
+
+def apply_schema(db: sqlite3.Connection) -> None:
+    """Create the schema in an empty database; refuse one written by a newer version.
+
+    Runs inside the caller's write transaction.
+    """
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"the database has schema version {version}; this runtime knows up to "
+            f"{SCHEMA_VERSION}: upgrade the runtime"
+        )
+    if version == 0:
+        for statement in SCHEMA:
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+# --------------------------------------------------------------------------- codecs
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime."""
+    return (moment - EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    """The aware UTC datetime ``micros`` microseconds after the epoch."""
+    return EPOCH + timedelta(microseconds=micros)
+
+
+encode = msgspec.msgpack.Encoder().encode
+_decode_attributes = msgspec.msgpack.Decoder(dict[str, Any]).decode
+_decode_error = msgspec.msgpack.Decoder(ErrorInfo).decode
+_decode_value = msgspec.msgpack.Decoder(Any).decode
+
+_STATUS = {status.value: status for status in RunStatus}
+
+
+def decode_value(data: bytes) -> AttributeValue:
+    """An attribute value from its msgpack blob."""
+    value: AttributeValue = _decode_value(data)
+    return value
+
+
+def decode_attributes(data: bytes) -> dict[str, AttributeValue]:
+    """An attribute map from its msgpack blob."""
+    attributes: dict[str, AttributeValue] = _decode_attributes(data)
+    return attributes
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    """A ``RunRecord`` from the ``RUN_COLUMNS`` of a row."""
+    started, closed, error = row[4], row[5], row[9]
+    return RunRecord(
+        id=row[0],
+        workflow=row[1],
+        status=_STATUS[row[2]],
+        created_at=from_micros(row[3]),
+        started_at=None if started is None else from_micros(started),
+        closed_at=None if closed is None else from_micros(closed),
+        last_seq=row[6],
+        attributes=decode_attributes(row[7]),
+        result=row[8],
+        error=None if error is None else _decode_error(error),
+    )
+
+
+def run_update_params(run: RunRecord, attributes: bytes) -> tuple[object, ...]:
+    """Parameters of ``UPDATE_RUN`` that store ``run`` (``attributes`` pre-encoded)."""
+    return (
+        run.status.value,
+        None if run.started_at is None else to_micros(run.started_at),
+        None if run.closed_at is None else to_micros(run.closed_at),
+        run.last_seq,
+        attributes,
+        run.result,
+        None if run.error is None else encode(run.error),
+        run.id,
+    )
+
+
+# msgspec refuses to decode a union holding both ``str`` and ``datetime`` (the
+# ``AttributeValue`` fields), so event types with such a field are decoded
+# through a twin struct whose field is ``Any`` (msgpack's own types: str, int,
+# float, bool, nil and the timestamp extension map exactly onto AttributeValue)
+# and then rebuilt as the real type.
+
+
+def _decodable(tp: Any) -> bool:
+    try:
+        msgspec.msgpack.Decoder(tp)
+    except TypeError:
+        return False
+    return True
+
+
+def _loosen(tp: Any) -> Any:
+    if _decodable(tp):
+        return tp
+    if get_origin(tp) is dict:
+        key, value = get_args(tp)
+        return dict.__class_getitem__((key, _loosen(value)))
+    return Any
+
+
+def _twin(cls: type[msgspec.Struct]) -> type[msgspec.Struct]:
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for field in msgspec.structs.fields(cls):
+        if field.default is not msgspec.NODEFAULT:
+            fields.append((field.name, _loosen(field.type), field.default))
+        elif field.default_factory is not msgspec.NODEFAULT:
+            default = msgspec.field(default_factory=field.default_factory)
+            fields.append((field.name, _loosen(field.type), default))
+        else:
+            fields.append((field.name, _loosen(field.type)))
+    config = cls.__struct_config__
+    return msgspec.defstruct(
+        f"_Stored{cls.__name__}", fields, kw_only=True, tag=config.tag, tag_field=config.tag_field
+    )
+
+
+def _event_codec() -> tuple[msgspec.msgpack.Decoder[Any], dict[type, type], dict[type, str]]:
+    decoded: list[type] = []
+    twins: dict[type, type] = {}
+    tags: dict[type, str] = {}
+    for cls in get_args(EventKind):
+        tags[cls] = cls.__struct_config__.tag
+        if _decodable(cls):
+            decoded.append(cls)
+        else:
+            twin = _twin(cls)
+            twins[twin] = cls
+            decoded.append(twin)
+    return msgspec.msgpack.Decoder(Union[tuple(decoded)]), twins, tags  # noqa: UP007
+
+
+_EVENT_DECODER, _TWINS, EVENT_TAGS = _event_codec()
+
+
+def decode_event(data: bytes) -> EventKind:
+    """An event from its msgpack blob."""
+    event = _EVENT_DECODER.decode(data)
+    real = _TWINS.get(type(event))
+    if real is not None:
+        event = real(**{name: getattr(event, name) for name in event.__struct_fields__})
+    result: EventKind = event
+    return result

@@ -1,0 +1,162 @@
+"""The ``World`` protocol: everything the runtime asks of a storage backend.
+
+A world is small on purpose. It stores runs, their event logs, attributes and
+claims, and a queue of leased work. Every method that writes is one atomic
+operation: a world either performs all of it or none of it. The engine never
+reads, decides and writes in separate calls where a race could slip in.
+
+A third-party world implements this protocol (structural typing, no base class
+to inherit) and proves itself with ``worlds.testing``. See
+``rfcs/0002-world-protocol.md`` for each operation's atomicity and failure modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+from worlds.types import (
+    AttributeValue,
+    Claim,
+    CommitRequest,
+    CommitResult,
+    CreateRunRequest,
+    CreateRunResult,
+    EventKind,
+    RunPage,
+    RunQuery,
+    RunRecord,
+    WorkItem,
+)
+
+__all__ = ["PROTOCOL_VERSION", "WORK_TOPIC", "World", "run_topic"]
+
+PROTOCOL_VERSION = 1
+"""The protocol revision this runtime speaks; a world declares the one it implements."""
+
+WORK_TOPIC = "work"
+"""The ``wait`` topic signalled when work may have become available."""
+
+
+def run_topic(run_id: str) -> str:
+    """The ``wait`` topic signalled when run ``run_id`` may have closed."""
+    return f"run:{run_id}"
+
+
+@runtime_checkable
+class World(Protocol):
+    """A storage backend. All timestamps are aware UTC datetimes."""
+
+    protocol_version: int
+    url: str
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    async def close(self) -> None:
+        """Release connections. The world may not be used afterwards."""
+        ...
+
+    # ------------------------------------------------------------------ runs
+
+    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
+        """Create a pending run, its ``RunCreated`` event, its attributes and claims,
+        and a workflow work item, atomically.
+
+        If any unique pair is held (and ``request.policy`` does not take it
+        over), nothing is written and the result carries the conflict with the
+        holder's status. A duplicate ``run_id``, or a unique key missing from
+        the attributes, raises ``ValueError``.
+        """
+        ...
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        """Apply a ``CommitRequest`` atomically (its docstring gives the rules)."""
+        ...
+
+    async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
+        """Close an open run as cancelled and drop its pending work, atomically.
+
+        A closed run is returned unchanged; an unknown run gives ``None``.
+        """
+        ...
+
+    # ------------------------------------------------------------------ work
+
+    async def lease(
+        self,
+        worker_id: str,
+        *,
+        names: Collection[str],
+        limit: int,
+        lease_seconds: float,
+    ) -> list[WorkItem]:
+        """Lease up to ``limit`` due items whose name is in ``names``.
+
+        Due means ``available_at`` has passed and the item is not leased, or its
+        lease expired. Each lease gets a fresh token; re-leasing a step item
+        whose previous lease expired counts a new attempt and the world appends
+        ``StepStarted`` for every step attempt it leases.
+        """
+        ...
+
+    async def renew_leases(
+        self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
+    ) -> list[bool]:
+        """Extend leases; for each item, False if it is lost or its run closed."""
+        ...
+
+    async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
+        """Give leased items back so another worker can take them at once."""
+        ...
+
+    async def wait(self, topic: str, timeout: float) -> None:
+        """Return when ``topic`` may have been signalled, or after ``timeout`` seconds.
+
+        Spurious returns are allowed; callers re-check the state they wait for.
+        A signal raised while nobody waits on its topic is remembered, and the
+        next ``wait`` on that topic returns at once, so no wake-up is lost
+        between a caller's check and its wait.
+        """
+        ...
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        ...
+
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+        """The run's events with ``seq > after_seq``, in order."""
+        ...
+
+    async def list_runs(self, query: RunQuery) -> RunPage:
+        """Runs matching ``query``, newest first, one page at a time."""
+        ...
+
+    async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
+        """Who holds the unique pair (key, value), or ``None``."""
+        ...
+
+    async def run_claims(self, run_id: str) -> list[Claim]:
+        """The unique pairs run ``run_id`` holds now (its own, not its steps'), by key."""
+        ...
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+        """Delete up to ``limit`` runs closed before ``closed_before``, atomically.
+
+        Their events, attributes and work go with them and their claims are
+        released; a released pair keeps its generation, so the next claim of it
+        gets a higher one (fencing tokens never go back). Returns the ids pruned.
+        """
+        ...

@@ -1,0 +1,933 @@
+"""``sqlite:///path.db``: the embedded, durable world (the default).
+
+Same semantics as ``worlds.memory``, stored in one SQLite file that any number
+of processes on one machine may share. The file runs in WAL mode with
+``synchronous=NORMAL``; every write is one ``BEGIN IMMEDIATE`` transaction, so
+writers from several processes queue on SQLite's write lock instead of losing
+updates, and a lock that is still busy after the busy timeout is retried.
+
+Each world object owns one aiosqlite connection, opened on first use. A whole
+operation (its transaction included) is one function over that connection,
+and operations of one world object never interleave. The function runs
+inline on the event loop when it cannot block: the connection is idle and
+SQLite grants the write lock at once (small transactions in WAL mode take
+tens of microseconds, less than a hop to another thread). Otherwise it runs
+on aiosqlite's thread, where it may wait for the lock: one thread hop per
+operation, however many statements it takes. WAL checkpoints run on a
+background thread with a connection of their own, so no commit pays for one.
+
+URL forms: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` and
+``sqlite:///:memory:``. Query parameters: ``poll`` (seconds, default 0.05), the
+longest ``wait`` sleeps before looking again for changes made by other
+processes; ``busy_timeout`` (seconds, default 10), how long a statement waits
+for another process's lock; ``inline`` (1 or 0, default 1), whether
+operations may run on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar, cast
+from urllib.parse import parse_qsl, unquote
+
+import aiosqlite
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import msgspec
+
+from worlds import _sqlite_schema as sql
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
+from worlds.semantics import (
+    apply_to_run,
+    decode_cursor,
+    encode_cursor,
+    index_value,
+    lease_deadline,
+    step_item_id,
+    timer_item_id,
+    workflow_item_id,
+)
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    AttributeValue,
+    Claim,
+    ClaimConflict,
+    CommitRequest,
+    CommitResult,
+    CreateRunRequest,
+    CreateRunResult,
+    EventKind,
+    NewWorkItem,
+    RunCancelled,
+    RunCreated,
+    RunPage,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    StartPolicy,
+    StepStarted,
+    WorkItem,
+    utcnow,
+)
+
+__all__ = ["SqliteWorld", "WorldClosedError"]
+
+T = TypeVar("T")
+
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_RETRIES = 8
+_UNHEARD_LIMIT = 4096
+_CHECKPOINT_EVERY = 64
+"""Write transactions between two background checkpoints."""
+_BACKSTOP_PAGES = 10_000
+"""WAL pages after which a writer checkpoints itself (the background one fell behind)."""
+
+
+class WorldClosedError(RuntimeError):
+    """The world was used after ``close()``."""
+
+
+class _WouldBlockError(Exception):
+    """An inline attempt met a lock; the operation must run where it may wait."""
+
+
+class _RollbackError(Exception):
+    """Raised inside a transaction to undo it and return ``result`` instead."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _retrying(operation: Callable[[], T]) -> T:
+    """Run ``operation``, again after a short pause while the database stays locked."""
+    delay = 0.002
+    for _ in range(_RETRIES - 1):
+        try:
+            return operation()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+    return operation()
+
+
+def _attempt(operation: Callable[[], T], blocking: bool) -> T:
+    """Run ``operation``; blocking, retry while locked, else give up at once."""
+    if blocking:
+        return _retrying(operation)
+    try:
+        return operation()
+    except sqlite3.OperationalError as exc:
+        if _is_busy(exc):
+            raise _WouldBlockError from exc
+        raise
+
+
+def _transact(
+    db: sqlite3.Connection, body: Callable[[sqlite3.Connection], T], *, blocking: bool
+) -> T:
+    """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any exception."""
+
+    def attempt() -> T:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(db)
+            db.execute("COMMIT")
+        except _RollbackError as rollback:
+            db.execute("ROLLBACK")
+            return cast(T, rollback.result)
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return result
+
+    return _attempt(attempt, blocking)
+
+
+async def _execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:
+    """Run ``function`` on the connection's thread, queued behind its other work."""
+    # aiosqlite's own queue: one thread hop for a whole operation, where its
+    # public API takes one per statement.
+    execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
+    return await execute(function)
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, float]]:
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower().split("+", 1)[0] != "sqlite":
+        raise ValueError(f"not an SQLite world URL: {url!r}")
+    location, _, query = rest.partition("?")
+    if not location.startswith("/") or len(location) < 2:
+        raise ValueError(
+            f"SQLite world URL {url!r} has no path: use sqlite:///relative.db "
+            "or sqlite:////absolute.db"
+        )
+    path = unquote(location[1:])
+    options = {"poll": 0.05, "busy_timeout": 10.0, "inline": 1.0}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in options:
+            raise ValueError(f"unknown option {name!r} in {url!r}; known: {sorted(options)}")
+        try:
+            options[name] = float(value)
+        except ValueError:
+            raise ValueError(f"option {name!r} in {url!r} must be a number") from None
+        if options[name] < 0:
+            raise ValueError(f"option {name!r} in {url!r} must not be negative")
+    if path != ":memory:":
+        path = os.path.abspath(path)
+    return path, options
+
+
+def _item_id(run_id: str, new: NewWorkItem) -> str:
+    if new.kind == "workflow":
+        return workflow_item_id(run_id)
+    if new.kind == "step":
+        return step_item_id(run_id, new.number)
+    return timer_item_id(run_id, new.number)
+
+
+def _may_take_over(policy: StartPolicy, holder: RunStatus | None) -> bool:
+    """Whether ``policy`` lets a new run take a claim from a holder in state ``holder``."""
+    if holder is not None and not holder.is_closed:
+        return policy.conflict == "terminate_existing"
+    if policy.reuse == "allow_duplicate_failed_only":
+        return holder in (RunStatus.FAILED, RunStatus.CANCELLED)
+    return policy.reuse == "allow_duplicate"
+
+
+def _new_token() -> int:
+    return secrets.randbits(62) + 1
+
+
+def _leased(
+    run_id: str, item_id: str, row: tuple[str, str, int, int, bytes], token: int, expires: int
+) -> WorkItem:
+    kind, name, number, attempt, payload = row
+    return WorkItem(
+        id=item_id,
+        run_id=run_id,
+        kind=cast(Any, kind),
+        name=name,
+        number=number,
+        attempt=attempt,
+        payload=payload,
+        token=token,
+        lease_expires_at=sql.from_micros(expires),
+    )
+
+
+class _Writer:
+    """The state of one write transaction: its clock, appended events and signals."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.now = utcnow()
+        self.now_us = sql.to_micros(self.now)
+        self.signals: set[str] = set()
+        self.rows: list[tuple[str, int, str, bytes]] = []
+
+    def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
+        """Number and date ``event`` as the next of ``run``; queue its row."""
+        stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=self.now)
+        run = apply_to_run(run, stored)
+        self.rows.append((run.id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+        return run, stored
+
+    def stamp_new(self, run_id: str, last_seq: int, events: list[StepStarted]) -> None:
+        """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""
+        for seq, event in enumerate(events, last_seq + 1):
+            stored = msgspec.structs.replace(event, seq=seq, at=self.now)
+            self.rows.append((run_id, seq, "step_started", sql.encode(stored)))
+
+    def flush_events(self) -> None:
+        if self.rows:
+            self.db.executemany(sql.INSERT_EVENT, self.rows)
+            self.rows = []
+
+    def save_run(self, run: RunRecord, attributes: bytes) -> None:
+        self.flush_events()
+        self.db.execute(sql.UPDATE_RUN, sql.run_update_params(run, attributes))
+        if run.status.is_closed:
+            self.db.execute(sql.DROP_RUN_WORK, (run.id,))
+            self.signals.add(run_topic(run.id))
+
+    def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
+        """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
+        row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+        if row is None:
+            return None
+        run = sql.run_from_row(row)
+        if not run.status.is_closed:
+            run, _ = self.stamp(run, RunCancelled(reason=reason))
+            self.save_run(run, row[7])
+        return run
+
+    def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
+        """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
+        ivalue = index_value(event.value)
+        held = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
+        if held is not None and not (held[0] == run_id and held[2] == event.step):
+            return AttributeConflict(
+                key=event.key,
+                value=event.value,
+                holder_run_id=held[0],
+                step=event.step,
+                attempt=event.attempt,
+            )
+        generation = 1 if held is None else held[1]
+        self.db.execute(
+            sql.PUT_CLAIM,
+            (
+                event.key,
+                ivalue,
+                sql.encode(event.value),
+                run_id,
+                generation,
+                event.step,
+                event.attempt,
+            ),
+        )
+        return msgspec.structs.replace(event, generation=generation)
+
+    def enqueue(
+        self, run: RunRecord, new: NewWorkItem, worker_id: str, seconds: float
+    ) -> tuple[RunRecord, WorkItem | None]:
+        """Add ``new`` to the queue (merging a workflow item); lease it when asked and due."""
+        db, run_id, item_id = self.db, run.id, _item_id(run.id, new)
+        available = self.now_us if new.available_at is None else sql.to_micros(new.available_at)
+        lease_now = new.lease and available <= self.now_us
+        token = _new_token() if lease_now else 0
+        expires = sql.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
+        params = (
+            run_id,
+            item_id,
+            new.kind,
+            run.workflow if new.kind == "workflow" else new.name,
+            new.number,
+            new.attempt,
+            new.payload,
+            available,
+            worker_id if lease_now else None,
+            token,
+            expires,
+            int(lease_now),
+        )
+        if new.kind != "workflow":
+            db.execute(sql.REPLACE_WORK, params)
+        elif db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount == 0:
+            return run, self._merge_workflow(
+                run_id, item_id, available, new.lease, worker_id, seconds
+            )
+        if not lease_now:
+            self.signals.add(WORK_TOPIC)
+            return run, None
+        assert expires is not None
+        if new.kind == "step":
+            run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
+        row = (new.kind, params[3], new.number, new.attempt, new.payload)
+        return run, _leased(run_id, item_id, row, token, expires)
+
+    def _merge_workflow(
+        self, run_id: str, item_id: str, available: int, lease: bool, worker_id: str, seconds: float
+    ) -> WorkItem | None:
+        key = (run_id, item_id)
+        name, number, attempt, payload, available_at, owner, expires_at = self.db.execute(
+            sql.GET_WORK, key
+        ).fetchone()
+        if owner is not None and expires_at is not None and expires_at > self.now_us:
+            self.db.execute(sql.SET_REWAKE, key)
+            return None
+        available_at = min(available_at, available)
+        if lease and available_at <= self.now_us:
+            token = _new_token()
+            expires = sql.to_micros(lease_deadline(self.now, seconds))
+            self.db.execute(
+                sql.LEASE_WORK, (available_at, worker_id, token, expires, attempt, *key)
+            )
+            row = ("workflow", name, number, attempt, payload)
+            return _leased(run_id, item_id, row, token, expires)
+        self.db.execute(sql.SET_AVAILABLE, (available_at, *key))
+        self.signals.add(WORK_TOPIC)
+        return None
+
+
+class _Checkpointer:
+    """Copies the WAL back into the database from its own thread and connection.
+
+    Checkpoints done by the committing connection stall its commit for
+    milliseconds; a passive checkpoint elsewhere runs beside the writers.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._wanted = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="sqlite-checkpoint", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._wanted.set()
+
+    def stop(self) -> threading.Thread:
+        self._stopping = True
+        self._wanted.set()
+        return self._thread
+
+    def _serve(self) -> None:
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            while True:
+                self._wanted.wait()
+                self._wanted.clear()
+                if self._stopping:
+                    return
+                # Best effort: the writers' own autocheckpoint is the backstop.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            db.close()
+
+
+class _Hub:
+    """Wake-ups shared by every world object on one file in this process.
+
+    Waiters may belong to different event loops (threads); each is woken on
+    its own loop.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, anyio.Event]]] = {}
+        self._unheard: dict[str, None] = {}
+
+    def signal(self, topic: str) -> None:
+        with self._lock:
+            waiters = self._waiters.pop(topic, None)
+            if not waiters:
+                # Remembered for the next wait on the topic. Bounded: a forgotten
+                # signal only costs that wait one poll interval.
+                self._unheard[topic] = None
+                if len(self._unheard) > _UNHEARD_LIMIT:
+                    del self._unheard[next(iter(self._unheard))]
+                return
+        _wake(waiters)
+
+    def wake_all(self) -> None:
+        with self._lock:
+            waiters = {waiter for group in self._waiters.values() for waiter in group}
+            self._waiters.clear()
+        _wake(waiters)
+
+    def take_unheard(self, topic: str) -> bool:
+        with self._lock:
+            if topic not in self._unheard:
+                return False
+            del self._unheard[topic]
+            return True
+
+    def add(self, topic: str, waiter: tuple[asyncio.AbstractEventLoop, anyio.Event]) -> None:
+        with self._lock:
+            self._waiters.setdefault(topic, set()).add(waiter)
+
+    def discard(self, topic: str, waiter: tuple[asyncio.AbstractEventLoop, anyio.Event]) -> None:
+        with self._lock:
+            waiters = self._waiters.get(topic)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiters[topic]
+
+
+def _wake(waiters: Iterable[tuple[asyncio.AbstractEventLoop, anyio.Event]]) -> None:
+    current = asyncio.get_running_loop()
+    for loop, event in waiters:
+        if loop is current:
+            event.set()
+        else:
+            with contextlib.suppress(RuntimeError):  # that loop has closed
+                loop.call_soon_threadsafe(event.set)
+
+
+_HUBS: dict[str, _Hub] = {}
+_HUBS_LOCK = threading.Lock()
+
+
+def _hub_for(path: str) -> _Hub:
+    if path == ":memory:":
+        return _Hub()
+    with _HUBS_LOCK:
+        return _HUBS.setdefault(path, _Hub())
+
+
+class SqliteWorld:
+    """A world stored in an SQLite file, shareable by processes on one machine.
+
+    Args:
+        url: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``,
+            optionally with the query parameters the module describes. A relative
+            path is resolved against the working directory when the world is
+            created. Nothing is opened until the first operation, which
+            creates the file and its parent directories.
+    """
+
+    protocol_version = PROTOCOL_VERSION
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.path, options = _parse_url(url)
+        self.poll_interval = options["poll"]
+        self._busy_pragma = f"PRAGMA busy_timeout = {int(options['busy_timeout'] * 1000)}"
+        self._inline = bool(options["inline"])
+        self._guard = threading.Lock()
+        self._conn: aiosqlite.Connection | None = None
+        self._checkpointer: _Checkpointer | None = None
+        self._writes = 0
+        self._db: sqlite3.Connection | None = None
+        self._connecting: anyio.Lock | None = None
+        self._closed = False
+        self._hub = _hub_for(self.path)
+
+    def __repr__(self) -> str:
+        return f"SqliteWorld({self.url!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection; later calls raise ``WorldClosedError``."""
+        self._closed = True
+        self._hub.wake_all()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+        self._db = None
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            await anyio.to_thread.run_sync(checkpointer.stop().join)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorldClosedError(f"{self!r} is closed")
+
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        db.execute(self._busy_pragma)
+        _retrying(lambda: db.execute("PRAGMA journal_mode = WAL"))
+        db.execute("PRAGMA synchronous = NORMAL")
+        _transact(db, sql.apply_schema, blocking=True)
+        if self.path != ":memory:":
+            db.execute(f"PRAGMA wal_autocheckpoint = {_BACKSTOP_PAGES}")
+        if self._inline:
+            db.execute("PRAGMA busy_timeout = 0")
+
+    async def _connect(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
+        self._check_open()
+        if self._connecting is None:
+            self._connecting = anyio.Lock()
+        async with self._connecting:
+            self._check_open()
+            if self._conn is None or self._db is None:
+                if self.path != ":memory:":
+                    os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                opened: list[sqlite3.Connection] = []
+
+                def connector() -> sqlite3.Connection:
+                    opened.append(
+                        sqlite3.connect(
+                            self.path,
+                            isolation_level=None,
+                            check_same_thread=False,
+                            cached_statements=256,
+                        )
+                    )
+                    return opened[0]
+
+                conn = await aiosqlite.Connection(connector, iter_chunk_size=64)
+                db = opened[0]
+                try:
+                    await _execute(conn, functools.partial(self._prepare, db))
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await conn.close()
+                    raise
+                self._conn, self._db = conn, db
+                if self.path != ":memory:":
+                    self._checkpointer = _Checkpointer(self.path)
+            return self._conn, self._db
+
+    async def _run(self, function: Callable[[sqlite3.Connection, bool], T]) -> T:
+        """Run ``function(db, blocking)``: inline if it need not wait, else on the thread.
+
+        Inline, the connection's busy timeout is zero and ``function`` raises
+        ``_WouldBlockError`` where it would have to wait for a lock; it then
+        runs again, blocking, on aiosqlite's thread.
+        """
+        conn, db = self._conn, self._db
+        if conn is None or db is None:
+            conn, db = await self._connect()
+        guard = self._guard
+        if self._inline and guard.acquire(blocking=False):
+            try:
+                return function(db, False)
+            except _WouldBlockError:
+                pass
+            finally:
+                guard.release()
+
+        def blocking() -> T:
+            with guard:
+                if not self._inline:
+                    return function(db, True)
+                db.execute(self._busy_pragma)
+                try:
+                    return function(db, True)
+                finally:
+                    db.execute("PRAGMA busy_timeout = 0")
+
+        return await _execute(conn, blocking)
+
+    async def _write(self, body: Callable[[_Writer], T]) -> T:
+        """Run ``body`` as one transaction; deliver its signals once it committed."""
+
+        def transaction(db: sqlite3.Connection) -> tuple[T, set[str]]:
+            writer = _Writer(db)
+            try:
+                return body(writer), writer.signals
+            except _RollbackError as rollback:
+                raise _RollbackError((rollback.result, set())) from None
+
+        result, signals = await self._run(
+            lambda db, blocking: _transact(db, transaction, blocking=blocking)
+        )
+        for topic in signals:
+            self._hub.signal(topic)
+        self._writes += 1
+        if self._writes % _CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
+            self._checkpointer.request()
+        return result
+
+    async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._run(lambda db, blocking: _attempt(lambda: body(db), blocking))
+
+    # ------------------------------------------------------------------ runs
+
+    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
+        """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
+        self._check_open()
+        attributes = dict(request.attributes)
+        ivalues = {key: index_value(value) for key, value in attributes.items()}
+        for key in request.unique:
+            if key not in attributes:
+                raise KeyError(key)
+        policy = request.policy
+        if policy is not None and policy.key not in request.unique:
+            raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
+
+        def body(tx: _Writer) -> CreateRunResult:
+            db, run_id = tx.db, request.run_id
+            try:
+                db.execute(
+                    sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, sql.encode(attributes))
+                )
+            except sqlite3.IntegrityError:
+                raise ValueError(f"run {run_id} already exists") from None
+            superseded = None
+            for key in sorted(request.unique):
+                value, claim = attributes[key], (key, ivalues[key])
+                encoded = sql.encode(value)
+                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
+                    continue
+                holder_id, generation = db.execute(sql.GET_CLAIM, claim).fetchone()[:2]
+                holder = db.execute(sql.GET_RUN, (holder_id,)).fetchone()
+                status = None if holder is None else sql.run_from_row(holder).status
+                if policy is None or policy.key != key or not _may_take_over(policy, status):
+                    conflict = ClaimConflict(
+                        key=key, value=value, holder_run_id=holder_id, holder_status=status
+                    )
+                    raise _RollbackError(CreateRunResult(conflict=conflict))
+                if status is not None and not status.is_closed:
+                    tx.cancel(holder_id, f"superseded by run {run_id}")
+                    superseded = holder_id
+                db.execute(sql.PUT_CLAIM, (*claim, encoded, run_id, generation + 1, None, None))
+            if ivalues:
+                db.executemany(
+                    sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]
+                )
+            created = RunCreated(
+                workflow=request.workflow, args=request.args, attributes=attributes
+            )
+            stored = msgspec.structs.replace(created, seq=1, at=tx.now)
+            tx.rows.append((run_id, 1, "run_created", sql.encode(stored)))
+            tx.flush_events()
+            item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+            db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
+            tx.signals.add(WORK_TOPIC)
+            run = RunRecord(
+                id=run_id,
+                workflow=request.workflow,
+                status=RunStatus.PENDING,
+                created_at=tx.now,
+                attributes=attributes,
+                last_seq=1,
+            )
+            return CreateRunResult(run=run, superseded_run_id=superseded)
+
+        return await self._write(body)
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        """See ``World.commit``."""
+        self._check_open()
+        lease = request.lease
+        lease_key = (
+            (None, None, None) if lease is None else (lease.id, request.worker_id, lease.token)
+        )
+
+        def body(tx: _Writer) -> CommitResult:
+            db = tx.db
+            row = db.execute(sql.GET_RUN_FOR_COMMIT, (request.run_id, *lease_key)).fetchone()
+            if row is None:
+                raise LookupError(f"unknown run {request.run_id}")
+            run, attributes = sql.run_from_row(row), row[7]
+            if run.status.is_closed:
+                if request.discard is None:
+                    return CommitResult(ok=False, status=run.status)
+                run, stored = tx.stamp(run, request.discard)
+                tx.save_run(run, attributes)
+                return CommitResult(ok=False, status=run.status, events=(stored,))
+            held_kind, rewake = row[10], row[11]
+            if lease is not None and held_kind is None:
+                return CommitResult(ok=False, status=run.status, lease_lost=True)
+            appended: list[EventKind] = []
+            attribute_rows: list[tuple[str, str, str]] = []
+            for event in request.events:
+                if isinstance(event, AttributeSet) and event.unique:
+                    event = tx.try_claim(run.id, event)
+                run, stored = tx.stamp(run, event)
+                if isinstance(stored, AttributeSet) and stored.step is None:
+                    run = msgspec.structs.replace(
+                        run, attributes={**run.attributes, stored.key: stored.value}
+                    )
+                    attribute_rows.append((run.id, stored.key, index_value(stored.value)))
+                appended.append(stored)
+            if attribute_rows:
+                db.executemany(sql.UPSERT_ATTRIBUTE, attribute_rows)
+                attributes = sql.encode(run.attributes)
+            leased: list[WorkItem] = []
+            if not run.status.is_closed:
+                if lease is not None and request.ack:
+                    if held_kind == "workflow" and rewake:
+                        db.execute(sql.REWAKE_ON_ACK, (tx.now_us, run.id, lease.id))
+                        tx.signals.add(WORK_TOPIC)
+                    else:
+                        db.execute(sql.DELETE_WORK, (run.id, lease.id))
+                for new in request.schedule:
+                    run, item = tx.enqueue(run, new, request.worker_id, request.lease_seconds)
+                    if item is not None:
+                        leased.append(item)
+            tx.save_run(run, attributes)
+            return CommitResult(
+                ok=True, status=run.status, events=tuple(appended), leased=tuple(leased)
+            )
+
+        return await self._write(body)
+
+    async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
+        """See ``World.cancel_run``."""
+        self._check_open()
+        return await self._write(lambda tx: tx.cancel(run_id, reason))
+
+    # ------------------------------------------------------------------ work
+
+    async def lease(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> list[WorkItem]:
+        """See ``World.lease``.
+
+        Items due at the same instant are leased in (run id, item id) order.
+        """
+        self._check_open()
+        wanted = sorted(set(names))
+        if limit <= 0 or not wanted:
+            return []
+        free_sql, expired_sql = sql.due_work_sql(len(wanted))
+
+        def due(db: sqlite3.Connection, now_us: int) -> list[Any]:
+            params = (now_us, *wanted, limit)
+            rows = db.execute(free_sql, params).fetchall()
+            rows += db.execute(expired_sql, params).fetchall()
+            rows.sort(key=lambda row: (row[7], row[0], row[1]))
+            return rows[:limit]
+
+        def body(tx: _Writer) -> list[WorkItem]:
+            rows = due(tx.db, tx.now_us)
+            expires = sql.to_micros(lease_deadline(tx.now, lease_seconds))
+            updates: list[tuple[object, ...]] = []
+            items: list[WorkItem] = []
+            started: dict[str, list[StepStarted]] = {}
+            for run_id, item_id, kind, name, number, attempt, payload, available, ever in rows:
+                if kind == "step" and ever:
+                    attempt += 1
+                token = _new_token()
+                updates.append((available, worker_id, token, expires, attempt, run_id, item_id))
+                row = (kind, name, number, attempt, payload)
+                items.append(_leased(run_id, item_id, row, token, expires))
+                if kind == "step":
+                    started.setdefault(run_id, []).append(StepStarted(step=number, attempt=attempt))
+            tx.db.executemany(sql.LEASE_WORK, updates)
+            for run_id, events in started.items():
+                (last_seq,) = tx.db.execute(sql.BUMP_LAST_SEQ, (len(events), run_id)).fetchone()
+                tx.stamp_new(run_id, last_seq - len(events), events)
+            tx.flush_events()
+            return items
+
+        def run(db: sqlite3.Connection, blocking: bool) -> bool:
+            return bool(_attempt(lambda: due(db, sql.to_micros(utcnow())), blocking))
+
+        # Look before taking the write lock: idle workers polling an empty queue
+        # must not serialize every other process behind them.
+        if not await self._run(run):
+            return []
+        return await self._write(body)
+
+    async def renew_leases(
+        self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
+    ) -> list[bool]:
+        """See ``World.renew_leases``."""
+        self._check_open()
+        if not items:
+            return []
+
+        def body(tx: _Writer) -> list[bool]:
+            expires = sql.to_micros(lease_deadline(tx.now, lease_seconds))
+            return [
+                tx.db.execute(
+                    sql.RENEW_WORK, (expires, item.run_id, item.id, worker_id, item.token)
+                ).rowcount
+                == 1
+                for item in items
+            ]
+
+        return await self._write(body)
+
+    async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
+        """See ``World.release``."""
+        self._check_open()
+        rows = [(item.run_id, item.id, worker_id, item.token) for item in items]
+
+        def body(tx: _Writer) -> None:
+            if rows:
+                tx.db.executemany(sql.RELEASE_WORK, rows)
+            tx.signals.add(WORK_TOPIC)
+
+        await self._write(body)
+
+    async def wait(self, topic: str, timeout: float) -> None:
+        """See ``World.wait``.
+
+        Signals from any world object on the same file in this process wake
+        the caller at once (or make the next ``wait`` return at once when
+        nobody was waiting); changes made by other processes are noticed by
+        returning after at most the ``poll`` interval, so callers re-check.
+        """
+        self._check_open()
+        if self._hub.take_unheard(topic):
+            await anyio.lowlevel.checkpoint()
+            return
+        waiter = (asyncio.get_running_loop(), anyio.Event())
+        self._hub.add(topic, waiter)
+        try:
+            with anyio.move_on_after(min(timeout, self.poll_interval)):
+                await waiter[1].wait()
+        finally:
+            self._hub.discard(topic, waiter)
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """See ``World.get_run``."""
+        self._check_open()
+
+        def body(db: sqlite3.Connection) -> RunRecord | None:
+            row = db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            return None if row is None else sql.run_from_row(row)
+
+        return await self._read(body)
+
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+        """See ``World.read_events``."""
+        self._check_open()
+
+        def body(db: sqlite3.Connection) -> list[EventKind]:
+            rows = db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
+            return [sql.decode_event(data) for (data,) in rows]
+
+        return await self._read(body)
+
+    async def list_runs(self, query: RunQuery) -> RunPage:
+        """See ``World.list_runs``."""
+        self._check_open()
+        if query.limit < 1:
+            raise ValueError(f"limit must be at least 1, not {query.limit}")
+        before = decode_cursor(query.cursor) if query.cursor else None
+        if before is not None and encode_cursor(before) != query.cursor:
+            raise ValueError(f"malformed cursor: {query.cursor!r}")
+        statement, params = sql.list_runs_sql(query, before)
+
+        def body(db: sqlite3.Connection) -> list[RunRecord]:
+            return [sql.run_from_row(row) for row in db.execute(statement, params)]
+
+        found = await self._read(body)
+        page = tuple(found[: query.limit])
+        more = len(found) > query.limit
+        return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
+
+    async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
+        """See ``World.find_claim``."""
+        self._check_open()
+        params = (key, index_value(value))
+
+        def body(db: sqlite3.Connection) -> Claim | None:
+            row = db.execute(sql.GET_CLAIM, params).fetchone()
+            if row is None:
+                return None
+            run_id, generation, step, attempt, stored = row
+            return Claim(
+                key=key,
+                value=sql.decode_value(stored),
+                run_id=run_id,
+                generation=generation,
+                step=step,
+                attempt=attempt,
+            )
+
+        return await self._read(body)

@@ -1,0 +1,71 @@
+"""The conformance kit: the pytest suite every world must pass.
+
+Every built-in world runs it in CI, and a third-party world proves itself
+with one import and one fixture::
+
+    # tests/test_my_world.py
+    import pytest
+    from worlds.testing import WorldConformance
+
+    class TestMyWorld(WorldConformance):
+        @pytest.fixture
+        def world_factory(self, tmp_path):
+            # Each call returns a NEW, unopened world object over the SAME
+            # fresh, empty storage: the kit opens several at once to test
+            # concurrency between connections.
+            return lambda: MyWorld(f"my://{tmp_path}/store")
+
+Then run ``pytest tests/test_my_world.py``. The tests are ``async`` and run on
+asyncio through anyio's pytest plugin (installed with anyio); they talk to the
+world through the ``World`` protocol only. ``world_factory`` must give fresh,
+empty storage for every test (function scope), and a world that keeps its data
+in one object, like ``MemoryWorld``, returns that one object from every call.
+
+The kit takes a few seconds per world. Some tests wait for short leases
+(0.2-0.6 s) to expire and for timers to fall due, so the world's clock must
+be the machine's clock, give or take a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.register_assert_rewrite(
+    "worlds.testing._base",
+    "worlds.testing._claims",
+    "worlds.testing._model",
+    "worlds.testing._runs",
+    "worlds.testing._search",
+    "worlds.testing._work",
+)
+
+from worlds.testing._base import WorldFactory  # noqa: E402
+from worlds.testing._claims import ClaimsConformance  # noqa: E402
+from worlds.testing._model import ModelConformance  # noqa: E402
+from worlds.testing._runs import RunsConformance  # noqa: E402
+from worlds.testing._search import SearchConformance  # noqa: E402
+from worlds.testing._work import WorkConformance  # noqa: E402
+
+__all__ = ["WorldConformance", "WorldFactory"]
+
+
+class WorldConformance(
+    RunsConformance,
+    WorkConformance,
+    ClaimsConformance,
+    SearchConformance,
+    ModelConformance,
+):
+    """Every conformance test, as methods a ``Test...`` subclass collects.
+
+    Subclass it in a test module and define a ``world_factory`` fixture that
+    returns a zero-argument callable giving a new, unopened world object over
+    shared, fresh storage. The class provides ``anyio_backend`` ("asyncio")
+    and a ``world`` fixture: one world from the factory, opened with
+    ``async with`` and closed after the test.
+
+    The tests are grouped by concern: runs and their logs (``RunsConformance``),
+    the work queue and ``wait`` (``WorkConformance``), unique claims
+    (``ClaimsConformance``), ``list_runs`` (``SearchConformance``) and a
+    hypothesis state machine checked against a model (``ModelConformance``).
+    """

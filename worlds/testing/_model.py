@@ -1,0 +1,214 @@
+"""A hypothesis state machine that drives a world next to a tiny in-Python model.
+
+Rules create runs (some claiming a pair at creation), claim pairs in commits,
+move runs through their statuses and cancel them; after every step the world's
+claims, statuses, run attributes and listing must agree with the model.
+
+The machine runs in a worker thread (hypothesis is synchronous) and reaches the
+world on the test's own event loop through ``anyio.from_thread``, so the world
+is opened once, by the ``world`` fixture, on the loop it belongs to. Examples
+share the world's storage; each example works under its own random prefix.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar, TypeVarTuple
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from worlds.protocol import World
+from worlds.testing._base import ConformanceBase, new_run_id
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    AttributeValue,
+    ClaimConflict,
+    CommitRequest,
+    CreateRunRequest,
+    ErrorInfo,
+    EventKind,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunQuery,
+    RunStarted,
+    RunStatus,
+)
+
+__all__ = ["ModelConformance"]
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
+
+_KEYS = 2
+_VALUES: tuple[str | int, ...] = ("a", "b", 7)
+
+_SETTINGS = settings(
+    max_examples=15,
+    stateful_step_count=20,
+    deadline=None,
+    database=None,
+    print_blob=False,
+    suppress_health_check=list(HealthCheck),
+)
+
+_TRANSITIONS: dict[str, tuple[EventKind, RunStatus]] = {
+    "start": (RunStarted(), RunStatus.RUNNING),
+    "complete": (RunCompleted(result=b"done"), RunStatus.COMPLETED),
+    "fail": (RunFailed(error=ErrorInfo(type="E", message="boom")), RunStatus.FAILED),
+    "cancel": (RunCancelled(reason="model"), RunStatus.CANCELLED),
+}
+
+
+def _call(function: Callable[[*_Ts], Coroutine[Any, Any, _T]], *args: *_Ts) -> _T:
+    """Run ``function(*args)`` on the event loop of the test that started this thread."""
+    return anyio.from_thread.run(function, *args)
+
+
+def _machine(world: World) -> type[RuleBasedStateMachine]:
+    """A state machine class bound to ``world`` (reached from a worker thread)."""
+
+    class WorldModel(RuleBasedStateMachine):
+        """Runs and claims as the world should have them."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.prefix = uuid.uuid4().hex[:12]
+            self.workflow = f"model-{self.prefix}"
+            self.statuses: dict[str, RunStatus] = {}
+            self.claims: dict[tuple[int, int], str] = {}
+            self.attributes: dict[str, dict[str, AttributeValue]] = {}
+
+        def pair(self, key: int, value: int) -> tuple[str, str | int]:
+            return f"{self.prefix}-k{key}", _VALUES[value]
+
+        def pick(self, index: int) -> str:
+            return list(self.statuses)[index % len(self.statuses)]
+
+        @rule(
+            key=st.integers(0, _KEYS - 1),
+            value=st.integers(0, len(_VALUES) - 1),
+            unique=st.booleans(),
+        )
+        def create(self, key: int, value: int, unique: bool) -> None:
+            name, held_value = self.pair(key, value)
+            run_id = new_run_id()
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=self.workflow,
+                args=b"",
+                attributes={name: held_value},
+                unique=frozenset({name}) if unique else frozenset(),
+            )
+            result = _call(world.create_run, request)
+            holder = self.claims.get((key, value)) if unique else None
+            if holder is not None:
+                assert result.run is None
+                assert result.conflict == ClaimConflict(
+                    key=name,
+                    value=held_value,
+                    holder_run_id=holder,
+                    holder_status=self.statuses[holder],
+                )
+                return
+            assert result.conflict is None and result.run is not None
+            assert result.run.status == RunStatus.PENDING
+            self.statuses[run_id] = RunStatus.PENDING
+            self.attributes[run_id] = {name: held_value}
+            if unique:
+                self.claims[(key, value)] = run_id
+
+        @precondition(lambda self: bool(self.statuses))
+        @rule(
+            index=st.integers(0, 1000),
+            key=st.integers(0, _KEYS - 1),
+            value=st.integers(0, len(_VALUES) - 1),
+        )
+        def claim(self, index: int, key: int, value: int) -> None:
+            run_id = self.pick(index)
+            name, held_value = self.pair(key, value)
+            event = AttributeSet(key=name, value=held_value, unique=True)
+            result = _call(
+                world.commit, CommitRequest(run_id=run_id, worker_id="m", events=(event,))
+            )
+            status = self.statuses[run_id]
+            if status.is_closed:
+                assert not result.ok and result.status == status and result.events == ()
+                return
+            assert result.ok and len(result.events) == 1
+            appended = result.events[0]
+            holder = self.claims.get((key, value))
+            if holder is None or holder == run_id:
+                assert isinstance(appended, AttributeSet), f"unexpected {appended!r}"
+                self.claims[(key, value)] = run_id
+                self.attributes[run_id][name] = held_value
+            else:
+                assert isinstance(appended, AttributeConflict), f"unexpected {appended!r}"
+                assert appended.holder_run_id == holder
+
+        @precondition(lambda self: bool(self.statuses))
+        @rule(index=st.integers(0, 1000), transition=st.sampled_from(sorted(_TRANSITIONS)))
+        def transition(self, index: int, transition: str) -> None:
+            run_id = self.pick(index)
+            event, target = _TRANSITIONS[transition]
+            result = _call(
+                world.commit, CommitRequest(run_id=run_id, worker_id="m", events=(event,))
+            )
+            status = self.statuses[run_id]
+            if status.is_closed:
+                assert not result.ok and result.status == status
+                return
+            assert result.ok and result.status == target
+            self.statuses[run_id] = target
+
+        @precondition(lambda self: bool(self.statuses))
+        @rule(index=st.integers(0, 1000), reason=st.none() | st.just("stop"))
+        def cancel(self, index: int, reason: str | None) -> None:
+            run_id = self.pick(index)
+            record = _call(world.cancel_run, run_id, reason)
+            if not self.statuses[run_id].is_closed:
+                self.statuses[run_id] = RunStatus.CANCELLED
+            assert record is not None and record.status == self.statuses[run_id]
+
+        @invariant()
+        def world_agrees(self) -> None:
+            for key in range(_KEYS):
+                for value in range(len(_VALUES)):
+                    found = _call(world.find_claim, *self.pair(key, value))
+                    holder = self.claims.get((key, value))
+                    assert (found.run_id if found else None) == holder, f"claim {key}/{value}"
+            for run_id, status in self.statuses.items():
+                record = _call(world.get_run, run_id)
+                assert record is not None and record.status == status, run_id
+                assert record.attributes == self.attributes[run_id], run_id
+            page = _call(world.list_runs, RunQuery(workflow=self.workflow, limit=1000))
+            assert {run.id: run.status for run in page.runs} == self.statuses
+
+    return WorldModel
+
+
+class ModelConformance(ConformanceBase):
+    """Random sequences of operations checked against a model (hypothesis)."""
+
+    @pytest.mark.anyio
+    async def test_claims_and_statuses_follow_the_model(self, world: World) -> None:
+        """After any sequence of create/claim/commit/cancel, the world matches the model."""
+        machine = _machine(world)
+        await anyio.to_thread.run_sync(
+            functools.partial(run_state_machine_as_test, machine, settings=_SETTINGS)
+        )

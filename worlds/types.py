@@ -1,0 +1,467 @@
+"""The vocabulary every world speaks: run records, work items and the event log.
+
+This module imports nothing from the project. Worlds, the engine and the client
+all build on it, which keeps the dependency graph a tree: ``workflow`` depends
+on ``worlds``, never the other way round.
+
+Events are msgspec structs tagged by ``kind``. The engine creates them without a
+sequence number; the world assigns ``seq`` (dense per run, starting at 1) and
+``at`` when it appends them, in the same transaction as the state change the
+event implies (see ``rfcs/0001-execution-model.md``).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+__all__ = [
+    "AttributeConflict",
+    "AttributeSet",
+    "AttributeValue",
+    "Claim",
+    "ClaimConflict",
+    "CommitRequest",
+    "CommitResult",
+    "ConflictRule",
+    "CreateRunRequest",
+    "CreateRunResult",
+    "EPOCH",
+    "ErrorInfo",
+    "Event",
+    "EventKind",
+    "HookConflict",
+    "HookCreated",
+    "HookReceived",
+    "NewWorkItem",
+    "ReuseRule",
+    "RunCancelled",
+    "RunCompleted",
+    "RunCreated",
+    "RunFailed",
+    "RunPage",
+    "RunQuery",
+    "RunRecord",
+    "RunStarted",
+    "RunStatus",
+    "StoredValue",
+    "StartPolicy",
+    "StepCompleted",
+    "StepCreated",
+    "StepDiscarded",
+    "StepFailed",
+    "StepRetrying",
+    "StepStarted",
+    "WaitCompleted",
+    "WaitCreated",
+    "WorkItem",
+    "WorkKind",
+    "utcnow",
+]
+
+AttributeValue: TypeAlias = "str | int | float | bool | datetime | None"
+"""A scalar an attribute may hold; nesting is not allowed."""
+
+StoredValue: TypeAlias = Any
+"""An ``AttributeValue`` inside a struct.
+
+msgspec refuses a union of ``str`` and ``datetime`` as a field type (both are
+strings in JSON), so struct fields holding attribute values are typed ``Any``;
+MessagePack's own types map one to one onto ``AttributeValue``, so decoding
+gives back exactly the value that was encoded.
+"""
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def utcnow() -> datetime:
+    """The current time as an aware UTC datetime."""
+    return datetime.now(timezone.utc)
+
+
+class RunStatus(str, enum.Enum):
+    """Where a run is in its life. The last three are closed states."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_closed(self) -> bool:
+        """True once the run can make no more progress."""
+        return self in _CLOSED
+
+
+_CLOSED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class ErrorInfo(msgspec.Struct, frozen=True):
+    """A recorded exception: what a step or a run failed with."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+
+
+# --------------------------------------------------------------------------- events
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """Base of every entry in a run's log. ``seq`` and ``at`` are set by the world."""
+
+    seq: int = 0
+    at: datetime = EPOCH
+
+
+class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
+    """The run exists; its arguments and start-time attributes are recorded."""
+
+    workflow: str
+    args: bytes
+    attributes: dict[str, StoredValue] = {}
+
+
+class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):
+    """A worker executed the workflow body for the first time."""
+
+
+class RunCompleted(Event, tag="run_completed", frozen=True, kw_only=True):
+    """The workflow body returned; ``result`` is its msgpack-encoded value."""
+
+    result: bytes
+
+
+class RunFailed(Event, tag="run_failed", frozen=True, kw_only=True):
+    """The workflow body raised."""
+
+    error: ErrorInfo
+
+
+class RunCancelled(Event, tag="run_cancelled", frozen=True, kw_only=True):
+    """The run was cancelled; nothing of it runs any more."""
+
+    reason: str | None = None
+
+
+class StepCreated(Event, tag="step_created", frozen=True, kw_only=True):
+    """The workflow called a step; ``step`` numbers steps densely within the run."""
+
+    step: int
+    name: str
+    args: bytes
+
+
+class StepStarted(Event, tag="step_started", frozen=True, kw_only=True):
+    """A worker began an attempt of a step (attempts count from 1)."""
+
+    step: int
+    attempt: int
+
+
+class StepCompleted(Event, tag="step_completed", frozen=True, kw_only=True):
+    """An attempt returned; ``result`` is its msgpack-encoded value."""
+
+    step: int
+    attempt: int
+    result: bytes
+
+
+class StepRetrying(Event, tag="step_retrying", frozen=True, kw_only=True):
+    """An attempt failed and another is scheduled at ``retry_at``."""
+
+    step: int
+    attempt: int
+    error: ErrorInfo
+    retry_at: datetime
+
+
+class StepFailed(Event, tag="step_failed", frozen=True, kw_only=True):
+    """The step failed for good: a fatal error or retries exhausted."""
+
+    step: int
+    attempt: int
+    error: ErrorInfo
+
+
+class StepDiscarded(Event, tag="step_discarded", frozen=True, kw_only=True):
+    """An attempt finished after its run closed; its outcome is not progress."""
+
+    step: int
+    attempt: int
+    outcome: str
+
+
+class AttributeSet(Event, tag="attribute_set", frozen=True, kw_only=True):
+    """An attribute was set on the run, or on a step attempt when ``step`` is set.
+
+    For a unique pair, ``generation`` is the claim's fencing token.
+    """
+
+    key: str
+    value: StoredValue
+    unique: bool = False
+    generation: int | None = None
+    step: int | None = None
+    attempt: int | None = None
+
+
+class AttributeConflict(Event, tag="attribute_conflict", frozen=True, kw_only=True):
+    """A unique claim was refused because ``holder_run_id`` holds the pair."""
+
+    key: str
+    value: StoredValue
+    holder_run_id: str
+    step: int | None = None
+    attempt: int | None = None
+
+
+class WaitCreated(Event, tag="wait_created", frozen=True, kw_only=True):
+    """The workflow started a durable timer that fires at ``until``."""
+
+    wait: int
+    until: datetime
+
+
+class WaitCompleted(Event, tag="wait_completed", frozen=True, kw_only=True):
+    """A durable timer fired."""
+
+    wait: int
+
+
+class HookCreated(Event, tag="hook_created", frozen=True, kw_only=True):
+    """The workflow created a hook that ``token`` resumes from outside."""
+
+    hook: int
+    token: str
+    attributes: dict[str, StoredValue] = {}
+
+
+class HookReceived(Event, tag="hook_received", frozen=True, kw_only=True):
+    """A payload arrived for a hook."""
+
+    hook: int
+    payload: bytes
+
+
+class HookConflict(Event, tag="hook_conflict", frozen=True, kw_only=True):
+    """The hook's token is held by another run."""
+
+    hook: int
+    token: str
+    holder_run_id: str
+
+
+EventKind: TypeAlias = (
+    RunCreated
+    | RunStarted
+    | RunCompleted
+    | RunFailed
+    | RunCancelled
+    | StepCreated
+    | StepStarted
+    | StepCompleted
+    | StepRetrying
+    | StepFailed
+    | StepDiscarded
+    | AttributeSet
+    | AttributeConflict
+    | WaitCreated
+    | WaitCompleted
+    | HookCreated
+    | HookReceived
+    | HookConflict
+)
+"""Every concrete event type: decode a stored event with this union."""
+
+
+# --------------------------------------------------------------------------- records
+
+
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A run as the world stores it (the log holds the details)."""
+
+    id: str
+    workflow: str
+    status: RunStatus
+    created_at: datetime
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+    attributes: dict[str, StoredValue] = {}
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+    last_seq: int = 0
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """Who holds a unique (key, value) pair, and the claim's fencing token."""
+
+    key: str
+    value: StoredValue
+    run_id: str
+    generation: int
+    step: int | None = None
+    attempt: int | None = None
+
+
+class ClaimConflict(msgspec.Struct, frozen=True, kw_only=True):
+    """A unique pair was already held by ``holder_run_id``; nothing was written.
+
+    ``holder_status`` is the holder's status when the world decided.
+    """
+
+    key: str
+    value: StoredValue
+    holder_run_id: str
+    holder_status: RunStatus | None = None
+
+
+WorkKind: TypeAlias = Literal["workflow", "step", "timer"]
+
+
+class NewWorkItem(msgspec.Struct, frozen=True, kw_only=True):
+    """Work to enqueue in a commit.
+
+    A ``workflow`` item wakes the run's workflow; there is at most one per run,
+    and enqueueing another merges into it; its ``name`` is ignored (the world
+    uses the run's workflow name). A ``step`` item runs one attempt. A
+    ``timer`` item fires wait number ``number`` at ``available_at``.
+    ``lease`` asks the world to lease the new item to the committing worker at
+    once (eager execution); the leased items come back in ``CommitResult``.
+    """
+
+    kind: WorkKind
+    name: str = ""
+    number: int = 0
+    attempt: int = 1
+    payload: bytes = b""
+    available_at: datetime | None = None
+    lease: bool = False
+
+
+class WorkItem(msgspec.Struct, frozen=True, kw_only=True):
+    """A leased unit of work: only the holder of ``token`` may complete it."""
+
+    id: str
+    run_id: str
+    kind: WorkKind
+    name: str
+    number: int
+    attempt: int
+    payload: bytes
+    token: int
+    lease_expires_at: datetime
+
+
+ConflictRule: TypeAlias = Literal["fail", "use_existing", "terminate_existing"]
+ReuseRule: TypeAlias = Literal["allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate"]
+
+
+class StartPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``create_run`` does when the unique attribute ``key`` is already held.
+
+    If the holder is open (pending or running): ``fail`` and ``use_existing``
+    refuse (the result names the holder); ``terminate_existing`` cancels the
+    holder and takes its claim over. If the holder is closed:
+    ``allow_duplicate`` takes the claim over; ``allow_duplicate_failed_only``
+    takes it over only from a failed or cancelled holder; ``reject_duplicate``
+    refuses. A takeover bumps the claim's generation, all in one transaction.
+    """
+
+    key: str
+    conflict: ConflictRule = "fail"
+    reuse: ReuseRule = "allow_duplicate"
+
+
+class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything ``World.create_run`` writes in one transaction.
+
+    ``unique`` names the keys of ``attributes`` that are claimed across the
+    world; ``policy`` (whose key must be in ``unique``) may take one over.
+    """
+
+    run_id: str
+    workflow: str
+    args: bytes
+    attributes: dict[str, StoredValue] = {}
+    unique: frozenset[str] = frozenset()
+    policy: StartPolicy | None = None
+
+
+class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``create_run``: the new run, or the claim that refused it.
+
+    ``superseded_run_id`` names the run a ``terminate_existing`` takeover
+    cancelled, if any.
+    """
+
+    run: RunRecord | None = None
+    conflict: ClaimConflict | None = None
+    superseded_run_id: str | None = None
+
+
+class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One atomic change to a run made by the worker holding ``lease``.
+
+    The world checks that the run is not closed and that ``lease`` (when given)
+    is an item of this run still held under its token, then appends ``events``
+    in order, applies the state each implies (status, attributes, claims),
+    enqueues ``schedule`` and, with ``ack``, finishes the leased item.
+
+    A unique ``AttributeSet`` is a claim owned by (run, step): the run itself
+    when ``step`` is None. A pair held by another owner — another run, or
+    another step of this run, or the run versus one of its steps — is appended
+    as an ``AttributeConflict`` naming the holder run instead; attempts of one
+    step share ownership, so a retry takes its predecessor's claim. If the run
+    is closed and ``discard`` is given, only ``discard`` is appended (a late
+    step result) and ``ok`` is False.
+    """
+
+    run_id: str
+    worker_id: str
+    lease: WorkItem | None = None
+    events: tuple[EventKind, ...] = ()
+    schedule: tuple[NewWorkItem, ...] = ()
+    ack: bool = True
+    discard: StepDiscarded | None = None
+    lease_seconds: float = 30.0
+
+
+class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What a commit did.
+
+    ``ok`` is False when nothing was written: the lease was lost (``lease_lost``)
+    or the run was closed (``status`` says how). ``events`` are the request's
+    events as appended, in request order, with their sequence numbers (the
+    ``StepStarted`` of an eager lease is in the log but not here); ``leased``
+    the items leased to the committing worker.
+    """
+
+    ok: bool
+    status: RunStatus
+    events: tuple[EventKind, ...] = ()
+    leased: tuple[WorkItem, ...] = ()
+    lease_lost: bool = False
+
+
+class RunQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """A filter over runs; every given field must match. Newest runs first."""
+
+    workflow: str | None = None
+    statuses: frozenset[RunStatus] | None = None
+    attributes: dict[str, StoredValue] = {}
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    limit: int = 100
+    cursor: str | None = None
+
+
+class RunPage(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of ``list_runs``; pass ``next_cursor`` back for the next one."""
+
+    runs: tuple[RunRecord, ...]
+    next_cursor: str | None = None
