@@ -15,6 +15,7 @@ from workflow import (
     RunStatus,
     Unique,
     Worker,
+    continue_as_new,
     find_run,
     get_step_metadata,
     list_runs,
@@ -240,3 +241,36 @@ async def test_policy_arguments_are_checked_before_writing(world: World) -> None
     with pytest.raises(TypeError):
         await start_with_policy(quick, "ok", key="job", value="x", conflict="fail", world=world)  # type: ignore[arg-type]
     assert len(await list_runs(world=world)) == 0
+
+
+@step
+async def bump(x: int) -> int:
+    return x + 1
+
+
+@workflow
+async def counter(value: int, stop: int) -> int:
+    value = await bump(value)
+    if value < stop:
+        continue_as_new(value, stop)
+    return value
+
+
+async def test_continue_as_new_moves_claims_to_the_newest_run(world: World) -> None:
+    async with Worker(world, [counter]):
+        first = await start(counter, 0, 3, attributes={"counter": Unique("c-1")}, world=world)
+        assert await first.result(timeout=10) == 3
+    assert await first.status() is RunStatus.CONTINUED
+    newest = await find_run("counter", "c-1", world=world)
+    assert newest is not None and newest != first
+    assert await newest.status() is RunStatus.COMPLETED
+    assert await newest.attributes() == {"counter": "c-1"}
+    assert (await newest.claims())["counter"].generation == 3  # two takeovers
+    assert await first.claims() == {}
+    chain = await list_runs(attributes={"counter": "c-1"}, world=world)
+    assert len(chain) == 3
+    assert [await r.status() for r in chain] == [
+        RunStatus.COMPLETED,
+        RunStatus.CONTINUED,
+        RunStatus.CONTINUED,
+    ]

@@ -3,7 +3,8 @@
 The generic protocol is checked by ``worlds.testing``; these tests cover what
 only a file-backed world can get wrong: durability across reopen and crash,
 several connections and processes on one file, lazy connection, locking, the
-URL, and the query plans behind ``list_runs``.
+URL, schema migration, claims kept across pruning, and the query plans behind
+``list_runs`` and ``prune_runs``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    Claim,
     CommitRequest,
     ConflictRule,
     CreateRunRequest,
@@ -45,6 +47,7 @@ from worlds.types import (
     ReuseRule,
     RunCancelled,
     RunCompleted,
+    RunCreated,
     RunFailed,
     RunQuery,
     RunRecord,
@@ -184,6 +187,7 @@ async def test_every_event_type_round_trips_through_the_file(url: str) -> None:
         StepFailed(step=2, attempt=3, error=error),
         StepDiscarded(step=3, attempt=1, outcome="completed"),
         AttributeSet(key="when", value=WHEN),
+        AttributeSet(key="unique-when", value=WHEN, unique=True),
         AttributeSet(key="ratio", value=0.25, step=1, attempt=2),
         AttributeSet(key="flag", value=True),
         AttributeSet(key="nothing", value=None),
@@ -195,18 +199,30 @@ async def test_every_event_type_round_trips_through_the_file(url: str) -> None:
         HookConflict(hook=2, token="t-1", holder_run_id="other"),
         RunFailed(error=error),
     ]
+    start_attributes: dict[str, AttributeValue] = {"at": WHEN, "n": 1, "x": 1.0, "s": "1"}
     async with SqliteWorld(url) as world:
-        run = await create(world)
+        run = await create(world, start_attributes)
         result = await world.commit(
             CommitRequest(run_id=run.id, worker_id="w", events=tuple(events))
         )
     async with SqliteWorld(url) as again:
         stored = await again.read_events(run.id)
+        created = stored[0]
+        assert isinstance(created, RunCreated) and created.attributes == start_attributes
+        assert [type(v) for v in created.attributes.values()] == [datetime, int, float, str]
         assert stored[1:] == list(result.events)
         assert [type(e) for e in stored[1:]] == [type(e) for e in events]
+        claimed = next(e for e in stored if isinstance(e, AttributeSet) and e.unique)
+        assert isinstance(claimed, AttributeSet) and claimed.generation == 1
         record = await again.get_run(run.id)
         assert record is not None
-        assert record.attributes == {"when": WHEN, "flag": True, "nothing": None}
+        assert record.attributes == {
+            **start_attributes,
+            "when": WHEN,
+            "unique-when": WHEN,
+            "flag": True,
+            "nothing": None,
+        }
         assert record.error == error and record.status == RunStatus.FAILED
 
 
@@ -341,6 +357,8 @@ async def test_a_closed_world_refuses_every_call(url: str, tmp_path: Path) -> No
         world.read_events(run.id),
         world.list_runs(RunQuery()),
         world.find_claim("k", "v"),
+        world.run_claims(run.id),
+        world.prune_runs(WHEN),
         world.cancel_run(run.id, None),
         world.commit(CommitRequest(run_id=run.id, worker_id="w")),
         world.lease("w", names={WF}, limit=1, lease_seconds=1),
@@ -603,6 +621,203 @@ async def test_processes_leasing_one_queue_never_share_an_item(tmp_path: Path, u
         assert await world.lease("late", names={STEP}, limit=10, lease_seconds=1) == []
 
 
+# --------------------------------------------------------------------------- claims and pruning
+
+
+async def close(world: World, run_id: str, event: EventKind | None = None) -> RunRecord:
+    """Close run ``run_id`` (completed unless ``event`` says otherwise)."""
+    closing = event or RunCompleted(result=b"")
+    result = await world.commit(CommitRequest(run_id=run_id, worker_id="w", events=(closing,)))
+    assert result.ok and result.status.is_closed
+    record = await world.get_run(run_id)
+    assert record is not None and record.closed_at is not None
+    return record
+
+
+async def claim_in_commit(
+    world: World, run_id: str, key: str, value: AttributeValue, step: int | None = None
+) -> EventKind:
+    """Commit a unique ``AttributeSet`` and return the event it became."""
+    attempt = None if step is None else 1
+    event = AttributeSet(key=key, value=value, unique=True, step=step, attempt=attempt)
+    result = await world.commit(CommitRequest(run_id=run_id, worker_id="w", events=(event,)))
+    assert result.ok
+    (stored,) = result.events
+    return stored
+
+
+@pytest.mark.anyio
+async def test_run_claims_are_the_runs_own_pairs_by_key(url: str) -> None:
+    async with SqliteWorld(url) as world:
+        run = await create(world, {"b": 2, "a": WHEN, "plain": "p"}, unique=["b", "a"])
+        other = await create(world, {"c": "theirs"}, unique=["c"])
+        await claim_in_commit(world, run.id, "c", "mine")
+        await claim_in_commit(world, run.id, "c", "theirs")  # a conflict, not a claim
+        await claim_in_commit(world, run.id, "by-step", "s", step=1)
+        assert await world.run_claims(run.id) == [
+            Claim(key="a", value=WHEN, run_id=run.id, generation=1),
+            Claim(key="b", value=2, run_id=run.id, generation=1),
+            Claim(key="c", value="mine", run_id=run.id, generation=1),
+        ]
+        assert await world.run_claims(other.id) == [
+            Claim(key="c", value="theirs", run_id=other.id, generation=1)
+        ]
+        assert await world.run_claims("missing") == []
+
+
+@pytest.mark.anyio
+async def test_create_run_refuses_a_unique_key_without_a_value(url: str) -> None:
+    async with SqliteWorld(url) as world:
+        request = CreateRunRequest(
+            run_id=new_run_id(),
+            workflow=WF,
+            args=b"",
+            attributes={"order": "o-1"},
+            unique=frozenset({"order", "invoice"}),
+        )
+        with pytest.raises(ValueError, match="invoice"):
+            await world.create_run(request)
+        assert await world.get_run(request.run_id) is None
+        assert await world.find_claim("order", "o-1") is None
+
+
+@pytest.mark.anyio
+async def test_prune_deletes_old_closed_runs_and_releases_their_claims(url: str) -> None:
+    async with SqliteWorld(url) as world:
+        first = await create(world, {"order": "o-1", "tag": "old"}, unique=["order"])
+        second = await create(world, {"order": "o-2", "tag": "old"}, unique=["order"])
+        await claim_in_commit(world, first.id, "payment", "p-1", step=1)
+        pending = await create(world, {"tag": "old"})
+        running = await create(world, {"tag": "old"})
+        await world.commit(CommitRequest(run_id=running.id, worker_id="w", events=(RunStarted(),)))
+        # the second closes first, so it is the older of the two
+        await close(world, second.id, RunFailed(error=ErrorInfo(type="E", message="m")))
+        await close(world, first.id, RunCancelled())
+        await anyio.sleep(0.01)
+        cutoff = datetime.now(UTC)
+        await anyio.sleep(0.01)
+        late = await create(world, {"order": "o-3", "tag": "old"}, unique=["order"])
+        await close(world, late.id)
+
+        assert await world.prune_runs(cutoff) == [second.id, first.id]
+
+        for gone in (first, second):
+            assert await world.get_run(gone.id) is None
+            assert await world.read_events(gone.id) == []
+            assert await world.run_claims(gone.id) == []
+        kept = {pending.id, running.id, late.id}
+        page = await world.list_runs(RunQuery(attributes={"tag": "old"}))
+        assert {run.id for run in page.runs} == kept
+        assert {run.id for run in (await world.list_runs(RunQuery())).runs} == kept
+        for key, value in (("order", "o-1"), ("order", "o-2"), ("payment", "p-1")):
+            assert await world.find_claim(key, value) is None, f"{key}={value} still held"
+        late_claim = await world.find_claim("order", "o-3")
+        assert late_claim is not None and late_claim.run_id == late.id
+        assert await world.prune_runs(cutoff) == []
+
+        # every claim path takes a released pair as free, one generation up
+        again = await create(world, {"order": "o-1"}, unique=["order"])
+        assert await world.run_claims(again.id) == [
+            Claim(key="order", value="o-1", run_id=again.id, generation=2)
+        ]
+        claimed = await claim_in_commit(world, again.id, "order", "o-2")
+        assert isinstance(claimed, AttributeSet) and claimed.generation == 2
+        by_step = await claim_in_commit(world, again.id, "payment", "p-1", step=3)
+        assert isinstance(by_step, AttributeSet) and by_step.generation == 2
+        assert await world.find_claim("payment", "p-1") == Claim(
+            key="payment", value="p-1", run_id=again.id, generation=2, step=3, attempt=1
+        )
+
+
+@pytest.mark.anyio
+async def test_generations_keep_rising_across_takeovers_and_prunes(url: str) -> None:
+    async with SqliteWorld(url) as world:
+        holder = await create(world, {"order": "o-1"}, unique=["order"])
+        for expected in (2, 4):  # a takeover, then a claim after a prune
+            await close(world, holder.id)
+            result = await world.create_run(
+                CreateRunRequest(
+                    run_id=new_run_id(),
+                    workflow=WF,
+                    args=b"",
+                    attributes={"order": "o-1"},
+                    unique=frozenset({"order"}),
+                    policy=StartPolicy(key="order"),
+                )
+            )
+            assert result.run is not None
+            holder = result.run
+            claim = await world.find_claim("order", "o-1")
+            assert claim is not None and (claim.run_id, claim.generation) == (holder.id, expected)
+            await close(world, holder.id)
+            assert await world.prune_runs(datetime.now(UTC) + timedelta(seconds=1)) != []
+            assert await world.find_claim("order", "o-1") is None
+            holder = await create(world, {"order": "o-1"}, unique=["order"])
+            claim = await world.find_claim("order", "o-1")
+            assert claim is not None and claim.generation == expected + 1
+
+
+@pytest.mark.anyio
+async def test_prune_respects_its_limit_oldest_first(url: str) -> None:
+    async with SqliteWorld(url) as world:
+        runs = [await create(world) for _ in range(5)]
+        for run in reversed(runs):
+            await close(world, run.id)
+        await create(world)  # open, never pruned
+        future = datetime.now(UTC) + timedelta(days=1)
+        closing_order = [run.id for run in reversed(runs)]
+        assert await world.prune_runs(future, limit=0) == []
+        assert await world.prune_runs(future, limit=2) == closing_order[:2]
+        assert await world.prune_runs(future, limit=2) == closing_order[2:4]
+        assert await world.prune_runs(future, limit=2) == closing_order[4:]
+        assert await world.prune_runs(future) == []
+        (left,) = (await world.list_runs(RunQuery())).runs
+        assert left.status == RunStatus.PENDING
+
+
+@pytest.mark.anyio
+async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -> None:
+    async with SqliteWorld(url) as world:
+        holder = await create(world, {"order": "o-1"}, unique=["order"])
+    # Turn the file back into schema version 1: claims.run_id was NOT NULL, and
+    # neither claims_run nor runs_closed existed.
+    db = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
+    try:
+        v1_claims = _sqlite_schema._CLAIMS_TABLE.format(name="claims_v1").replace(
+            "run_id TEXT,", "run_id TEXT NOT NULL,"
+        )
+        for statement in (
+            "DROP INDEX claims_run",
+            "DROP INDEX runs_closed",
+            v1_claims,
+            "INSERT INTO claims_v1 SELECT * FROM claims",
+            "DROP TABLE claims",
+            "ALTER TABLE claims_v1 RENAME TO claims",
+            "PRAGMA user_version = 1",
+        ):
+            db.execute(statement)
+    finally:
+        db.close()
+
+    async with SqliteWorld(url) as world:
+        assert await world.run_claims(holder.id) == [
+            Claim(key="order", value="o-1", run_id=holder.id, generation=1)
+        ]
+        await close(world, holder.id)
+        assert await world.prune_runs(datetime.now(UTC) + timedelta(seconds=1)) == [holder.id]
+        await create(world, {"order": "o-1"}, unique=["order"])
+        claim = await world.find_claim("order", "o-1")
+        assert claim is not None and claim.generation == 2
+    db = sqlite3.connect(tmp_path / "world.db")
+    try:
+        assert db.execute("PRAGMA user_version").fetchone() == (_sqlite_schema.SCHEMA_VERSION,)
+        indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+        assert {"claims_run", "runs_closed"} <= indexes
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        db.close()
+
+
 # --------------------------------------------------------------------------- query plans
 
 
@@ -663,3 +878,30 @@ async def test_workflow_and_status_filters_use_their_indexes(tmp_path: Path, url
     assert _plan(path, RunQuery(created_after=WHEN - timedelta(days=1)), None) == [
         "SCAN r USING INDEX sqlite_autoindex_runs_1"
     ]
+
+
+def _explain(path: Path, statement: str, params: Sequence[object]) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {statement}", params)]
+    finally:
+        db.close()
+
+
+@pytest.mark.anyio
+async def test_prune_and_run_claims_use_their_indexes(tmp_path: Path, url: str) -> None:
+    async with SqliteWorld(url) as world:
+        for n in range(20):
+            run = await create(world, {"order": f"o-{n}"}, unique=["order"])
+            if n % 2:
+                await close(world, run.id)
+    path = tmp_path / "world.db"
+    assert _explain(path, _sqlite_schema.PRUNABLE_RUNS, (_sqlite_schema.to_micros(WHEN), 10)) == [
+        "SEARCH runs USING COVERING INDEX runs_closed (closed_at>? AND closed_at<?)"
+    ]
+    assert _explain(path, _sqlite_schema.RUN_CLAIMS, ("r",)) == [
+        "SEARCH claims USING INDEX claims_run (run_id=?)"
+    ]
+    for statement in _sqlite_schema.PRUNE_RUN:
+        (line,) = _explain(path, statement, ("r",))
+        assert line.startswith("SEARCH ") and line.endswith(("(run_id=?)", "(id=?)")), line

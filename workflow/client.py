@@ -34,6 +34,7 @@ from worlds.types import (
     CreateRunRequest,
     EventKind,
     RunCancelled,
+    RunContinued,
     RunQuery,
     RunRecord,
     RunStatus,
@@ -158,21 +159,31 @@ class Run(Generic[R]):
     async def result(self, timeout: float | None = None) -> R:
         """Wait for the run to close and return its result.
 
+        A run that continued as new gives the result of the last run of its chain.
+
         Raises:
             RunFailedError: the run failed.
             RunCancelledError: the run was cancelled.
             TimeoutError: ``timeout`` seconds passed first.
         """
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
-        world = self.world
+        current: Run[R] = self
         while True:
-            record = await self._record()
+            record = await current._record()
+            if record.status is RunStatus.CONTINUED:
+                current = await current._successor(record)
+                continue
             if record.status.is_closed:
-                return await self._outcome(record)
+                return await current._outcome(record)
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
-                raise TimeoutError(f"run {self._id} did not finish within {timeout} s")
-            await world.wait(run_topic(self._id), min(remaining, 1.0))
+                raise TimeoutError(f"run {current.id} did not finish within {timeout} s")
+            await current.world.wait(run_topic(current.id), min(remaining, 1.0))
+
+    async def _successor(self, record: RunRecord) -> Run[R]:
+        last = (await self.world.read_events(self._id, after_seq=record.last_seq - 1))[-1]
+        assert isinstance(last, RunContinued)
+        return Run(last.next_run_id, world=self._world, workflow=self._workflow)
 
     async def _outcome(self, record: RunRecord) -> R:
         if record.status is RunStatus.COMPLETED:

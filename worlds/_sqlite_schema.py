@@ -11,15 +11,31 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Union, get_args, get_origin
+from typing import Any, get_args
 
 import msgspec
 
 from worlds.semantics import index_value
 from worlds.types import EPOCH, AttributeValue, ErrorInfo, EventKind, RunQuery, RunRecord, RunStatus
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Stored in ``PRAGMA user_version``; bump it with a migration when the schema changes."""
+
+_CLAIMS_TABLE = """CREATE TABLE {name} (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        value BLOB NOT NULL,
+        run_id TEXT,
+        generation INTEGER NOT NULL,
+        step INTEGER,
+        attempt INTEGER,
+        PRIMARY KEY (key, ivalue)
+    ) WITHOUT ROWID"""
+# A claim whose ``run_id`` is NULL was released (its run was pruned): the pair is
+# free, and the row keeps its generation so the next claim gets a higher one.
+_CLAIMS_RUN_INDEX = "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL"
+# ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
+_RUNS_CLOSED_INDEX = "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL"
 
 SCHEMA = (
     # rowid table: results and attribute maps can be large, so rows stay out of
@@ -38,6 +54,7 @@ SCHEMA = (
     )""",
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
+    _RUNS_CLOSED_INDEX,
     """CREATE TABLE events (
         run_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
@@ -52,16 +69,8 @@ SCHEMA = (
         PRIMARY KEY (run_id, key)
     ) WITHOUT ROWID""",
     "CREATE INDEX attributes_value ON attributes (key, ivalue, run_id)",
-    """CREATE TABLE claims (
-        key TEXT NOT NULL,
-        ivalue TEXT NOT NULL,
-        value BLOB NOT NULL,
-        run_id TEXT NOT NULL,
-        generation INTEGER NOT NULL,
-        step INTEGER,
-        attempt INTEGER,
-        PRIMARY KEY (key, ivalue)
-    ) WITHOUT ROWID""",
+    _CLAIMS_TABLE.format(name="claims"),
+    _CLAIMS_RUN_INDEX,
     """CREATE TABLE work (
         run_id TEXT NOT NULL,
         id TEXT NOT NULL,
@@ -83,6 +92,20 @@ SCHEMA = (
     "CREATE INDEX work_free ON work (available_at) WHERE owner IS NULL",
     "CREATE INDEX work_leased ON work (expires_at) WHERE owner IS NOT NULL",
 )
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # 1 -> 2: claims may be released (run_id NULL); indexes for run_claims and prune_runs.
+    1: (
+        _CLAIMS_TABLE.format(name="claims_v2"),
+        "INSERT INTO claims_v2 SELECT key, ivalue, value, run_id, generation, step, attempt "
+        "FROM claims",
+        "DROP TABLE claims",
+        "ALTER TABLE claims_v2 RENAME TO claims",
+        _CLAIMS_RUN_INDEX,
+        _RUNS_CLOSED_INDEX,
+    ),
+}
+"""The statements that take a database from each older schema version to the next."""
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
@@ -114,12 +137,17 @@ UPSERT_ATTRIBUTE = (
     "ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue"
 )
 
+# Claims a free pair: a new row, or a released one whose generation goes up.
 CLAIM_IF_FREE = (
     "INSERT INTO claims (key, ivalue, value, run_id, generation) VALUES (?, ?, ?, ?, 1) "
-    "ON CONFLICT (key, ivalue) DO NOTHING"
+    "ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id, "
+    "generation = generation + 1, step = NULL, attempt = NULL WHERE run_id IS NULL"
 )
 GET_CLAIM = (
     "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = ? AND ivalue = ?"
+)
+MOVE_RUN_CLAIMS = (
+    "UPDATE claims SET run_id = ?, generation = generation + 1 WHERE run_id = ? AND step IS NULL"
 )
 PUT_CLAIM = (
     "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt) "
@@ -127,6 +155,23 @@ PUT_CLAIM = (
     "value = excluded.value, run_id = excluded.run_id, generation = excluded.generation, "
     "step = excluded.step, attempt = excluded.attempt"
 )
+RUN_CLAIMS = (
+    "SELECT key, value, generation FROM claims WHERE run_id = ? AND step IS NULL "
+    "ORDER BY key, ivalue"
+)
+
+PRUNABLE_RUNS = (
+    "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
+    "ORDER BY closed_at, id LIMIT ?"
+)
+PRUNE_RUN = (
+    "DELETE FROM events WHERE run_id = ?1",
+    "DELETE FROM attributes WHERE run_id = ?1",
+    "DELETE FROM work WHERE run_id = ?1",
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL WHERE run_id = ?1",
+    "DELETE FROM runs WHERE id = ?1",
+)
+"""What pruning one closed run takes; each statement has the run id as its parameter."""
 
 _WORK_COLUMNS = (
     "run_id, id, kind, name, number, attempt, payload, available_at, "
@@ -249,9 +294,10 @@ def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[s
 
 
 def apply_schema(db: sqlite3.Connection) -> None:
-    """Create the schema in an empty database; refuse one written by a newer version.
+    """Create the schema in an empty database, or migrate an older one in place.
 
-    Runs inside the caller's write transaction.
+    Refuses a database written by a newer version. Runs inside the caller's
+    write transaction, so a migration is all or nothing.
     """
     (version,) = db.execute("PRAGMA user_version").fetchone()
     if version > SCHEMA_VERSION:
@@ -259,10 +305,15 @@ def apply_schema(db: sqlite3.Connection) -> None:
             f"the database has schema version {version}; this runtime knows up to "
             f"{SCHEMA_VERSION}: upgrade the runtime"
         )
+    if version == SCHEMA_VERSION:
+        return
     if version == 0:
-        for statement in SCHEMA:
-            db.execute(statement)
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        statements: list[str] = list(SCHEMA)
+    else:
+        statements = [s for v in range(version, SCHEMA_VERSION) for s in MIGRATIONS[v]]
+    for statement in statements:
+        db.execute(statement)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 # --------------------------------------------------------------------------- codecs
@@ -331,69 +382,13 @@ def run_update_params(run: RunRecord, attributes: bytes) -> tuple[object, ...]:
     )
 
 
-# msgspec refuses to decode a union holding both ``str`` and ``datetime`` (the
-# ``AttributeValue`` fields), so event types with such a field are decoded
-# through a twin struct whose field is ``Any`` (msgpack's own types: str, int,
-# float, bool, nil and the timestamp extension map exactly onto AttributeValue)
-# and then rebuilt as the real type.
+_EVENT_DECODER = msgspec.msgpack.Decoder(EventKind)
 
-
-def _decodable(tp: Any) -> bool:
-    try:
-        msgspec.msgpack.Decoder(tp)
-    except TypeError:
-        return False
-    return True
-
-
-def _loosen(tp: Any) -> Any:
-    if _decodable(tp):
-        return tp
-    if get_origin(tp) is dict:
-        key, value = get_args(tp)
-        return dict.__class_getitem__((key, _loosen(value)))
-    return Any
-
-
-def _twin(cls: type[msgspec.Struct]) -> type[msgspec.Struct]:
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
-    for field in msgspec.structs.fields(cls):
-        if field.default is not msgspec.NODEFAULT:
-            fields.append((field.name, _loosen(field.type), field.default))
-        elif field.default_factory is not msgspec.NODEFAULT:
-            default = msgspec.field(default_factory=field.default_factory)
-            fields.append((field.name, _loosen(field.type), default))
-        else:
-            fields.append((field.name, _loosen(field.type)))
-    config = cls.__struct_config__
-    return msgspec.defstruct(
-        f"_Stored{cls.__name__}", fields, kw_only=True, tag=config.tag, tag_field=config.tag_field
-    )
-
-
-def _event_codec() -> tuple[msgspec.msgpack.Decoder[Any], dict[type, type], dict[type, str]]:
-    decoded: list[type] = []
-    twins: dict[type, type] = {}
-    tags: dict[type, str] = {}
-    for cls in get_args(EventKind):
-        tags[cls] = cls.__struct_config__.tag
-        if _decodable(cls):
-            decoded.append(cls)
-        else:
-            twin = _twin(cls)
-            twins[twin] = cls
-            decoded.append(twin)
-    return msgspec.msgpack.Decoder(Union[tuple(decoded)]), twins, tags  # noqa: UP007
-
-
-_EVENT_DECODER, _TWINS, EVENT_TAGS = _event_codec()
+EVENT_TAGS: dict[type, str] = {cls: cls.__struct_config__.tag for cls in get_args(EventKind)}
+"""The ``kind`` column of each event type."""
 
 
 def decode_event(data: bytes) -> EventKind:
     """An event from its msgpack blob."""
-    event = _EVENT_DECODER.decode(data)
-    real = _TWINS.get(type(event))
-    if real is not None:
-        event = real(**{name: getattr(event, name) for name in event.__struct_fields__})
-    result: EventKind = event
-    return result
+    event: EventKind = _EVENT_DECODER.decode(data)
+    return event

@@ -45,6 +45,7 @@ from worlds.types import (
     EventKind,
     NewWorkItem,
     RunCancelled,
+    RunContinued,
     RunCreated,
     RunPage,
     RunQuery,
@@ -164,6 +165,29 @@ class MemoryWorld:
         )
         return msgspec.structs.replace(event, generation=generation)
 
+    def _continue(self, old: _Run, event: RunContinued, now: datetime) -> None:
+        record = old.record
+        new = _Run(
+            RunRecord(
+                id=event.next_run_id,
+                workflow=record.workflow,
+                status=RunStatus.PENDING,
+                created_at=now,
+                attributes=dict(record.attributes),
+            )
+        )
+        self._runs[event.next_run_id] = new
+        created = RunCreated(
+            workflow=record.workflow, args=event.args, attributes=record.attributes
+        )
+        self._append(new, created, now)
+        for claim_key, claim in list(self._claims.items()):
+            if claim.run_id == record.id and claim.step is None:
+                self._claims[claim_key] = msgspec.structs.replace(
+                    claim, run_id=event.next_run_id, generation=claim.generation + 1
+                )
+        self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
+
     def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
         if item.kind == "step" and item.ever_leased:
             item.attempt += 1
@@ -256,7 +280,9 @@ class MemoryWorld:
         for held in takeovers:
             holder = self._runs[held.run_id]
             if not holder.record.status.is_closed:
-                self._append(holder, RunCancelled(reason=f"superseded by run {request.run_id}"), now)
+                self._append(
+                    holder, RunCancelled(reason=f"superseded by run {request.run_id}"), now
+                )
                 superseded = held.run_id
         run = _Run(
             RunRecord(
@@ -300,11 +326,15 @@ class MemoryWorld:
             item = self._holds(request.lease, request.worker_id, now)
             if item is None or item.run_id != run.record.id:
                 return CommitResult(ok=False, status=run.record.status, lease_lost=True)
+        if any(isinstance(e, RunContinued) and e.next_run_id in self._runs for e in request.events):
+            raise ValueError("continue_as_new names a run id that already exists")
         events = []
         for event in request.events:
             if isinstance(event, AttributeSet) and event.unique:
                 event = self._try_claim(run.record.id, event)
             events.append(self._append(run, event, now))
+            if isinstance(event, RunContinued):
+                self._continue(run, event, now)
         leased = []
         if not run.record.status.is_closed:
             if item is not None and request.ack:
@@ -433,6 +463,8 @@ class MemoryWorld:
             for run in self._runs.values()
             if run.record.closed_at is not None and run.record.closed_at < closed_before
         ]
+        if limit <= 0:
+            return []
         closed.sort(key=lambda record: (record.closed_at or closed_before, record.id))
         pruned = {record.id for record in closed[:limit]}
         for claim_key, claim in list(self._claims.items()):

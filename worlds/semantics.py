@@ -19,6 +19,7 @@ from worlds.types import (
     EventKind,
     RunCancelled,
     RunCompleted,
+    RunContinued,
     RunFailed,
     RunQuery,
     RunRecord,
@@ -75,6 +76,8 @@ def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:
         changes.update(status=RunStatus.FAILED, closed_at=event.at, error=event.error)
     elif isinstance(event, RunCancelled):
         changes.update(status=RunStatus.CANCELLED, closed_at=event.at)
+    elif isinstance(event, RunContinued):
+        changes.update(status=RunStatus.CONTINUED, closed_at=event.at)
     return msgspec.structs.replace(run, **changes)
 
 

@@ -35,6 +35,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
 from urllib.parse import parse_qsl, unquote
@@ -70,6 +71,7 @@ from worlds.types import (
     EventKind,
     NewWorkItem,
     RunCancelled,
+    RunContinued,
     RunCreated,
     RunPage,
     RunQuery,
@@ -283,11 +285,38 @@ class _Writer:
             self.save_run(run, row[7])
         return run
 
+    def continue_run(self, old: RunRecord, event: RunContinued) -> None:
+        """Start ``event.next_run_id`` as ``old``'s successor and move ``old``'s claims."""
+        db, run_id = self.db, event.next_run_id
+        try:
+            db.execute(
+                sql.INSERT_RUN, (run_id, old.workflow, self.now_us, sql.encode(old.attributes))
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"continue_as_new names an existing run {run_id}") from None
+        db.executemany(
+            sql.UPSERT_ATTRIBUTE,
+            [(run_id, key, index_value(value)) for key, value in old.attributes.items()],
+        )
+        created = RunCreated(workflow=old.workflow, args=event.args, attributes=old.attributes)
+        stored = msgspec.structs.replace(created, seq=1, at=self.now)
+        self.rows.append((run_id, 1, "run_created", sql.encode(stored)))
+        db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
+        item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
+        db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
+        self.signals.add(WORK_TOPIC)
+
     def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
         ivalue = index_value(event.value)
         held = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
-        if held is not None and not (held[0] == run_id and held[2] == event.step):
+        if held is None:
+            generation = 1
+        elif held[0] is None:  # released
+            generation = held[1] + 1
+        elif held[0] == run_id and held[2] == event.step:
+            generation = held[1]
+        else:
             return AttributeConflict(
                 key=event.key,
                 value=event.value,
@@ -295,7 +324,6 @@ class _Writer:
                 step=event.step,
                 attempt=event.attempt,
             )
-        generation = 1 if held is None else held[1]
         self.db.execute(
             sql.PUT_CLAIM,
             (
@@ -646,9 +674,9 @@ class SqliteWorld:
         self._check_open()
         attributes = dict(request.attributes)
         ivalues = {key: index_value(value) for key, value in attributes.items()}
-        for key in request.unique:
-            if key not in attributes:
-                raise KeyError(key)
+        missing = sorted(request.unique - attributes.keys())
+        if missing:
+            raise ValueError(f"unique keys {missing} are not among the run's attributes")
         policy = request.policy
         if policy is not None and policy.key not in request.unique:
             raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
@@ -725,7 +753,7 @@ class SqliteWorld:
                 tx.save_run(run, attributes)
                 return CommitResult(ok=False, status=run.status, events=(stored,))
             held_kind, rewake = row[10], row[11]
-            if lease is not None and held_kind is None:
+            if lease is not None and (held_kind is None or lease.run_id != run.id):
                 return CommitResult(ok=False, status=run.status, lease_lost=True)
             appended: list[EventKind] = []
             attribute_rows: list[tuple[str, str, str]] = []
@@ -733,6 +761,8 @@ class SqliteWorld:
                 if isinstance(event, AttributeSet) and event.unique:
                     event = tx.try_claim(run.id, event)
                 run, stored = tx.stamp(run, event)
+                if isinstance(stored, RunContinued):
+                    tx.continue_run(run, stored)
                 if isinstance(stored, AttributeSet) and stored.step is None:
                     run = msgspec.structs.replace(
                         run, attributes={**run.attributes, stored.key: stored.value}
@@ -918,7 +948,7 @@ class SqliteWorld:
 
         def body(db: sqlite3.Connection) -> Claim | None:
             row = db.execute(sql.GET_CLAIM, params).fetchone()
-            if row is None:
+            if row is None or row[0] is None:  # never claimed, or released
                 return None
             run_id, generation, step, attempt, stored = row
             return Claim(
@@ -931,3 +961,32 @@ class SqliteWorld:
             )
 
         return await self._read(body)
+
+    async def run_claims(self, run_id: str) -> list[Claim]:
+        """See ``World.run_claims``; pairs with the same key come in value order."""
+        self._check_open()
+
+        def body(db: sqlite3.Connection) -> list[Claim]:
+            return [
+                Claim(key=key, value=sql.decode_value(value), run_id=run_id, generation=generation)
+                for key, value, generation in db.execute(sql.RUN_CLAIMS, (run_id,))
+            ]
+
+        return await self._read(body)
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+        """See ``World.prune_runs``; the runs that closed first go first."""
+        self._check_open()
+        if limit <= 0:
+            return []
+        params = (sql.to_micros(closed_before), limit)
+
+        def body(tx: _Writer) -> list[str]:
+            pruned = [run_id for (run_id,) in tx.db.execute(sql.PRUNABLE_RUNS, params)]
+            for statement in sql.PRUNE_RUN:
+                tx.db.executemany(statement, [(run_id,) for run_id in pruned])
+            return pruned
+
+        return await self._write(body)

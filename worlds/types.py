@@ -13,12 +13,13 @@ event implies (see ``rfcs/0001-execution-model.md``).
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
 import msgspec
 
 __all__ = [
+    "EPOCH",
     "AttributeConflict",
     "AttributeSet",
     "AttributeValue",
@@ -29,7 +30,6 @@ __all__ = [
     "ConflictRule",
     "CreateRunRequest",
     "CreateRunResult",
-    "EPOCH",
     "ErrorInfo",
     "Event",
     "EventKind",
@@ -40,6 +40,7 @@ __all__ = [
     "ReuseRule",
     "RunCancelled",
     "RunCompleted",
+    "RunContinued",
     "RunCreated",
     "RunFailed",
     "RunPage",
@@ -47,7 +48,6 @@ __all__ = [
     "RunRecord",
     "RunStarted",
     "RunStatus",
-    "StoredValue",
     "StartPolicy",
     "StepCompleted",
     "StepCreated",
@@ -55,6 +55,7 @@ __all__ = [
     "StepFailed",
     "StepRetrying",
     "StepStarted",
+    "StoredValue",
     "WaitCompleted",
     "WaitCreated",
     "WorkItem",
@@ -74,22 +75,27 @@ MessagePack's own types map one to one onto ``AttributeValue``, so decoding
 gives back exactly the value that was encoded.
 """
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def utcnow() -> datetime:
     """The current time as an aware UTC datetime."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
-class RunStatus(str, enum.Enum):
-    """Where a run is in its life. The last three are closed states."""
+class RunStatus(enum.StrEnum):
+    """Where a run is in its life. All but the first two are closed states.
+
+    ``CONTINUED`` means the run closed by ``continue_as_new``: a new run of the
+    same workflow carries on with its claims.
+    """
 
     PENDING = "pending"
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    CONTINUED = "continued"
 
     @property
     def is_closed(self) -> bool:
@@ -97,7 +103,9 @@ class RunStatus(str, enum.Enum):
         return self in _CLOSED
 
 
-_CLOSED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+_CLOSED = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.CONTINUED}
+)
 
 
 class ErrorInfo(msgspec.Struct, frozen=True):
@@ -146,6 +154,15 @@ class RunCancelled(Event, tag="run_cancelled", frozen=True, kw_only=True):
     """The run was cancelled; nothing of it runs any more."""
 
     reason: str | None = None
+
+
+class RunContinued(Event, tag="run_continued", frozen=True, kw_only=True):
+    """The run continued as new: it closed, and run ``next_run_id`` of the same
+    workflow started with ``args`` and this run's attributes, taking over its
+    unique claims (each with a new generation), in the same transaction."""
+
+    next_run_id: str
+    args: bytes
 
 
 class StepCreated(Event, tag="step_created", frozen=True, kw_only=True):
@@ -262,6 +279,7 @@ EventKind: TypeAlias = (
     | RunCompleted
     | RunFailed
     | RunCancelled
+    | RunContinued
     | StepCreated
     | StepStarted
     | StepCompleted

@@ -36,12 +36,14 @@ from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._loop import WorkflowLoop
 from workflow.errors import (
     AttributeConflictError,
+    ContinueAsNew,
     NonDeterminismError,
     NotInWorkflowError,
     StepFailedError,
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
+from worlds.semantics import new_run_id
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -51,6 +53,7 @@ from worlds.types import (
     HookCreated,
     NewWorkItem,
     RunCompleted,
+    RunContinued,
     RunCreated,
     RunFailed,
     RunStarted,
@@ -63,7 +66,15 @@ from worlds.types import (
 
 __all__ = ["WorkflowInstance"]
 
-_COMMANDS = (StepCreated, WaitCreated, HookCreated, HookConflict, RunCompleted, RunFailed)
+_COMMANDS = (
+    StepCreated,
+    WaitCreated,
+    HookCreated,
+    HookConflict,
+    RunCompleted,
+    RunFailed,
+    RunContinued,
+)
 
 
 def _is_command(event: EventKind) -> bool:
@@ -262,6 +273,14 @@ class WorkflowInstance(_runtime.Runtime):
             self._command(RunFailed(error=error), "the end of the workflow")
             return True
         exc = main.exception()
+        if isinstance(exc, ContinueAsNew):
+            try:
+                args = encode_call(exc.args_for_next_run)
+            except TypeError as err:
+                self._command(RunFailed(error=error_info(err)), "continue_as_new")
+            else:
+                self._command(RunContinued(next_run_id=new_run_id(), args=args), "continue_as_new")
+            return True
         if exc is not None:
             self._command(RunFailed(error=error_info(exc)), "the end of the workflow")
             return True
@@ -413,8 +432,8 @@ class WorkflowInstance(_runtime.Runtime):
         raise NotInWorkflowError("get_step_metadata() works in steps, not in workflow code")
 
     def continue_as_new(self, args: tuple[Any, ...]) -> None:
-        """Arrives with the policies issue."""
-        raise NotImplementedError("continue_as_new is not available in this version")
+        """End the body here; the engine records ``RunContinued`` with ``args``."""
+        raise ContinueAsNew(args)
 
 
 async def _await(future: asyncio.Future[Any]) -> Any:
