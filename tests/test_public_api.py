@@ -21,6 +21,7 @@ def test_workflow_exports_are_pinned() -> None:
     assert set(workflow.__all__) == BRIEF_NAMES | {
         "NotInWorkflowError",
         "RunList",
+        "prune_runs",
         "RunMetadata",
         "RunNotFoundError",
         "StepFailedError",

@@ -27,7 +27,7 @@ from workflow.api import (
     sleep,
     uuid4,
 )
-from workflow.client import Run, RunList, find_run, get_run, list_runs, start
+from workflow.client import Run, RunList, find_run, get_run, list_runs, prune_runs, start
 from workflow.decorators import step, workflow
 from workflow.engine import Worker
 from workflow.errors import (
@@ -77,6 +77,7 @@ __all__ = [
     "list_attributes",
     "list_runs",
     "now",
+    "prune_runs",
     "random",
     "set_attribute",
     "sleep",

@@ -40,7 +40,16 @@ from worlds.types import (
     RunStatus,
 )
 
-__all__ = ["Run", "RunList", "find_run", "get_run", "list_runs", "resolve_world", "start"]
+__all__ = [
+    "Run",
+    "RunList",
+    "find_run",
+    "get_run",
+    "list_runs",
+    "prune_runs",
+    "resolve_world",
+    "start",
+]
 
 R = TypeVar("R")
 
@@ -303,3 +312,19 @@ async def list_runs(
     )
     runs: list[Run[Any]] = [Run(r.id, world=world, record=r) for r in page.runs]
     return RunList(runs, page.next_cursor)
+
+
+async def prune_runs(
+    *, closed_before: datetime, limit: int = 1000, world: World | None = None
+) -> list[str]:
+    """Delete runs that closed before ``closed_before`` and release their claims.
+
+    Retention: a released unique pair may be claimed again (with a higher
+    generation). Deletes at most ``limit`` runs, oldest first, in one atomic
+    world operation; returns their ids. Call it again to prune more.
+    """
+    if closed_before.tzinfo is None:
+        raise ValueError("closed_before must be timezone-aware")
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    return await resolve_world(world).prune_runs(closed_before, limit)

@@ -146,6 +146,7 @@ CLAIM_IF_FREE = (
 GET_CLAIM = (
     "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = ? AND ivalue = ?"
 )
+COUNT_RUNS_BY_STATUS = "SELECT status, count(*) FROM runs GROUP BY status"
 MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = ?, generation = generation + 1 WHERE run_id = ? AND step IS NULL"
 )

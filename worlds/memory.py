@@ -116,6 +116,18 @@ class MemoryWorld:
     async def close(self) -> None:
         """Nothing to release; present for the protocol."""
 
+    async def migrate(self) -> int:
+        """Nothing to migrate: the memory world has no schema."""
+        return 0
+
+    async def info(self) -> dict[str, str | int]:
+        """Scheme and run counts."""
+        counts: dict[str, str | int] = {"scheme": "memory", "schema_version": 0}
+        for run in self._runs.values():
+            key = f"runs.{run.record.status.value}"
+            counts[key] = int(counts.get(key, 0)) + 1
+        return counts
+
     # ------------------------------------------------------------------ helpers
 
     def _signal(self, topic: str) -> None:

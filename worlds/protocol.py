@@ -65,6 +65,19 @@ class World(Protocol):
         """Release connections. The world may not be used afterwards."""
         ...
 
+    async def migrate(self) -> int:
+        """Bring the storage schema up to date and return its version.
+
+        Worlds also migrate on first use; this is the explicit form behind
+        ``wf world migrate``. A world with no schema returns 0.
+        """
+        ...
+
+    async def info(self) -> dict[str, str | int]:
+        """Facts for ``wf world info``: at least ``scheme``, ``schema_version`` and a
+        count of runs per status under ``runs.<status>`` keys."""
+        ...
+
     # ------------------------------------------------------------------ runs
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:

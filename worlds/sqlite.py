@@ -562,6 +562,26 @@ class SqliteWorld:
         if checkpointer is not None:
             await anyio.to_thread.run_sync(checkpointer.stop().join)
 
+    async def migrate(self) -> int:
+        """Apply pending schema migrations (opening the file does it too)."""
+        await self._connect()
+        return sql.SCHEMA_VERSION
+
+    async def info(self) -> dict[str, str | int]:
+        """Path, schema version and run counts per status."""
+
+        def body(db: sqlite3.Connection) -> list[tuple[str, int]]:
+            return list(db.execute(sql.COUNT_RUNS_BY_STATUS).fetchall())
+
+        facts: dict[str, str | int] = {
+            "scheme": "sqlite",
+            "path": self.path,
+            "schema_version": sql.SCHEMA_VERSION,
+        }
+        for status, count in await self._read(body):
+            facts[f"runs.{status}"] = count
+        return facts
+
     # ------------------------------------------------------------------ plumbing
 
     def _check_open(self) -> None:
