@@ -36,6 +36,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._model",
     "worlds.testing._runs",
     "worlds.testing._search",
+    "worlds.testing._takeovers",
     "worlds.testing._work",
 )
 
@@ -44,6 +45,7 @@ from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
+from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
 
 __all__ = ["WorldConformance", "WorldFactory"]
@@ -54,6 +56,7 @@ class WorldConformance(
     WorkConformance,
     ClaimsConformance,
     SearchConformance,
+    TakeoverConformance,
     ModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
@@ -66,6 +69,7 @@ class WorldConformance(
 
     The tests are grouped by concern: runs and their logs (``RunsConformance``),
     the work queue and ``wait`` (``WorkConformance``), unique claims
-    (``ClaimsConformance``), ``list_runs`` (``SearchConformance``) and a
+    (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
+    takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """

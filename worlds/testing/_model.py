@@ -1,8 +1,10 @@
 """A hypothesis state machine that drives a world next to a tiny in-Python model.
 
-Rules create runs (some claiming a pair at creation), claim pairs in commits,
-move runs through their statuses and cancel them; after every step the world's
-claims, statuses, run attributes and listing must agree with the model.
+Rules create runs (some claiming a pair at creation, some under a start
+policy that may take a claim over), claim pairs in commits, move runs through
+their statuses, cancel them and prune closed runs; after every step the world's
+claims (with their generations), statuses, run attributes and listing must
+agree with the model.
 
 The machine runs in a worker thread (hypothesis is synchronous) and reaches the
 world on the test's own event loop through ``anyio.from_thread``, so the world
@@ -15,6 +17,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import Any, TypeVar, TypeVarTuple
 
 import anyio
@@ -48,6 +51,8 @@ from worlds.types import (
     RunQuery,
     RunStarted,
     RunStatus,
+    StartPolicy,
+    utcnow,
 )
 
 __all__ = ["ModelConformance"]
@@ -59,7 +64,7 @@ _KEYS = 2
 _VALUES: tuple[str | int, ...] = ("a", "b", 7)
 
 _SETTINGS = settings(
-    max_examples=15,
+    max_examples=40,
     stateful_step_count=20,
     deadline=None,
     database=None,
@@ -92,6 +97,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.workflow = f"model-{self.prefix}"
             self.statuses: dict[str, RunStatus] = {}
             self.claims: dict[tuple[int, int], str] = {}
+            self.generations: dict[tuple[int, int], int] = {}
             self.attributes: dict[str, dict[str, AttributeValue]] = {}
 
         def pair(self, key: int, value: int) -> tuple[str, str | int]:
@@ -131,7 +137,75 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.statuses[run_id] = RunStatus.PENDING
             self.attributes[run_id] = {name: held_value}
             if unique:
-                self.claims[(key, value)] = run_id
+                self.take(key, value, run_id)
+
+        def take(self, key: int, value: int, run_id: str) -> None:
+            """``run_id`` claims the pair anew: its generation goes up by one."""
+            self.claims[(key, value)] = run_id
+            self.generations[(key, value)] = self.generations.get((key, value), 0) + 1
+
+        @rule(
+            key=st.integers(0, _KEYS - 1),
+            value=st.integers(0, len(_VALUES) - 1),
+            conflict=st.sampled_from(["fail", "use_existing", "terminate_existing"]),
+            reuse=st.sampled_from(
+                ["allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate"]
+            ),
+        )
+        def start_with_policy(self, key: int, value: int, conflict: str, reuse: str) -> None:
+            """A start under a Temporal policy: the table of the policies RFC, row by row."""
+            name, held_value = self.pair(key, value)
+            run_id = new_run_id()
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=self.workflow,
+                args=b"",
+                attributes={name: held_value},
+                unique=frozenset({name}),
+                policy=StartPolicy(key=name, conflict=conflict, reuse=reuse),  # type: ignore[arg-type]
+            )
+            result = _call(world.create_run, request)
+            holder = self.claims.get((key, value))
+            if holder is None:
+                takes_over = True
+            elif not self.statuses[holder].is_closed:
+                takes_over = conflict == "terminate_existing"
+            elif reuse == "allow_duplicate_failed_only":
+                takes_over = self.statuses[holder] in (RunStatus.FAILED, RunStatus.CANCELLED)
+            else:
+                takes_over = reuse == "allow_duplicate"
+            if not takes_over:
+                assert holder is not None and result.run is None
+                assert result.conflict == ClaimConflict(
+                    key=name,
+                    value=held_value,
+                    holder_run_id=holder,
+                    holder_status=self.statuses[holder],
+                )
+                return
+            assert result.run is not None, result
+            superseded = None
+            if holder is not None and not self.statuses[holder].is_closed:
+                self.statuses[holder] = RunStatus.CANCELLED
+                superseded = holder
+            assert result.superseded_run_id == superseded
+            self.statuses[run_id] = RunStatus.PENDING
+            self.attributes[run_id] = {name: held_value}
+            self.take(key, value, run_id)
+
+        @rule()
+        def prune(self) -> None:
+            """Retention: closed runs go, and their claims are released."""
+            cutoff = utcnow() + timedelta(seconds=1)
+            pruned = set(_call(world.prune_runs, cutoff, 100_000))
+            closed = {run_id for run_id, status in self.statuses.items() if status.is_closed}
+            assert closed <= pruned
+            for run_id in closed:
+                del self.statuses[run_id]
+                del self.attributes[run_id]
+            for pair, holder in list(self.claims.items()):
+                if holder in closed:
+                    del self.claims[pair]
 
         @precondition(lambda self: bool(self.statuses))
         @rule(
@@ -155,7 +229,9 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             holder = self.claims.get((key, value))
             if holder is None or holder == run_id:
                 assert isinstance(appended, AttributeSet), f"unexpected {appended!r}"
-                self.claims[(key, value)] = run_id
+                if holder is None:
+                    self.take(key, value, run_id)
+                assert appended.generation == self.generations[(key, value)]
                 self.attributes[run_id][name] = held_value
             else:
                 assert isinstance(appended, AttributeConflict), f"unexpected {appended!r}"
@@ -192,6 +268,8 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                     found = _call(world.find_claim, *self.pair(key, value))
                     holder = self.claims.get((key, value))
                     assert (found.run_id if found else None) == holder, f"claim {key}/{value}"
+                    if found is not None:
+                        assert found.generation == self.generations[(key, value)]
             for run_id, status in self.statuses.items():
                 record = _call(world.get_run, run_id)
                 assert record is not None and record.status == status, run_id
