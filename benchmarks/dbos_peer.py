@@ -19,6 +19,8 @@ Workloads:
 * ``steps_10``: a workflow of 10 sequential steps, run N times one after another
   (default N=20).
 * ``steps_1000``: a workflow of 1000 sequential steps, run N times (default N=1).
+* ``one_step_io_concurrent``: like ``one_step_concurrent``, but the step awaits 10 ms
+  of I/O (``asyncio.sleep(0.01)``) before returning (default N=1000, C=50).
 
 ``seconds`` is the wall time of the timed part only. ``workflows_per_second`` is
 N / seconds. ``seconds_per_step`` is seconds / (N * steps per workflow) for the
@@ -54,6 +56,7 @@ class Workload:
     default_n: int
     steps: int  # steps per workflow
     concurrent: bool = False
+    io: bool = False  # the step awaits 10 ms of I/O (asyncio.sleep) before returning
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -61,6 +64,7 @@ WORKLOADS: dict[str, Workload] = {
     "one_step_concurrent": Workload(default_n=1000, steps=1, concurrent=True),
     "steps_10": Workload(default_n=20, steps=10),
     "steps_1000": Workload(default_n=1, steps=1000),
+    "one_step_io_concurrent": Workload(default_n=1000, steps=1, concurrent=True, io=True),
 }
 DEFAULT_CONCURRENCY = 50
 WARMUP_WORKFLOWS = 5
@@ -76,6 +80,17 @@ async def one_step_workflow(x: int) -> int:
     return await add_one(x)
 
 
+@DBOS.step()
+async def add_one_io(x: int) -> int:
+    await asyncio.sleep(0.01)
+    return x + 1
+
+
+@DBOS.workflow()
+async def one_step_io_workflow(x: int) -> int:
+    return await add_one_io(x)
+
+
 @DBOS.workflow()
 async def many_steps_workflow(steps: int) -> int:
     x = 0
@@ -84,9 +99,12 @@ async def many_steps_workflow(steps: int) -> int:
     return x
 
 
-async def run_one(steps: int, x: int) -> None:
+async def run_one(steps: int, x: int, io: bool = False) -> None:
     """Start one workflow, await its result and check it."""
-    if steps == 1:
+    if io:
+        handle = await DBOS.start_workflow_async(one_step_io_workflow, x)
+        expected = x + 1
+    elif steps == 1:
         handle = await DBOS.start_workflow_async(one_step_workflow, x)
         expected = x + 1
     else:
@@ -102,12 +120,12 @@ async def run_sequential(steps: int, n: int) -> None:
         await run_one(steps, i)
 
 
-async def run_concurrent(steps: int, n: int, concurrency: int) -> None:
+async def run_concurrent(steps: int, n: int, concurrency: int, io: bool = False) -> None:
     semaphore = asyncio.Semaphore(concurrency)
 
     async def bounded(i: int) -> None:
         async with semaphore:
-            await run_one(steps, i)
+            await run_one(steps, i, io)
 
     await asyncio.gather(*(bounded(i) for i in range(n)))
 
@@ -119,13 +137,13 @@ async def measure(workload: Workload, n: int, concurrency: int) -> float:
     # Warm up the same code paths; long workflows are warmed with 10-step ones.
     warmup_steps = min(workload.steps, 10)
     if workload.concurrent:
-        await run_concurrent(warmup_steps, WARMUP_WORKFLOWS * 4, concurrency)
+        await run_concurrent(warmup_steps, WARMUP_WORKFLOWS * 4, concurrency, workload.io)
     else:
         await run_sequential(warmup_steps, WARMUP_WORKFLOWS)
 
     start = time.perf_counter()
     if workload.concurrent:
-        await run_concurrent(workload.steps, n, concurrency)
+        await run_concurrent(workload.steps, n, concurrency, workload.io)
     else:
         await run_sequential(workload.steps, n)
     return time.perf_counter() - start

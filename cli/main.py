@@ -1,4 +1,10 @@
-"""The ``wf`` command: run workers and manage runs from a shell."""
+"""The ``wf`` command: run workers, start runs, and find and manage them by attribute.
+
+Exit codes: 0 success; 1 an error (unknown or ambiguous run, a conflict, a
+failed run, a world that cannot serve a query); 2 a usage error (bad options
+or values, a malformed ``--query``, which is shown with a caret under the
+offending position). See ``docs/cli.md``.
+"""
 
 from __future__ import annotations
 
@@ -6,39 +12,56 @@ import importlib
 import os
 import signal
 import sys
+from typing import Annotated
 
 import anyio
 import typer
 
-import worlds
+from cli import attributes, hooks, runs, world
+from cli._resolve import WorldOption, execute, open_world
+from cli.start import start_command
 from workflow import Worker
 
 app = typer.Typer(
     name="wf",
-    help="Durable workflows: run workers, find and manage runs by attribute.",
+    help="Durable workflows: run workers, start runs, find and manage them by attribute.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="rich",
+    epilog="Exit codes: 0 ok, 1 error (unknown run, conflict, ...), 2 usage error.",
 )
 
 
 @app.callback()
 def _root() -> None:
-    """Durable workflows: run workers, find and manage runs by attribute."""
+    """Durable workflows: run workers, start runs, find and manage them by attribute."""
 
 
-WORLD_HELP = "World URL (default: $WORKFLOW_WORLD, then sqlite:///.workflow/world.db)."
+app.command("start")(start_command)
+app.add_typer(runs.app, name="runs")
+app.add_typer(attributes.app, name="attributes")
+app.add_typer(hooks.app, name="hooks")
+app.add_typer(world.app, name="world")
 
 
 @app.command()
 def worker(
-    module: str = typer.Argument(..., help="Module whose @workflow and @step functions to run."),
-    world: str | None = typer.Option(None, "--world", help=WORLD_HELP),
-    concurrency: int = typer.Option(64, min=1, help="Most work items in flight at once."),
-    lease_seconds: float = typer.Option(30.0, min=0.1, help="Lease length; renewed while held."),
+    module: Annotated[
+        str, typer.Argument(help="Module whose @workflow and @step functions to run.")
+    ],
+    world: WorldOption = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Most work items in flight at once.")
+    ] = 64,
+    lease_seconds: Annotated[
+        float, typer.Option(min=0.1, help="Lease length; renewed while held.")
+    ] = 30.0,
 ) -> None:
     """Run a worker for MODULE until SIGINT or SIGTERM, then shut down gracefully.
 
-    Example: wf worker myapp.workflows --world sqlite:///app.db --concurrency 32
+    Example:
+
+        wf worker myapp.workflows --world sqlite:///app.db --concurrency 32
     """
     sys.path.insert(0, os.getcwd())
     try:
@@ -46,10 +69,9 @@ def worker(
     except ImportError as exc:
         typer.echo(f"error: cannot import {module!r}: {exc}", err=True)
         raise typer.Exit(1) from None
-    opened = worlds.open(world)
 
     async def serve() -> None:
-        async with opened:
+        async with open_world(world) as opened:
             runner = Worker(opened, [target], concurrency=concurrency, lease_seconds=lease_seconds)
             if not runner.names:
                 typer.echo(f"error: {module!r} defines no @workflow or @step", err=True)
@@ -64,7 +86,7 @@ def worker(
                         group.cancel_scope.cancel()
                         break
 
-    anyio.run(serve)
+    execute(serve)
 
 
 def main() -> None:

@@ -53,24 +53,28 @@ def expected(n: int, seed: int) -> int:
     return seed + sum(range(n))
 
 
-async def crash_and_recover(url: str, tmp_path: Path) -> None:
+async def crash_and_recover(url: str, tmp_path: Path, workers: int = 1) -> None:
+    """Kill ``workers`` worker processes twice, then let ``workers`` fresh ones finish."""
     log = tmp_path / "steps.log"
     log.touch()
     world = worlds.open(url)
     async with world:
         runs = [await start(chain, 15, seed, world=world) for seed in range(10)]
         for _ in range(2):
-            proc = spawn_worker(url, log)
+            procs = [spawn_worker(url, log) for _ in range(workers)]
             await anyio.sleep(1.5)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-        final = spawn_worker(url, log)
+            for proc in procs:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+        final = [spawn_worker(url, log) for _ in range(workers)]
         try:
             for seed, run in enumerate(runs):
                 assert await run.result(timeout=60) == expected(15, seed)
         finally:
-            final.send_signal(signal.SIGTERM)
-            assert final.wait(timeout=30) == 0, final.stderr.read() if final.stderr else ""
+            for proc in final:
+                proc.send_signal(signal.SIGTERM)
+            for proc in final:
+                assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
 
         starts: dict[tuple[str, int], list[float]] = defaultdict(list)
         for line in log.read_text().splitlines():

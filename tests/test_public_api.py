@@ -10,6 +10,7 @@ BRIEF_NAMES = {
     "workflow", "step", "start", "get_run", "find_run", "list_runs",
     "set_attribute", "get_attribute", "list_attributes", "sleep", "create_hook",
     "get_run_metadata", "get_step_metadata", "now", "random", "uuid4", "continue_as_new",
+    "resume_hook",
     "Unique", "Run", "RunStatus", "Worker",
     "FatalError", "RetryableError", "AttributeConflictError", "RunAlreadyStartedError",
     "NonDeterminismError", "RunFailedError", "RunCancelledError", "HookConflictError",
@@ -19,8 +20,12 @@ BRIEF_NAMES = {
 def test_workflow_exports_are_pinned() -> None:
     assert workflow.__all__ == sorted(workflow.__all__)
     assert set(workflow.__all__) == BRIEF_NAMES | {
+        "Hook",
+        "HookNotFoundError",
         "NotInWorkflowError",
+        "QuerySyntaxError",
         "RunList",
+        "list_hooks",
         "prune_runs",
         "RunMetadata",
         "RunNotFoundError",

@@ -14,6 +14,7 @@
 See the README and ``rfcs/`` for the model.
 """
 
+from workflow._hooks import Hook
 from workflow.api import (
     continue_as_new,
     create_hook,
@@ -27,15 +28,27 @@ from workflow.api import (
     sleep,
     uuid4,
 )
-from workflow.client import Run, RunList, find_run, get_run, list_runs, prune_runs, start
+from workflow.client import (
+    Run,
+    RunList,
+    find_run,
+    get_run,
+    list_hooks,
+    list_runs,
+    prune_runs,
+    resume_hook,
+    start,
+)
 from workflow.decorators import step, workflow
 from workflow.engine import Worker
 from workflow.errors import (
     AttributeConflictError,
     FatalError,
     HookConflictError,
+    HookNotFoundError,
     NonDeterminismError,
     NotInWorkflowError,
+    QuerySyntaxError,
     RetryableError,
     RunAlreadyStartedError,
     RunCancelledError,
@@ -50,9 +63,12 @@ from worlds.types import RunStatus
 __all__ = [
     "AttributeConflictError",
     "FatalError",
+    "Hook",
     "HookConflictError",
+    "HookNotFoundError",
     "NonDeterminismError",
     "NotInWorkflowError",
+    "QuerySyntaxError",
     "RetryableError",
     "Run",
     "RunAlreadyStartedError",
@@ -75,10 +91,12 @@ __all__ = [
     "get_run_metadata",
     "get_step_metadata",
     "list_attributes",
+    "list_hooks",
     "list_runs",
     "now",
     "prune_runs",
     "random",
+    "resume_hook",
     "set_attribute",
     "sleep",
     "start",

@@ -17,6 +17,7 @@ __all__ = [
     "NAME_KEY",
     "check_count",
     "check_pair",
+    "check_token",
     "split_start_attributes",
 ]
 
@@ -71,6 +72,18 @@ def check_value(key: str, value: object) -> AttributeValue:
     if key == IDEMPOTENCY_KEY and not isinstance(value, str):
         raise TypeError("attribute '$idempotency_key' must be a str")
     return value
+
+
+_TOKEN_PATTERN = re.compile(r"[A-Za-z0-9._:\-]{1,256}")
+
+
+def check_token(token: object) -> str:
+    """Return ``token`` if it may name a hook (it appears in URLs and shells)."""
+    if not isinstance(token, str):
+        raise TypeError(f"hook tokens are str, not {type(token).__name__}")
+    if not _TOKEN_PATTERN.fullmatch(token):
+        raise ValueError("a hook token is 1-256 characters of letters, digits, '.', '_', '-', ':'")
+    return token
 
 
 def check_pair(key: object, value: object) -> tuple[str, AttributeValue]:

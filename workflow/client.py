@@ -17,22 +17,26 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 import worlds
-from workflow._attributes import IDEMPOTENCY_KEY, check_pair, split_start_attributes
-from workflow._codec import decode_result, encode_call
+from workflow._attributes import IDEMPOTENCY_KEY, check_pair, check_token, split_start_attributes
+from workflow._codec import decode_result, encode_call, encode_result
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import (
     AttributeConflictError,
+    HookNotFoundError,
     RunCancelledError,
     RunFailedError,
     RunNotFoundError,
 )
+from workflow.query import parse as parse_query
 from worlds.protocol import World, run_topic
+from worlds.query import Expr
 from worlds.semantics import new_run_id
 from worlds.types import (
     AttributeValue,
     Claim,
     CreateRunRequest,
     EventKind,
+    HookRecord,
     RunCancelled,
     RunContinued,
     RunQuery,
@@ -45,9 +49,11 @@ __all__ = [
     "RunList",
     "find_run",
     "get_run",
+    "list_hooks",
     "list_runs",
     "prune_runs",
     "resolve_world",
+    "resume_hook",
     "start",
 ]
 
@@ -287,9 +293,19 @@ async def list_runs(
     created_before: datetime | None = None,
     limit: int = 100,
     cursor: str | None = None,
+    query: str | Expr | None = None,
     world: World | None = None,
 ) -> RunList:
-    """Runs matching every given filter, newest first, one page at a time."""
+    """Runs matching every given filter, newest first, one page at a time.
+
+    ``query`` is a filter in the language of ``workflow.query`` (text, or a tree
+    from ``workflow.query.parse``), ANDed with the other filters.
+
+    Raises:
+        QuerySyntaxError: ``query`` is malformed (a ``ValueError``).
+        NotImplementedError: the world cannot serve ``query``; the message says why.
+    """
+    where = parse_query(query) if isinstance(query, str) else query
     if isinstance(workflow, WorkflowDefinition):
         workflow = workflow.name
     statuses = None
@@ -308,6 +324,7 @@ async def list_runs(
             created_before=created_before,
             limit=limit,
             cursor=cursor,
+            where=where,
         )
     )
     runs: list[Run[Any]] = [Run(r.id, world=world, record=r) for r in page.runs]
@@ -328,3 +345,28 @@ async def prune_runs(
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
     return await resolve_world(world).prune_runs(closed_before, limit)
+
+
+async def resume_hook(
+    token: str, payload: Any = None, *, resume_id: str | None = None, world: World | None = None
+) -> Run[Any]:
+    """Deliver ``payload`` to the hook ``token`` and return the run that holds it.
+
+    Each call delivers once; calls with the same ``resume_id`` deliver once in
+    all (retries of one webhook, say).
+
+    Raises:
+        HookNotFoundError: no open run holds ``token``.
+        TypeError: ``payload`` cannot be recorded; nothing was delivered.
+    """
+    check_token(token)
+    encoded = encode_result(payload, "the hook payload")
+    run_id = await resolve_world(world).resume_hook(token, encoded, resume_id)
+    if run_id is None:
+        raise HookNotFoundError(token)
+    return Run(run_id, world=world)
+
+
+async def list_hooks(*, run_id: str | None = None, world: World | None = None) -> list[HookRecord]:
+    """The live hooks of run ``run_id`` (or of every open run), oldest first."""
+    return await resolve_world(world).list_hooks(run_id)

@@ -8,11 +8,13 @@
     ├── StepFailedError          a workflow awaited a step that failed for good
     ├── AttributeConflictError   a unique attribute pair is held by another run
     ├── HookConflictError        a hook token is held by another run
+    ├── HookNotFoundError        resume_hook() of a token no open run holds
     ├── RunAlreadyStartedError   a start policy refused to start a duplicate run
     ├── NonDeterminismError      replay diverged from the recorded event log
     ├── RunFailedError           Run.result() of a run that failed
     ├── RunCancelledError        Run.result() of a run that was cancelled
     ├── RunNotFoundError         no run with that id exists in the world
+    ├── QuerySyntaxError         a run filter (``list_runs(query=...)``) is malformed
     └── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
 
     BaseException
@@ -32,8 +34,10 @@ __all__ = [
     "ContinueAsNew",
     "FatalError",
     "HookConflictError",
+    "HookNotFoundError",
     "NonDeterminismError",
     "NotInWorkflowError",
+    "QuerySyntaxError",
     "RetryableError",
     "RunAlreadyStartedError",
     "RunCancelledError",
@@ -115,6 +119,14 @@ class HookConflictError(WorkflowError):
         self.existing_run = existing_run
 
 
+class HookNotFoundError(WorkflowError, LookupError):
+    """``resume_hook`` named a token no open run holds: unknown, or its run closed."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(f"no live hook with token {token!r} (unknown, or its run closed)")
+        self.token = token
+
+
 class RunAlreadyStartedError(WorkflowError):
     """A start policy refused the start; ``existing_run`` is the run that blocks it.
 
@@ -172,6 +184,29 @@ class RunNotFoundError(WorkflowError, LookupError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run {run_id!r} in this world")
         self.run_id = run_id
+
+
+class QuerySyntaxError(WorkflowError, ValueError):
+    """A run filter could not be parsed or is ill-typed.
+
+    ``query`` is the text and ``position`` the 0-based index of the offending
+    character in it; ``str(error)`` shows the query with a caret under it.
+    """
+
+    def __init__(self, message: str, query: str, position: int) -> None:
+        self.message = message
+        self.query = query
+        self.position = max(0, min(position, len(query)))
+        super().__init__(self.caret())
+
+    def caret(self) -> str:
+        """The message, the query's line holding ``position``, and a caret under it."""
+        start = self.query.rfind("\n", 0, self.position) + 1
+        end = self.query.find("\n", self.position)
+        line = self.query[start : len(self.query) if end < 0 else end]
+        column = self.position - start
+        pad = "".join("\t" if ch == "\t" else " " for ch in line[:column])
+        return f"{self.message} (at position {self.position})\n  {line}\n  {pad}^"
 
 
 class NotInWorkflowError(WorkflowError, RuntimeError):

@@ -15,10 +15,23 @@ from typing import Any, get_args
 
 import msgspec
 
+from worlds.query import (
+    And,
+    AttrRef,
+    Compare,
+    Expr,
+    FieldRef,
+    In,
+    IsNull,
+    Not,
+    Or,
+    StartsWith,
+    check,
+)
 from worlds.semantics import index_value
 from worlds.types import EPOCH, AttributeValue, ErrorInfo, EventKind, RunQuery, RunRecord, RunStatus
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Stored in ``PRAGMA user_version``; bump it with a migration when the schema changes."""
 
 _CLAIMS_TABLE = """CREATE TABLE {name} (
@@ -34,6 +47,24 @@ _CLAIMS_TABLE = """CREATE TABLE {name} (
 # A claim whose ``run_id`` is NULL was released (its run was pruned): the pair is
 # free, and the row keeps its generation so the next claim gets a higher one.
 _CLAIMS_RUN_INDEX = "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL"
+# Live hooks only: a run's rows go when it closes, which frees its tokens.
+_HOOK_TABLES = (
+    """CREATE TABLE hooks (
+        token TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        hook INTEGER NOT NULL,
+        attributes BLOB NOT NULL,
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX hooks_run ON hooks (run_id)",
+    """CREATE TABLE hook_resumes (
+        token TEXT NOT NULL,
+        resume_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        PRIMARY KEY (token, resume_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+)
 # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
 _RUNS_CLOSED_INDEX = "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL"
 
@@ -91,6 +122,7 @@ SCHEMA = (
     # walks over items that are leased and still alive.
     "CREATE INDEX work_free ON work (available_at) WHERE owner IS NULL",
     "CREATE INDEX work_leased ON work (expires_at) WHERE owner IS NOT NULL",
+    *_HOOK_TABLES,
 )
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -104,6 +136,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         _CLAIMS_RUN_INDEX,
         _RUNS_CLOSED_INDEX,
     ),
+    # 2 -> 3: hooks and their resume ids.
+    2: _HOOK_TABLES,
 }
 """The statements that take a database from each older schema version to the next."""
 
@@ -147,6 +181,17 @@ GET_CLAIM = (
     "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = ? AND ivalue = ?"
 )
 COUNT_RUNS_BY_STATUS = "SELECT status, count(*) FROM runs GROUP BY status"
+INSERT_HOOK = (
+    "INSERT INTO hooks (token, run_id, hook, attributes, created_at) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (token) DO NOTHING"
+)
+GET_HOOK = "SELECT run_id, hook FROM hooks WHERE token = ?"
+GET_RESUME = "SELECT run_id FROM hook_resumes WHERE token = ? AND resume_id = ?"
+INSERT_RESUME = "INSERT INTO hook_resumes (token, resume_id, run_id) VALUES (?, ?, ?)"
+DISPOSE_HOOKS = "DELETE FROM hooks WHERE run_id = ?"
+HOOK_COLUMNS = "token, run_id, hook, attributes, created_at"
+LIST_HOOKS = f"SELECT {HOOK_COLUMNS} FROM hooks ORDER BY created_at, run_id, hook"
+LIST_RUN_HOOKS = f"SELECT {HOOK_COLUMNS} FROM hooks WHERE run_id = ? ORDER BY created_at, hook"
 MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = ?, generation = generation + 1 WHERE run_id = ? AND step IS NULL"
 )
@@ -169,6 +214,7 @@ PRUNE_RUN = (
     "DELETE FROM events WHERE run_id = ?1",
     "DELETE FROM attributes WHERE run_id = ?1",
     "DELETE FROM work WHERE run_id = ?1",
+    "DELETE FROM hook_resumes WHERE run_id = ?1",
     "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL WHERE run_id = ?1",
     "DELETE FROM runs WHERE id = ?1",
 )
@@ -239,9 +285,16 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     bound on it) and the others are primary-key probes. Without them, several
     statuses become one ``runs_status`` scan each, merged in id order. ``LIMIT``
     is ``query.limit + 1`` so the caller can tell whether another page exists.
+
+    ``query.where`` compiles to a parameterised condition (``where_sql``); its
+    top-level ``attribute = value`` terms join the attribute filters, so they
+    use the index too.
     """
     filters: list[str] = []
     params: list[object] = []
+    if query.where is not None:
+        attributes, rest = _index_terms(query.attributes, query.where)
+        query = msgspec.structs.replace(query, attributes=attributes, where=rest)
     if query.workflow is not None:
         filters.append("r.workflow = ?")
         params.append(query.workflow)
@@ -251,6 +304,10 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     if query.created_before is not None:
         filters.append("r.created_at < ?")
         params.append(to_micros(query.created_before))
+    if query.where is not None:
+        condition, values = where_sql(query.where)
+        filters.append(condition)
+        params += values
     statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
     if query.attributes:
         sql, where, head = _attribute_scan(query, before_id)
@@ -292,6 +349,121 @@ def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[s
         )
         params += [key, index_value(value)]
     return f"SELECT {RUN_COLUMNS} FROM attributes a CROSS JOIN runs r", where, params
+
+
+def _index_terms(attributes: dict[str, Any], where: Expr) -> tuple[dict[str, Any], Expr | None]:
+    """Move ``where``'s top-level ``attribute = value`` terms into ``attributes``."""
+    check(where)
+    merged = dict(attributes)
+    rest: list[Expr] = []
+    for term in where.items if isinstance(where, And) else (where,):
+        indexable = (
+            isinstance(term, Compare)
+            and term.op == "="
+            and isinstance(term.left, AttrRef)
+            and term.left.key not in merged
+        )
+        if indexable:
+            assert isinstance(term, Compare) and isinstance(term.left, AttrRef)
+            merged[term.left.key] = term.value
+        else:
+            rest.append(term)
+    remaining = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
+    return merged, remaining
+
+
+_FIELD_COLUMNS = {
+    "status": "r.status",
+    "workflow": "r.workflow",
+    "id": "r.id",
+    "created_at": "r.created_at",
+    "closed_at": "r.closed_at",
+}
+"""The only column names a filter can reach; values are always bound parameters."""
+_SQL_OPERATORS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_ATTRIBUTE_ROW = "SELECT 1 FROM attributes x WHERE x.run_id = r.id AND x.key = ?"
+# The numeric value of an int or float attribute (the index text is "i:12", "f:1.5").
+_NUMBER_OF = (
+    "(CASE WHEN x.ivalue = 'f:inf' THEN 9e999 WHEN x.ivalue = 'f:-inf' THEN -9e999 "
+    "WHEN substr(x.ivalue, 1, 2) = 'i:' THEN CAST(substr(x.ivalue, 3) AS INTEGER) "
+    "ELSE CAST(substr(x.ivalue, 3) AS REAL) END)"
+)
+
+
+def where_sql(expr: Expr) -> tuple[str, list[object]]:
+    """A parameterised SQL condition over ``runs r`` equivalent to ``worlds.query.matches``.
+
+    Column names come from a fixed whitelist and operators from a fixed table;
+    every value and attribute key is a bound parameter. The condition is never
+    NULL, so ``NOT`` is two-valued like the Python evaluator.
+
+    Raises:
+        ValueError: ``expr`` is not a well-formed filter.
+        NotImplementedError: a node this world does not know.
+    """
+    check(expr)
+    params: list[object] = []
+
+    def visit(node: Expr) -> str:
+        if isinstance(node, (And, Or)):
+            joiner = " AND " if isinstance(node, And) else " OR "
+            return "(" + joiner.join(visit(item) for item in node.items) + ")"
+        if isinstance(node, Not):
+            return f"NOT ({visit(node.item)})"
+        if isinstance(node, (Compare, In, StartsWith, IsNull)):
+            if isinstance(node.left, FieldRef):
+                return _field_sql(node, node.left.name, params)
+            return _attribute_sql(node, node.left.key, params)
+        raise NotImplementedError(f"the SQLite world cannot serve {type(node).__name__} filters")
+
+    return visit(expr), params
+
+
+def _field_sql(node: Compare | In | StartsWith | IsNull, name: str, params: list[object]) -> str:
+    column = _FIELD_COLUMNS[name]
+
+    def bind(value: object) -> object:
+        return to_micros(value) if isinstance(value, datetime) else value
+
+    if isinstance(node, IsNull):
+        return f"{column} IS NOT NULL" if node.negated else f"{column} IS NULL"
+    if isinstance(node, StartsWith):
+        params += [len(node.prefix), node.prefix]
+        return f"substr({column}, 1, ?) = ?"
+    if isinstance(node, Compare):
+        params.append(bind(node.value))
+        condition = f"{column} {_SQL_OPERATORS[node.op]} ?"
+    else:
+        params += [bind(value) for value in node.values]
+        condition = f"{column} IN ({', '.join('?' * len(node.values))})"
+    return f"({column} IS NOT NULL AND {condition})" if name == "closed_at" else condition
+
+
+def _attribute_sql(node: Compare | In | StartsWith | IsNull, key: str, params: list[object]) -> str:
+    params.append(key)
+    if isinstance(node, IsNull):
+        present = f"EXISTS ({_ATTRIBUTE_ROW} AND x.ivalue != 'n:')"
+        return present if node.negated else f"NOT {present}"
+    if isinstance(node, StartsWith):
+        params += [len(node.prefix) + 2, "s:" + node.prefix]
+        condition = "substr(x.ivalue, 1, ?) = ?"
+    elif isinstance(node, In):
+        params += [index_value(value) for value in node.values]
+        condition = f"x.ivalue IN ({', '.join('?' * len(node.values))})"
+    elif node.op in ("=", "!="):
+        params.append(index_value(node.value))
+        condition = f"x.ivalue {_SQL_OPERATORS[node.op]} ?"
+    else:
+        operator = _SQL_OPERATORS[node.op]
+        value = node.value
+        if isinstance(value, (int, float)):
+            params.append(value)
+            condition = f"substr(x.ivalue, 1, 2) IN ('i:', 'f:') AND {_NUMBER_OF} {operator} ?"
+        else:
+            params.append(index_value(value))
+            prefix = "s:" if isinstance(value, str) else "t:"
+            condition = f"substr(x.ivalue, 1, 2) = '{prefix}' AND x.ivalue {operator} ?"
+    return f"EXISTS ({_ATTRIBUTE_ROW} AND {condition})"
 
 
 def apply_schema(db: sqlite3.Connection) -> None:

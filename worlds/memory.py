@@ -20,6 +20,8 @@ import anyio.lowlevel
 import msgspec
 
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
+from worlds.query import check as check_filter
+from worlds.query import matches as filter_matches
 from worlds.semantics import (
     apply_to_run,
     decode_cursor,
@@ -43,6 +45,10 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookConflict,
+    HookCreated,
+    HookReceived,
+    HookRecord,
     NewWorkItem,
     RunCancelled,
     RunContinued,
@@ -98,6 +104,8 @@ class MemoryWorld:
         self._items: dict[str, _Item] = {}
         self._claims: dict[tuple[str, str], Claim] = {}
         self._released: dict[tuple[str, str], int] = {}
+        self._hooks: dict[str, HookRecord] = {}
+        self._resumed: dict[tuple[str, str], str] = {}
         self._tokens = itertools.count(1)
         self._waiters: dict[str, set[anyio.Event]] = {}
         self._unheard: set[str] = set()
@@ -147,8 +155,26 @@ class MemoryWorld:
             )
         if run.record.status.is_closed:
             self._drop_work(run.record.id)
+            self._dispose_hooks(run.record.id)
             self._signal(run_topic(run.record.id))
         return stored
+
+    def _dispose_hooks(self, run_id: str) -> None:
+        for token in [t for t, hook in self._hooks.items() if hook.run_id == run_id]:
+            del self._hooks[token]
+
+    def _try_hook(self, run_id: str, event: HookCreated, now: datetime) -> EventKind:
+        held = self._hooks.get(event.token)
+        if held is not None:
+            return HookConflict(hook=event.hook, token=event.token, holder_run_id=held.run_id)
+        self._hooks[event.token] = HookRecord(
+            token=event.token,
+            run_id=run_id,
+            hook=event.hook,
+            attributes=dict(event.attributes),
+            created_at=now,
+        )
+        return event
 
     def _drop_work(self, run_id: str) -> None:
         for item_id in [i.id for i in self._items.values() if i.run_id == run_id]:
@@ -344,6 +370,8 @@ class MemoryWorld:
         for event in request.events:
             if isinstance(event, AttributeSet) and event.unique:
                 event = self._try_claim(run.record.id, event)
+            elif isinstance(event, HookCreated):
+                event = self._try_hook(run.record.id, event, now)
             events.append(self._append(run, event, now))
             if isinstance(event, RunContinued):
                 self._continue(run, event, now)
@@ -374,6 +402,28 @@ class MemoryWorld:
         if not run.record.status.is_closed:
             self._append(run, RunCancelled(reason=reason), utcnow())
         return run.record
+
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """See ``World.resume_hook``."""
+        if resume_id is not None and (token, resume_id) in self._resumed:
+            return self._resumed[(token, resume_id)]
+        hook = self._hooks.get(token)
+        if hook is None:
+            return None
+        if resume_id is not None:
+            self._resumed[(token, resume_id)] = hook.run_id
+        now = utcnow()
+        received = HookReceived(hook=hook.hook, payload=payload, resume_id=resume_id)
+        self._append(self._runs[hook.run_id], received, now)
+        self._enqueue(hook.run_id, NewWorkItem(kind="workflow"), "", now, 0)
+        return hook.run_id
+
+    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+        """See ``World.list_hooks``."""
+        hooks = [h for h in self._hooks.values() if run_id is None or h.run_id == run_id]
+        return sorted(hooks, key=lambda hook: (hook.created_at, hook.run_id, hook.hook))
 
     # ------------------------------------------------------------------ work
 
@@ -443,13 +493,16 @@ class MemoryWorld:
         if query.limit < 1:
             raise ValueError(f"limit must be >= 1, got {query.limit}")
         after = decode_cursor(query.cursor) if query.cursor else None
+        where = query.where
+        if where is not None:
+            check_filter(where)
         ids = sorted(self._runs, reverse=True)
         found: list[RunRecord] = []
         for run_id in ids:
             if after is not None and run_id >= after:
                 continue
             record = self._runs[run_id].record
-            if matches(record, query):
+            if matches(record, query) and (where is None or filter_matches(record, where)):
                 found.append(record)
                 if len(found) > query.limit:
                     break
@@ -486,4 +539,5 @@ class MemoryWorld:
         for run_id in pruned:
             del self._runs[run_id]
             self._drop_work(run_id)
+        self._resumed = {k: r for k, r in self._resumed.items() if r not in pruned}
         return [record.id for record in closed[:limit]]

@@ -25,6 +25,7 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookRecord,
     RunPage,
     RunQuery,
     RunRecord,
@@ -100,6 +101,23 @@ class World(Protocol):
 
         A closed run is returned unchanged; an unknown run gives ``None``.
         """
+        ...
+
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """Deliver ``payload`` to the live hook ``token``, atomically: append
+        ``HookReceived`` and wake the run's workflow. Returns the run id, or
+        ``None`` if no open run holds the token (unknown or disposed).
+
+        A second call with the same token and non-None ``resume_id`` appends
+        nothing and returns the same run id again, even after that run closed
+        (until it is pruned): exactly once per resume id.
+        """
+        ...
+
+    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+        """Live hooks (of one run, or all), oldest first."""
         ...
 
     # ------------------------------------------------------------------ work

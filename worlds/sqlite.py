@@ -69,6 +69,10 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookConflict,
+    HookCreated,
+    HookReceived,
+    HookRecord,
     NewWorkItem,
     RunCancelled,
     RunContinued,
@@ -272,7 +276,16 @@ class _Writer:
         self.db.execute(sql.UPDATE_RUN, sql.run_update_params(run, attributes))
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
+            self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
             self.signals.add(run_topic(run.id))
+
+    def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
+        """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""
+        hook_row = (run_id, event.hook, sql.encode(event.attributes), self.now_us)
+        if self.db.execute(sql.INSERT_HOOK, (event.token, *hook_row)).rowcount:
+            return event
+        (holder, _) = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
+        return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder)
 
     def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
         """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
@@ -780,6 +793,8 @@ class SqliteWorld:
             for event in request.events:
                 if isinstance(event, AttributeSet) and event.unique:
                     event = tx.try_claim(run.id, event)
+                elif isinstance(event, HookCreated):
+                    event = tx.try_hook(run.id, event)
                 run, stored = tx.stamp(run, event)
                 if isinstance(stored, RunContinued):
                     tx.continue_run(run, stored)
@@ -979,6 +994,55 @@ class SqliteWorld:
                 step=step,
                 attempt=attempt,
             )
+
+        return await self._read(body)
+
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """See ``World.resume_hook``."""
+        self._check_open()
+
+        def body(tx: _Writer) -> str | None:
+            if resume_id is not None:
+                seen = tx.db.execute(sql.GET_RESUME, (token, resume_id)).fetchone()
+                if seen is not None:
+                    return str(seen[0])
+            found = tx.db.execute(sql.GET_HOOK, (token,)).fetchone()
+            if found is None:
+                return None
+            run_id, number = found
+            if resume_id is not None:
+                tx.db.execute(sql.INSERT_RESUME, (token, resume_id, run_id))
+            row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            run = sql.run_from_row(row)
+            received = HookReceived(hook=number, payload=payload, resume_id=resume_id)
+            run, _ = tx.stamp(run, received)
+            run, _ = tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+            tx.save_run(run, row[7])
+            return str(run_id)
+
+        return await self._write(body)
+
+    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+        """See ``World.list_hooks``."""
+        self._check_open()
+
+        def body(db: sqlite3.Connection) -> list[HookRecord]:
+            if run_id is None:
+                rows = db.execute(sql.LIST_HOOKS).fetchall()
+            else:
+                rows = db.execute(sql.LIST_RUN_HOOKS, (run_id,)).fetchall()
+            return [
+                HookRecord(
+                    token=token,
+                    run_id=owner,
+                    hook=number,
+                    attributes=sql.decode_attributes(attributes),
+                    created_at=sql.from_micros(created),
+                )
+                for token, owner, number, attributes, created in rows
+            ]
 
         return await self._read(body)
 

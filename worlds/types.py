@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import msgspec
+
+if TYPE_CHECKING:  # only for the annotation of RunQuery.where; see worlds.query
+    from worlds.query import Expr
 
 __all__ = [
     "EPOCH",
@@ -36,6 +39,7 @@ __all__ = [
     "HookConflict",
     "HookCreated",
     "HookReceived",
+    "HookRecord",
     "NewWorkItem",
     "ReuseRule",
     "RunCancelled",
@@ -259,10 +263,11 @@ class HookCreated(Event, tag="hook_created", frozen=True, kw_only=True):
 
 
 class HookReceived(Event, tag="hook_received", frozen=True, kw_only=True):
-    """A payload arrived for a hook."""
+    """A payload arrived for a hook; ``resume_id`` deduplicates deliveries."""
 
     hook: int
     payload: bytes
+    resume_id: str | None = None
 
 
 class HookConflict(Event, tag="hook_conflict", frozen=True, kw_only=True):
@@ -313,6 +318,16 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     result: bytes | None = None
     error: ErrorInfo | None = None
     last_seq: int = 0
+
+
+class HookRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A live hook: ``token`` resumes hook number ``hook`` of run ``run_id``."""
+
+    token: str
+    run_id: str
+    hook: int
+    attributes: dict[str, StoredValue] = {}
+    created_at: datetime
 
 
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
@@ -430,6 +445,10 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
     in order, applies the state each implies (status, attributes, claims),
     enqueues ``schedule`` and, with ``ack``, finishes the leased item.
 
+    A ``HookCreated`` claims its token for as long as the run is open; a
+    token another open run's hook holds makes it a ``HookConflict`` instead.
+    Closing a run disposes of its hooks and frees their tokens.
+
     A unique ``AttributeSet`` is a claim owned by (run, step): the run itself
     when ``step`` is None. A pair held by another owner — another run, or
     another step of this run, or the run versus one of its steps — is appended
@@ -467,7 +486,12 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunQuery(msgspec.Struct, frozen=True, kw_only=True):
-    """A filter over runs; every given field must match. Newest runs first."""
+    """A filter over runs; every given field must match. Newest runs first.
+
+    ``where`` is a filter expression (``worlds.query``) ANDed with the other
+    fields. A world serves it with the semantics of ``worlds.query.matches``,
+    or raises ``NotImplementedError`` naming what it cannot serve.
+    """
 
     workflow: str | None = None
     statuses: frozenset[RunStatus] | None = None
@@ -476,6 +500,7 @@ class RunQuery(msgspec.Struct, frozen=True, kw_only=True):
     created_before: datetime | None = None
     limit: int = 100
     cursor: str | None = None
+    where: Expr | None = None
 
 
 class RunPage(msgspec.Struct, frozen=True, kw_only=True):

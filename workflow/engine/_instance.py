@@ -28,7 +28,7 @@ from typing import Any
 from uuid import UUID
 
 from workflow import _runtime
-from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair
+from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair, check_token
 from workflow._codec import decode_call, decode_result, encode_call, encode_result, error_info
 from workflow._hooks import Hook
 from workflow.client import Run
@@ -37,6 +37,7 @@ from workflow.engine._loop import WorkflowLoop
 from workflow.errors import (
     AttributeConflictError,
     ContinueAsNew,
+    HookConflictError,
     NonDeterminismError,
     NotInWorkflowError,
     StepFailedError,
@@ -51,6 +52,7 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookReceived,
     NewWorkItem,
     RunCompleted,
     RunContinued,
@@ -95,13 +97,44 @@ def _describe(event: EventKind) -> str:
     return "the end of the workflow"
 
 
+_Outcome = AttributeSet | AttributeConflict | HookCreated | HookConflict
+
+
 @dataclass
 class _PendingCall:
-    """A ``set_attribute`` call waiting to be resolved at a quiescent point."""
+    """A ``set_attribute`` or ``create_hook`` waiting to be resolved at a quiescent point."""
 
-    future: asyncio.Future[AttributeValue]
-    outcome: AttributeSet | AttributeConflict | None
+    future: asyncio.Future[Any]
+    outcome: _Outcome | None
     outbox_index: int = -1
+
+
+class _WorkflowHook(Hook):
+    """A hook inside a workflow: payloads arrive as ``HookReceived`` events."""
+
+    def __init__(self, token: str, created: asyncio.Future[None], loop: WorkflowLoop) -> None:
+        self.token = token
+        self._created = created
+        self._loop = loop
+        self._payloads: collections.deque[bytes] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def deliver(self, payload: bytes) -> None:
+        self._payloads.append(payload)
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+
+    async def receive(self) -> Any:
+        """The next payload; ``HookConflictError`` if another run holds the token."""
+        await self._created
+        while not self._payloads:
+            waiter = self._loop.create_future()
+            self._waiters.append(waiter)
+            await waiter
+        return decode_result(self._payloads.popleft(), None)
 
 
 @dataclass
@@ -135,8 +168,10 @@ class WorkflowInstance(_runtime.Runtime):
         self._calls: list[_PendingCall] = []
         self._steps: dict[int, tuple[asyncio.Future[Any], StepDefinition[..., Any]]] = {}
         self._waits: dict[int, asyncio.TimerHandle] = {}
+        self._hooks: dict[int, _WorkflowHook] = {}
         self._next_step = 1
         self._next_wait = 1
+        self._next_hook = 1
         self._attributes: dict[str, AttributeValue] = {}
         self._started = False
         self._created_at = datetime.fromtimestamp(0, UTC)
@@ -207,7 +242,7 @@ class WorkflowInstance(_runtime.Runtime):
         for call in self._calls:
             if call.outcome is None:
                 outcome = appended[call.outbox_index]
-                assert isinstance(outcome, (AttributeSet, AttributeConflict))
+                assert isinstance(outcome, _Outcome)
                 call.outcome = outcome
             call.outbox_index = -1
 
@@ -251,6 +286,10 @@ class WorkflowInstance(_runtime.Runtime):
             handle = self._waits.pop(event.wait, None)
             if handle is not None:
                 self.loop.fire(handle)
+        elif isinstance(event, HookReceived):
+            hook = self._hooks.get(event.hook)
+            if hook is not None:
+                hook.deliver(event.payload)
 
     def _start(self, event: RunCreated) -> None:
         self._created_at = event.at
@@ -304,6 +343,11 @@ class WorkflowInstance(_runtime.Runtime):
                 call.future.set_exception(
                     AttributeConflictError(outcome.key, outcome.value, holder)
                 )
+            elif isinstance(outcome, HookCreated):
+                call.future.set_result(None)
+            elif isinstance(outcome, HookConflict):
+                holder = Run[Any](outcome.holder_run_id, world=self.world)
+                call.future.set_exception(HookConflictError(outcome.token, holder))
 
     def _next_recorded(self, issued: str) -> EventKind | None:
         """Match a new command against the log; None past the recorded end."""
@@ -408,8 +452,30 @@ class WorkflowInstance(_runtime.Runtime):
         await asyncio.sleep(seconds)
 
     def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
-        """Hooks arrive with the hooks issue; refused clearly until then."""
-        raise NotImplementedError("create_hook is not available in this version")
+        """Create a hook that ``resume_hook(token, payload)`` resumes from outside.
+
+        The token is claimed in the world when the call is committed; if another
+        open run's hook holds it, awaiting the hook raises ``HookConflictError``.
+        """
+        checked = dict(check_pair(k, v) for k, v in (attributes or {}).items())
+        check_count(len(checked))
+        token = check_token(token) if token is not None else f"hook_{self.uuid4().hex}"
+        recorded = self._next_recorded("create_hook")
+        future: asyncio.Future[None] = self.loop.create_future()
+        if recorded is None:
+            number = self._next_hook
+            self._outbox.events.append(HookCreated(hook=number, token=token, attributes=checked))
+            self._calls.append(_PendingCall(future, None, len(self._outbox.events) - 1))
+        elif isinstance(recorded, (HookCreated, HookConflict)):
+            number = recorded.hook
+            token = recorded.token
+            self._calls.append(_PendingCall(future, recorded))
+        else:
+            raise self._mismatch(recorded, "create_hook")
+        self._next_hook = max(self._next_hook, number + 1)
+        hook = _WorkflowHook(token, future, self.loop)
+        self._hooks[number] = hook
+        return hook
 
     def now(self) -> datetime:
         """The time of the event being processed."""

@@ -203,8 +203,10 @@ async def run_step(
         attempt=item.attempt,
         outcome="cancelled" if outcome is None else type(outcome).__name__,
     )
-    if outcome is None:
-        return CommitRequest(run_id=item.run_id, worker_id=worker_id, lease=item, discard=discard)
+    if outcome is None:  # cancelled: the run closed, or the worker is shutting down
+        return CommitRequest(
+            run_id=item.run_id, worker_id=worker_id, lease=item, ack=False, discard=discard
+        )
     if isinstance(outcome, StepRetrying):
         next_attempt = NewWorkItem(
             kind="step",

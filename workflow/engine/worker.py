@@ -44,6 +44,7 @@ class Worker:
     Args:
         world: the world to take work from.
         functions: ``@workflow`` and ``@step`` functions, or modules holding them.
+            A workflow brings along the steps its module defines or imports.
         concurrency: most work items (workflow tasks and step attempts) in flight.
         lease_seconds: how long a lease lasts unless renewed; work held by a
             worker that died is taken over after this long.
@@ -82,6 +83,10 @@ class Worker:
         self._cache: collections.OrderedDict[str, WorkflowInstance] = collections.OrderedDict()
         self._cache_size = cache_size
         self._in_flight: dict[str, tuple[WorkItem, anyio.CancelScope]] = {}
+        # Slots promised to leases still awaiting the world, so that a lease and
+        # an eager commit in flight at the same time cannot overfill the worker.
+        self._reserved = 0
+        self._reserved_by: dict[str, int] = {}
         self._capacity = anyio.Event()
         self._stopping = False
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -107,6 +112,11 @@ class Worker:
                 f"two functions are registered as {fn.name!r}: {existing!r} and {fn!r}"
             )
         table[fn.name] = fn
+        if isinstance(fn, WorkflowDefinition):
+            # the steps a workflow can call are those its module can see
+            for value in list(getattr(fn.fn, "__globals__", {}).values()):
+                if isinstance(value, StepDefinition):
+                    self.register(value)
 
     @property
     def names(self) -> frozenset[str]:
@@ -160,14 +170,18 @@ class Worker:
     async def _dispatch(self) -> None:
         assert self._task_group is not None
         while not self._stopping:
-            free = self.concurrency - len(self._in_flight)
+            free = self._free_slots()
             if free <= 0:
                 self._capacity = anyio.Event()
                 await self._capacity.wait()
                 continue
-            items = await self.world.lease(
-                self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
-            )
+            self._reserved += free
+            try:
+                items = await self.world.lease(
+                    self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
+                )
+            finally:
+                self._reserved -= free
             if self._stopping:
                 await self.world.release(self.worker_id, items)
                 return
@@ -175,6 +189,9 @@ class Worker:
                 self._spawn(item)
             if not items:
                 await self.world.wait(WORK_TOPIC, self.poll_interval)
+
+    def _free_slots(self) -> int:
+        return self.concurrency - len(self._in_flight) - self._reserved
 
     def _spawn(self, item: WorkItem) -> None:
         assert self._task_group is not None
@@ -192,12 +209,18 @@ class Worker:
                 leased = []
             finally:
                 self._in_flight.pop(item.id, None)
+                self._reserved -= self._reserved_by.pop(item.id, 0)
             item = leased[0] if leased else None
-            for extra in leased[1:]:
-                self._spawn(extra)
             if item is not None:
                 self._in_flight[item.id] = (item, anyio.CancelScope())
+            for extra in leased[1:]:
+                self._spawn(extra)
         self._capacity.set()
+
+    def _reserve(self, item: WorkItem, slots: int) -> None:
+        """Hold ``slots`` for items a commit under ``item`` may lease, until they run."""
+        self._reserved += slots
+        self._reserved_by[item.id] = self._reserved_by.get(item.id, 0) + slots
 
     async def _renew_leases(self) -> None:
         interval = self.lease_seconds / 3
@@ -241,7 +264,8 @@ class Worker:
         return await self._commit(request)
 
     def _has_capacity(self) -> bool:
-        return not self._stopping and len(self._in_flight) <= self.concurrency
+        """Whether the run this item wakes may continue in the item's own slot."""
+        return not self._stopping
 
     async def _commit(self, request: CommitRequest) -> list[WorkItem]:
         result = await self.world.commit(request)
@@ -267,7 +291,8 @@ class Worker:
             blocked = instance.advance()
             commit = instance.take_commit()
             self._steps.update(instance.step_definitions)
-            schedule = self._mark_eager(commit.schedule)
+            schedule, extra_slots = self._mark_eager(commit.schedule)
+            self._reserve(item, extra_slots)
             result = await self.world.commit(
                 CommitRequest(
                     run_id=item.run_id,
@@ -295,12 +320,15 @@ class Worker:
                 evicted.dispose()
         return leased
 
-    def _mark_eager(self, schedule: list[NewWorkItem]) -> tuple[NewWorkItem, ...]:
-        budget = self.concurrency - len(self._in_flight) + 1
+    def _mark_eager(self, schedule: list[NewWorkItem]) -> tuple[tuple[NewWorkItem, ...], int]:
+        """Ask for the steps this worker can start now; return them and the extra
+        slots they need (the first one continues in the current item's slot)."""
+        budget = 0 if self._stopping else self._free_slots() + 1
         marked = []
+        eager = 0
         for new in schedule:
-            if budget > 0 and new.kind == "step" and new.name in self._steps and not self._stopping:
+            if eager < budget and new.kind == "step" and new.name in self._steps:
                 new = msgspec.structs.replace(new, lease=True)
-                budget -= 1
+                eager += 1
             marked.append(new)
-        return tuple(marked)
+        return tuple(marked), max(eager - 1, 0)

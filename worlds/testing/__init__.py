@@ -33,6 +33,7 @@ import pytest
 pytest.register_assert_rewrite(
     "worlds.testing._base",
     "worlds.testing._claims",
+    "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._runs",
     "worlds.testing._search",
@@ -42,6 +43,7 @@ pytest.register_assert_rewrite(
 
 from worlds.testing._base import WorldFactory  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
+from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
@@ -57,6 +59,7 @@ class WorldConformance(
     ClaimsConformance,
     SearchConformance,
     TakeoverConformance,
+    HookConformance,
     ModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
@@ -70,6 +73,7 @@ class WorldConformance(
     The tests are grouped by concern: runs and their logs (``RunsConformance``),
     the work queue and ``wait`` (``WorkConformance``), unique claims
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
-    takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``) and a
+    takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
+    hooks (``HookConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """

@@ -5,9 +5,23 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import anyio
+import msgspec
 import pytest
 
 from worlds.protocol import World
+from worlds.query import (
+    And,
+    AttrRef,
+    Compare,
+    Expr,
+    FieldRef,
+    In,
+    IsNull,
+    Not,
+    Or,
+    StartsWith,
+    matches,
+)
 from worlds.testing._base import ConformanceBase, create_run
 from worlds.types import (
     AttributeSet,
@@ -36,17 +50,7 @@ async def _every_page(world: World, query: RunQuery, *, max_pages: int) -> list[
     seen: list[str] = []
     cursor = query.cursor
     for _ in range(max_pages):
-        page = await world.list_runs(
-            RunQuery(
-                workflow=query.workflow,
-                statuses=query.statuses,
-                attributes=query.attributes,
-                created_after=query.created_after,
-                created_before=query.created_before,
-                limit=query.limit,
-                cursor=cursor,
-            )
-        )
+        page = await world.list_runs(msgspec.structs.replace(query, cursor=cursor))
         assert len(page.runs) <= query.limit, (
             f"a page of {len(page.runs)} runs, limit {query.limit}"
         )
@@ -63,8 +67,138 @@ async def _commit(world: World, run: RunRecord, *events: EventKind) -> None:
     assert result.ok, f"commit refused: {result!r}"
 
 
-class SearchConformance(ConformanceBase):
-    """``list_runs``: what it finds, in which order, one page at a time."""
+_NOON = datetime(2024, 1, 1, 12, tzinfo=UTC)
+_WHERE_ATTRIBUTES: list[dict[str, AttributeValue]] = [
+    {"customer": "c1", "tier": 1, "vip": True},
+    {"customer": "c2", "tier": 2, "score": 2.5, "due": _NOON},
+    {"customer": "c10", "tier": 10, "score": -1, "due": _NOON + timedelta(days=1)},
+    {"customer": "d1", "tier": "1", "note": None},
+    {"odd key": "x", "tier": 1.0, "score": 7},
+    {},
+]
+
+
+def _attr(key: str) -> AttrRef:
+    return AttrRef(key)
+
+
+def _field(name: str) -> FieldRef:
+    return FieldRef(name)  # type: ignore[arg-type]
+
+
+_WHERE_CASES: list[tuple[Expr, list[int]]] = [
+    # (filter, indexes into _WHERE_ATTRIBUTES of the runs it must find)
+    (Compare(_attr("customer"), "=", "c1"), [0]),
+    (Compare(_attr("tier"), "=", 1), [0]),
+    (Compare(_attr("tier"), "!=", 1), [1, 2, 3, 4]),
+    (Not(Compare(_attr("tier"), "=", 1)), [1, 2, 3, 4, 5]),
+    (Compare(_attr("tier"), ">", 1), [1, 2]),
+    (Compare(_attr("tier"), ">=", 1), [0, 1, 2, 4]),
+    (Compare(_attr("score"), "<", 2.5), [2]),
+    (Compare(_attr("score"), "<=", 7), [1, 2, 4]),
+    (Compare(_attr("customer"), "<", "c2"), [0, 2]),
+    (Compare(_attr("due"), ">", _NOON), [2]),
+    (In(_attr("customer"), ("c1", "d1", "zz")), [0, 3]),
+    (StartsWith(_attr("customer"), "c1"), [0, 2]),
+    (StartsWith(_attr("tier"), "1"), [3]),
+    (IsNull(_attr("note")), [0, 1, 2, 3, 4, 5]),
+    (IsNull(_attr("score"), negated=True), [1, 2, 4]),
+    (Compare(_attr("note"), "=", None), [3]),
+    (Compare(_attr("vip"), "=", True), [0]),
+    (Compare(_attr("odd key"), "=", "x"), [4]),
+    (And((Compare(_attr("tier"), "=", 1), Compare(_attr("vip"), "=", True))), [0]),
+    (And((Compare(_attr("customer"), "=", "c2"), Compare(_attr("customer"), "=", "c1"))), []),
+    (Or((Compare(_attr("tier"), "=", 2), StartsWith(_attr("customer"), "d"))), [1, 3]),
+    (And((Compare(_attr("score"), ">", 0), Not(IsNull(_attr("due"))))), [1]),
+    (Compare(_field("workflow"), "=", "even"), [0, 2, 4]),
+    (StartsWith(_field("workflow"), "od"), [1, 3, 5]),
+    (Compare(_field("status"), "=", "cancelled"), [1]),
+    (In(_field("status"), ("completed", "cancelled")), [0, 1]),
+    (IsNull(_field("closed_at")), [2, 3, 4, 5]),
+    (Compare(_field("created_at"), ">=", _NOON), [0, 1, 2, 3, 4, 5]),
+    (Compare(_field("closed_at"), ">=", _NOON), [0, 1]),
+    (Not(Compare(_field("closed_at"), ">=", _NOON)), [2, 3, 4, 5]),
+    (And((Compare(_attr("tier"), "=", 1), Compare(_field("status"), "=", "completed"))), [0]),
+]
+
+
+class WhereConformance(ConformanceBase):
+    """``RunQuery.where``: filter expressions agree with ``worlds.query.matches``."""
+
+    async def _populate(self, world: World) -> list[RunRecord]:
+        runs = []
+        for n, attributes in enumerate(_WHERE_ATTRIBUTES):
+            runs.append(
+                await create_run(
+                    world, workflow="even" if n % 2 == 0 else "odd", attributes=attributes
+                )
+            )
+        await _commit(world, runs[0], RunStarted(), RunCompleted(result=b""))
+        assert await world.cancel_run(runs[1].id, "test") is not None
+        await _commit(world, runs[2], RunStarted())
+        return [record for run in runs if (record := await world.get_run(run.id)) is not None]
+
+    @pytest.mark.anyio
+    async def test_where_filters_agree_with_the_reference(self, world: World) -> None:
+        """Each filter finds exactly the runs the reference evaluator picks, newest first."""
+        runs = await self._populate(world)
+        for expr, wanted in _WHERE_CASES:
+            expected = [runs[i].id for i in reversed(wanted)]
+            reference = [run.id for run in reversed(runs) if matches(run, expr)]
+            assert reference == expected, f"reference semantics of {expr!r}"
+            assert await _ids(world, RunQuery(where=expr)) == expected, f"where={expr!r}"
+
+    @pytest.mark.anyio
+    async def test_where_combines_with_other_filters_and_pages(self, world: World) -> None:
+        """``where`` is ANDed with the other fields, and cursors page through it."""
+        runs = await self._populate(world)
+        ids = [run.id for run in runs]
+        tier_one = Compare(_attr("tier"), "=", 1)
+        some = Or((tier_one, Compare(_attr("tier"), ">", 1), IsNull(_attr("customer"))))
+        assert await _ids(world, RunQuery(where=some)) == [ids[5], ids[4], ids[2], ids[1], ids[0]]
+        query = RunQuery(where=some, workflow="even", limit=1)
+        assert await _every_page(world, query, max_pages=5) == [ids[4], ids[2], ids[0]]
+        statuses = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
+        assert await _ids(world, RunQuery(where=some, statuses=statuses)) == [
+            ids[5],
+            ids[4],
+            ids[2],
+        ]
+        both = RunQuery(attributes={"customer": "c1"}, where=tier_one)
+        assert await _ids(world, both) == [ids[0]]
+        clash = RunQuery(attributes={"tier": 2}, where=tier_one)
+        assert await _ids(world, clash) == []
+
+    @pytest.mark.anyio
+    async def test_where_values_are_data_not_code(self, world: World) -> None:
+        """Quotes, wildcards and SQL in keys and values are matched literally."""
+        tricky = ["it's", "a%b", "_", "x' OR '1'='1", "--", "\\"]
+        runs = [await create_run(world, attributes={"k'; DROP": v}) for v in tricky]
+        key = _attr("k'; DROP")
+        for value, run in zip(tricky, runs, strict=True):
+            assert await _ids(world, RunQuery(where=Compare(key, "=", value))) == [run.id]
+            prefixed = [r.id for v, r in zip(tricky, runs, strict=True) if v.startswith(value)]
+            found = await _ids(world, RunQuery(where=StartsWith(key, value)))
+            assert found == prefixed[::-1], f"STARTS_WITH {value!r}"
+        assert await _ids(world, RunQuery(where=StartsWith(_attr("k'; DROP"), "a_"))) == []
+        assert len(await _ids(world, RunQuery())) == len(tricky)
+
+    @pytest.mark.anyio
+    async def test_a_malformed_where_raises_value_error(self, world: World) -> None:
+        """An ill-typed tree (a time field against a string) is refused with ``ValueError``."""
+        await create_run(world)
+        for bad in (
+            Compare(_field("created_at"), ">", "yesterday"),
+            And((Compare(_attr("a"), "=", 1),)),
+            In(_attr("a"), ()),
+            Compare(_attr("a"), "<", None),
+        ):
+            with pytest.raises(ValueError):
+                await world.list_runs(RunQuery(where=bad))
+
+
+class SearchConformance(WhereConformance):
+    """``list_runs``: what it finds, in which order, one page at a time, and ``where``."""
 
     @pytest.mark.anyio
     async def test_list_runs_is_newest_first(self, world: World) -> None:

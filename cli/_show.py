@@ -1,0 +1,259 @@
+"""``wf runs show``: one run's status, attributes and claims, steps, hooks and timeline.
+
+Everything is derived from the run record, its claims and its event log, read
+through the public ``Run`` handle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from cli._output import (
+    console,
+    event_to_json,
+    format_duration,
+    format_value,
+    run_to_json,
+    status_text,
+)
+from workflow import Run
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    Claim,
+    EventKind,
+    HookConflict,
+    HookCreated,
+    HookReceived,
+    RunCancelled,
+    RunContinued,
+    RunFailed,
+    RunRecord,
+    StepCompleted,
+    StepCreated,
+    StepDiscarded,
+    StepFailed,
+    StepRetrying,
+    StepStarted,
+    WaitCompleted,
+    WaitCreated,
+)
+
+__all__ = ["Details", "gather_details", "render_details"]
+
+
+@dataclass
+class StepSummary:
+    """One step of a run, folded from its events."""
+
+    number: int
+    name: str
+    status: str = "created"
+    attempts: int = 0
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    error: str | None = None
+
+    def duration(self) -> float | None:
+        """Seconds from the first attempt's start to the outcome, if both happened."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "step": self.number,
+            "name": self.name,
+            "status": self.status,
+            "attempts": self.attempts,
+            "duration_seconds": self.duration(),
+            "error": self.error,
+        }
+
+
+@dataclass
+class HookSummary:
+    """One hook of a run."""
+
+    number: int
+    token: str
+    status: str = "waiting"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {"hook": self.number, "token": self.token, "status": self.status}
+
+
+@dataclass
+class Details:
+    """Everything ``wf runs show`` prints."""
+
+    record: RunRecord
+    claims: dict[str, Claim]
+    events: list[EventKind]
+    steps: list[StepSummary] = field(default_factory=list)
+    hooks: list[HookSummary] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return {
+            "run": run_to_json(self.record),
+            "claims": {
+                key: {"value": format_value(claim.value), "generation": claim.generation}
+                for key, claim in sorted(self.claims.items())
+            },
+            "steps": [step.to_json() for step in self.steps],
+            "hooks": [hook.to_json() for hook in self.hooks],
+            "events": [event_to_json(event) for event in self.events],
+        }
+
+
+def _fold_steps(events: list[EventKind]) -> list[StepSummary]:
+    steps: dict[int, StepSummary] = {}
+    for event in events:
+        if isinstance(event, StepCreated):
+            steps[event.step] = StepSummary(event.step, event.name)
+            continue
+        if not isinstance(
+            event, (StepStarted, StepCompleted, StepRetrying, StepFailed, StepDiscarded)
+        ):
+            continue
+        step = steps.setdefault(event.step, StepSummary(event.step, "?"))
+        step.attempts = max(step.attempts, event.attempt)
+        if isinstance(event, StepStarted):
+            step.status = "running"
+            step.started_at = step.started_at or event.at
+        elif isinstance(event, StepCompleted):
+            step.status, step.ended_at = "completed", event.at
+        elif isinstance(event, StepRetrying):
+            step.status = "retrying"
+            step.error = f"{event.error.type}: {event.error.message}"
+        elif isinstance(event, StepFailed):
+            step.status, step.ended_at = "failed", event.at
+            step.error = f"{event.error.type}: {event.error.message}"
+        else:
+            step.status = f"discarded ({event.outcome})"
+    return [steps[number] for number in sorted(steps)]
+
+
+def _fold_hooks(events: list[EventKind]) -> list[HookSummary]:
+    hooks: dict[int, HookSummary] = {}
+    for event in events:
+        if isinstance(event, HookCreated):
+            hooks[event.hook] = HookSummary(event.hook, event.token)
+        elif isinstance(event, HookReceived) and event.hook in hooks:
+            hooks[event.hook].status = "received"
+        elif isinstance(event, HookConflict):
+            hooks[event.hook] = HookSummary(
+                event.hook, event.token, f"conflict (held by {event.holder_run_id})"
+            )
+    return [hooks[number] for number in sorted(hooks)]
+
+
+async def gather_details(run: Run[Any]) -> Details:
+    """Read the run, its claims and its log, and fold steps and hooks from the log."""
+    events = await run.events()
+    record = run.record
+    assert record is not None  # events() read the record first
+    claims = await run.claims()
+    return Details(record, claims, events, _fold_steps(events), _fold_hooks(events))
+
+
+def _summary(event: EventKind) -> str:
+    """One line about an event, for the timeline."""
+    if isinstance(event, (StepCreated,)):
+        return f"step {event.step} {event.name}"
+    if isinstance(event, (StepStarted, StepCompleted)):
+        return f"step {event.step} attempt {event.attempt}"
+    if isinstance(event, (StepRetrying, StepFailed)):
+        error = f"{event.error.type}: {event.error.message}"
+        return f"step {event.step} attempt {event.attempt}: {error}"
+    if isinstance(event, StepDiscarded):
+        return f"step {event.step} attempt {event.attempt} ({event.outcome})"
+    if isinstance(event, AttributeSet):
+        unique = f" unique gen {event.generation}" if event.unique else ""
+        scope = f" (step {event.step})" if event.step is not None else ""
+        return f"{event.key}={format_value(event.value)}{unique}{scope}"
+    if isinstance(event, AttributeConflict):
+        return f"{event.key}={format_value(event.value)} held by {event.holder_run_id}"
+    if isinstance(event, (WaitCreated,)):
+        return f"timer {event.wait} until {event.until.isoformat()}"
+    if isinstance(event, WaitCompleted):
+        return f"timer {event.wait}"
+    if isinstance(event, (HookCreated, HookConflict)):
+        return f"hook {event.hook} token {event.token}"
+    if isinstance(event, HookReceived):
+        return f"hook {event.hook}"
+    if isinstance(event, RunFailed):
+        return f"{event.error.type}: {event.error.message}"
+    if isinstance(event, RunCancelled):
+        return event.reason or ""
+    if isinstance(event, RunContinued):
+        return f"next run {event.next_run_id}"
+    return ""
+
+
+def render_details(details: Details) -> None:
+    """Print ``details`` for a person."""
+    record = details.record
+    head = f"[bold]run[/] {record.id}  [bold]workflow[/] {escape(record.workflow)}  "
+    console.print(head, end="")
+    console.print(status_text(record.status))
+    console.print(
+        f"created {record.created_at.isoformat()}"
+        + (f"  closed {record.closed_at.isoformat()}" if record.closed_at else "")
+    )
+    if record.error is not None:
+        console.print(f"[red]error[/] {escape(record.error.type)}: {escape(record.error.message)}")
+
+    attributes = Table(title="attributes", box=None, header_style="bold", title_justify="left")
+    for column in ("KEY", "VALUE", "CLAIM"):
+        attributes.add_column(column)
+    for key, value in sorted(record.attributes.items()):
+        claim = details.claims.get(key)
+        held = f"unique, generation {claim.generation}" if claim else ""
+        attributes.add_row(escape(key), escape(format_value(value)), held)
+    console.print(attributes if record.attributes else "[dim]no attributes[/]")
+
+    if details.steps:
+        steps = Table(title="steps", box=None, header_style="bold", title_justify="left")
+        for column in ("#", "NAME", "STATUS", "ATTEMPTS", "DURATION", "ERROR"):
+            steps.add_column(column)
+        for step in details.steps:
+            took = step.duration()
+            steps.add_row(
+                str(step.number),
+                escape(step.name),
+                step.status,
+                str(step.attempts),
+                "-" if took is None else format_duration(took),
+                escape(step.error or ""),
+            )
+        console.print(steps)
+    if details.hooks:
+        hooks = Table(title="hooks", box=None, header_style="bold", title_justify="left")
+        for column in ("#", "TOKEN", "STATUS"):
+            hooks.add_column(column)
+        for hook in details.hooks:
+            hooks.add_row(str(hook.number), escape(hook.token), hook.status)
+        console.print(hooks)
+
+    timeline = Table(title="timeline", box=None, header_style="bold", title_justify="left")
+    for column in ("SEQ", "AT", "EVENT", ""):
+        timeline.add_column(column)
+    start = record.created_at
+    for event in details.events:
+        offset = (event.at - start).total_seconds() if event.at >= start else 0.0
+        timeline.add_row(
+            str(event.seq),
+            f"+{format_duration(offset)}",
+            str(type(event).__struct_config__.tag),
+            escape(_summary(event)),
+        )
+    console.print(timeline)

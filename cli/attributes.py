@@ -1,0 +1,142 @@
+"""``wf attributes``: which attribute keys runs carry, and which values a key takes.
+
+The world protocol has no key index to ask, so both commands page through
+``list_runs`` (narrowed by the usual filters) and count what they see, with
+progress on stderr. ``--max-runs`` bounds the scan on a large world.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from cli._output import console, err_console, format_value, print_json, progress
+from cli._resolve import WorldOption, execute, open_world
+from workflow import list_runs
+from workflow.query import AttrRef, Expr, IsNull, parse
+from worlds import World
+from worlds.types import RunRecord
+
+app = typer.Typer(
+    name="attributes",
+    help="Attribute keys and values in use (indexed run metadata).",
+    no_args_is_help=True,
+)
+
+QueryOption = Annotated[
+    str | None, typer.Option("--query", "-q", help="Only runs matching this filter expression.")
+]
+MaxRunsOption = Annotated[
+    int, typer.Option(min=1, help="Scan at most this many runs (newest first).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+async def _scan(world: World, where: Expr | None, max_runs: int) -> tuple[list[RunRecord], bool]:
+    """Up to ``max_runs`` runs matching ``where``, newest first; True if more remain."""
+    found: list[RunRecord] = []
+    cursor: str | None = None
+    with progress() as bar:
+        task = bar.add_task("scanning runs", total=None)
+        while len(found) < max_runs:
+            page = await list_runs(
+                query=where, limit=min(500, max_runs - len(found)), cursor=cursor, world=world
+            )
+            found += [run.record for run in page if run.record is not None]
+            bar.update(task, completed=len(found))
+            cursor = page.next_cursor
+            if cursor is None:
+                return found, False
+    return found, True
+
+
+def _note_truncated(truncated: bool, max_runs: int) -> None:
+    if truncated:
+        err_console.print(f"counted the newest {max_runs} runs only; raise --max-runs for more")
+
+
+@app.command()
+def keys(
+    query: QueryOption = None,
+    max_runs: MaxRunsOption = 100_000,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """List attribute keys and how many runs carry each.
+
+    Examples:
+
+        wf attributes keys
+
+        wf attributes keys --query "status = 'failed'" --json
+    """
+
+    async def body() -> None:
+        where = parse(query) if query else None
+        async with open_world(world) as opened:
+            runs, truncated = await _scan(opened, where, max_runs)
+        counts = Counter(key for run in runs for key in run.attributes)
+        rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        if as_json:
+            print_json([{"key": key, "runs": count} for key, count in rows])
+        else:
+            table = Table(box=None, header_style="bold")
+            table.add_column("KEY")
+            table.add_column("RUNS", justify="right")
+            for key, count in rows:
+                table.add_row(escape(key), str(count))
+            console.print(table if rows else "no attributes")
+        _note_truncated(truncated, max_runs)
+
+    execute(body)
+
+
+@app.command()
+def values(
+    key: Annotated[str, typer.Argument(help="The attribute key.", show_default=False)],
+    query: QueryOption = None,
+    max_runs: MaxRunsOption = 100_000,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """List the values attribute KEY takes and how many runs have each.
+
+    Examples:
+
+        wf attributes values customer
+
+        wf attributes values region --query "status = 'running'" --json
+    """
+
+    async def body() -> None:
+        present: Expr = IsNull(AttrRef(key), negated=True)
+        where = present
+        if query:
+            where = parse(f"({query}) AND attributes.`{key.replace('`', '``')}` IS NOT NULL")
+        async with open_world(world) as opened:
+            runs, truncated = await _scan(opened, where, max_runs)
+        counts: Counter[tuple[str, str]] = Counter()
+        originals: dict[tuple[str, str], Any] = {}
+        for run in runs:
+            value = run.attributes.get(key)
+            marker = (type(value).__name__, format_value(value))
+            counts[marker] += 1
+            originals[marker] = value
+        rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        if as_json:
+            print_json([{"value": originals[marker], "runs": n} for marker, n in rows])
+        else:
+            table = Table(box=None, header_style="bold")
+            table.add_column("VALUE")
+            table.add_column("TYPE")
+            table.add_column("RUNS", justify="right")
+            for (kind, text), count in rows:
+                table.add_row(escape(text), kind, str(count))
+            console.print(table if rows else f"no run has attribute {key!r}")
+        _note_truncated(truncated, max_runs)
+
+    execute(body)

@@ -1,0 +1,272 @@
+"""``wf runs``: list, show, events, cancel and prune runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from cli._output import (
+    console,
+    err_console,
+    event_to_json,
+    print_json,
+    progress,
+    run_to_json,
+    runs_table,
+)
+from cli._resolve import (
+    EXIT_USAGE,
+    CliError,
+    WorldOption,
+    execute,
+    open_world,
+    parse_pair,
+    parse_time,
+    resolve_run,
+)
+from cli._show import gather_details, render_details
+from workflow import RunStatus, list_runs, prune_runs
+from workflow.query import parse
+
+app = typer.Typer(
+    name="runs",
+    help="Find, inspect, cancel and prune runs.",
+    no_args_is_help=True,
+)
+
+RunArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="RUN",
+        help="A run id, a $name value, or a unique KEY=VALUE (like order=o-17).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def _statuses(values: list[str]) -> list[RunStatus] | None:
+    if not values:
+        return None
+    known = [status.value for status in RunStatus]
+    chosen = []
+    for value in values:
+        for part in value.split(","):
+            if part.strip().lower() not in known:
+                raise CliError(f"--status {part!r} is not one of {', '.join(known)}", EXIT_USAGE)
+            chosen.append(RunStatus(part.strip().lower()))
+    return chosen
+
+
+@app.command("list")
+def list_command(
+    status: Annotated[
+        list[str], typer.Option("--status", "-s", help="Only these statuses (repeatable).")
+    ] = [],  # noqa: B006 - typer reads the default, never mutates it
+    workflow: Annotated[str | None, typer.Option("--workflow", "-w", help="Workflow name.")] = None,
+    attr: Annotated[
+        list[str],
+        typer.Option("--attr", "-a", help="KEY=VALUE the run must have (repeatable, AND)."),
+    ] = [],  # noqa: B006
+    since: Annotated[
+        str | None, typer.Option(help="Created at or after: ISO time or an age (2h, 30m, 7d).")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Created before: ISO time or an age.")] = None,
+    query: Annotated[
+        str | None,
+        typer.Option("--query", "-q", help="Filter expression: \"tier > 1 AND region = 'eu'\"."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Runs per page.")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="Continue from a previous page.")] = None,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """List runs, newest first, filtered by status, workflow, time, attributes or a query.
+
+    Examples:
+
+        wf runs list --status failed --since 2h
+
+        wf runs list --attr customer=c-9 --attr tier=2 --json
+
+        wf runs list --query "status IN ('failed', 'cancelled') AND region STARTS_WITH 'eu'"
+    """
+
+    async def body() -> None:
+        statuses = _statuses(status)
+        attributes = dict(parse_pair(item) for item in attr)
+        created_after = parse_time(since, "--since") if since else None
+        created_before = parse_time(until, "--until") if until else None
+        where = parse(query) if query is not None else None
+        async with open_world(world) as opened:
+            page = await list_runs(
+                workflow=workflow,
+                status=list(statuses) if statuses is not None else None,
+                attributes=attributes,
+                created_after=created_after,
+                created_before=created_before,
+                limit=limit,
+                cursor=cursor,
+                query=where,
+                world=opened,
+            )
+        records = [run.record for run in page if run.record is not None]
+        if as_json:
+            print_json([run_to_json(record) for record in records])
+        elif records:
+            console.print(runs_table(records))
+        else:
+            err_console.print("no runs match")
+        if page.next_cursor:
+            err_console.print(f"more runs: --cursor {escape(page.next_cursor)}")
+
+    execute(body)
+
+
+@app.command()
+def show(
+    run: RunArgument,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """Show a run: status, attributes with claim generations, steps, hooks and a timeline.
+
+    Examples:
+
+        wf runs show 01J8ZK3V6Q9T0X2N4B7C5D1E8F
+
+        wf runs show order=o-17 --json
+    """
+
+    async def body() -> None:
+        async with open_world(world) as opened:
+            target = await resolve_run(opened, run)
+            details = await gather_details(target)
+        if as_json:
+            print_json(details.to_json())
+        else:
+            render_details(details)
+
+    execute(body)
+
+
+@app.command()
+def events(
+    run: RunArgument,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """Print a run's event log, in order (payloads decoded from msgpack).
+
+    Examples:
+
+        wf runs events my-run-name
+
+        wf runs events order=o-17 --json | jq '.[].kind'
+    """
+
+    async def body() -> None:
+        async with open_world(world) as opened:
+            target = await resolve_run(opened, run)
+            log = await target.events()
+        rows = [event_to_json(event) for event in log]
+        if as_json:
+            print_json(rows)
+            return
+        for row in rows:
+            fields = " ".join(
+                f"{key}={_short(value)}"
+                for key, value in row.items()
+                if key not in ("kind", "seq", "at")
+            )
+            console.print(
+                f"[dim]{row['seq']:>4}[/] {escape(str(row['at']))} [bold]{row['kind']}[/] "
+                f"{escape(fields)}"
+            )
+
+    execute(body)
+
+
+def _short(value: object, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@app.command()
+def cancel(
+    run: RunArgument,
+    reason: Annotated[str | None, typer.Option(help="Recorded in the run's log.")] = None,
+    world: WorldOption = None,
+) -> None:
+    """Cancel a run: no new step starts and in-flight steps are told to stop.
+
+    Cancelling a closed run changes nothing and says so.
+
+    Example:
+
+        wf runs cancel order=o-17 --reason "customer asked"
+    """
+
+    async def body() -> None:
+        async with open_world(world) as opened:
+            target = await resolve_run(opened, run)
+            before = await target.status()
+            await target.cancel(reason)
+            after = await target.status()
+        if before.is_closed:
+            console.print(f"run {target.id} was already {before.value}; nothing to cancel")
+        else:
+            console.print(f"cancelled run {target.id} (was {before.value}, now {after.value})")
+
+    execute(body)
+
+
+@app.command()
+def prune(
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            help="Delete runs that closed before this: ISO time or an age (7d = a week ago).",
+            show_default=False,
+        ),
+    ],
+    batch: Annotated[int, typer.Option(min=1, max=10000, help="Runs deleted per step.")] = 500,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """Delete closed runs (events, attributes, claims) that closed before WHEN.
+
+    Their unique claims are released, so those pairs may be claimed again.
+    Open runs are never pruned.
+
+    Examples:
+
+        wf runs prune --before 30d
+
+        wf runs prune --before 2024-01-01T00:00:00Z --json
+    """
+
+    async def body() -> tuple[datetime, list[str]]:
+        cutoff = parse_time(before, "--before")
+        pruned: list[str] = []
+        async with open_world(world) as opened:
+            with progress() as bar:
+                task = bar.add_task("pruning runs", total=None)
+                while True:
+                    ids = await prune_runs(closed_before=cutoff, limit=batch, world=opened)
+                    pruned += ids
+                    bar.update(task, completed=len(pruned))
+                    if len(ids) < batch:
+                        break
+        return cutoff, pruned
+
+    cutoff, pruned = execute(body)
+    if as_json:
+        print_json({"pruned": len(pruned), "ids": pruned, "closed_before": cutoff})
+    else:
+        console.print(f"pruned {len(pruned)} run(s) closed before {cutoff.isoformat()}")

@@ -1,0 +1,156 @@
+"""``wf start``: start a run of a workflow from a shell, optionally under a start policy."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from cli._output import err_console, print_json, progress, run_to_json
+from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_pair
+from workflow import Run, RunCancelledError, RunFailedError, Unique, start
+from workflow.policies import start_or_cancel_run, start_or_get_run, start_with_policy
+
+__all__ = ["start_command"]
+
+POLICIES = ("get", "cancel", "fail")
+
+
+def load_workflow(target: str) -> Any:
+    """The ``@workflow`` function named by ``MODULE:WORKFLOW`` (imported from the cwd too)."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise CliError(f"expected MODULE:WORKFLOW, like myapp.flows:checkout; got {target!r}", 2)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r}: {exc}") from None
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise CliError(f"{module_name!r} has no attribute {attribute!r}")
+    return found
+
+
+def parse_args(values: list[str]) -> list[Any]:
+    """Each ARG as a JSON value: ``42``, ``'"text"'``, ``'{"a": 1}'``."""
+    parsed = []
+    for n, text in enumerate(values, 1):
+        try:
+            parsed.append(json.loads(text))
+        except ValueError:
+            raise CliError(
+                f"ARG {n} is not JSON: {text!r} (quote strings for the shell: '\"text\"')",
+                EXIT_USAGE,
+            ) from None
+    return parsed
+
+
+async def _wait(run: Run[Any], timeout: float | None) -> Any:
+    with progress() as bar:
+        task = bar.add_task(f"waiting for run {run.id}", total=None)
+        try:
+            return await run.result(timeout=timeout)
+        finally:
+            bar.update(task, completed=1)
+
+
+def start_command(
+    target: Annotated[
+        str, typer.Argument(metavar="MODULE:WORKFLOW", help="The @workflow to start.")
+    ],
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="ARGS...", help="Arguments, each a JSON value.", show_default=False),
+    ] = None,
+    attr: Annotated[
+        list[str], typer.Option("--attr", "-a", help="KEY=VALUE attribute (repeatable).")
+    ] = [],  # noqa: B006 - typer reads the default, never mutates it
+    unique: Annotated[
+        list[str],
+        typer.Option("--unique", "-u", help="KEY=VALUE claimed uniquely across the world."),
+    ] = [],  # noqa: B006
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="With one --unique: get (start or return the holder), cancel (newest wins), "
+            "fail (error if a run holds it)."
+        ),
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the result and print it.")] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="With --wait: give up after this many seconds.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    world: WorldOption = None,
+) -> None:
+    """Start a run of MODULE:WORKFLOW with JSON ARGS; a worker executes it.
+
+    Values in --attr/--unique are JSON numbers, true/false/null, or else strings.
+
+    Examples:
+
+        wf start examples.quickstart:checkout '"o-1"' 2 1250 --unique order=o-1 --attr customer=c-9
+
+        wf start myapp:charge '"o-1"' --unique order=o-1 --policy get --wait
+    """
+
+    async def body() -> tuple[Run[Any], Any, bool]:
+        if policy is not None and policy not in POLICIES:
+            raise CliError(f"--policy must be one of {', '.join(POLICIES)}", EXIT_USAGE)
+        fn = load_workflow(target)
+        call_args = parse_args(args or [])
+        attributes: dict[str, Any] = dict(parse_pair(item) for item in attr)
+        pairs = [parse_pair(item, "--unique") for item in unique]
+        async with open_world(world) as opened:
+            if policy is None:
+                attributes.update({key: Unique(value) for key, value in pairs})
+                run: Run[Any] = await start(fn, *call_args, attributes=attributes, world=opened)
+            else:
+                if len(pairs) != 1:
+                    raise CliError("--policy needs exactly one --unique KEY=VALUE", EXIT_USAGE)
+                key, value = pairs[0]
+                if policy == "get":
+                    run = await start_or_get_run(
+                        fn, *call_args, key=key, value=value, attributes=attributes, world=opened
+                    )
+                elif policy == "cancel":
+                    run = await start_or_cancel_run(
+                        fn, *call_args, key=key, value=value, attributes=attributes, world=opened
+                    )
+                else:
+                    run = await start_with_policy(
+                        fn,
+                        *call_args,
+                        key=key,
+                        value=value,
+                        error_when_already_started=True,
+                        attributes=attributes,
+                        world=opened,
+                    )
+            await run.status()  # read the record, for --json
+            if not wait:
+                return run, None, False
+            try:
+                return run, await _wait(run, timeout), True
+            except (RunFailedError, RunCancelledError) as exc:
+                raise CliError(str(exc)) from None
+
+    run, result, waited = execute(body)
+    if as_json:
+        out: dict[str, Any] = {"id": run.id}
+        if run.record is not None:
+            out = run_to_json(run.record)
+        if waited:
+            out["result"] = result
+        print_json(out)
+        return
+    sys.stdout.write(run.id + "\n")
+    if waited:
+        err_console.print("result:")
+        sys.stdout.write(json.dumps(result, default=str) + "\n")

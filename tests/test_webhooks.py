@@ -1,0 +1,102 @@
+"""The webhook ASGI app served by a real HTTP server (uvicorn) in another process."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import worlds
+from workflow import Worker, create_hook, start, workflow
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@workflow
+async def waits_for_two(token: str) -> list[Any]:
+    hook = create_hook(token)
+    return [await hook, await hook]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    url = f"sqlite:///{tmp_path}/world.db"
+    port = free_port()
+    env = {**os.environ, "WEBHOOK_WORLD": url, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "uvicorn", "tests.apps.webhook_app:app",
+               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the webhook server did not start"
+                time.sleep(0.05)
+        yield url, port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def post(port: int, path: str, body: bytes, headers: dict[str, str] | None = None,
+         method: str = "POST") -> tuple[int, Any]:  # fmt: skip
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+async def test_webhooks_resume_hooks_over_http(server: tuple[str, int]) -> None:
+    url, port = server
+    world = worlds.open(url)
+    async with world, Worker(world, [waits_for_two]):
+        run = await start(waits_for_two, "order-7-paid", world=world)
+        with anyio.fail_after(10):
+            while not await world.list_hooks(run.id):
+                await anyio.sleep(0.02)
+        first = json.dumps({"paid": 1}).encode()
+        status, answer = await anyio.to_thread.run_sync(
+            lambda: post(port, "/hooks/order-7-paid", first, {"Idempotency-Key": "evt-1"})
+        )
+        assert (status, answer) == (202, {"run_id": run.id})
+        # the provider retries the same event: delivered once
+        status, _ = await anyio.to_thread.run_sync(
+            lambda: post(port, "/hooks/order-7-paid", first, {"Idempotency-Key": "evt-1"})
+        )
+        assert status == 202
+        assert (await anyio.to_thread.run_sync(post, port, "/hooks/order-7-paid", b"{"))[0] == 400
+        got = await anyio.to_thread.run_sync(
+            lambda: post(port, "/hooks/order-7-paid", b"", method="GET")
+        )
+        assert got[0] == 405
+        assert (await anyio.to_thread.run_sync(post, port, "/hooks/unknown", b"1"))[0] == 404
+        second = await anyio.to_thread.run_sync(
+            post, port, "/hooks/order-7-paid?resume_id=e2", b"2"
+        )
+        assert second[0] == 202
+        assert await run.result(timeout=10) == [{"paid": 1}, 2]
+        assert (await anyio.to_thread.run_sync(post, port, "/hooks/order-7-paid", b"3"))[0] == 404

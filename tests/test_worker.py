@@ -1,0 +1,91 @@
+"""Worker behaviour: bounded concurrency, registration, graceful shutdown, lease takeover."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+
+import anyio
+import pytest
+
+from workflow import RunStatus, Worker, get_step_metadata, start, step, workflow
+from worlds.protocol import World
+from worlds.types import StepStarted
+
+pytestmark = pytest.mark.anyio
+
+in_flight = {"now": 0, "peak": 0}
+
+
+@step
+async def occupy(i: int) -> int:
+    in_flight["now"] += 1
+    in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+    await anyio.sleep(0.02)
+    in_flight["now"] -= 1
+    return i
+
+
+@workflow
+async def fan(n: int) -> int:
+    return sum(await asyncio.gather(*(occupy(i) for i in range(n))))
+
+
+async def test_concurrency_is_bounded(world: World) -> None:
+    in_flight.update(now=0, peak=0)
+    async with Worker(world, [fan], concurrency=3):
+        run = await start(fan, 12, world=world)
+        assert await run.result(timeout=20) == sum(range(12))
+    assert 1 <= in_flight["peak"] <= 3
+
+
+async def test_registration_is_checked(world: World) -> None:
+    with pytest.raises(TypeError, match="@workflow and @step"):
+        Worker(world, [print])
+    with pytest.raises(ValueError, match="concurrency"):
+        Worker(world, [fan], concurrency=0)
+
+    @workflow(name="fan")
+    async def impostor(n: int) -> int:
+        return n
+
+    with pytest.raises(ValueError, match="two functions are registered as 'fan'"):
+        Worker(world, [fan, impostor])
+    module = types.ModuleType("app")
+    module.occupy, module.other = occupy, 42  # type: ignore[attr-defined]
+    assert Worker(world, [module]).names == {"occupy"}
+    # a workflow brings along the steps its module can see
+    assert Worker(world, [fan]).names == {"fan", "occupy", "slow_once"}
+
+
+attempts: list[int] = []
+
+
+@step(max_retries=0)
+async def slow_once() -> str:
+    attempts.append(get_step_metadata().attempt)
+    if len(attempts) == 1:
+        await anyio.sleep_forever()  # the first worker is shut down while this runs
+    return "done"
+
+
+@workflow
+async def survives_shutdown() -> str:
+    return await slow_once()
+
+
+async def test_shutdown_releases_leases_so_another_worker_continues(world: World) -> None:
+    attempts.clear()
+    worker = Worker(world, [survives_shutdown], shutdown_grace=0.2, lease_seconds=60)
+    async with worker:
+        run = await start(survives_shutdown, world=world)
+        with anyio.fail_after(5):
+            while not attempts:
+                await anyio.sleep(0.01)
+    # the 60 s lease was released on shutdown, so a new worker takes over at once
+    async with Worker(world, [survives_shutdown]):
+        assert await run.result(timeout=5) == "done"
+    assert attempts == [1, 2]
+    started = [e.attempt for e in await run.events() if isinstance(e, StepStarted)]
+    assert started == [1, 2]
+    assert await run.status() is RunStatus.COMPLETED

@@ -1,0 +1,97 @@
+"""Conformance: hook tokens, deliveries, deduplication by resume id, disposal."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from worlds.protocol import World
+from worlds.testing._base import WF, WORKER, ConformanceBase, assert_dense, create_run, lease_one
+from worlds.types import (
+    CommitRequest,
+    EventKind,
+    HookConflict,
+    HookCreated,
+    HookReceived,
+    RunCompleted,
+    utcnow,
+)
+
+__all__ = ["HookConformance"]
+
+
+async def _create_hook(world: World, run_id: str, token: str, number: int = 1) -> EventKind:
+    result = await world.commit(
+        CommitRequest(
+            run_id=run_id,
+            worker_id=WORKER,
+            events=(HookCreated(hook=number, token=token, attributes={"doc": "nda"}),),
+        )
+    )
+    assert result.ok, result
+    return result.events[0]
+
+
+class HookConformance(ConformanceBase):
+    """Hooks: one open run per token, payloads appended once per resume id."""
+
+    @pytest.mark.anyio
+    async def test_a_token_is_held_by_one_open_run(self, world: World) -> None:
+        """A second run asking for a live token gets a ``HookConflict`` naming the holder."""
+        holder = await create_run(world)
+        other = await create_run(world)
+        created = await _create_hook(world, holder.id, "tok-1")
+        assert isinstance(created, HookCreated)
+        conflict = await _create_hook(world, other.id, "tok-1", number=3)
+        assert isinstance(conflict, HookConflict)
+        assert (conflict.hook, conflict.token, conflict.holder_run_id) == (3, "tok-1", holder.id)
+        (live,) = await world.list_hooks()
+        assert (live.token, live.run_id, live.hook) == ("tok-1", holder.id, 1)
+        assert live.attributes == {"doc": "nda"}
+        assert await world.list_hooks(other.id) == []
+
+    @pytest.mark.anyio
+    async def test_resume_appends_once_per_resume_id_and_wakes_the_run(self, world: World) -> None:
+        """Each delivery is a ``HookReceived`` plus a workflow wake-up, in one step."""
+        run = await create_run(world)
+        await lease_one(world, WF)  # the run's first workflow item is in flight
+        await _create_hook(world, run.id, "tok-2")
+        assert await world.resume_hook("tok-2", b"\x01", "r-1") == run.id
+        assert await world.resume_hook("tok-2", b"\x01", "r-1") == run.id
+        assert await world.resume_hook("tok-2", b"\x02") == run.id
+        events = await world.read_events(run.id)
+        assert_dense(events)
+        received = [e for e in events if isinstance(e, HookReceived)]
+        assert [(e.hook, e.payload, e.resume_id) for e in received] == [
+            (1, b"\x01", "r-1"),
+            (1, b"\x02", None),
+        ]
+        assert await world.resume_hook("no-such-token", b"") is None
+
+    @pytest.mark.anyio
+    async def test_closing_a_run_disposes_its_hooks(self, world: World) -> None:
+        """After the run closes its token resumes nothing and may be taken again."""
+        run = await create_run(world)
+        await _create_hook(world, run.id, "tok-3")
+        await world.commit(
+            CommitRequest(run_id=run.id, worker_id=WORKER, events=(RunCompleted(result=b""),))
+        )
+        assert await world.list_hooks() == []
+        assert await world.resume_hook("tok-3", b"late") is None
+        again = await create_run(world)
+        assert isinstance(await _create_hook(world, again.id, "tok-3"), HookCreated)
+
+    @pytest.mark.anyio
+    async def test_a_resume_id_answers_the_same_after_the_run_closed(self, world: World) -> None:
+        """A retried delivery is idempotent even once the run has closed, until pruned."""
+        run = await create_run(world)
+        await _create_hook(world, run.id, "tok-4")
+        assert await world.resume_hook("tok-4", b"\x01", "r-9") == run.id
+        await world.cancel_run(run.id, None)
+        assert await world.resume_hook("tok-4", b"\x01", "r-9") == run.id
+        assert await world.resume_hook("tok-4", b"\x01", "r-10") is None
+        received = [e for e in await world.read_events(run.id) if isinstance(e, HookReceived)]
+        assert len(received) == 1
+        assert await world.prune_runs(utcnow() + timedelta(seconds=1)) == [run.id]
+        assert await world.resume_hook("tok-4", b"\x01", "r-9") is None
