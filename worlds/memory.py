@@ -15,10 +15,9 @@ from datetime import datetime
 from types import TracebackType
 from typing import Self
 
-import anyio
-import anyio.lowlevel
 import msgspec
 
+from worlds._signals import SignalHub
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
@@ -30,9 +29,7 @@ from worlds.semantics import (
     lease_deadline,
     matches,
     may_take_over,
-    step_item_id,
-    timer_item_id,
-    workflow_item_id,
+    work_item_id,
 )
 from worlds.types import (
     AttributeConflict,
@@ -64,10 +61,6 @@ from worlds.types import (
 )
 
 __all__ = ["MemoryWorld"]
-
-
-_MAX_UNHEARD = 4096
-"""Remembered signals nobody waited for; past this, callers fall back on their timeout."""
 
 
 @dataclass
@@ -107,8 +100,7 @@ class MemoryWorld:
         self._hooks: dict[str, HookRecord] = {}
         self._resumed: dict[tuple[str, str], str] = {}
         self._tokens = itertools.count(1)
-        self._waiters: dict[str, set[anyio.Event]] = {}
-        self._unheard: set[str] = set()
+        self._hub = SignalHub()
 
     async def __aenter__(self) -> Self:
         return self
@@ -139,11 +131,7 @@ class MemoryWorld:
     # ------------------------------------------------------------------ helpers
 
     def _signal(self, topic: str) -> None:
-        waiters = self._waiters.pop(topic, set())
-        if not waiters and len(self._unheard) < _MAX_UNHEARD:
-            self._unheard.add(topic)
-        for event in waiters:
-            event.set()
+        self._hub.signal(topic)
 
     def _append(self, run: _Run, event: EventKind, now: datetime) -> EventKind:
         stored = msgspec.structs.replace(event, seq=run.record.last_seq + 1, at=now)
@@ -251,12 +239,7 @@ class MemoryWorld:
     def _enqueue(
         self, run_id: str, new: NewWorkItem, worker_id: str, now: datetime, seconds: float
     ) -> WorkItem | None:
-        if new.kind == "workflow":
-            item_id = workflow_item_id(run_id)
-        elif new.kind == "step":
-            item_id = step_item_id(run_id, new.number)
-        else:
-            item_id = timer_item_id(run_id, new.number)
+        item_id = work_item_id(run_id, new)
         available_at = new.available_at or now
         existing = self._items.get(item_id)
         if existing is not None and new.kind == "workflow":
@@ -466,15 +449,7 @@ class MemoryWorld:
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``."""
-        if topic in self._unheard:
-            self._unheard.discard(topic)
-            await anyio.lowlevel.checkpoint()
-            return
-        event = anyio.Event()
-        self._waiters.setdefault(topic, set()).add(event)
-        with anyio.move_on_after(timeout):
-            await event.wait()
-        self._waiters.get(topic, set()).discard(event)
+        await self._hub.wait(topic, timeout)
 
     # ------------------------------------------------------------------ reads
 

@@ -17,6 +17,7 @@ import msgspec
 from worlds.types import (
     AttributeValue,
     EventKind,
+    NewWorkItem,
     RunCancelled,
     RunCompleted,
     RunContinued,
@@ -40,6 +41,7 @@ __all__ = [
     "new_run_id",
     "step_item_id",
     "timer_item_id",
+    "work_item_id",
     "workflow_item_id",
 ]
 
@@ -151,6 +153,15 @@ def step_item_id(run_id: str, step: int) -> str:
 def timer_item_id(run_id: str, wait: int) -> str:
     """The id of the work item that fires wait number ``wait``."""
     return f"timer:{run_id}:{wait}"
+
+
+def work_item_id(run_id: str, new: NewWorkItem) -> str:
+    """The id the item ``new`` gets in run ``run_id``'s queue."""
+    if new.kind == "workflow":
+        return workflow_item_id(run_id)
+    if new.kind == "step":
+        return step_item_id(run_id, new.number)
+    return timer_item_id(run_id, new.number)
 
 
 def lease_deadline(now: datetime, lease_seconds: float) -> datetime:

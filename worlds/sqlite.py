@@ -26,18 +26,14 @@ operations may run on the event loop.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import os
-import secrets
 import sqlite3
 import threading
-import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar
 from urllib.parse import parse_qsl, unquote
 
 import aiosqlite
@@ -47,19 +43,29 @@ import anyio.to_thread
 import msgspec
 
 from worlds import _sqlite_schema as sql
-from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
+from worlds._signals import SignalHub
+from worlds._sqlite_tx import (
+    Checkpointer,
+    RollbackError,
+    WouldBlockError,
+    Writer,
+    execute,
+    leased,
+    new_token,
+    retrying,
+    run_once,
+    transact,
+)
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
-    apply_to_run,
     decode_cursor,
     encode_cursor,
     index_value,
     lease_deadline,
-    step_item_id,
-    timer_item_id,
+    may_take_over,
     workflow_item_id,
 )
 from worlds.types import (
-    AttributeConflict,
     AttributeSet,
     AttributeValue,
     Claim,
@@ -69,19 +75,16 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    HookConflict,
     HookCreated,
     HookReceived,
     HookRecord,
     NewWorkItem,
-    RunCancelled,
     RunContinued,
     RunCreated,
     RunPage,
     RunQuery,
     RunRecord,
     RunStatus,
-    StartPolicy,
     StepStarted,
     WorkItem,
     utcnow,
@@ -91,9 +94,6 @@ __all__ = ["SqliteWorld", "WorldClosedError"]
 
 T = TypeVar("T")
 
-_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-_RETRIES = 8
-_UNHEARD_LIMIT = 4096
 _CHECKPOINT_EVERY = 64
 """Write transactions between two background checkpoints."""
 _BACKSTOP_PAGES = 10_000
@@ -102,81 +102,6 @@ _BACKSTOP_PAGES = 10_000
 
 class WorldClosedError(RuntimeError):
     """The world was used after ``close()``."""
-
-
-class _WouldBlockError(Exception):
-    """An inline attempt met a lock; the operation must run where it may wait."""
-
-
-class _RollbackError(Exception):
-    """Raised inside a transaction to undo it and return ``result`` instead."""
-
-    def __init__(self, result: object) -> None:
-        super().__init__()
-        self.result = result
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in _BUSY_CODES
-    return "locked" in str(exc) or "busy" in str(exc)
-
-
-def _retrying(operation: Callable[[], T]) -> T:
-    """Run ``operation``, again after a short pause while the database stays locked."""
-    delay = 0.002
-    for _ in range(_RETRIES - 1):
-        try:
-            return operation()
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, 0.25)
-    return operation()
-
-
-def _attempt(operation: Callable[[], T], blocking: bool) -> T:
-    """Run ``operation``; blocking, retry while locked, else give up at once."""
-    if blocking:
-        return _retrying(operation)
-    try:
-        return operation()
-    except sqlite3.OperationalError as exc:
-        if _is_busy(exc):
-            raise _WouldBlockError from exc
-        raise
-
-
-def _transact(
-    db: sqlite3.Connection, body: Callable[[sqlite3.Connection], T], *, blocking: bool
-) -> T:
-    """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any exception."""
-
-    def attempt() -> T:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            result = body(db)
-            db.execute("COMMIT")
-        except _RollbackError as rollback:
-            db.execute("ROLLBACK")
-            return cast(T, rollback.result)
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        return result
-
-    return _attempt(attempt, blocking)
-
-
-async def _execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:
-    """Run ``function`` on the connection's thread, queued behind its other work."""
-    # aiosqlite's own queue: one thread hop for a whole operation, where its
-    # public API takes one per statement.
-    execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
-    return await execute(function)
 
 
 def _parse_url(url: str) -> tuple[str, dict[str, float]]:
@@ -205,320 +130,16 @@ def _parse_url(url: str) -> tuple[str, dict[str, float]]:
     return path, options
 
 
-def _item_id(run_id: str, new: NewWorkItem) -> str:
-    if new.kind == "workflow":
-        return workflow_item_id(run_id)
-    if new.kind == "step":
-        return step_item_id(run_id, new.number)
-    return timer_item_id(run_id, new.number)
-
-
-def _may_take_over(policy: StartPolicy, holder: RunStatus | None) -> bool:
-    """Whether ``policy`` lets a new run take a claim from a holder in state ``holder``."""
-    if holder is not None and not holder.is_closed:
-        return policy.conflict == "terminate_existing"
-    if policy.reuse == "allow_duplicate_failed_only":
-        return holder in (RunStatus.FAILED, RunStatus.CANCELLED)
-    return policy.reuse == "allow_duplicate"
-
-
-def _new_token() -> int:
-    return secrets.randbits(62) + 1
-
-
-def _leased(
-    run_id: str, item_id: str, row: tuple[str, str, int, int, bytes], token: int, expires: int
-) -> WorkItem:
-    kind, name, number, attempt, payload = row
-    return WorkItem(
-        id=item_id,
-        run_id=run_id,
-        kind=cast(Any, kind),
-        name=name,
-        number=number,
-        attempt=attempt,
-        payload=payload,
-        token=token,
-        lease_expires_at=sql.from_micros(expires),
-    )
-
-
-class _Writer:
-    """The state of one write transaction: its clock, appended events and signals."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-        self.now = utcnow()
-        self.now_us = sql.to_micros(self.now)
-        self.signals: set[str] = set()
-        self.rows: list[tuple[str, int, str, bytes]] = []
-
-    def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
-        """Number and date ``event`` as the next of ``run``; queue its row."""
-        stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=self.now)
-        run = apply_to_run(run, stored)
-        self.rows.append((run.id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
-        return run, stored
-
-    def stamp_new(self, run_id: str, last_seq: int, events: list[StepStarted]) -> None:
-        """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""
-        for seq, event in enumerate(events, last_seq + 1):
-            stored = msgspec.structs.replace(event, seq=seq, at=self.now)
-            self.rows.append((run_id, seq, "step_started", sql.encode(stored)))
-
-    def flush_events(self) -> None:
-        if self.rows:
-            self.db.executemany(sql.INSERT_EVENT, self.rows)
-            self.rows = []
-
-    def save_run(self, run: RunRecord, attributes: bytes) -> None:
-        self.flush_events()
-        self.db.execute(sql.UPDATE_RUN, sql.run_update_params(run, attributes))
-        if run.status.is_closed:
-            self.db.execute(sql.DROP_RUN_WORK, (run.id,))
-            self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
-            self.signals.add(run_topic(run.id))
-
-    def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
-        """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""
-        hook_row = (run_id, event.hook, sql.encode(event.attributes), self.now_us)
-        if self.db.execute(sql.INSERT_HOOK, (event.token, *hook_row)).rowcount:
-            return event
-        (holder, _) = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
-        return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder)
-
-    def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
-        """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
-        row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
-        if row is None:
-            return None
-        run = sql.run_from_row(row)
-        if not run.status.is_closed:
-            run, _ = self.stamp(run, RunCancelled(reason=reason))
-            self.save_run(run, row[7])
-        return run
-
-    def continue_run(self, old: RunRecord, event: RunContinued) -> None:
-        """Start ``event.next_run_id`` as ``old``'s successor and move ``old``'s claims."""
-        db, run_id = self.db, event.next_run_id
-        try:
-            db.execute(
-                sql.INSERT_RUN, (run_id, old.workflow, self.now_us, sql.encode(old.attributes))
-            )
-        except sqlite3.IntegrityError:
-            raise ValueError(f"continue_as_new names an existing run {run_id}") from None
-        db.executemany(
-            sql.UPSERT_ATTRIBUTE,
-            [(run_id, key, index_value(value)) for key, value in old.attributes.items()],
-        )
-        created = RunCreated(workflow=old.workflow, args=event.args, attributes=old.attributes)
-        stored = msgspec.structs.replace(created, seq=1, at=self.now)
-        self.rows.append((run_id, 1, "run_created", sql.encode(stored)))
-        db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
-        item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
-        db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
-        self.signals.add(WORK_TOPIC)
-
-    def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
-        """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
-        ivalue = index_value(event.value)
-        held = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
-        if held is None:
-            generation = 1
-        elif held[0] is None:  # released
-            generation = held[1] + 1
-        elif held[0] == run_id and held[2] == event.step:
-            generation = held[1]
-        else:
-            return AttributeConflict(
-                key=event.key,
-                value=event.value,
-                holder_run_id=held[0],
-                step=event.step,
-                attempt=event.attempt,
-            )
-        self.db.execute(
-            sql.PUT_CLAIM,
-            (
-                event.key,
-                ivalue,
-                sql.encode(event.value),
-                run_id,
-                generation,
-                event.step,
-                event.attempt,
-            ),
-        )
-        return msgspec.structs.replace(event, generation=generation)
-
-    def enqueue(
-        self, run: RunRecord, new: NewWorkItem, worker_id: str, seconds: float
-    ) -> tuple[RunRecord, WorkItem | None]:
-        """Add ``new`` to the queue (merging a workflow item); lease it when asked and due."""
-        db, run_id, item_id = self.db, run.id, _item_id(run.id, new)
-        available = self.now_us if new.available_at is None else sql.to_micros(new.available_at)
-        lease_now = new.lease and available <= self.now_us
-        token = _new_token() if lease_now else 0
-        expires = sql.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
-        params = (
-            run_id,
-            item_id,
-            new.kind,
-            run.workflow if new.kind == "workflow" else new.name,
-            new.number,
-            new.attempt,
-            new.payload,
-            available,
-            worker_id if lease_now else None,
-            token,
-            expires,
-            int(lease_now),
-        )
-        if new.kind != "workflow":
-            db.execute(sql.REPLACE_WORK, params)
-        elif db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount == 0:
-            return run, self._merge_workflow(
-                run_id, item_id, available, new.lease, worker_id, seconds
-            )
-        if not lease_now:
-            self.signals.add(WORK_TOPIC)
-            return run, None
-        assert expires is not None
-        if new.kind == "step":
-            run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
-        row = (new.kind, params[3], new.number, new.attempt, new.payload)
-        return run, _leased(run_id, item_id, row, token, expires)
-
-    def _merge_workflow(
-        self, run_id: str, item_id: str, available: int, lease: bool, worker_id: str, seconds: float
-    ) -> WorkItem | None:
-        key = (run_id, item_id)
-        name, number, attempt, payload, available_at, owner, expires_at = self.db.execute(
-            sql.GET_WORK, key
-        ).fetchone()
-        if owner is not None and expires_at is not None and expires_at > self.now_us:
-            self.db.execute(sql.SET_REWAKE, key)
-            return None
-        available_at = min(available_at, available)
-        if lease and available_at <= self.now_us:
-            token = _new_token()
-            expires = sql.to_micros(lease_deadline(self.now, seconds))
-            self.db.execute(
-                sql.LEASE_WORK, (available_at, worker_id, token, expires, attempt, *key)
-            )
-            row = ("workflow", name, number, attempt, payload)
-            return _leased(run_id, item_id, row, token, expires)
-        self.db.execute(sql.SET_AVAILABLE, (available_at, *key))
-        self.signals.add(WORK_TOPIC)
-        return None
-
-
-class _Checkpointer:
-    """Copies the WAL back into the database from its own thread and connection.
-
-    Checkpoints done by the committing connection stall its commit for
-    milliseconds; a passive checkpoint elsewhere runs beside the writers.
-    """
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._wanted = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._serve, name="sqlite-checkpoint", daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        self._wanted.set()
-
-    def stop(self) -> threading.Thread:
-        self._stopping = True
-        self._wanted.set()
-        return self._thread
-
-    def _serve(self) -> None:
-        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        try:
-            while True:
-                self._wanted.wait()
-                self._wanted.clear()
-                if self._stopping:
-                    return
-                # Best effort: the writers' own autocheckpoint is the backstop.
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            db.close()
-
-
-class _Hub:
-    """Wake-ups shared by every world object on one file in this process.
-
-    Waiters may belong to different event loops (threads); each is woken on
-    its own loop.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, anyio.Event]]] = {}
-        self._unheard: dict[str, None] = {}
-
-    def signal(self, topic: str) -> None:
-        with self._lock:
-            waiters = self._waiters.pop(topic, None)
-            if not waiters:
-                # Remembered for the next wait on the topic. Bounded: a forgotten
-                # signal only costs that wait one poll interval.
-                self._unheard[topic] = None
-                if len(self._unheard) > _UNHEARD_LIMIT:
-                    del self._unheard[next(iter(self._unheard))]
-                return
-        _wake(waiters)
-
-    def wake_all(self) -> None:
-        with self._lock:
-            waiters = {waiter for group in self._waiters.values() for waiter in group}
-            self._waiters.clear()
-        _wake(waiters)
-
-    def take_unheard(self, topic: str) -> bool:
-        with self._lock:
-            if topic not in self._unheard:
-                return False
-            del self._unheard[topic]
-            return True
-
-    def add(self, topic: str, waiter: tuple[asyncio.AbstractEventLoop, anyio.Event]) -> None:
-        with self._lock:
-            self._waiters.setdefault(topic, set()).add(waiter)
-
-    def discard(self, topic: str, waiter: tuple[asyncio.AbstractEventLoop, anyio.Event]) -> None:
-        with self._lock:
-            waiters = self._waiters.get(topic)
-            if waiters is not None:
-                waiters.discard(waiter)
-                if not waiters:
-                    del self._waiters[topic]
-
-
-def _wake(waiters: Iterable[tuple[asyncio.AbstractEventLoop, anyio.Event]]) -> None:
-    current = asyncio.get_running_loop()
-    for loop, event in waiters:
-        if loop is current:
-            event.set()
-        else:
-            with contextlib.suppress(RuntimeError):  # that loop has closed
-                loop.call_soon_threadsafe(event.set)
-
-
-_HUBS: dict[str, _Hub] = {}
+_HUBS: dict[str, SignalHub] = {}
 _HUBS_LOCK = threading.Lock()
 
 
-def _hub_for(path: str) -> _Hub:
+def _hub_for(path: str) -> SignalHub:
+    """The hub every world object on ``path`` in this process shares."""
     if path == ":memory:":
-        return _Hub()
+        return SignalHub()
     with _HUBS_LOCK:
-        return _HUBS.setdefault(path, _Hub())
+        return _HUBS.setdefault(path, SignalHub())
 
 
 class SqliteWorld:
@@ -542,7 +163,7 @@ class SqliteWorld:
         self._inline = bool(options["inline"])
         self._guard = threading.Lock()
         self._conn: aiosqlite.Connection | None = None
-        self._checkpointer: _Checkpointer | None = None
+        self._checkpointer: Checkpointer | None = None
         self._writes = 0
         self._db: sqlite3.Connection | None = None
         self._connecting: anyio.Lock | None = None
@@ -603,9 +224,9 @@ class SqliteWorld:
 
     def _prepare(self, db: sqlite3.Connection) -> None:
         db.execute(self._busy_pragma)
-        _retrying(lambda: db.execute("PRAGMA journal_mode = WAL"))
+        retrying(lambda: db.execute("PRAGMA journal_mode = WAL"))
         db.execute("PRAGMA synchronous = NORMAL")
-        _transact(db, sql.apply_schema, blocking=True)
+        transact(db, sql.apply_schema, blocking=True)
         if self.path != ":memory:":
             db.execute(f"PRAGMA wal_autocheckpoint = {_BACKSTOP_PAGES}")
         if self._inline:
@@ -636,21 +257,21 @@ class SqliteWorld:
                 conn = await aiosqlite.Connection(connector, iter_chunk_size=64)
                 db = opened[0]
                 try:
-                    await _execute(conn, functools.partial(self._prepare, db))
+                    await execute(conn, functools.partial(self._prepare, db))
                 except BaseException:
                     with anyio.CancelScope(shield=True):
                         await conn.close()
                     raise
                 self._conn, self._db = conn, db
                 if self.path != ":memory:":
-                    self._checkpointer = _Checkpointer(self.path)
+                    self._checkpointer = Checkpointer(self.path)
             return self._conn, self._db
 
     async def _run(self, function: Callable[[sqlite3.Connection, bool], T]) -> T:
         """Run ``function(db, blocking)``: inline if it need not wait, else on the thread.
 
         Inline, the connection's busy timeout is zero and ``function`` raises
-        ``_WouldBlockError`` where it would have to wait for a lock; it then
+        ``WouldBlockError`` where it would have to wait for a lock; it then
         runs again, blocking, on aiosqlite's thread.
         """
         conn, db = self._conn, self._db
@@ -660,7 +281,7 @@ class SqliteWorld:
         if self._inline and guard.acquire(blocking=False):
             try:
                 return function(db, False)
-            except _WouldBlockError:
+            except WouldBlockError:
                 pass
             finally:
                 guard.release()
@@ -675,20 +296,20 @@ class SqliteWorld:
                 finally:
                     db.execute("PRAGMA busy_timeout = 0")
 
-        return await _execute(conn, blocking)
+        return await execute(conn, blocking)
 
-    async def _write(self, body: Callable[[_Writer], T]) -> T:
+    async def _write(self, body: Callable[[Writer], T]) -> T:
         """Run ``body`` as one transaction; deliver its signals once it committed."""
 
         def transaction(db: sqlite3.Connection) -> tuple[T, set[str]]:
-            writer = _Writer(db)
+            writer = Writer(db)
             try:
                 return body(writer), writer.signals
-            except _RollbackError as rollback:
-                raise _RollbackError((rollback.result, set())) from None
+            except RollbackError as rollback:
+                raise RollbackError((rollback.result, set())) from None
 
         result, signals = await self._run(
-            lambda db, blocking: _transact(db, transaction, blocking=blocking)
+            lambda db, blocking: transact(db, transaction, blocking=blocking)
         )
         for topic in signals:
             self._hub.signal(topic)
@@ -698,7 +319,7 @@ class SqliteWorld:
         return result
 
     async def _read(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._run(lambda db, blocking: _attempt(lambda: body(db), blocking))
+        return await self._run(lambda db, blocking: run_once(lambda: body(db), blocking))
 
     # ------------------------------------------------------------------ runs
 
@@ -714,7 +335,7 @@ class SqliteWorld:
         if policy is not None and policy.key not in request.unique:
             raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
 
-        def body(tx: _Writer) -> CreateRunResult:
+        def body(tx: Writer) -> CreateRunResult:
             db, run_id = tx.db, request.run_id
             try:
                 db.execute(
@@ -729,14 +350,14 @@ class SqliteWorld:
                 if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
                     continue
                 holder_id, generation = db.execute(sql.GET_CLAIM, claim).fetchone()[:2]
-                holder = db.execute(sql.GET_RUN, (holder_id,)).fetchone()
-                status = None if holder is None else sql.run_from_row(holder).status
-                if policy is None or policy.key != key or not _may_take_over(policy, status):
+                # a held claim's run exists: pruning a run releases its claims
+                status = sql.run_from_row(db.execute(sql.GET_RUN, (holder_id,)).fetchone()).status
+                if policy is None or policy.key != key or not may_take_over(policy, status):
                     conflict = ClaimConflict(
                         key=key, value=value, holder_run_id=holder_id, holder_status=status
                     )
-                    raise _RollbackError(CreateRunResult(conflict=conflict))
-                if status is not None and not status.is_closed:
+                    raise RollbackError(CreateRunResult(conflict=conflict))
+                if not status.is_closed:
                     tx.cancel(holder_id, f"superseded by run {run_id}")
                     superseded = holder_id
                 db.execute(sql.PUT_CLAIM, (*claim, encoded, run_id, generation + 1, None, None))
@@ -773,7 +394,7 @@ class SqliteWorld:
             (None, None, None) if lease is None else (lease.id, request.worker_id, lease.token)
         )
 
-        def body(tx: _Writer) -> CommitResult:
+        def body(tx: Writer) -> CommitResult:
             db = tx.db
             row = db.execute(sql.GET_RUN_FOR_COMMIT, (request.run_id, *lease_key)).fetchone()
             if row is None:
@@ -853,7 +474,7 @@ class SqliteWorld:
             rows.sort(key=lambda row: (row[7], row[0], row[1]))
             return rows[:limit]
 
-        def body(tx: _Writer) -> list[WorkItem]:
+        def body(tx: Writer) -> list[WorkItem]:
             rows = due(tx.db, tx.now_us)
             expires = sql.to_micros(lease_deadline(tx.now, lease_seconds))
             updates: list[tuple[object, ...]] = []
@@ -862,10 +483,10 @@ class SqliteWorld:
             for run_id, item_id, kind, name, number, attempt, payload, available, ever in rows:
                 if kind == "step" and ever:
                     attempt += 1
-                token = _new_token()
+                token = new_token()
                 updates.append((available, worker_id, token, expires, attempt, run_id, item_id))
                 row = (kind, name, number, attempt, payload)
-                items.append(_leased(run_id, item_id, row, token, expires))
+                items.append(leased(run_id, item_id, row, token, expires))
                 if kind == "step":
                     started.setdefault(run_id, []).append(StepStarted(step=number, attempt=attempt))
             tx.db.executemany(sql.LEASE_WORK, updates)
@@ -876,7 +497,7 @@ class SqliteWorld:
             return items
 
         def run(db: sqlite3.Connection, blocking: bool) -> bool:
-            return bool(_attempt(lambda: due(db, sql.to_micros(utcnow())), blocking))
+            return bool(run_once(lambda: due(db, sql.to_micros(utcnow())), blocking))
 
         # Look before taking the write lock: idle workers polling an empty queue
         # must not serialize every other process behind them.
@@ -892,7 +513,7 @@ class SqliteWorld:
         if not items:
             return []
 
-        def body(tx: _Writer) -> list[bool]:
+        def body(tx: Writer) -> list[bool]:
             expires = sql.to_micros(lease_deadline(tx.now, lease_seconds))
             return [
                 tx.db.execute(
@@ -909,7 +530,7 @@ class SqliteWorld:
         self._check_open()
         rows = [(item.run_id, item.id, worker_id, item.token) for item in items]
 
-        def body(tx: _Writer) -> None:
+        def body(tx: Writer) -> None:
             if rows:
                 tx.db.executemany(sql.RELEASE_WORK, rows)
             tx.signals.add(WORK_TOPIC)
@@ -925,16 +546,7 @@ class SqliteWorld:
         returning after at most the ``poll`` interval, so callers re-check.
         """
         self._check_open()
-        if self._hub.take_unheard(topic):
-            await anyio.lowlevel.checkpoint()
-            return
-        waiter = (asyncio.get_running_loop(), anyio.Event())
-        self._hub.add(topic, waiter)
-        try:
-            with anyio.move_on_after(min(timeout, self.poll_interval)):
-                await waiter[1].wait()
-        finally:
-            self._hub.discard(topic, waiter)
+        await self._hub.wait(topic, min(timeout, self.poll_interval))
 
     # ------------------------------------------------------------------ reads
 
@@ -1003,7 +615,7 @@ class SqliteWorld:
         """See ``World.resume_hook``."""
         self._check_open()
 
-        def body(tx: _Writer) -> str | None:
+        def body(tx: Writer) -> str | None:
             if resume_id is not None:
                 seen = tx.db.execute(sql.GET_RESUME, (token, resume_id)).fetchone()
                 if seen is not None:
@@ -1067,7 +679,7 @@ class SqliteWorld:
             return []
         params = (sql.to_micros(closed_before), limit)
 
-        def body(tx: _Writer) -> list[str]:
+        def body(tx: Writer) -> list[str]:
             pruned = [run_id for (run_id,) in tx.db.execute(sql.PRUNABLE_RUNS, params)]
             for statement in sql.PRUNE_RUN:
                 tx.db.executemany(statement, [(run_id,) for run_id in pruned])

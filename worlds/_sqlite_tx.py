@@ -1,0 +1,368 @@
+"""The SQLite world's transactions: running them, retrying locks, and the writer.
+
+Private to ``worlds.sqlite``. ``Writer`` holds one write transaction's state
+(its clock, the events it appends, the signals it raises) and applies the
+protocol's rules row by row; ``transact`` runs a body in ``BEGIN IMMEDIATE``
+and retries while another process holds the lock; ``Checkpointer`` copies the
+WAL back from a thread of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+import msgspec
+
+from worlds import _sqlite_schema as sql
+from worlds.protocol import WORK_TOPIC, run_topic
+from worlds.semantics import (
+    apply_to_run,
+    index_value,
+    lease_deadline,
+    work_item_id,
+    workflow_item_id,
+)
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    EventKind,
+    HookConflict,
+    HookCreated,
+    NewWorkItem,
+    RunCancelled,
+    RunContinued,
+    RunCreated,
+    RunRecord,
+    StepStarted,
+    WorkItem,
+    utcnow,
+)
+
+__all__ = [
+    "Checkpointer",
+    "RollbackError",
+    "WouldBlockError",
+    "Writer",
+    "execute",
+    "is_busy",
+    "leased",
+    "new_token",
+    "retrying",
+    "run_once",
+    "transact",
+]
+
+T = TypeVar("T")
+
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_RETRIES = 8
+
+
+class WouldBlockError(Exception):
+    """An inline attempt met a lock; the operation must run where it may wait."""
+
+
+class RollbackError(Exception):
+    """Raised inside a transaction to undo it and return ``result`` instead."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def retrying(operation: Callable[[], T]) -> T:
+    """Run ``operation``, again after a short pause while the database stays locked."""
+    delay = 0.002
+    for _ in range(_RETRIES - 1):
+        try:
+            return operation()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+    return operation()
+
+
+def run_once(operation: Callable[[], T], blocking: bool) -> T:
+    """Run ``operation``; blocking, retry while locked, else give up at once."""
+    if blocking:
+        return retrying(operation)
+    try:
+        return operation()
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise WouldBlockError from exc
+        raise
+
+
+def transact(
+    db: sqlite3.Connection, body: Callable[[sqlite3.Connection], T], *, blocking: bool
+) -> T:
+    """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any exception."""
+
+    def one_try() -> T:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = body(db)
+            db.execute("COMMIT")
+        except RollbackError as rollback:
+            db.execute("ROLLBACK")
+            return cast(T, rollback.result)
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return result
+
+    return run_once(one_try, blocking)
+
+
+async def execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:
+    """Run ``function`` on the connection's thread, queued behind its other work."""
+    # aiosqlite's own queue: one thread hop for a whole operation, where its
+    # public API takes one per statement.
+    execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
+    return await execute(function)
+
+
+def new_token() -> int:
+    return secrets.randbits(62) + 1
+
+
+def leased(
+    run_id: str, item_id: str, row: tuple[str, str, int, int, bytes], token: int, expires: int
+) -> WorkItem:
+    kind, name, number, attempt, payload = row
+    return WorkItem(
+        id=item_id,
+        run_id=run_id,
+        kind=cast(Any, kind),
+        name=name,
+        number=number,
+        attempt=attempt,
+        payload=payload,
+        token=token,
+        lease_expires_at=sql.from_micros(expires),
+    )
+
+
+class Writer:
+    """The state of one write transaction: its clock, appended events and signals."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.now = utcnow()
+        self.now_us = sql.to_micros(self.now)
+        self.signals: set[str] = set()
+        self.rows: list[tuple[str, int, str, bytes]] = []
+
+    def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
+        """Number and date ``event`` as the next of ``run``; queue its row."""
+        stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=self.now)
+        run = apply_to_run(run, stored)
+        self.rows.append((run.id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+        return run, stored
+
+    def stamp_new(self, run_id: str, last_seq: int, events: list[StepStarted]) -> None:
+        """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""
+        for seq, event in enumerate(events, last_seq + 1):
+            stored = msgspec.structs.replace(event, seq=seq, at=self.now)
+            self.rows.append((run_id, seq, "step_started", sql.encode(stored)))
+
+    def flush_events(self) -> None:
+        if self.rows:
+            self.db.executemany(sql.INSERT_EVENT, self.rows)
+            self.rows = []
+
+    def save_run(self, run: RunRecord, attributes: bytes) -> None:
+        self.flush_events()
+        self.db.execute(sql.UPDATE_RUN, sql.run_update_params(run, attributes))
+        if run.status.is_closed:
+            self.db.execute(sql.DROP_RUN_WORK, (run.id,))
+            self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
+            self.signals.add(run_topic(run.id))
+
+    def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
+        """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""
+        hook_row = (run_id, event.hook, sql.encode(event.attributes), self.now_us)
+        if self.db.execute(sql.INSERT_HOOK, (event.token, *hook_row)).rowcount:
+            return event
+        (holder, _) = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
+        return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder)
+
+    def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
+        """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
+        row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+        if row is None:
+            return None
+        run = sql.run_from_row(row)
+        if not run.status.is_closed:
+            run, _ = self.stamp(run, RunCancelled(reason=reason))
+            self.save_run(run, row[7])
+        return run
+
+    def continue_run(self, old: RunRecord, event: RunContinued) -> None:
+        """Start ``event.next_run_id`` as ``old``'s successor and move ``old``'s claims."""
+        db, run_id = self.db, event.next_run_id
+        try:
+            db.execute(
+                sql.INSERT_RUN, (run_id, old.workflow, self.now_us, sql.encode(old.attributes))
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"continue_as_new names an existing run {run_id}") from None
+        db.executemany(
+            sql.UPSERT_ATTRIBUTE,
+            [(run_id, key, index_value(value)) for key, value in old.attributes.items()],
+        )
+        created = RunCreated(workflow=old.workflow, args=event.args, attributes=old.attributes)
+        stored = msgspec.structs.replace(created, seq=1, at=self.now)
+        self.rows.append((run_id, 1, "run_created", sql.encode(stored)))
+        db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
+        item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
+        db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
+        self.signals.add(WORK_TOPIC)
+
+    def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
+        """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
+        ivalue = index_value(event.value)
+        held = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
+        if held is None:
+            generation = 1
+        elif held[0] is None:  # released
+            generation = held[1] + 1
+        elif held[0] == run_id and held[2] == event.step:
+            generation = held[1]
+        else:
+            return AttributeConflict(
+                key=event.key,
+                value=event.value,
+                holder_run_id=held[0],
+                step=event.step,
+                attempt=event.attempt,
+            )
+        self.db.execute(
+            sql.PUT_CLAIM,
+            (
+                event.key,
+                ivalue,
+                sql.encode(event.value),
+                run_id,
+                generation,
+                event.step,
+                event.attempt,
+            ),
+        )
+        return msgspec.structs.replace(event, generation=generation)
+
+    def enqueue(
+        self, run: RunRecord, new: NewWorkItem, worker_id: str, seconds: float
+    ) -> tuple[RunRecord, WorkItem | None]:
+        """Add ``new`` to the queue (merging a workflow item); lease it when asked and due."""
+        db, run_id, item_id = self.db, run.id, work_item_id(run.id, new)
+        available = self.now_us if new.available_at is None else sql.to_micros(new.available_at)
+        lease_now = new.lease and available <= self.now_us
+        token = new_token() if lease_now else 0
+        expires = sql.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
+        params = (
+            run_id,
+            item_id,
+            new.kind,
+            run.workflow if new.kind == "workflow" else new.name,
+            new.number,
+            new.attempt,
+            new.payload,
+            available,
+            worker_id if lease_now else None,
+            token,
+            expires,
+            int(lease_now),
+        )
+        if new.kind != "workflow":
+            db.execute(sql.REPLACE_WORK, params)
+        elif db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount == 0:
+            return run, self._merge_workflow(
+                run_id, item_id, available, new.lease, worker_id, seconds
+            )
+        if not lease_now:
+            self.signals.add(WORK_TOPIC)
+            return run, None
+        assert expires is not None
+        if new.kind == "step":
+            run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
+        row = (new.kind, params[3], new.number, new.attempt, new.payload)
+        return run, leased(run_id, item_id, row, token, expires)
+
+    def _merge_workflow(
+        self, run_id: str, item_id: str, available: int, lease: bool, worker_id: str, seconds: float
+    ) -> WorkItem | None:
+        key = (run_id, item_id)
+        name, number, attempt, payload, available_at, owner, expires_at = self.db.execute(
+            sql.GET_WORK, key
+        ).fetchone()
+        if owner is not None and expires_at is not None and expires_at > self.now_us:
+            self.db.execute(sql.SET_REWAKE, key)
+            return None
+        available_at = min(available_at, available)
+        if lease and available_at <= self.now_us:
+            token = new_token()
+            expires = sql.to_micros(lease_deadline(self.now, seconds))
+            self.db.execute(
+                sql.LEASE_WORK, (available_at, worker_id, token, expires, attempt, *key)
+            )
+            row = ("workflow", name, number, attempt, payload)
+            return leased(run_id, item_id, row, token, expires)
+        self.db.execute(sql.SET_AVAILABLE, (available_at, *key))
+        self.signals.add(WORK_TOPIC)
+        return None
+
+
+class Checkpointer:
+    """Copies the WAL back into the database from its own thread and connection.
+
+    Checkpoints done by the committing connection stall its commit for
+    milliseconds; a passive checkpoint elsewhere runs beside the writers.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._wanted = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="sqlite-checkpoint", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._wanted.set()
+
+    def stop(self) -> threading.Thread:
+        self._stopping = True
+        self._wanted.set()
+        return self._thread
+
+    def _serve(self) -> None:
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            while True:
+                self._wanted.wait()
+                self._wanted.clear()
+                if self._stopping:
+                    return
+                # Best effort: the writers' own autocheckpoint is the backstop.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            db.close()
