@@ -200,22 +200,32 @@ def _short(value: object, width: int = 60) -> str:
 def cancel(
     run: RunArgument,
     reason: Annotated[str | None, typer.Option(help="Recorded in the run's log.")] = None,
+    grace: Annotated[
+        float, typer.Option(min=0, help="Seconds the workflow may spend cleaning up.")
+    ] = 30.0,
+    now: Annotated[
+        bool, typer.Option("--now", help="Close the run at once, with no cleanup.")
+    ] = False,
     world: WorldOption = None,
 ) -> None:
     """Cancel a run: no new step starts and in-flight steps are told to stop.
 
+    The workflow may catch the cancellation once and run cleanup steps for
+    up to --grace seconds (status: cancelling); --now closes it at once.
     Cancelling a closed run changes nothing and says so.
 
-    Example:
+    Examples:
 
         wf runs cancel order=o-17 --reason "customer asked"
+
+        wf runs cancel 01J9Z6K6Z2EPV5G0C3R8F4M9AN --now
     """
 
     async def body() -> None:
         async with open_world(world) as opened:
             target = await resolve_run(opened, run)
             before = await target.status()
-            await target.cancel(reason)
+            await target.cancel(reason, grace=None if now else grace)
             after = await target.status()
         if before.is_closed:
             console.print(f"run {target.id} was already {before.value}; nothing to cancel")

@@ -112,7 +112,7 @@ async def make_holder(world: World, state: str, value: str) -> Any:
         world=world,
     )
     if state == "cancelled":
-        await run.cancel("operator")
+        await run.cancel("operator", grace=None)
     elif state == "failed":
         with pytest.raises(RunFailedError):
             await run.result(timeout=10)

@@ -11,7 +11,7 @@ import contextvars
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -163,12 +163,23 @@ class Run(Generic[R]):
         """
         return {claim.key: claim for claim in await self.world.run_claims(self._id)}
 
-    async def cancel(self, reason: str | None = None) -> None:
-        """Cancel the run: no new step starts and in-flight steps are told to stop.
+    async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
+        """Cancel the run, recording ``reason``.
 
-        Cancelling a closed run does nothing.
+        Queued steps never start and steps in flight are told to stop (their
+        late results are discarded). The workflow body gets ``CancelledError``
+        where it waits, once: it may catch it and run cleanup steps for up to
+        ``grace`` seconds, after which the run is closed as cancelled anyway.
+        ``grace=None`` closes the run at once, with no cleanup (Temporal's
+        terminate). Cancelling a closed run does nothing.
         """
-        if await self.world.cancel_run(self._id, reason) is None:
+        if grace is None:
+            found = await self.world.cancel_run(self._id, reason)
+        else:
+            if grace < 0:
+                raise ValueError(f"grace must be >= 0 seconds, got {grace}")
+            found = await self.world.request_cancel(self._id, reason, grace)
+        if found is None:
             raise RunNotFoundError(self._id)
 
     async def result(self, timeout: float | None = None) -> R:
@@ -222,13 +233,16 @@ async def start(
     *args: Any,
     attributes: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
+    timeout: float | timedelta | None = None,
     world: World | None = None,
 ) -> Run[R]:
     """Create a run of workflow ``fn`` with ``args``; a worker will execute it.
 
     Every ``Unique`` value in ``attributes`` is claimed in the same atomic
     operation that creates the run. With ``idempotency_key``, a second start with
-    the same key returns the first run instead of creating one.
+    the same key returns the first run instead of creating one. With
+    ``timeout``, a run still open that long after its start fails with a
+    ``TimeoutError`` (a durable timer in the world enforces it).
 
     Raises:
         AttributeConflictError: a unique pair is held by another run; nothing
@@ -243,9 +257,20 @@ async def start(
         check_pair(IDEMPOTENCY_KEY, idempotency_key)
         values[IDEMPOTENCY_KEY] = idempotency_key
         unique |= {IDEMPOTENCY_KEY}
+    timeout_at = None
+    if timeout is not None:
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        if not seconds > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        timeout_at = datetime.now(UTC) + timedelta(seconds=seconds)
     target = resolve_world(world)
     request = CreateRunRequest(
-        run_id=new_run_id(), workflow=fn.name, args=payload, attributes=values, unique=unique
+        run_id=new_run_id(),
+        workflow=fn.name,
+        args=payload,
+        attributes=values,
+        unique=unique,
+        timeout_at=timeout_at,
     )
     created = await target.create_run(request)
     if created.conflict is not None:

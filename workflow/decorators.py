@@ -57,10 +57,13 @@ class WorkflowDefinition(Generic[P, R]):
 class StepDefinition(Generic[P, R]):
     """A function decorated with ``@step``; await it from a workflow."""
 
-    def __init__(self, fn: Callable[P, Any], name: str, retry: RetryPolicy) -> None:
+    def __init__(
+        self, fn: Callable[P, Any], name: str, retry: RetryPolicy, timeout: float | None = None
+    ) -> None:
         self.fn = fn
         self.name = name
         self.retry = retry
+        self.timeout = timeout
         self.is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn)
 
@@ -119,6 +122,7 @@ def step(
     retry_delay: float = 1.0,
     backoff: float = 2.0,
     max_delay: float = 60.0,
+    timeout: float | None = None,
 ) -> Callable[[Callable[P, Any]], StepDefinition[P, Any]]: ...
 
 
@@ -131,14 +135,19 @@ def step(
     retry_delay: float = 1.0,
     backoff: float = 2.0,
     max_delay: float = 60.0,
+    timeout: float | None = None,
 ) -> StepDefinition[P, Any] | Callable[[Callable[P, Any]], StepDefinition[P, Any]]:
     """Mark a function as a step: ``@step`` or ``@step(max_retries=5, ...)``.
 
     A step runs at least once; its result is recorded and never recomputed on
     replay. A failed attempt is retried ``max_retries`` times, waiting
     ``retry_delay * backoff ** (attempt - 1)`` seconds (at most ``max_delay``).
-    A plain ``def`` step runs in a worker thread.
+    A plain ``def`` step runs in a worker thread. An attempt that takes longer
+    than ``timeout`` seconds fails with ``TimeoutError`` and is retried like
+    any other failure.
     """
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
     if max_retries < 0:
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
     if retry_delay < 0 or backoff < 1 or max_delay < 0:
@@ -146,6 +155,6 @@ def step(
     policy = RetryPolicy(max_retries, retry_delay, backoff, max_delay)
 
     def decorate(f: Callable[P, Any]) -> StepDefinition[P, Any]:
-        return StepDefinition(f, name or f.__qualname__, policy)
+        return StepDefinition(f, name or f.__qualname__, policy, timeout)
 
     return decorate(fn) if fn is not None else decorate

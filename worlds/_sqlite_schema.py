@@ -247,6 +247,12 @@ REWAKE_ON_ACK = (
 )
 DELETE_WORK = "DELETE FROM work WHERE run_id = ? AND id = ?"
 DROP_RUN_WORK = "DELETE FROM work WHERE run_id = ?"
+# A cancelling run loses its steps and timers; the step attempts still in flight
+# come back so each gets a StepDiscarded.
+DROP_CANCELLED_WORK = (
+    "DELETE FROM work WHERE run_id = ? AND kind != 'workflow' "
+    "RETURNING kind, number, attempt, owner IS NOT NULL AND expires_at > ?"
+)
 LEASE_WORK = (
     "UPDATE work SET available_at = ?, owner = ?, token = ?, expires_at = ?, attempt = ?, "
     "rewake = 0, ever_leased = 1 WHERE run_id = ? AND id = ?"

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 import aiosqlite
@@ -23,6 +24,7 @@ import msgspec
 from worlds import _sqlite_schema as sql
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
+    CANCEL_DEADLINE_TIMER,
     apply_to_run,
     index_value,
     lease_deadline,
@@ -37,9 +39,12 @@ from worlds.types import (
     HookCreated,
     NewWorkItem,
     RunCancelled,
+    RunCancelRequested,
     RunContinued,
     RunCreated,
     RunRecord,
+    RunStatus,
+    StepDiscarded,
     StepStarted,
     WorkItem,
     utcnow,
@@ -196,6 +201,33 @@ class Writer:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
             self.signals.add(run_topic(run.id))
+
+    def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> RunRecord | None:
+        """See ``World.request_cancel``."""
+        row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+        if row is None:
+            return None
+        run = sql.run_from_row(row)
+        if run.status is RunStatus.PENDING:
+            return self.cancel(run_id, reason)
+        if run.status is not RunStatus.RUNNING:
+            return run
+        deadline = self.now + timedelta(seconds=grace_seconds)
+        run, _ = self.stamp(run, RunCancelRequested(reason=reason, deadline=deadline))
+        dropped = self.db.execute(sql.DROP_CANCELLED_WORK, (run_id, self.now_us)).fetchall()
+        for kind, number, attempt, in_flight in sorted(dropped):
+            if kind == "step" and in_flight:
+                discard = StepDiscarded(step=number, attempt=attempt, outcome="cancelled")
+                run, _ = self.stamp(run, discard)
+        run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+        timer = NewWorkItem(
+            kind="timer", name=run.workflow, number=CANCEL_DEADLINE_TIMER, available_at=deadline
+        )
+        run, _ = self.enqueue(run, timer, "", 0.0)
+        self.save_run(run, row[7])
+        return run
 
     def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
         """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self
 
@@ -22,6 +22,8 @@ from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
+    CANCEL_DEADLINE_TIMER,
+    RUN_DEADLINE_TIMER,
     apply_to_run,
     decode_cursor,
     encode_cursor,
@@ -48,12 +50,14 @@ from worlds.types import (
     HookRecord,
     NewWorkItem,
     RunCancelled,
+    RunCancelRequested,
     RunContinued,
     RunCreated,
     RunPage,
     RunQuery,
     RunRecord,
     RunStatus,
+    StepDiscarded,
     StepStarted,
     WorkItem,
     WorkKind,
@@ -329,6 +333,14 @@ class MemoryWorld:
             )
         wake = NewWorkItem(kind="workflow", name=request.workflow)
         self._enqueue(request.run_id, wake, "", now, 0)
+        if request.timeout_at is not None:
+            deadline = NewWorkItem(
+                kind="timer",
+                name=request.workflow,
+                number=RUN_DEADLINE_TIMER,
+                available_at=request.timeout_at,
+            )
+            self._enqueue(request.run_id, deadline, "", now, 0)
         return CreateRunResult(run=run.record, superseded_run_id=superseded)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
@@ -407,6 +419,39 @@ class MemoryWorld:
         """See ``World.list_hooks``."""
         hooks = [h for h in self._hooks.values() if run_id is None or h.run_id == run_id]
         return sorted(hooks, key=lambda hook: (hook.created_at, hook.run_id, hook.hook))
+
+    async def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> RunRecord | None:
+        """See ``World.request_cancel``."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return None
+        now = utcnow()
+        status = run.record.status
+        if status is RunStatus.PENDING:
+            self._append(run, RunCancelled(reason=reason), now)
+        elif status is RunStatus.RUNNING:
+            deadline = now + timedelta(seconds=grace_seconds)
+            self._append(run, RunCancelRequested(reason=reason, deadline=deadline), now)
+            for item in [i for i in self._items.values() if i.run_id == run_id]:
+                if item.kind == "workflow":
+                    continue
+                del self._items[item.id]
+                if item.kind == "step" and item.expires_at is not None and item.expires_at > now:
+                    discard = StepDiscarded(
+                        step=item.number, attempt=item.attempt, outcome="cancelled"
+                    )
+                    self._append(run, discard, now)
+            self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
+            timer = NewWorkItem(
+                kind="timer",
+                name=run.record.workflow,
+                number=CANCEL_DEADLINE_TIMER,
+                available_at=deadline,
+            )
+            self._enqueue(run_id, timer, "", now, 0)
+        return run.record
 
     # ------------------------------------------------------------------ work
 

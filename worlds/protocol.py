@@ -120,6 +120,22 @@ class World(Protocol):
         """Live hooks (of one run, or all), oldest first."""
         ...
 
+    async def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> RunRecord | None:
+        """Ask a run to stop, giving its body ``grace_seconds`` to clean up, atomically.
+
+        A pending run (its body never ran) is cancelled at once, as by
+        ``cancel_run``. A running one gets ``RunCancelRequested(reason,
+        deadline)`` (status ``cancelling``); its queued step and timer items are
+        dropped, each step attempt in flight gets a ``StepDiscarded`` (its lease
+        is lost, so its worker stops it), a workflow item wakes the body, and a
+        timer item numbered ``CANCEL_DEADLINE_TIMER`` is due at the deadline. A
+        cancelling or closed run is returned unchanged; an unknown run gives
+        ``None``.
+        """
+        ...
+
     # ------------------------------------------------------------------ work
 
     async def lease(

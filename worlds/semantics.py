@@ -19,6 +19,7 @@ from worlds.types import (
     EventKind,
     NewWorkItem,
     RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunContinued,
     RunFailed,
@@ -31,6 +32,8 @@ from worlds.types import (
 )
 
 __all__ = [
+    "CANCEL_DEADLINE_TIMER",
+    "RUN_DEADLINE_TIMER",
     "apply_to_run",
     "decode_cursor",
     "encode_cursor",
@@ -80,6 +83,8 @@ def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:
         changes.update(status=RunStatus.CANCELLED, closed_at=event.at)
     elif isinstance(event, RunContinued):
         changes.update(status=RunStatus.CONTINUED, closed_at=event.at)
+    elif isinstance(event, RunCancelRequested):
+        changes.update(status=RunStatus.CANCELLING)
     return msgspec.structs.replace(run, **changes)
 
 
@@ -138,6 +143,15 @@ def new_run_id() -> str:
         number, digit = divmod(number, 32)
         chars.append(_CROCKFORD[digit])
     return "".join(reversed(chars))
+
+
+CANCEL_DEADLINE_TIMER = 0
+"""Timer number of a cancelling run's grace deadline: when due, the run closes
+as cancelled even if its cleanup has not finished."""
+
+RUN_DEADLINE_TIMER = -1
+"""Timer number of a run's timeout (``CreateRunRequest.timeout_at``): when due,
+the run fails with ``TimeoutError``."""
 
 
 def workflow_item_id(run_id: str) -> str:

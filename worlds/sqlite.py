@@ -58,6 +58,7 @@ from worlds._sqlite_tx import (
 )
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
+    RUN_DEADLINE_TIMER,
     decode_cursor,
     encode_cursor,
     index_value,
@@ -382,6 +383,14 @@ class SqliteWorld:
                 attributes=attributes,
                 last_seq=1,
             )
+            if request.timeout_at is not None:
+                deadline = NewWorkItem(
+                    kind="timer",
+                    name=request.workflow,
+                    number=RUN_DEADLINE_TIMER,
+                    available_at=request.timeout_at,
+                )
+                tx.enqueue(run, deadline, "", 0.0)
             return CreateRunResult(run=run, superseded_run_id=superseded)
 
         return await self._write(body)
@@ -451,6 +460,13 @@ class SqliteWorld:
         """See ``World.cancel_run``."""
         self._check_open()
         return await self._write(lambda tx: tx.cancel(run_id, reason))
+
+    async def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> RunRecord | None:
+        """See ``World.request_cancel``."""
+        self._check_open()
+        return await self._write(lambda tx: tx.request_cancel(run_id, reason, grace_seconds))
 
     # ------------------------------------------------------------------ work
 

@@ -42,6 +42,7 @@ __all__ = [
     "HookRecord",
     "NewWorkItem",
     "ReuseRule",
+    "RunCancelRequested",
     "RunCancelled",
     "RunCompleted",
     "RunContinued",
@@ -88,14 +89,16 @@ def utcnow() -> datetime:
 
 
 class RunStatus(enum.StrEnum):
-    """Where a run is in its life. All but the first two are closed states.
+    """Where a run is in its life. All but the first three are closed states.
 
-    ``CONTINUED`` means the run closed by ``continue_as_new``: a new run of the
-    same workflow carries on with its claims.
+    ``CANCELLING`` means cancellation was requested: the body is running its
+    cleanup, within a grace period. ``CONTINUED`` means the run closed by
+    ``continue_as_new``: a new run of the same workflow carries on with its claims.
     """
 
     PENDING = "pending"
     RUNNING = "running"
+    CANCELLING = "cancelling"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -167,6 +170,17 @@ class RunContinued(Event, tag="run_continued", frozen=True, kw_only=True):
 
     next_run_id: str
     args: bytes
+
+
+class RunCancelRequested(Event, tag="run_cancel_requested", frozen=True, kw_only=True):
+    """Cancellation was requested: the body may clean up until ``deadline``.
+
+    The world dropped the run's queued steps and timers in the same step, and
+    recorded a ``StepDiscarded`` for each step attempt that was in flight.
+    """
+
+    reason: str | None = None
+    deadline: datetime
 
 
 class StepCreated(Event, tag="step_created", frozen=True, kw_only=True):
@@ -284,6 +298,7 @@ EventKind: TypeAlias = (
     | RunCompleted
     | RunFailed
     | RunCancelled
+    | RunCancelRequested
     | RunContinued
     | StepCreated
     | StepStarted
@@ -415,6 +430,8 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     ``unique`` names the keys of ``attributes`` that are claimed across the
     world; ``policy`` (whose key must be in ``unique``) may take one over.
+    With ``timeout_at``, the world also enqueues the run's deadline timer
+    (``RUN_DEADLINE_TIMER``) due then.
     """
 
     run_id: str
@@ -423,6 +440,7 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     attributes: dict[str, StoredValue] = {}
     unique: frozenset[str] = frozenset()
     policy: StartPolicy | None = None
+    timeout_at: datetime | None = None
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -54,6 +54,8 @@ from worlds.types import (
     HookCreated,
     HookReceived,
     NewWorkItem,
+    RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunContinued,
     RunCreated,
@@ -76,6 +78,7 @@ _COMMANDS = (
     RunCompleted,
     RunFailed,
     RunContinued,
+    RunCancelled,
 )
 
 
@@ -178,6 +181,7 @@ class WorkflowInstance(_runtime.Runtime):
         seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
         self._rng = _random.Random(seed)
         self._main: asyncio.Task[Any] | None = None
+        self._cancel: RunCancelRequested | None = None
         self._disposed = False
 
     # ================================================================ engine side
@@ -290,6 +294,12 @@ class WorkflowInstance(_runtime.Runtime):
             hook = self._hooks.get(event.hook)
             if hook is not None:
                 hook.deliver(event.payload)
+        elif isinstance(event, RunCancelRequested) and self._cancel is None:
+            # The body gets CancelledError where it waits, once; it may catch it
+            # and run cleanup steps until the world's grace deadline.
+            self._cancel = event
+            if self._main is not None and not self._main.done():
+                self._main.cancel(event.reason)
 
     def _start(self, event: RunCreated) -> None:
         self._created_at = event.at
@@ -307,6 +317,9 @@ class WorkflowInstance(_runtime.Runtime):
         if main is None or not main.done() or self.finished:
             return False
         self.finished = True
+        if self._cancel is not None:
+            self._command(RunCancelled(reason=self._cancel.reason), "the end of the workflow")
+            return True
         if main.cancelled():
             error = error_info(asyncio.CancelledError("the workflow's main task was cancelled"))
             self._command(RunFailed(error=error), "the end of the workflow")

@@ -231,9 +231,14 @@ async def run_step(
 
 
 async def _call(step: StepDefinition[..., Any], payload: bytes) -> Any:
-    """Decode the arguments and call the step; a plain ``def`` runs in a thread."""
+    """Decode the arguments and call the step; a plain ``def`` runs in a thread.
+
+    Past the step's timeout the attempt fails with ``TimeoutError`` (a thread
+    that is still running is abandoned, and its result ignored).
+    """
     args, kwargs = decode_call(payload, step.fn)
-    if step.is_async:
-        return await step.fn(*args, **kwargs)
-    context = contextvars.copy_context()
-    return await anyio.to_thread.run_sync(functools.partial(context.run, step.fn, *args, **kwargs))
+    with anyio.fail_after(step.timeout):
+        if step.is_async:
+            return await step.fn(*args, **kwargs)
+        call = functools.partial(contextvars.copy_context().run, step.fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=step.timeout is not None)

@@ -31,7 +31,17 @@ from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._instance import WorkflowInstance
 from workflow.engine._step import run_step
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
-from worlds.types import CommitRequest, NewWorkItem, WaitCompleted, WorkItem
+from worlds.semantics import CANCEL_DEADLINE_TIMER, RUN_DEADLINE_TIMER
+from worlds.types import (
+    CommitRequest,
+    ErrorInfo,
+    EventKind,
+    NewWorkItem,
+    RunCancelled,
+    RunFailed,
+    WaitCompleted,
+    WorkItem,
+)
 
 __all__ = ["Worker"]
 
@@ -242,16 +252,7 @@ class Worker:
         if item.kind == "workflow":
             return await self._run_workflow_task(item)
         if item.kind == "timer":
-            return await self._commit(
-                CommitRequest(
-                    run_id=item.run_id,
-                    worker_id=self.worker_id,
-                    lease=item,
-                    events=(WaitCompleted(wait=item.number),),
-                    schedule=(NewWorkItem(kind="workflow", lease=True),),
-                    lease_seconds=self.lease_seconds,
-                )
-            )
+            return await self._commit(self._timer_commit(item))
         step = self._steps.get(item.name)
         if step is None:
             await self.world.release(self.worker_id, [item])
@@ -262,6 +263,27 @@ class Worker:
             eager = msgspec.structs.replace(request.schedule[0], lease=self._has_capacity())
             request = msgspec.structs.replace(request, schedule=(eager,))
         return await self._commit(request)
+
+    def _timer_commit(self, item: WorkItem) -> CommitRequest:
+        """What a due timer does: close a run past a deadline, or wake its workflow."""
+        events: tuple[EventKind, ...]
+        schedule: tuple[NewWorkItem, ...] = ()
+        if item.number == CANCEL_DEADLINE_TIMER:
+            events = (RunCancelled(reason="cleanup did not finish within the grace period"),)
+        elif item.number == RUN_DEADLINE_TIMER:
+            error = ErrorInfo(type="TimeoutError", message="the run did not finish in time")
+            events = (RunFailed(error=error),)
+        else:
+            events = (WaitCompleted(wait=item.number),)
+            schedule = (NewWorkItem(kind="workflow", lease=True),)
+        return CommitRequest(
+            run_id=item.run_id,
+            worker_id=self.worker_id,
+            lease=item,
+            events=events,
+            schedule=schedule,
+            lease_seconds=self.lease_seconds,
+        )
 
     def _has_capacity(self) -> bool:
         """Whether the run this item wakes may continue in the item's own slot."""

@@ -32,6 +32,7 @@ import pytest
 
 pytest.register_assert_rewrite(
     "worlds.testing._base",
+    "worlds.testing._cancel",
     "worlds.testing._claims",
     "worlds.testing._hooks",
     "worlds.testing._model",
@@ -42,6 +43,7 @@ pytest.register_assert_rewrite(
 )
 
 from worlds.testing._base import WorldFactory  # noqa: E402
+from worlds.testing._cancel import CancelConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
@@ -60,6 +62,7 @@ class WorldConformance(
     SearchConformance,
     TakeoverConformance,
     HookConformance,
+    CancelConformance,
     ModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
@@ -74,6 +77,7 @@ class WorldConformance(
     the work queue and ``wait`` (``WorkConformance``), unique claims
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
-    hooks (``HookConformance``) and a
+    hooks (``HookConformance``), graceful cancellation and deadlines
+    (``CancelConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
