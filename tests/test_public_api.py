@@ -25,7 +25,10 @@ def test_workflow_exports_are_pinned() -> None:
         "NotInWorkflowError",
         "QuerySyntaxError",
         "RunList",
+        "decode_history",
+        "encode_history",
         "list_hooks",
+        "replay",
         "prune_runs",
         "RunMetadata",
         "RunNotFoundError",
@@ -47,7 +50,7 @@ def test_worlds_exports_are_pinned() -> None:
         "open",
         "url_from_env",
     }
-    assert workflow.engine.__all__ == ["Worker"]
+    assert workflow.engine.__all__ == ["Worker", "decode_history", "encode_history", "replay"]
 
 
 def test_every_error_derives_from_one_root() -> None:

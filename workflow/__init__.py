@@ -40,7 +40,7 @@ from workflow.client import (
     start,
 )
 from workflow.decorators import step, workflow
-from workflow.engine import Worker
+from workflow.engine import Worker, decode_history, encode_history, replay
 from workflow.errors import (
     AttributeConflictError,
     FatalError,
@@ -85,6 +85,8 @@ __all__ = [
     "WorkflowError",
     "continue_as_new",
     "create_hook",
+    "decode_history",
+    "encode_history",
     "find_run",
     "get_attribute",
     "get_run",
@@ -96,6 +98,7 @@ __all__ = [
     "now",
     "prune_runs",
     "random",
+    "replay",
     "resume_hook",
     "set_attribute",
     "sleep",

@@ -4,6 +4,7 @@ User-facing modules never import this package; they reach the engine only
 through the abstract runtime in ``workflow._runtime``.
 """
 
+from workflow.engine.replayer import decode_history, encode_history, replay
 from workflow.engine.worker import Worker
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "decode_history", "encode_history", "replay"]

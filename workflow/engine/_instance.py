@@ -151,7 +151,9 @@ class Commit:
 class WorkflowInstance(_runtime.Runtime):
     """A run's workflow body, replayed from its log and kept going."""
 
-    def __init__(self, run_id: str, definition: WorkflowDefinition[..., Any], world: World) -> None:
+    def __init__(
+        self, run_id: str, definition: WorkflowDefinition[..., Any], world: World | None
+    ) -> None:
         self.run_id = run_id
         self.definition = definition
         self.world = world
@@ -185,6 +187,11 @@ class WorkflowInstance(_runtime.Runtime):
         self._disposed = False
 
     # ================================================================ engine side
+
+    @property
+    def position(self) -> int:
+        """How many calls the body has made so far (the next call's position)."""
+        return self._position
 
     def is_stale(self, events: list[EventKind]) -> bool:
         """True if ``events`` hold commands this instance did not issue (another

@@ -1,0 +1,79 @@
+"""Replay a recorded event log against today's workflow code.
+
+Like Temporal's replayer: before deploying a change to a workflow, replay the
+logs of real runs to prove the new code makes the same calls in the same order.
+
+::
+
+    Path("checkout.history.json").write_bytes(encode_history(await run.events()))
+    ...
+    history = decode_history(Path("checkout.history.json").read_bytes())
+    await replay(checkout, history, run_id=run.id)   # NonDeterminismError on divergence
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from workflow.decorators import WorkflowDefinition
+from workflow.engine._instance import WorkflowInstance
+from workflow.errors import NonDeterminismError
+from worlds.types import (
+    EventKind,
+    RunCancelled,
+    RunCompleted,
+    RunContinued,
+    RunCreated,
+    RunFailed,
+    RunStarted,
+)
+
+__all__ = ["decode_history", "encode_history", "replay"]
+
+_CLOSING = (RunCompleted, RunFailed, RunCancelled, RunContinued)
+_history = msgspec.json.Decoder(list[EventKind])
+
+
+def encode_history(events: Sequence[EventKind]) -> bytes:
+    """A run's event log as JSON, to keep next to the code (binary fields in base64)."""
+    return msgspec.json.encode(list(events))
+
+
+def decode_history(data: bytes | str) -> list[EventKind]:
+    """The events ``encode_history`` wrote."""
+    return _history.decode(data)
+
+
+async def replay(
+    fn: WorkflowDefinition[..., Any], history: Sequence[EventKind], *, run_id: str
+) -> None:
+    """Run ``fn`` against ``history`` without any world; raise if they disagree.
+
+    ``run_id`` is the recorded run's id: it seeds ``random()`` and ``uuid4()``.
+
+    Raises:
+        NonDeterminismError: the code issued a different call than the log
+            recorded, or, for a closed run, a call the log does not have.
+        ValueError: ``history`` does not start with ``RunCreated`` or names
+            another workflow.
+    """
+    if not history or not isinstance(history[0], RunCreated):
+        raise ValueError("a history starts with RunCreated")
+    if history[0].workflow != fn.name:
+        raise ValueError(f"the history is of workflow {history[0].workflow!r}, not {fn.name!r}")
+    instance = WorkflowInstance(run_id, fn, None)
+    closed = isinstance(history[-1], _CLOSING)
+    try:
+        instance.feed(list(history))
+        blocked = instance.advance()
+        if isinstance(instance.failure, NonDeterminismError):
+            raise instance.failure
+        new_calls = [e for e in instance.take_commit().events if not isinstance(e, RunStarted)]
+        if closed and (blocked or new_calls):
+            issued = type(new_calls[0]).__name__ if new_calls else "a unique claim"
+            raise NonDeterminismError(instance.position, "the end of the log", issued)
+    finally:
+        instance.dispose()
