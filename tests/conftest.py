@@ -1,17 +1,32 @@
-"""Shared fixtures: every runtime test runs against each built-in world."""
+"""Shared fixtures: every runtime test runs against each built-in world.
+
+The PostgreSQL world runs against ``$WORKFLOW_TEST_POSTGRES`` (a URL) when it is
+set, else against a throwaway server that ``tests/pg_server.py`` starts for the
+session. Without one, its tests are skipped, except when ``$CI`` is set: then
+they fail, so CI never passes by skipping them. Each test gets a fresh schema.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
-from collections.abc import AsyncIterator, Callable
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import worlds
+from tests import pg_server
 from worlds.protocol import World
 
 WORLD_KINDS = ["memory", "sqlite"] if importlib.util.find_spec("worlds.sqlite") else ["memory"]
+if importlib.util.find_spec("worlds.postgres"):
+    WORLD_KINDS.append("postgres")
 
 
 @pytest.fixture
@@ -19,13 +34,78 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def world_url(kind: str, tmp_path: Path) -> str:
-    """A URL for a fresh, empty world of ``kind``."""
+def world_url(kind: str, tmp_path: Path, postgres: str | None = None) -> str:
+    """A URL for a fresh, empty world of ``kind`` (``postgres``: the server's URL)."""
     if kind == "memory":
         return "memory://"
     if kind == "sqlite":
         return f"sqlite:///{tmp_path}/world.db"
+    if kind == "postgres":
+        if postgres is None:
+            raise ValueError("a postgres world needs the server's URL")
+        return with_schema(postgres, fresh_schema())
     raise ValueError(kind)
+
+
+def fresh_schema() -> str:
+    """A schema name no other test uses."""
+    return f"t_{uuid.uuid4().hex[:16]}"
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with ``schema=`` added to its query."""
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+
+
+def drop_schema(url: str) -> None:
+    """Drop the schema a test's world ``url`` names (best effort; the server may be gone)."""
+    import asyncpg
+
+    from worlds.postgres import PostgresWorld
+
+    world = PostgresWorld(url)
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(world.dsn)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{world.schema}" CASCADE')
+        finally:
+            await conn.close()
+
+    with contextlib.suppress(OSError, asyncpg.exceptions.PostgresError):
+        asyncio.run(drop())
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server URL for the session (see the module docstring)."""
+    configured = os.environ.get("WORKFLOW_TEST_POSTGRES")
+    if configured:
+        yield configured
+        return
+    # Under /tmp rather than pytest's tmp_path: when the tests run as root the
+    # server runs as another user, who must be able to reach the directory.
+    directory = tempfile.mkdtemp(prefix="wf-pg-")
+    try:
+        server = pg_server.start(directory)
+    except (pg_server.ServerError, OSError) as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and no PostgreSQL server could be started: {exc}")
+        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+    try:
+        yield server.socket_url
+    finally:
+        pg_server.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_world_url(postgres_url: str) -> Iterator[str]:
+    """A URL for a PostgreSQL world in a fresh schema, dropped after the test."""
+    url = with_schema(postgres_url, fresh_schema())
+    yield url
+    drop_schema(url)
 
 
 @pytest.fixture(params=WORLD_KINDS)
@@ -34,9 +114,14 @@ def world_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_world(world_kind: str, tmp_path: Path) -> Callable[[], World]:
+def make_world(
+    world_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Callable[[], World]:
     """Open a world over this test's storage (memory worlds are one shared object)."""
-    url = world_url(world_kind, tmp_path)
+    if world_kind == "postgres":
+        url = str(request.getfixturevalue("postgres_world_url"))
+    else:
+        url = world_url(world_kind, tmp_path)
     shared = worlds.open(url) if world_kind == "memory" else None
     return lambda: shared if shared is not None else worlds.open(url)
 

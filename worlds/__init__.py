@@ -30,6 +30,7 @@ ENV_VAR = "WORKFLOW_WORLD"
 _BUILTIN = {
     "memory": "worlds.memory:MemoryWorld",
     "sqlite": "worlds.sqlite:SqliteWorld",
+    "postgresql": "worlds.postgres:PostgresWorld",
 }
 
 

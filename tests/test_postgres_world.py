@@ -1,0 +1,219 @@
+"""What only the PostgreSQL world has: migrations, schemas, notifications, many processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import asyncpg
+import pytest
+
+from tests.conftest import drop_schema, fresh_schema, with_schema
+from tests.test_crash import crash_and_recover
+from workflow import AttributeConflictError, Unique, start, workflow
+from worlds import _postgres_schema as sql
+from worlds.postgres import PostgresWorld
+from worlds.protocol import WORK_TOPIC
+from worlds.types import CreateRunRequest
+
+pytestmark = pytest.mark.anyio
+
+PROCESSES = 4
+
+
+@workflow
+async def idle(tag: str = "") -> str:
+    return tag
+
+
+def _run_in_process(coroutine_function: object, *args: object) -> object:
+    return asyncio.run(coroutine_function(*args))  # type: ignore[operator]
+
+
+async def _create_runs(url: str, count: int) -> list[str]:
+    async with PostgresWorld(url) as world:
+        ids = []
+        for n in range(count):
+            request = CreateRunRequest(run_id=f"run-{n:04d}", workflow="wf", args=b"")
+            assert (await world.create_run(request)).run is not None
+            ids.append(request.run_id)
+        return ids
+
+
+async def _lease_until_empty(url: str, begin_at: float) -> list[tuple[str, int]]:
+    """Lease small batches until the queue stays empty; the (id, token) pairs leased."""
+    async with PostgresWorld(url) as world:
+        await world.migrate()
+        await anyio.sleep(max(0.0, begin_at - time.time()))
+        leased: list[tuple[str, int]] = []
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < 1.0:
+            items = await world.lease("w", names={"wf"}, limit=3, lease_seconds=120.0)
+            leased += [(item.id, item.token) for item in items]
+            if items:
+                idle_since = time.monotonic()
+        return leased
+
+
+async def _contend(url: str, begin_at: float, count: int) -> list[str]:
+    """Start ``count`` runs claiming one unique order concurrently; describe each outcome."""
+    async with PostgresWorld(url) as world:
+        await world.migrate()
+        await anyio.sleep(max(0.0, begin_at - time.time()))
+        outcomes: list[str] = []
+
+        async def one() -> None:
+            try:
+                run = await start(idle, attributes={"order": Unique("o-50")}, world=world)
+                outcomes.append(f"run {run.id}")
+            except AttributeConflictError as exc:
+                outcomes.append(f"conflict {exc.existing_run_id}")
+
+        async with anyio.create_task_group() as group:
+            for _ in range(count):
+                group.start_soon(one)
+        return outcomes
+
+
+def _in_processes(jobs: list[tuple[object, ...]]) -> list[object]:
+    with ProcessPoolExecutor(len(jobs), mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_run_in_process, *job) for job in jobs]
+        return [future.result(timeout=120) for future in futures]
+
+
+async def test_migrations_are_idempotent_and_safe_concurrently(postgres_world_url: str) -> None:
+    worlds = [PostgresWorld(postgres_world_url) for _ in range(6)]
+    try:
+        versions = await asyncio.gather(*(world.migrate() for world in worlds))
+        assert versions == [sql.SCHEMA_VERSION] * 6
+        assert await worlds[0].migrate() == sql.SCHEMA_VERSION
+        info = await worlds[0].info()
+        assert info["scheme"] == "postgresql" and info["schema_version"] == sql.SCHEMA_VERSION
+    finally:
+        for world in worlds:
+            await world.close()
+    conn = await asyncpg.connect(worlds[0].dsn)
+    try:
+        applied = await conn.fetch(
+            f"SELECT version FROM {sql.quote(worlds[0].schema)}.schema_migrations ORDER BY 1"
+        )
+        assert [row[0] for row in applied] == list(range(1, sql.SCHEMA_VERSION + 1))
+    finally:
+        await conn.close()
+
+
+async def test_an_older_schema_is_migrated_and_a_newer_one_refused(postgres_url: str) -> None:
+    schema = fresh_schema()
+    url = with_schema(postgres_url, schema)
+    dsn = PostgresWorld(url).dsn
+    conn = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        for statement in (*sql.migration_statements(schema), *sql.MIGRATIONS[1]):
+            await conn.execute(statement)
+        await conn.execute(sql.RECORD_VERSION, 1)
+        async with PostgresWorld(url) as world:
+            assert (await world.info())["schema_version"] == sql.SCHEMA_VERSION
+            assert await world.list_hooks() == []
+        await conn.execute(sql.RECORD_VERSION, sql.SCHEMA_VERSION + 1)
+        async with PostgresWorld(url) as world:
+            with pytest.raises(RuntimeError, match="upgrade the runtime"):
+                await world.migrate()
+    finally:
+        await conn.execute(f"DROP SCHEMA {sql.quote(schema)} CASCADE")
+        await conn.close()
+
+
+async def test_schemas_isolate_applications(postgres_url: str) -> None:
+    first, second = (with_schema(postgres_url, fresh_schema()) for _ in range(2))
+    try:
+        await _isolated(first, second)
+    finally:
+        await anyio.to_thread.run_sync(drop_schema, first)
+        await anyio.to_thread.run_sync(drop_schema, second)
+
+
+async def _isolated(first: str, second: str) -> None:
+    async with PostgresWorld(first) as a, PostgresWorld(second) as b:
+        one = await start(idle, attributes={"order": Unique("same")}, world=a)
+        other = await start(idle, attributes={"order": Unique("same")}, world=b)
+        assert one.id != other.id
+        assert (await a.info()).get("runs.pending") == 1
+        assert (await b.info()).get("runs.pending") == 1
+        assert await b.get_run(one.id) is None
+        claim = await a.find_claim("order", "same")
+        assert claim is not None and claim.run_id == one.id
+        # notifications stay within their schema too
+        await b.wait(WORK_TOPIC, 0.01)  # b's own start is remembered: drain it
+        began = anyio.current_time()
+        async with anyio.create_task_group() as group:
+            group.start_soon(b.wait, WORK_TOPIC, 0.5)
+            await anyio.sleep(0.05)
+            await start(idle, world=a)
+        assert anyio.current_time() - began >= 0.45
+
+
+async def test_a_notification_wakes_a_waiting_world_at_once(postgres_world_url: str) -> None:
+    url = f"{postgres_world_url}&poll=30"
+    async with PostgresWorld(url) as waiting, PostgresWorld(url) as other:
+        await waiting.migrate()
+        await other.migrate()
+        await waiting.wait(WORK_TOPIC, 0.01)  # drain anything remembered so far
+        elapsed: list[float] = []
+
+        async def waiter() -> None:
+            began = anyio.current_time()
+            await waiting.wait(WORK_TOPIC, 20.0)
+            elapsed.append(anyio.current_time() - began)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(waiter)
+            await anyio.sleep(0.2)
+            await other.create_run(CreateRunRequest(run_id="r-1", workflow="wf", args=b""))
+        assert 0.15 < elapsed[0] < 0.7, f"woke after {elapsed[0]:.2f} s"
+        # a signal nobody waited for is remembered by the next wait
+        await other.create_run(CreateRunRequest(run_id="r-2", workflow="wf", args=b""))
+        await anyio.sleep(0.2)
+        began = anyio.current_time()
+        await waiting.wait(WORK_TOPIC, 20.0)
+        assert anyio.current_time() - began < 0.1
+
+
+@pytest.mark.slow
+async def test_skip_locked_leasing_across_processes_never_double_leases(
+    postgres_world_url: str,
+) -> None:
+    ids = await _create_runs(postgres_world_url, 300)
+    begin_at = time.time() + 3.0
+    results = _in_processes(
+        [(_lease_until_empty, postgres_world_url, begin_at) for _ in range(PROCESSES)]
+    )
+    leased = [pair for result in results for pair in result]  # type: ignore[attr-defined]
+    counts = Counter(item_id for item_id, _ in leased)
+    assert sorted(counts) == sorted(f"wf:{run_id}" for run_id in ids)
+    assert set(counts.values()) == {1}, "an item was leased twice"
+    assert sum(1 for result in results if result) >= 2, "only one process got work"
+
+
+@pytest.mark.slow
+async def test_unique_starts_across_processes_make_exactly_one_run(
+    postgres_world_url: str,
+) -> None:
+    begin_at = time.time() + 3.0
+    shares = [13, 13, 12, 12]
+    results = _in_processes([(_contend, postgres_world_url, begin_at, n) for n in shares])
+    outcomes = [outcome for result in results for outcome in result]  # type: ignore[attr-defined]
+    created = [o for o in outcomes if o.startswith("run ")]
+    assert len(created) == 1, outcomes
+    winner = created[0].split()[1]
+    assert sorted(outcomes) == sorted([f"run {winner}"] + [f"conflict {winner}"] * 49)
+
+
+@pytest.mark.slow
+async def test_sigkilled_workers_on_postgres(postgres_world_url: str, tmp_path: Path) -> None:
+    await crash_and_recover(postgres_world_url, tmp_path, workers=PROCESSES)

@@ -1,0 +1,301 @@
+"""One write transaction of the PostgreSQL world (private to ``worlds.postgres``).
+
+``Tx`` holds the transaction's connection, clock, queued events and the topics
+to notify when it commits; its methods are the steps the world's operations
+share: stamping events, saving a run, claims, hooks, continue-as-new and the
+work queue.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import msgspec
+
+from worlds import _postgres_schema as sql
+from worlds.protocol import WORK_TOPIC, run_topic
+from worlds.semantics import (
+    CANCEL_DEADLINE_TIMER,
+    apply_to_run,
+    index_value,
+    lease_deadline,
+    work_item_id,
+    workflow_item_id,
+)
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    AttributeValue,
+    EventKind,
+    HookConflict,
+    HookCreated,
+    NewWorkItem,
+    RunCancelled,
+    RunCancelRequested,
+    RunContinued,
+    RunCreated,
+    RunRecord,
+    RunStatus,
+    StepDiscarded,
+    StepStarted,
+    WorkItem,
+    utcnow,
+)
+
+__all__ = ["Tx", "new_token"]
+
+
+def new_token() -> int:
+    return secrets.randbits(62) + 1
+
+
+def _is_run_id_taken(exc: asyncpg.exceptions.UniqueViolationError) -> bool:
+    return getattr(exc, "constraint_name", None) in ("runs_pkey", "events_pkey")
+
+
+class Tx:
+    """One write transaction: its connection, clock, pending events and signals."""
+
+    def __init__(self, conn: Any, channel: str) -> None:
+        self.conn = conn
+        self.channel = channel
+        self.now = utcnow()
+        self.signals: set[str] = set()
+        self.pending: dict[str, list[tuple[int, str, bytes]]] = {}
+
+    def tick(self) -> None:
+        """Read the clock again, after taking locks, so logs never go back in time."""
+        self.now = max(self.now, utcnow())
+
+    def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
+        """Number and date ``event`` as the next of ``run``; queue its row."""
+        stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=self.now)
+        row = (stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored))
+        self.pending.setdefault(run.id, []).append(row)
+        return apply_to_run(run, stored), stored
+
+    async def save_run(self, run: RunRecord, attributes: bytes) -> None:
+        """Append ``run``'s queued events and store its state (a closed run loses its work)."""
+        rows = self.pending.pop(run.id, [])
+        await self.conn.execute(sql.SAVE_RUN, *sql.save_params(run, attributes, rows, self.now))
+        if run.status.is_closed:
+            self.signals.add(run_topic(run.id))
+
+    async def lock_run(self, run_id: str) -> tuple[RunRecord, bytes] | None:
+        """The run and its encoded attributes, locked until the transaction ends."""
+        row = await self.conn.fetchrow(sql.LOCK_RUN, run_id)
+        self.tick()
+        if row is not None and row[10] is not None:
+            self.now = max(self.now, row[10])  # never before the log's last event
+        return None if row is None else (sql.run_from_row(row), row[7])
+
+    async def insert_run(
+        self, run_id: str, workflow: str, args: bytes, attributes: dict[str, AttributeValue]
+    ) -> None:
+        """A pending run with its attributes, ``RunCreated`` and workflow item."""
+        created = RunCreated(workflow=workflow, args=args, attributes=attributes)
+        stored = msgspec.structs.replace(created, seq=1, at=self.now)
+        keys = list(attributes)
+        try:
+            await self.conn.execute(
+                sql.CREATE_RUN,
+                run_id,
+                workflow,
+                self.now,
+                sql.encode(attributes),
+                keys,
+                [index_value(attributes[key]) for key in keys],
+                sql.encode(stored),
+                workflow_item_id(run_id),
+                self.channel,
+            )
+        except asyncpg.exceptions.UniqueViolationError as exc:
+            if _is_run_id_taken(exc):
+                raise ValueError(f"run {run_id} already exists") from None
+            raise
+        self.signals.add(WORK_TOPIC)
+
+    async def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
+        """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
+        found = await self.lock_run(run_id)
+        if found is None:
+            return None
+        run, attributes = found
+        if not run.status.is_closed:
+            run, _ = self.stamp(run, RunCancelled(reason=reason))
+            await self.save_run(run, attributes)
+        return run
+
+    async def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> RunRecord | None:
+        """See ``World.request_cancel``."""
+        found = await self.lock_run(run_id)
+        if found is None:
+            return None
+        run, attributes = found
+        if run.status is RunStatus.PENDING:
+            run, _ = self.stamp(run, RunCancelled(reason=reason))
+            await self.save_run(run, attributes)
+            return run
+        if run.status is not RunStatus.RUNNING:
+            return run
+        deadline = self.now + timedelta(seconds=grace_seconds)
+        run, _ = self.stamp(run, RunCancelRequested(reason=reason, deadline=deadline))
+        dropped = await self.conn.fetch(sql.DROP_CANCELLED_WORK, run_id, self.now)
+        for kind, number, attempt, in_flight in sorted(dropped):
+            if kind == "step" and in_flight:
+                discard = StepDiscarded(step=number, attempt=attempt, outcome="cancelled")
+                run, _ = self.stamp(run, discard)
+        run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+        timer = NewWorkItem(
+            kind="timer", name=run.workflow, number=CANCEL_DEADLINE_TIMER, available_at=deadline
+        )
+        run, _ = await self.enqueue(run, timer, "", 0.0)
+        await self.save_run(run, attributes)
+        return run
+
+    async def claim_if_free(
+        self, run_id: str, key: str, value: AttributeValue, step: int | None, attempt: int | None
+    ) -> int | None:
+        """Claim a free pair and return its generation; ``None`` (pair locked) if held."""
+        generation: int | None = await self.conn.fetchval(
+            sql.CLAIM_IF_FREE, key, index_value(value), sql.encode(value), run_id, step, attempt
+        )
+        return generation
+
+    async def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
+        """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
+        generation = await self.claim_if_free(
+            run_id, event.key, event.value, event.step, event.attempt
+        )
+        if generation is None:
+            ivalue = index_value(event.value)
+            holder, generation, step = (await self.conn.fetchrow(sql.GET_CLAIM, event.key, ivalue))[
+                :3
+            ]
+            if holder != run_id or step != event.step:
+                return AttributeConflict(
+                    key=event.key,
+                    value=event.value,
+                    holder_run_id=holder,
+                    step=event.step,
+                    attempt=event.attempt,
+                )
+            encoded = sql.encode(event.value)
+            params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
+            await self.conn.execute(sql.PUT_CLAIM, *params)
+        return msgspec.structs.replace(event, generation=generation)
+
+    async def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
+        """The event a ``HookCreated`` becomes: the hook, or a conflict over its token."""
+        while True:
+            inserted = await self.conn.fetchval(
+                sql.INSERT_HOOK,
+                event.token,
+                run_id,
+                event.hook,
+                sql.encode(event.attributes),
+                self.now,
+            )
+            if inserted is not None:
+                return event
+            holder = await self.conn.fetchrow(sql.HOOK_HOLDER, event.token)
+            if holder is not None:
+                return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder[0])
+
+    async def continue_run(self, old: RunRecord, event: RunContinued) -> None:
+        """Start ``event.next_run_id`` as ``old``'s successor and move ``old``'s claims."""
+        try:
+            await self.insert_run(event.next_run_id, old.workflow, event.args, old.attributes)
+        except ValueError:
+            raise ValueError(f"continue_as_new names an existing run {event.next_run_id}") from None
+        await self.conn.execute(sql.MOVE_RUN_CLAIMS, event.next_run_id, old.id)
+
+    async def enqueue(
+        self, run: RunRecord, new: NewWorkItem, worker_id: str, seconds: float
+    ) -> tuple[RunRecord, WorkItem | None]:
+        """Add ``new`` to the queue (merging a workflow item); lease it when asked and due."""
+        item_id = work_item_id(run.id, new)
+        available = new.available_at or self.now
+        lease_now = new.lease and available <= self.now
+        token = new_token() if lease_now else 0
+        expires = lease_deadline(self.now, seconds) if lease_now else None
+        name = run.workflow if new.kind == "workflow" else new.name
+        params = (
+            item_id,
+            run.id,
+            new.kind,
+            name,
+            new.number,
+            new.attempt,
+            new.payload,
+            available,
+            worker_id if lease_now else None,
+            token,
+            expires,
+            lease_now,
+        )
+        if new.kind != "workflow":
+            await self.conn.execute(sql.REPLACE_WORK, *params)
+        elif await self.conn.fetchval(sql.INSERT_WORK_IF_ABSENT, *params) is None:
+            return run, await self._merge_workflow(
+                run, item_id, available, new.lease, worker_id, seconds
+            )
+        if not lease_now:
+            self.signals.add(WORK_TOPIC)
+            return run, None
+        assert expires is not None
+        if new.kind == "step":
+            run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
+        leased = WorkItem(
+            id=item_id,
+            run_id=run.id,
+            kind=new.kind,
+            name=name,
+            number=new.number,
+            attempt=new.attempt,
+            payload=new.payload,
+            token=token,
+            lease_expires_at=expires,
+        )
+        return run, leased
+
+    async def _merge_workflow(
+        self,
+        run: RunRecord,
+        item_id: str,
+        available: datetime,
+        lease: bool,
+        worker_id: str,
+        seconds: float,
+    ) -> WorkItem | None:
+        row = await self.conn.fetchrow(sql.LOCK_WORK, item_id)
+        name, number, attempt, payload, available_at, owner, expires_at = row
+        if owner is not None and expires_at is not None and expires_at > self.now:
+            await self.conn.execute(sql.SET_REWAKE, item_id)
+            return None
+        available_at = min(available_at, available)
+        if lease and available_at <= self.now:
+            token = new_token()
+            expires = lease_deadline(self.now, seconds)
+            await self.conn.execute(
+                sql.LEASE_ONE, item_id, available_at, worker_id, token, expires, attempt
+            )
+            return WorkItem(
+                id=item_id,
+                run_id=run.id,
+                kind="workflow",
+                name=name,
+                number=number,
+                attempt=attempt,
+                payload=payload,
+                token=token,
+                lease_expires_at=expires,
+            )
+        await self.conn.execute(sql.SET_AVAILABLE, item_id, available_at)
+        self.signals.add(WORK_TOPIC)
+        return None

@@ -1,0 +1,701 @@
+"""``postgresql://...``: the world that many worker processes on many hosts share.
+
+Same semantics as ``worlds.memory``, stored in PostgreSQL through asyncpg. Each
+write of the protocol is one transaction; per-run sequence numbers are
+allocated under the run row's lock (``SELECT ... FOR UPDATE``), unique claims
+are rows of a table keyed by the (key, value) pair, and work is leased with
+``FOR UPDATE SKIP LOCKED`` so leasing workers never wait for each other.
+Transactions that enqueue work or close a run send a notification
+(``pg_notify``, delivered when they commit); a dedicated listener connection
+turns notifications into ``wait`` wake-ups, so idle workers wake at once.
+
+Timestamps come from the clock of the process that writes; hosts sharing a
+world should keep their clocks synchronized (NTP), as leases expire by them.
+
+URL: any libpq-style URL asyncpg accepts (``postgresql://user:pw@host:5432/db``,
+``postgres://...``, ``?host=/unix/socket/dir``...), plus these query parameters:
+``schema`` (default ``public``), the schema holding the world's tables, created
+if missing, so several applications can share one database; ``poll`` (seconds,
+default 1.0), the longest ``wait`` sleeps without a notification before
+callers look again; ``pool_size`` (default 10), the most pooled connections.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar, cast
+from urllib.parse import parse_qsl, urlencode
+
+import anyio
+import asyncpg  # type: ignore[import-untyped]
+import msgspec
+
+from worlds import _postgres_schema as sql
+from worlds._postgres_fast import commit_params, commit_result
+from worlds._postgres_tx import Tx
+from worlds._signals import SignalHub
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
+from worlds.query import check as check_filter
+from worlds.query import matches as filter_matches
+from worlds.semantics import (
+    RUN_DEADLINE_TIMER,
+    decode_cursor,
+    encode_cursor,
+    index_value,
+    lease_deadline,
+    may_take_over,
+)
+from worlds.types import (
+    AttributeSet,
+    AttributeValue,
+    Claim,
+    ClaimConflict,
+    CommitRequest,
+    CommitResult,
+    CreateRunRequest,
+    CreateRunResult,
+    EventKind,
+    HookCreated,
+    HookReceived,
+    HookRecord,
+    NewWorkItem,
+    RunContinued,
+    RunPage,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    WorkItem,
+    utcnow,
+)
+
+__all__ = ["PostgresWorld", "WorldClosedError"]
+
+T = TypeVar("T")
+
+_RETRIES = 8
+_LISTEN_TIMEOUT = 5.0
+"""Seconds to open the listener connection before falling back on polling."""
+_RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+
+
+class WorldClosedError(RuntimeError):
+    """The world was used after ``close()``."""
+
+
+class _RollbackError(Exception):
+    """Raised inside a transaction to undo it and return ``result`` instead."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result
+
+
+def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
+    """The DSN for asyncpg, the schema and this world's own options of ``url``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
+        raise ValueError(f"not a PostgreSQL world URL: {url!r}")
+    location, _, query = rest.partition("?")
+    options = {"poll": 1.0, "pool_size": 10.0}
+    schema = "public"
+    passed: list[tuple[str, str]] = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == "schema":
+            schema = sql.check_schema_name(value)
+        elif name in options:
+            try:
+                options[name] = float(value)
+            except ValueError:
+                raise ValueError(f"option {name!r} in {url!r} must be a number") from None
+            if options[name] <= 0:
+                raise ValueError(f"option {name!r} in {url!r} must be positive")
+        else:
+            passed.append((name, value))
+    dsn = f"postgresql://{location}" + (f"?{urlencode(passed)}" if passed else "")
+    return dsn, schema, options
+
+
+class PostgresWorld:
+    """A world stored in PostgreSQL, shareable by any number of processes and hosts.
+
+    Args:
+        url: ``postgresql://...`` (or ``postgres://...``) with the query
+            parameters the module describes. Nothing connects until the first
+            operation, which creates the connection pool, applies pending
+            schema migrations and starts listening for notifications.
+    """
+
+    protocol_version = PROTOCOL_VERSION
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.dsn, self.schema, options = _parse_url(url)
+        self.poll_interval = options["poll"]
+        self._pool_size = max(1, int(options["pool_size"]))
+        self._channel = sql.channel(self.schema)
+        self._run_channel = sql.channel(self.schema, "runs")
+        self._channels: set[str] = set()
+        """The channels ``wait`` callers asked for; the listener subscribes to them."""
+        self._settings = {"search_path": sql.quote(self.schema), "application_name": "workflow"}
+        self._pool: Any = None
+        self._listener: Any = None
+        self._connecting: anyio.Lock | None = None
+        self._subscribing: anyio.Lock | None = None
+        """Serialises use of the listener connection (one operation at a time)."""
+        self._hub = SignalHub()
+        self._closed = False
+        self._listen_again_at = 0.0
+
+    def __repr__(self) -> str:
+        return f"PostgresWorld({self.url!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the pool and the listener; later calls raise ``WorldClosedError``."""
+        self._closed = True
+        self._hub.wake_all()
+        listener, self._listener = self._listener, None
+        pool, self._pool = self._pool, None
+        with anyio.CancelScope(shield=True):
+            if listener is not None and not listener.is_closed():
+                await listener.close()
+            if pool is not None:
+                await pool.close()
+
+    async def migrate(self) -> int:
+        """Apply pending schema migrations (the first operation does it too)."""
+        pool = await self._connect()
+        async with pool.acquire() as conn:
+            return await self._migrate(conn)
+
+    async def info(self) -> dict[str, str | int]:
+        """Scheme, schema, schema version and run counts per status."""
+        pool = await self._connect()
+        async with pool.acquire() as conn:
+            version = await conn.fetchval(sql.APPLIED_VERSION)
+            counts = await conn.fetch(sql.COUNT_RUNS_BY_STATUS)
+        facts: dict[str, str | int] = {
+            "scheme": "postgresql",
+            "schema": self.schema,
+            "schema_version": int(version),
+        }
+        for status, count in counts:
+            facts[f"runs.{status}"] = int(count)
+        return facts
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WorldClosedError(f"{self!r} is closed")
+
+    async def _migrate(self, conn: Any) -> int:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", sql.lock_key(self.schema))
+            for statement in sql.migration_statements(self.schema):
+                await conn.execute(statement)
+            version = int(await conn.fetchval(sql.APPLIED_VERSION))
+            if version > sql.SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"schema {self.schema!r} has version {version}; this runtime knows up to "
+                    f"{sql.SCHEMA_VERSION}: upgrade the runtime"
+                )
+            for target in range(version + 1, sql.SCHEMA_VERSION + 1):
+                for statement in sql.MIGRATIONS[target]:
+                    await conn.execute(statement)
+                await conn.execute(sql.RECORD_VERSION, target)
+        return sql.SCHEMA_VERSION
+
+    async def _connect(self) -> Any:
+        """The pool, created (with migrations and the listener) on first use."""
+        self._check_open()
+        if self._pool is not None:
+            return self._pool
+        if self._connecting is None:
+            self._connecting = anyio.Lock()
+        async with self._connecting:
+            self._check_open()
+            if self._pool is None:
+                pool = await asyncpg.create_pool(
+                    self.dsn,
+                    min_size=1,
+                    max_size=self._pool_size,
+                    server_settings=self._settings,
+                    reset=_keep_session,
+                )
+                try:
+                    async with pool.acquire() as conn:
+                        await self._migrate(conn)
+                    await self._listen()
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await pool.close()
+                    raise
+                self._pool = pool
+        return self._pool
+
+    async def _listen(self) -> None:
+        """Open the listener connection; on failure ``wait`` polls until it is back."""
+        try:
+            listener = await asyncpg.connect(
+                self.dsn, server_settings=self._settings, timeout=_LISTEN_TIMEOUT
+            )
+        except (OSError, asyncpg.exceptions.PostgresError):
+            self._listen_again_at = anyio.current_time() + self.poll_interval
+            return
+        listener.add_termination_listener(self._on_listener_lost)
+        for channel in sorted(self._channels):
+            await listener.add_listener(channel, self._on_notification)
+        self._listener = listener
+        # Changes made while nobody listened may have been missed: wake everyone.
+        self._hub.wake_all()
+
+    def _on_notification(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        self._hub.signal(payload)
+
+    def _on_listener_lost(self, conn: Any) -> None:
+        if self._listener is conn:
+            self._listener = None
+
+    async def _write(self, body: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``body`` as one transaction, again if it lost a deadlock or serialization race."""
+        pool = await self._connect()
+        for attempt in range(_RETRIES):
+            try:
+                async with pool.acquire() as conn:
+                    try:
+                        async with conn.transaction():
+                            tx = Tx(conn, self._channel)
+                            result = await body(tx)
+                            if tx.signals:
+                                await conn.execute(
+                                    sql.NOTIFY,
+                                    self._channel,
+                                    self._run_channel,
+                                    sorted(tx.signals),
+                                )
+                    except _RollbackError as rollback:
+                        return cast(T, rollback.result)
+                return result
+            except _RETRYABLE:
+                if attempt == _RETRIES - 1:
+                    raise
+                await anyio.sleep(0.001 * 2**attempt + secrets.randbelow(1000) / 1e6)
+        raise AssertionError("unreachable")
+
+    async def _retry(self, call: Callable[..., Awaitable[T]], *args: object) -> T:
+        """``call(*args)``, one statement, again if it lost a deadlock race."""
+        for attempt in range(_RETRIES - 1):
+            try:
+                return await call(*args)
+            except _RETRYABLE:
+                await anyio.sleep(0.001 * 2**attempt + secrets.randbelow(1000) / 1e6)
+        return await call(*args)
+
+    # ------------------------------------------------------------------ runs
+
+    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
+        """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
+        self._check_open()
+        attributes = dict(request.attributes)
+        missing = sorted(request.unique - attributes.keys())
+        if missing:
+            raise ValueError(f"unique keys {missing} are not among the run's attributes")
+        policy = request.policy
+        if policy is not None and policy.key not in request.unique:
+            raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
+        run_id = request.run_id
+        if not request.unique and request.timeout_at is None:
+            # nothing to claim: one statement, its own transaction
+            async with (await self._connect()).acquire() as conn:
+                tx = Tx(conn, self._channel)
+                await tx.insert_run(run_id, request.workflow, request.args, attributes)
+            record = RunRecord(
+                id=run_id,
+                workflow=request.workflow,
+                status=RunStatus.PENDING,
+                created_at=tx.now,
+                attributes=attributes,
+                last_seq=1,
+            )
+            return CreateRunResult(run=record)
+
+        async def body(tx: Tx) -> CreateRunResult:
+            superseded = None
+            for key in sorted(request.unique):
+                value = attributes[key]
+                if await tx.claim_if_free(run_id, key, value, None, None) is not None:
+                    continue
+                holder_id, generation = (
+                    await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
+                )[:2]
+                if policy is None or policy.key != key:
+                    holder = await tx.conn.fetchrow(sql.GET_RUN, holder_id)
+                else:
+                    holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
+                status = None if holder is None else sql.run_from_row(holder).status
+                allowed = policy is not None and policy.key == key
+                if allowed and status is not None:
+                    allowed = may_take_over(cast(Any, policy), status)
+                if not allowed:
+                    conflict = ClaimConflict(
+                        key=key, value=value, holder_run_id=holder_id, holder_status=status
+                    )
+                    raise _RollbackError(CreateRunResult(conflict=conflict))
+                if status is not None and not status.is_closed:
+                    tx.tick()
+                    await tx.cancel(holder_id, f"superseded by run {run_id}")
+                    superseded = holder_id
+                params = (key, index_value(value), sql.encode(value), run_id, generation + 1)
+                await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
+            await tx.insert_run(run_id, request.workflow, request.args, attributes)
+            run = RunRecord(
+                id=run_id,
+                workflow=request.workflow,
+                status=RunStatus.PENDING,
+                created_at=tx.now,
+                attributes=attributes,
+                last_seq=1,
+            )
+            if request.timeout_at is not None:
+                deadline = NewWorkItem(
+                    kind="timer",
+                    name=request.workflow,
+                    number=RUN_DEADLINE_TIMER,
+                    available_at=request.timeout_at,
+                )
+                run, _ = await tx.enqueue(run, deadline, "", 0.0)
+            return CreateRunResult(run=run, superseded_run_id=superseded)
+
+        return await self._write(body)
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        """See ``World.commit``."""
+        self._check_open()
+        params = commit_params(request, utcnow(), self._channel, self._run_channel)
+        if params is not None:
+            pool = await self._connect()
+            rows = await self._retry(pool.fetch, sql.COMMIT_RUN, *params)
+            result = commit_result(request, rows, params)
+            if result is not None:
+                return result
+        lease = request.lease
+
+        async def body(tx: Tx) -> CommitResult:
+            found = await tx.lock_run(request.run_id)
+            if found is None:
+                raise LookupError(f"unknown run {request.run_id}")
+            run, attributes = found
+            if run.status.is_closed:
+                if request.discard is None:
+                    return CommitResult(ok=False, status=run.status)
+                run, stored = tx.stamp(run, request.discard)
+                await tx.save_run(run, attributes)
+                return CommitResult(ok=False, status=run.status, events=(stored,))
+            held = None
+            if lease is not None:
+                held = await tx.conn.fetchrow(
+                    sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
+                )
+                if held is None:
+                    return CommitResult(ok=False, status=run.status, lease_lost=True)
+            appended: list[EventKind] = []
+            changed: dict[str, AttributeValue] = {}
+            for event in request.events:
+                if isinstance(event, AttributeSet) and event.unique:
+                    event = await tx.try_claim(run.id, event)
+                elif isinstance(event, HookCreated):
+                    event = await tx.try_hook(run.id, event)
+                run, stored = tx.stamp(run, event)
+                if isinstance(stored, RunContinued):
+                    await tx.continue_run(run, stored)
+                if isinstance(stored, AttributeSet) and stored.step is None:
+                    run = msgspec.structs.replace(
+                        run, attributes={**run.attributes, stored.key: stored.value}
+                    )
+                    changed[stored.key] = stored.value
+                appended.append(stored)
+            if changed:
+                keys = list(changed)
+                ivalues = [index_value(changed[key]) for key in keys]
+                await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run.id, keys, ivalues)
+                attributes = sql.encode(run.attributes)
+            leased: list[WorkItem] = []
+            if not run.status.is_closed:
+                if lease is not None and held is not None and request.ack:
+                    if held[0] == "workflow" and held[1]:
+                        await tx.conn.execute(sql.REWAKE_ON_ACK, lease.id, tx.now)
+                        tx.signals.add(WORK_TOPIC)
+                    else:
+                        await tx.conn.execute(sql.DELETE_WORK, lease.id)
+                for new in request.schedule:
+                    run, item = await tx.enqueue(run, new, request.worker_id, request.lease_seconds)
+                    if item is not None:
+                        leased.append(item)
+            await tx.save_run(run, attributes)
+            return CommitResult(
+                ok=True, status=run.status, events=tuple(appended), leased=tuple(leased)
+            )
+
+        return await self._write(body)
+
+    async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
+        """See ``World.cancel_run``."""
+        self._check_open()
+        return await self._write(lambda tx: tx.cancel(run_id, reason))
+
+    async def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> RunRecord | None:
+        """See ``World.request_cancel``."""
+        self._check_open()
+        return await self._write(lambda tx: tx.request_cancel(run_id, reason, grace_seconds))
+
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """See ``World.resume_hook``."""
+        self._check_open()
+
+        async def body(tx: Tx) -> str | None:
+            if resume_id is not None:
+                answered = await tx.conn.fetchval(sql.RESUMED, token, resume_id)
+                if answered is not None:
+                    return str(answered)
+            while True:
+                seen = await tx.conn.fetchrow(sql.HOOK_HOLDER, token)
+                if seen is None:
+                    return None
+                # Hooks are created and disposed of under their run's lock: once
+                # it is held, a hook still there stays until this commit.
+                found = await tx.lock_run(seen[0])
+                hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, token)
+                if found is not None and hook is not None and hook[0] == seen[0]:
+                    break
+            run, attributes = found
+            if resume_id is not None and (
+                await tx.conn.fetchval(sql.RECORD_RESUME, token, resume_id, run.id) is None
+            ):
+                # a concurrent delivery with this resume id committed first
+                return str(await tx.conn.fetchval(sql.RESUMED, token, resume_id))
+            run, _ = tx.stamp(run, HookReceived(hook=hook[1], payload=payload, resume_id=resume_id))
+            run, _ = await tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+            await tx.save_run(run, attributes)
+            return run.id
+
+        return await self._write(body)
+
+    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+        """See ``World.list_hooks``."""
+        self._check_open()
+        pool = await self._connect()
+        if run_id is None:
+            rows = await pool.fetch(sql.LIST_HOOKS)
+        else:
+            rows = await pool.fetch(sql.LIST_RUN_HOOKS, run_id)
+        return [sql.hook_from_row(row) for row in rows]
+
+    # ------------------------------------------------------------------ work
+
+    async def lease(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> list[WorkItem]:
+        """See ``World.lease``.
+
+        Items due at the same instant are leased in (run id, item id) order.
+        Items whose row or run row another transaction holds are skipped for now.
+        """
+        self._check_open()
+        wanted = sorted(set(names))
+        if limit <= 0 or not wanted:
+            return []
+        pool = await self._connect()
+        now = utcnow()
+        expires = lease_deadline(now, lease_seconds)
+        head, middle = sql.STEP_STARTED_PARTS
+        rows = await self._retry(
+            pool.fetch, sql.LEASE, wanted, now, limit, worker_id, expires, head, middle
+        )
+        return [
+            WorkItem(
+                id=item_id,
+                run_id=run_id,
+                kind=kind,
+                name=name,
+                number=number,
+                attempt=attempt,
+                payload=payload,
+                token=token,
+                lease_expires_at=expires,
+            )
+            for item_id, run_id, kind, name, number, attempt, payload, token in rows
+        ]
+
+    async def renew_leases(
+        self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
+    ) -> list[bool]:
+        """See ``World.renew_leases``."""
+        self._check_open()
+        if not items:
+            return []
+        pool = await self._connect()
+        expires = lease_deadline(utcnow(), lease_seconds)
+        rows = await pool.fetch(
+            sql.RENEW, expires, [i.id for i in items], [i.token for i in items], worker_id
+        )
+        alive = {(item_id, token) for item_id, token in rows}
+        return [(item.id, item.token) in alive for item in items]
+
+    async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
+        """See ``World.release``."""
+        self._check_open()
+        pool = await self._connect()
+        await pool.execute(
+            sql.RELEASE,
+            [i.id for i in items],
+            [i.token for i in items],
+            worker_id,
+            self._channel,
+            WORK_TOPIC,
+        )
+
+    async def wait(self, topic: str, timeout: float) -> None:
+        """See ``World.wait``.
+
+        Notifications from every process sharing the schema wake the caller
+        at once (or make the next ``wait`` return at once when nobody was
+        waiting). Without one, ``wait`` returns after at most the ``poll``
+        interval; while the listener connection is down it is reopened, and
+        callers are woken to poll.
+        """
+        await self._connect()
+        channel = self._channel if topic == WORK_TOPIC else self._run_channel
+        if self._subscribing is None:
+            self._subscribing = anyio.Lock()
+        if channel not in self._channels:
+            # Heard nothing of this channel so far: subscribe, and let the
+            # caller look again (what it waits for may have happened already).
+            async with self._subscribing:
+                if channel not in self._channels:
+                    self._channels.add(channel)
+                    if self._listener is not None:
+                        await self._listener.add_listener(channel, self._on_notification)
+            await anyio.sleep(0)
+            return
+        if self._listener is None and anyio.current_time() >= self._listen_again_at:
+            async with self._subscribing:
+                if self._listener is None:
+                    await self._listen()
+        limit = self.poll_interval if self._listener is not None else 0.05
+        await self._hub.wait(topic, min(timeout, limit))
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """See ``World.get_run``."""
+        self._check_open()
+        row = await (await self._connect()).fetchrow(sql.GET_RUN, run_id)
+        return None if row is None else sql.run_from_row(row)
+
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+        """See ``World.read_events``."""
+        self._check_open()
+        rows = await (await self._connect()).fetch(sql.READ_EVENTS, run_id, after_seq)
+        return [sql.decode_event(data, seq, at) for seq, at, data in rows]
+
+    async def list_runs(self, query: RunQuery) -> RunPage:
+        """See ``World.list_runs``."""
+        self._check_open()
+        if query.limit < 1:
+            raise ValueError(f"limit must be at least 1, not {query.limit}")
+        before = decode_cursor(query.cursor) if query.cursor else None
+        pool = await self._connect()
+        where = query.where
+        if where is None:
+            statement, params = sql.list_runs_sql(query, before)
+            found = [sql.run_from_row(row) for row in await pool.fetch(statement, *params)]
+        else:
+            found = await self._scan_where(pool, query, before)
+        page = tuple(found[: query.limit])
+        more = len(found) > query.limit
+        return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
+
+    async def _scan_where(self, pool: Any, query: RunQuery, before: str | None) -> list[RunRecord]:
+        """Up to ``query.limit + 1`` runs passing ``query``, its ``where`` evaluated here.
+
+        The other filters run in SQL; ``where`` is evaluated with
+        ``worlds.query.matches`` over batches of candidates, newest first.
+        """
+        where = query.where
+        assert where is not None
+        check_filter(where)
+        batch = max(query.limit + 1, 500)
+        plain = msgspec.structs.replace(query, where=None, limit=batch - 1)
+        found: list[RunRecord] = []
+        while len(found) <= query.limit:
+            statement, params = sql.list_runs_sql(plain, before)
+            rows = await pool.fetch(statement, *params)
+            for row in rows:
+                record = sql.run_from_row(row)
+                if filter_matches(record, where):
+                    found.append(record)
+            if len(rows) < batch:
+                break
+            before = rows[-1][0]
+        return found[: query.limit + 1]
+
+    async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
+        """See ``World.find_claim``."""
+        self._check_open()
+        pool = await self._connect()
+        row = await pool.fetchrow(sql.GET_CLAIM, key, index_value(value))
+        if row is None or row[0] is None:  # never claimed, or released
+            return None
+        run_id, generation, step, attempt, stored = row
+        return Claim(
+            key=key,
+            value=sql.decode_value(stored),
+            run_id=run_id,
+            generation=generation,
+            step=step,
+            attempt=attempt,
+        )
+
+    async def run_claims(self, run_id: str) -> list[Claim]:
+        """See ``World.run_claims``; pairs with the same key come in value order."""
+        self._check_open()
+        rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id)
+        return [
+            Claim(key=key, value=sql.decode_value(value), run_id=run_id, generation=generation)
+            for key, value, generation in rows
+        ]
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+        """See ``World.prune_runs``; the runs that closed first go first.
+
+        Runs another transaction holds at that moment wait for a later prune.
+        """
+        self._check_open()
+        if limit <= 0:
+            return []
+        rows = await (await self._connect()).fetch(sql.PRUNE, closed_before, limit)
+        return [run_id for run_id, _ in sorted(rows, key=lambda row: (row[1], row[0]))]
+
+
+async def _keep_session(conn: Any) -> None:
+    """Pool reset hook: sessions carry no state to undo, so skip the reset round trip."""
