@@ -70,11 +70,13 @@ async def fulfil(order_id: str, address: str) -> str:
 async def main() -> None:
     world = worlds.open("memory://")
     async with world, Worker(world, [fulfil]):
-        first = await start_or_cancel_run(fulfil, "o-123", "Old Street 1", key="order",
-                                          value="o-123", world=world)
+        first = await start_or_cancel_run(
+            fulfil, "o-123", "Old Street 1", key="order", value="o-123", world=world
+        )
         await anyio.sleep(0.1)  # the first plan is buying its label
-        second = await start_or_cancel_run(fulfil, "o-123", "New Road 9", key="order",
-                                           value="o-123", world=world)
+        second = await start_or_cancel_run(
+            fulfil, "o-123", "New Road 9", key="order", value="o-123", world=world
+        )
         try:
             await first.result(timeout=5)
         except RunCancelledError as exc:

@@ -11,6 +11,7 @@ again and the earlier runs are still there.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import anyio
 
@@ -26,6 +27,7 @@ from workflow import (
     step,
     workflow,
 )
+from worlds.types import AttributeSet, EventKind, StepCompleted, StepCreated, StepStarted
 
 
 @step(max_retries=3, retry_delay=0.1)
@@ -55,11 +57,23 @@ async def checkout(order_id: str, items: int, cents: int) -> dict[str, str]:
     return {"reservation": reservation, "payment": payment}
 
 
+def describe(event: EventKind) -> str:
+    """One line per event: its kind and what it is about."""
+    kind = type(event).__name__
+    if isinstance(event, StepCreated):
+        return f"{kind:<15} step {event.step} {event.name}"
+    if isinstance(event, (StepStarted, StepCompleted)):
+        return f"{kind:<15} step {event.step}, attempt {event.attempt}"
+    if isinstance(event, AttributeSet):
+        return f"{kind:<15} {event.key}={event.value!r}"
+    return kind
+
+
 async def main() -> None:
     world = worlds.open("sqlite:///.workflow/world.db")
     async with world, Worker(world, [checkout]):
-        suffix = anyio.current_time()
-        orders = [f"o-{suffix:.0f}-{n}" for n in range(3)]
+        suffix = int(time.time())
+        orders = [f"o-{suffix}-{n}" for n in range(3)]
         runs = []
         for order in orders:
             run = await start(
@@ -80,7 +94,7 @@ async def main() -> None:
         for run in runs:
             print(f"\nrun {run.id} -> {await run.result(timeout=30)}")
             for event in await run.events():
-                print(f"  {event.seq:>3} {type(event).__name__}")
+                print(f"  {event.seq:>3} {describe(event)}")
         mine = await list_runs(attributes={"customer": "c-9"}, world=world)
         print(f"\nruns for customer c-9 in this world: {len(mine)} on this page")
 

@@ -102,7 +102,7 @@ async def test_the_grace_period_bounds_cleanup(world: World) -> None:
     async with Worker(world, [slow_cleanup], lease_seconds=0.3):
         run = await start(slow_cleanup, world=world)
         await wait_for_note("long started")
-        await run.cancel("stop", grace=0.3)
+        await run.cancel("stop", grace=1.0)
         assert await run.status() is RunStatus.CANCELLING
         with pytest.raises(RunCancelledError, match="grace period"):
             await run.result(timeout=10)
