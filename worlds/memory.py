@@ -195,22 +195,33 @@ class MemoryWorld:
         )
         return msgspec.structs.replace(event, generation=generation)
 
-    def _continue(self, old: _Run, event: RunContinued, now: datetime) -> None:
-        record = old.record
-        new = _Run(
+    def _new_run(
+        self,
+        run_id: str,
+        workflow: str,
+        args: bytes,
+        attributes: dict[str, AttributeValue],
+        now: datetime,
+    ) -> _Run:
+        """Store a pending run and its ``RunCreated``."""
+        run = _Run(
             RunRecord(
-                id=event.next_run_id,
-                workflow=record.workflow,
+                id=run_id,
+                workflow=workflow,
                 status=RunStatus.PENDING,
                 created_at=now,
-                attributes=dict(record.attributes),
+                attributes=dict(attributes),
             )
         )
-        self._runs[event.next_run_id] = new
-        created = RunCreated(
-            workflow=record.workflow, args=event.args, attributes=record.attributes
+        self._runs[run_id] = run
+        self._append(
+            run, RunCreated(workflow=workflow, args=args, attributes=dict(attributes)), now
         )
-        self._append(new, created, now)
+        return run
+
+    def _continue(self, old: _Run, event: RunContinued, now: datetime) -> None:
+        record = old.record
+        self._new_run(event.next_run_id, record.workflow, event.args, record.attributes, now)
         for claim_key, claim in list(self._claims.items()):
             if claim.run_id == record.id and claim.step is None:
                 self._claims[claim_key] = msgspec.structs.replace(
@@ -309,20 +320,7 @@ class MemoryWorld:
                     holder, RunCancelled(reason=f"superseded by run {request.run_id}"), now
                 )
                 superseded = held.run_id
-        run = _Run(
-            RunRecord(
-                id=request.run_id,
-                workflow=request.workflow,
-                status=RunStatus.PENDING,
-                created_at=now,
-                attributes=dict(request.attributes),
-            )
-        )
-        self._runs[request.run_id] = run
-        created = RunCreated(
-            workflow=request.workflow, args=request.args, attributes=dict(request.attributes)
-        )
-        self._append(run, created, now)
+        run = self._new_run(request.run_id, request.workflow, request.args, request.attributes, now)
         for key in request.unique:
             value = request.attributes[key]
             claim_key = (key, index_value(value))
