@@ -38,8 +38,6 @@ from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
 from worlds._signals import SignalHub
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
-from worlds.query import check as check_filter
-from worlds.query import matches as filter_matches
 from worlds.semantics import (
     RUN_DEADLINE_TIMER,
     decode_cursor,
@@ -617,45 +615,21 @@ class PostgresWorld:
         return [sql.decode_event(data, seq, at) for seq, at, data in rows]
 
     async def list_runs(self, query: RunQuery) -> RunPage:
-        """See ``World.list_runs``."""
+        """See ``World.list_runs``.
+
+        ``query.where`` compiles to one parameterised statement with the other
+        filters (``sql.list_runs_sql``); its top-level ``attribute = value``
+        terms drive the scan through the attribute index.
+        """
         self._check_open()
         if query.limit < 1:
             raise ValueError(f"limit must be at least 1, not {query.limit}")
         before = decode_cursor(query.cursor) if query.cursor else None
-        pool = await self._connect()
-        where = query.where
-        if where is None:
-            statement, params = sql.list_runs_sql(query, before)
-            found = [sql.run_from_row(row) for row in await pool.fetch(statement, *params)]
-        else:
-            found = await self._scan_where(pool, query, before)
-        page = tuple(found[: query.limit])
-        more = len(found) > query.limit
+        statement, params = sql.list_runs_sql(query, before)
+        rows = await (await self._connect()).fetch(statement, *params)
+        page = tuple(sql.run_from_row(row) for row in rows[: query.limit])
+        more = len(rows) > query.limit
         return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
-
-    async def _scan_where(self, pool: Any, query: RunQuery, before: str | None) -> list[RunRecord]:
-        """Up to ``query.limit + 1`` runs passing ``query``, its ``where`` evaluated here.
-
-        The other filters run in SQL; ``where`` is evaluated with
-        ``worlds.query.matches`` over batches of candidates, newest first.
-        """
-        where = query.where
-        assert where is not None
-        check_filter(where)
-        batch = max(query.limit + 1, 500)
-        plain = msgspec.structs.replace(query, where=None, limit=batch - 1)
-        found: list[RunRecord] = []
-        while len(found) <= query.limit:
-            statement, params = sql.list_runs_sql(plain, before)
-            rows = await pool.fetch(statement, *params)
-            for row in rows:
-                record = sql.run_from_row(row)
-                if filter_matches(record, where):
-                    found.append(record)
-            if len(rows) < batch:
-                break
-            before = rows[-1][0]
-        return found[: query.limit + 1]
 
     async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
         """See ``World.find_claim``."""
