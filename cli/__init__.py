@@ -1,1 +1,5 @@
-"""The wf command line."""
+"""The ``wf`` command line (typer): ``wf --help`` lists the commands."""
+
+from cli.main import app, main
+
+__all__ = ["app", "main"]

@@ -60,3 +60,19 @@ def test_every_error_derives_from_one_root() -> None:
     from workflow.errors import ContinueAsNew
 
     assert not issubclass(ContinueAsNew, Exception)
+
+
+def test_other_public_packages_are_pinned() -> None:
+    import cli
+    import workflow.policies
+    import worlds.testing
+
+    assert cli.__all__ == ["app", "main"]
+    assert worlds.testing.__all__ == ["WorldConformance", "WorldFactory"]
+    assert workflow.policies.__all__ == [
+        "ConflictPolicy",
+        "ReusePolicy",
+        "start_or_cancel_run",
+        "start_or_get_run",
+        "start_with_policy",
+    ]
