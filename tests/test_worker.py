@@ -89,3 +89,31 @@ async def test_shutdown_releases_leases_so_another_worker_continues(world: World
     started = [e.attempt for e in await run.events() if isinstance(e, StepStarted)]
     assert started == [1, 2]
     assert await run.status() is RunStatus.COMPLETED
+
+
+class Flaky:
+    """A world whose first two leases fail, as if its database were restarting."""
+
+    def __init__(self, inner: World) -> None:
+        self.inner = inner
+        self.failures = 2
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def lease(self, *args: object, **kwargs: object) -> object:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("database restarting")
+        return await self.inner.lease(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_worker_survives_world_errors(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    flaky = Flaky(world)
+    async with Worker(flaky, [fan], poll_interval=0.05):  # type: ignore[arg-type]
+        run = await start(fan, 3, world=world)
+        assert await run.result(timeout=10) == 3
+    assert flaky.failures == 0
+    assert "could not lease work" in caplog.text

@@ -190,6 +190,12 @@ class Worker:
                 items = await self.world.lease(
                     self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
                 )
+            except Exception:
+                # The world is unreachable for now (a restarted database, say):
+                # keep the worker alive and ask again after a pause.
+                log.exception("worker %s could not lease work; retrying", self.worker_id)
+                await anyio.sleep(self.poll_interval)
+                continue
             finally:
                 self._reserved -= free
             if self._stopping:
@@ -239,9 +245,13 @@ class Worker:
             entries = list(self._in_flight.values())
             if not entries:
                 continue
-            alive = await self.world.renew_leases(
-                self.worker_id, [item for item, _ in entries], self.lease_seconds
-            )
+            try:
+                alive = await self.world.renew_leases(
+                    self.worker_id, [item for item, _ in entries], self.lease_seconds
+                )
+            except Exception:
+                log.exception("worker %s could not renew its leases", self.worker_id)
+                continue
             for (item, scope), ok in zip(entries, alive, strict=True):
                 if not ok and item.kind == "step":
                     scope.cancel()
