@@ -12,11 +12,10 @@ import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import TracebackType
-from typing import Self
 
 import msgspec
 
+from worlds._lifecycle import ClosesOnExit
 from worlds._signals import SignalHub
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
@@ -90,7 +89,7 @@ class _Run:
     events: list[EventKind] = field(default_factory=list)
 
 
-class MemoryWorld:
+class MemoryWorld(ClosesOnExit):
     """A world held in this process's memory; state is lost when it closes."""
 
     protocol_version = PROTOCOL_VERSION
@@ -105,17 +104,6 @@ class MemoryWorld:
         self._resumed: dict[tuple[str, str], str] = {}
         self._tokens = itertools.count(1)
         self._hub = SignalHub()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Nothing to release; present for the protocol."""

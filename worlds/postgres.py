@@ -25,8 +25,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode
 
 import anyio
@@ -34,6 +33,7 @@ import asyncpg  # type: ignore[import-untyped]
 import msgspec
 
 from worlds import _postgres_schema as sql
+from worlds._lifecycle import ClosesOnExit, WorldClosedError
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
 from worlds._signals import SignalHub
@@ -79,10 +79,6 @@ _LISTEN_TIMEOUT = 5.0
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 
 
-class WorldClosedError(RuntimeError):
-    """The world was used after ``close()``."""
-
-
 class _RollbackError(Exception):
     """Raised inside a transaction to undo it and return ``result`` instead."""
 
@@ -116,7 +112,7 @@ def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
     return dsn, schema, options
 
 
-class PostgresWorld:
+class PostgresWorld(ClosesOnExit):
     """A world stored in PostgreSQL, shareable by any number of processes and hosts.
 
     Args:
@@ -149,17 +145,6 @@ class PostgresWorld:
 
     def __repr__(self) -> str:
         return f"PostgresWorld({self.url!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the pool and the listener; later calls raise ``WorldClosedError``."""

@@ -32,8 +32,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote
 
 import aiosqlite
@@ -43,6 +42,7 @@ import anyio.to_thread
 import msgspec
 
 from worlds import _sqlite_schema as sql
+from worlds._lifecycle import ClosesOnExit, WorldClosedError
 from worlds._signals import SignalHub
 from worlds._sqlite_tx import (
     Checkpointer,
@@ -101,10 +101,6 @@ _BACKSTOP_PAGES = 10_000
 """WAL pages after which a writer checkpoints itself (the background one fell behind)."""
 
 
-class WorldClosedError(RuntimeError):
-    """The world was used after ``close()``."""
-
-
 def _parse_url(url: str) -> tuple[str, dict[str, float]]:
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower().split("+", 1)[0] != "sqlite":
@@ -143,7 +139,7 @@ def _hub_for(path: str) -> SignalHub:
         return _HUBS.setdefault(path, SignalHub())
 
 
-class SqliteWorld:
+class SqliteWorld(ClosesOnExit):
     """A world stored in an SQLite file, shareable by processes on one machine.
 
     Args:
@@ -173,17 +169,6 @@ class SqliteWorld:
 
     def __repr__(self) -> str:
         return f"SqliteWorld({self.url!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Close the connection; later calls raise ``WorldClosedError``."""
