@@ -9,7 +9,7 @@ world can read before writing its own.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -94,8 +94,12 @@ class MemoryWorld(ClosesOnExit):
 
     protocol_version = PROTOCOL_VERSION
 
-    def __init__(self, url: str = "memory://") -> None:
+    def __init__(
+        self, url: str = "memory://", *, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        """A fresh, empty world. ``clock`` (aware UTC) lets tests move time by hand."""
         self.url = url
+        self._clock = clock
         self._runs: dict[str, _Run] = {}
         self._items: dict[str, _Item] = {}
         self._claims: dict[tuple[str, str], Claim] = {}
@@ -299,7 +303,7 @@ class MemoryWorld(ClosesOnExit):
                 )
                 return CreateRunResult(conflict=conflict)
             takeovers.append(held)
-        now = utcnow()
+        now = self._clock()
         superseded = None
         for held in takeovers:
             holder = self._runs[held.run_id]
@@ -331,7 +335,7 @@ class MemoryWorld(ClosesOnExit):
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
-        now = utcnow()
+        now = self._clock()
         run = self._runs.get(request.run_id)
         if run is None:
             raise LookupError(f"unknown run {request.run_id}")
@@ -381,7 +385,7 @@ class MemoryWorld(ClosesOnExit):
         if run is None:
             return None
         if not run.record.status.is_closed:
-            self._append(run, RunCancelled(reason=reason), utcnow())
+            self._append(run, RunCancelled(reason=reason), self._clock())
         return run.record
 
     async def resume_hook(
@@ -395,7 +399,7 @@ class MemoryWorld(ClosesOnExit):
             return None
         if resume_id is not None:
             self._resumed[(token, resume_id)] = hook.run_id
-        now = utcnow()
+        now = self._clock()
         received = HookReceived(hook=hook.hook, payload=payload, resume_id=resume_id)
         self._append(self._runs[hook.run_id], received, now)
         self._enqueue(hook.run_id, NewWorkItem(kind="workflow"), "", now, 0)
@@ -413,7 +417,7 @@ class MemoryWorld(ClosesOnExit):
         run = self._runs.get(run_id)
         if run is None:
             return None
-        now = utcnow()
+        now = self._clock()
         status = run.record.status
         if status is RunStatus.PENDING:
             self._append(run, RunCancelled(reason=reason), now)
@@ -445,7 +449,7 @@ class MemoryWorld(ClosesOnExit):
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> list[WorkItem]:
         """See ``World.lease``."""
-        now = utcnow()
+        now = self._clock()
         due = [
             item
             for item in self._items.values()
@@ -460,7 +464,7 @@ class MemoryWorld(ClosesOnExit):
         self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
     ) -> list[bool]:
         """See ``World.renew_leases``."""
-        now = utcnow()
+        now = self._clock()
         alive = []
         for lease in items:
             item = self._holds(lease, worker_id, now)
@@ -471,7 +475,7 @@ class MemoryWorld(ClosesOnExit):
 
     async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
         """See ``World.release``."""
-        now = utcnow()
+        now = self._clock()
         for lease in items:
             item = self._holds(lease, worker_id, now)
             if item is not None:
