@@ -94,9 +94,7 @@ class MemoryWorld(ClosesOnExit):
 
     protocol_version = PROTOCOL_VERSION
 
-    def __init__(
-        self, url: str = "memory://", *, clock: Callable[[], datetime] = utcnow
-    ) -> None:
+    def __init__(self, url: str = "memory://", *, clock: Callable[[], datetime] = utcnow) -> None:
         """A fresh, empty world. ``clock`` (aware UTC) lets tests move time by hand."""
         self.url = url
         self._clock = clock
