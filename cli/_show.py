@@ -22,6 +22,7 @@ from cli._output import (
     status_text,
 )
 from workflow import Run
+from worlds.semantics import CLOSING_EVENTS
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -31,7 +32,6 @@ from worlds.types import (
     HookCreated,
     HookReceived,
     RunCancelled,
-    RunCompleted,
     RunContinued,
     RunFailed,
     RunRecord,
@@ -154,16 +154,11 @@ def _fold_hooks(events: list[EventKind]) -> list[HookSummary]:
             hooks[event.hook] = HookSummary(
                 event.hook, event.token, f"conflict (held by {event.holder_run_id})"
             )
-        if _closes(event):
+        if isinstance(event, CLOSING_EVENTS):  # closing a run disposes of its hooks
             for hook in hooks.values():
                 if hook.status in ("waiting", "received"):
                     hook.status = "disposed"
     return [hooks[number] for number in sorted(hooks)]
-
-
-def _closes(event: EventKind) -> bool:
-    """Whether ``event`` closes the run (which disposes of its hooks)."""
-    return isinstance(event, (RunCompleted, RunFailed, RunCancelled, RunContinued))
 
 
 async def gather_details(run: Run[Any]) -> Details:

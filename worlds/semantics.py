@@ -33,6 +33,7 @@ from worlds.types import (
 
 __all__ = [
     "CANCEL_DEADLINE_TIMER",
+    "CLOSING_EVENTS",
     "RUN_DEADLINE_TIMER",
     "apply_to_run",
     "decode_cursor",
@@ -68,6 +69,10 @@ def index_value(value: AttributeValue) -> str:
     if isinstance(value, datetime):
         return f"t:{value.astimezone(utcnow().tzinfo).isoformat()}"
     raise TypeError(f"not an attribute value: {type(value).__name__}")
+
+
+CLOSING_EVENTS = (RunCompleted, RunFailed, RunCancelled, RunContinued)
+"""The events that close a run (``apply_to_run`` gives each its closed status)."""
 
 
 def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:

@@ -155,8 +155,12 @@ async def run_step(
     step: StepDefinition[..., Any],
     cancel_scope: anyio.CancelScope,
     lease_seconds: float,
+    wake_eagerly: bool,
 ) -> CommitRequest:
     """Run one attempt of ``step`` and return the commit that records its outcome.
+
+    With ``wake_eagerly`` the commit asks for the run's workflow item to be
+    leased to this worker at once, so the run continues without a poll.
 
     Cancellation of ``cancel_scope`` (the run closed) yields a commit whose only
     effect is a ``StepDiscarded`` entry.
@@ -218,7 +222,7 @@ async def run_step(
         )
         schedule = (next_attempt,)
     else:
-        schedule = (NewWorkItem(kind="workflow"),)
+        schedule = (NewWorkItem(kind="workflow", lease=wake_eagerly),)
     return CommitRequest(
         run_id=item.run_id,
         worker_id=worker_id,

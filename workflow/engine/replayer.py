@@ -21,19 +21,15 @@ import msgspec
 from workflow.decorators import WorkflowDefinition
 from workflow.engine._instance import WorkflowInstance
 from workflow.errors import NonDeterminismError
+from worlds.semantics import CLOSING_EVENTS
 from worlds.types import (
     EventKind,
-    RunCancelled,
-    RunCompleted,
-    RunContinued,
     RunCreated,
-    RunFailed,
     RunStarted,
 )
 
 __all__ = ["decode_history", "encode_history", "replay"]
 
-_CLOSING = (RunCompleted, RunFailed, RunCancelled, RunContinued)
 _history = msgspec.json.Decoder(list[EventKind])
 
 
@@ -65,7 +61,7 @@ async def replay(
     if history[0].workflow != fn.name:
         raise ValueError(f"the history is of workflow {history[0].workflow!r}, not {fn.name!r}")
     instance = WorkflowInstance(run_id, fn, None)
-    closed = isinstance(history[-1], _CLOSING)
+    closed = isinstance(history[-1], CLOSING_EVENTS)
     try:
         instance.feed(list(history))
         blocked = instance.advance()

@@ -268,10 +268,10 @@ class Worker:
             await self.world.release(self.worker_id, [item])
             return []
         scope = self._in_flight[item.id][1]
-        request = await run_step(self.world, self.worker_id, item, step, scope, self.lease_seconds)
-        if request.schedule and request.schedule[0].kind == "workflow":
-            eager = msgspec.structs.replace(request.schedule[0], lease=self._has_capacity())
-            request = msgspec.structs.replace(request, schedule=(eager,))
+        # the run this step wakes continues in the step's own slot, unless stopping
+        request = await run_step(
+            self.world, self.worker_id, item, step, scope, self.lease_seconds, not self._stopping
+        )
         return await self._commit(request)
 
     def _timer_commit(self, item: WorkItem) -> CommitRequest:
@@ -285,7 +285,7 @@ class Worker:
             events = (RunFailed(error=error),)
         else:
             events = (WaitCompleted(wait=item.number),)
-            schedule = (NewWorkItem(kind="workflow", lease=True),)
+            schedule = (NewWorkItem(kind="workflow", lease=not self._stopping),)
         return CommitRequest(
             run_id=item.run_id,
             worker_id=self.worker_id,
@@ -294,10 +294,6 @@ class Worker:
             schedule=schedule,
             lease_seconds=self.lease_seconds,
         )
-
-    def _has_capacity(self) -> bool:
-        """Whether the run this item wakes may continue in the item's own slot."""
-        return not self._stopping
 
     async def _commit(self, request: CommitRequest) -> list[WorkItem]:
         result = await self.world.commit(request)
