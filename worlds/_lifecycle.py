@@ -5,11 +5,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from worlds.errors import WorldClosedError
+
 __all__ = ["ClosesOnExit", "WorldClosedError"]
-
-
-class WorldClosedError(RuntimeError):
-    """The world was used after ``close()``."""
 
 
 class ClosesOnExit:

@@ -15,6 +15,7 @@ from typing import Any, get_args
 
 import msgspec
 
+from worlds.errors import WorldMisconfiguredError
 from worlds.query import (
     And,
     AttrRef,
@@ -480,7 +481,7 @@ def apply_schema(db: sqlite3.Connection) -> None:
     """
     (version,) = db.execute("PRAGMA user_version").fetchone()
     if version > SCHEMA_VERSION:
-        raise RuntimeError(
+        raise WorldMisconfiguredError(
             f"the database has schema version {version}; this runtime knows up to "
             f"{SCHEMA_VERSION}: upgrade the runtime"
         )

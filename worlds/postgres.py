@@ -37,6 +37,7 @@ from worlds._lifecycle import ClosesOnExit, WorldClosedError
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
 from worlds._signals import SignalHub
+from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
     RUN_DEADLINE_TIMER,
@@ -192,7 +193,7 @@ class PostgresWorld(ClosesOnExit):
                 await conn.execute(statement)
             version = int(await conn.fetchval(sql.APPLIED_VERSION))
             if version > sql.SCHEMA_VERSION:
-                raise RuntimeError(
+                raise WorldMisconfiguredError(
                     f"schema {self.schema!r} has version {version}; this runtime knows up to "
                     f"{sql.SCHEMA_VERSION}: upgrade the runtime"
                 )

@@ -1,0 +1,111 @@
+"""What can go wrong with a world itself, as opposed to with a run in it.
+
+Worlds raise these (or let a driver error through, which ``as_world_error``
+translates), and the worker and the ``wf`` command decide from the class alone
+whether waiting can help::
+
+    WorldError                      the world could not do what was asked
+    ├── WorldClosedError            used after close(); also a RuntimeError
+    ├── WorldUnavailableError       may heal by waiting: retry with backoff
+    │                               (connection refused or reset, server restarting,
+    │                               timeout, database locked, too many connections)
+    └── WorldMisconfiguredError     cannot heal by waiting: stop and say why
+        │                           (database missing, authentication failed,
+        │                           read-only, schema newer than this code, a
+        │                           directory or non-database file as the path)
+        └── WorldFullError          out of disk (or SQLite's max_page_count)
+
+This module imports nothing internal (nor any database driver: drivers' errors
+are recognised by their SQLSTATE or SQLite error name).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WorldClosedError",
+    "WorldError",
+    "WorldFullError",
+    "WorldMisconfiguredError",
+    "WorldUnavailableError",
+    "as_world_error",
+]
+
+
+class WorldError(Exception):
+    """The root of every world error; ``str()`` is one line fit for a user."""
+
+
+class WorldClosedError(WorldError, RuntimeError):
+    """Raised when a world is used after ``close()``."""
+
+
+class WorldUnavailableError(WorldError):
+    """Raised when the world cannot answer now but may later: retry with backoff."""
+
+
+class WorldMisconfiguredError(WorldError):
+    """Raised when waiting cannot help: the world's configuration or files must change."""
+
+
+class WorldFullError(WorldMisconfiguredError):
+    """Raised when the world's storage is full; nothing of the failed change was written."""
+
+
+# SQLite primary result codes (``sqlite3.Error.sqlite_errorname`` starts with them).
+_SQLITE_MISCONFIGURED = (
+    "SQLITE_READONLY",
+    "SQLITE_CANTOPEN",
+    "SQLITE_NOTADB",
+    "SQLITE_PERM",
+    "SQLITE_AUTH",
+    "SQLITE_CORRUPT",
+)
+_SQLITE_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_PROTOCOL")
+
+# PostgreSQL SQLSTATE classes and codes (asyncpg errors carry ``sqlstate``).
+_PG_FULL = ("53100",)  # disk_full
+_PG_UNAVAILABLE_CLASSES = ("08", "40", "53", "57", "58")  # connection, rollback, resources,
+# operator intervention (shutdown, restart), system error
+_PG_MISCONFIGURED = ("28000", "28P01", "3D000", "25006", "42501", "3F000")
+# bad authorization, bad password, database does not exist, read-only transaction,
+# insufficient privilege, schema does not exist
+
+
+def as_world_error(exc: BaseException) -> WorldError | None:
+    """Translate a driver's exception into a ``WorldError``, or ``None`` if it is not one.
+
+    A ``WorldError`` is returned as it is. ``OSError`` (refused, reset, timed out)
+    and ``TimeoutError`` count as unavailable. Anything else (a bug, a bad
+    argument) is not a world error and gives ``None``.
+    """
+    if isinstance(exc, WorldError):
+        return exc
+    name = getattr(exc, "sqlite_errorname", None)
+    if isinstance(name, str):
+        message = f"SQLite: {exc}"
+        if name.startswith("SQLITE_FULL"):
+            return WorldFullError(message)
+        if name.startswith(_SQLITE_MISCONFIGURED):
+            return WorldMisconfiguredError(message)
+        if name.startswith(_SQLITE_UNAVAILABLE):
+            return WorldUnavailableError(message)
+        return None
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str) and len(sqlstate) == 5:
+        message = f"PostgreSQL: {exc}"
+        if sqlstate in _PG_FULL:
+            return WorldFullError(message)
+        if sqlstate in _PG_MISCONFIGURED:
+            return WorldMisconfiguredError(message)
+        if sqlstate[:2] in _PG_UNAVAILABLE_CLASSES:
+            return WorldUnavailableError(message)
+        return None
+    if isinstance(exc, (OSError, TimeoutError)):
+        return WorldUnavailableError(f"{type(exc).__name__}: {exc}")
+    if type(exc).__module__.startswith("asyncpg") and type(exc).__name__ in (
+        "ConnectionDoesNotExistError",
+        "InterfaceError",
+        "InternalClientError",
+    ):
+        return WorldUnavailableError(f"PostgreSQL: {exc}")
+    return None
