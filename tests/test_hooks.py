@@ -13,6 +13,7 @@ from workflow import (
     HookNotFoundError,
     RunStatus,
     Worker,
+    continue_as_new,
     create_hook,
     resume_hook,
     start,
@@ -123,3 +124,41 @@ async def test_bad_tokens_and_payloads_are_refused(world: World) -> None:
         await resume_hook("has space", 1, world=world)
     with pytest.raises(TypeError):
         await resume_hook("t", object(), world=world)
+
+
+@workflow
+async def inbox(read_before_continuing: int, got: list[Any]) -> list[Any]:
+    async for payload in create_hook("inbox-1"):
+        got = [*got, payload]
+        if len(got) == read_before_continuing:
+            continue_as_new(0, got)
+        if len(got) == 10:
+            return got
+    return got
+
+
+@pytest.mark.parametrize("while_running", [False, True])
+async def test_payloads_unread_at_continue_as_new_reach_the_next_run(
+    world: World, while_running: bool
+) -> None:
+    """Issue 10, item 2: ten payloads are accepted, the run reads 2 and continues
+    as new, and the next run reads the other 8, in order, each once. The payloads
+    arrive before the first read, or while the chain runs (racing the
+    continuation, so some reach the successor before it created its hook)."""
+    run = await start(inbox, 2, [], world=world)
+    async with Worker(world, [inbox]):
+        await wait_for_hook(world, "inbox-1")
+        if while_running:
+            for n in range(10):
+                assert await resume_hook("inbox-1", n, resume_id=f"r-{n}", world=world)
+            assert await run.result(timeout=20) == list(range(10))
+    if not while_running:
+        for n in range(10):
+            assert await resume_hook("inbox-1", n, resume_id=f"r-{n}", world=world) == run
+        async with Worker(world, [inbox]):
+            assert await run.result(timeout=20) == list(range(10))
+        received = [e for e in await run.events() if isinstance(e, HookReceived)]
+        assert len(received) == 10
+    assert await run.status() is RunStatus.CONTINUED
+    # a retried delivery is still recognised: nothing is appended twice
+    assert await resume_hook("inbox-1", 3, resume_id="r-3", world=world) is not None

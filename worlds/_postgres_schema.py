@@ -435,6 +435,18 @@ INSERT INTO hooks (token, run_id, hook, attributes, created_at) VALUES ($1, $2, 
 ON CONFLICT (token) DO NOTHING RETURNING run_id
 """
 HOOK_HOLDER = "SELECT run_id, hook FROM hooks WHERE token = $1"
+BIND_HOOK = """
+UPDATE hooks SET hook = $1, attributes = $2 WHERE token = $3 AND run_id = $4 AND hook = 0
+RETURNING run_id
+"""
+MOVE_RUN_HOOKS = "UPDATE hooks SET run_id = $1, hook = 0 WHERE run_id = $2"
+MOVE_HOOK_RESUMES = """
+UPDATE hook_resumes SET run_id = $1 WHERE run_id = $2
+AND token IN (SELECT token FROM hooks WHERE run_id = $1)
+"""
+READ_HOOK_PAYLOADS = (
+    "SELECT data FROM events WHERE run_id = $1 AND kind = 'hook_received' ORDER BY seq"
+)
 RECORD_RESUME = (
     "INSERT INTO hook_resumes (token, resume_id, run_id) VALUES ($1, $2, $3) "
     "ON CONFLICT DO NOTHING RETURNING run_id"

@@ -20,6 +20,7 @@ from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     CANCEL_DEADLINE_TIMER,
     apply_to_run,
+    carried_payloads,
     index_value,
     lease_deadline,
     work_item_id,
@@ -203,6 +204,10 @@ class Tx:
             )
             if inserted is not None:
                 return event
+            attributes = sql.encode(event.attributes)
+            bind = (event.hook, attributes, event.token, run_id)
+            if await self.conn.fetchval(sql.BIND_HOOK, *bind) is not None:
+                return event
             holder = await self.conn.fetchrow(sql.HOOK_HOLDER, event.token)
             if holder is not None:
                 return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder[0])
@@ -214,6 +219,24 @@ class Tx:
         except ValueError:
             raise ValueError(f"continue_as_new names an existing run {event.next_run_id}") from None
         await self.conn.execute(sql.MOVE_RUN_CLAIMS, event.next_run_id, old.id)
+        await self._move_hooks(old, event)
+
+    async def _move_hooks(self, old: RunRecord, event: RunContinued) -> None:
+        """Hand ``old``'s tokens, unbound, and their unread payloads to its successor."""
+        held = [sql.hook_from_row(row) for row in await self.conn.fetch(sql.LIST_RUN_HOOKS, old.id)]
+        if not held:
+            return
+        rows = await self.conn.fetch(sql.READ_HOOK_PAYLOADS, old.id)
+        carried = carried_payloads([sql.decode_event(row[0]) for row in rows], held, event)
+        if carried:
+            found = await self.lock_run(event.next_run_id)
+            assert found is not None
+            run, attributes = found
+            for received in carried:
+                run, _ = self.stamp(run, received)
+            await self.save_run(run, attributes)
+        await self.conn.execute(sql.MOVE_RUN_HOOKS, event.next_run_id, old.id)
+        await self.conn.execute(sql.MOVE_HOOK_RESUMES, event.next_run_id, old.id)
 
     async def enqueue(
         self, run: RunRecord, new: NewWorkItem, worker_id: str, seconds: float

@@ -187,6 +187,15 @@ INSERT_HOOK = (
     "ON CONFLICT (token) DO NOTHING"
 )
 GET_HOOK = "SELECT run_id, hook FROM hooks WHERE token = ?"
+BIND_HOOK = "UPDATE hooks SET hook = ?, attributes = ? WHERE token = ? AND run_id = ? AND hook = 0"
+MOVE_RUN_HOOKS = "UPDATE hooks SET run_id = ?, hook = 0 WHERE run_id = ?"
+MOVE_HOOK_RESUMES = (
+    "UPDATE hook_resumes SET run_id = ?1 WHERE run_id = ?2 "
+    "AND token IN (SELECT token FROM hooks WHERE run_id = ?1)"
+)
+READ_HOOK_PAYLOADS = (
+    "SELECT data FROM events WHERE run_id = ? AND kind = 'hook_received' ORDER BY seq"
+)
 GET_RESUME = "SELECT run_id FROM hook_resumes WHERE token = ? AND resume_id = ?"
 INSERT_RESUME = "INSERT INTO hook_resumes (token, resume_id, run_id) VALUES (?, ?, ?)"
 DISPOSE_HOOKS = "DELETE FROM hooks WHERE run_id = ?"

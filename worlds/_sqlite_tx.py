@@ -26,6 +26,7 @@ from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     CANCEL_DEADLINE_TIMER,
     apply_to_run,
+    carried_payloads,
     index_value,
     lease_deadline,
     work_item_id,
@@ -37,6 +38,7 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookRecord,
     NewWorkItem,
     RunCancelled,
     RunCancelRequested,
@@ -234,6 +236,9 @@ class Writer:
         hook_row = (run_id, event.hook, sql.encode(event.attributes), self.now_us)
         if self.db.execute(sql.INSERT_HOOK, (event.token, *hook_row)).rowcount:
             return event
+        bind = (event.hook, sql.encode(event.attributes), event.token, run_id)
+        if self.db.execute(sql.BIND_HOOK, bind).rowcount:
+            return event
         (holder, _) = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
         return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder)
 
@@ -265,9 +270,38 @@ class Writer:
         stored = msgspec.structs.replace(created, seq=1, at=self.now)
         self.rows.append((run_id, 1, "run_created", sql.encode(stored)))
         db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
+        self._move_hooks(old, event)
         item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
         db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
         self.signals.add(WORK_TOPIC)
+
+    def _move_hooks(self, old: RunRecord, event: RunContinued) -> None:
+        """Hand ``old``'s tokens, unbound, and their unread payloads to its successor."""
+        db, run_id = self.db, event.next_run_id
+        rows = db.execute(sql.LIST_RUN_HOOKS, (old.id,)).fetchall()
+        if not rows:
+            return
+        held = [
+            HookRecord(
+                token=token,
+                run_id=owner,
+                hook=number,
+                attributes=sql.decode_attributes(attributes),
+                created_at=sql.from_micros(created),
+            )
+            for token, owner, number, attributes, created in rows
+        ]
+        logged = [
+            sql.decode_event(data) for (data,) in db.execute(sql.READ_HOOK_PAYLOADS, (old.id,))
+        ]
+        carried = carried_payloads(logged, held, event)
+        for seq, received in enumerate(carried, 2):
+            stored = msgspec.structs.replace(received, seq=seq, at=self.now)
+            self.rows.append((run_id, seq, "hook_received", sql.encode(stored)))
+        if carried:
+            db.execute(sql.BUMP_LAST_SEQ, (len(carried), run_id)).fetchone()
+        db.execute(sql.MOVE_RUN_HOOKS, (run_id, old.id))
+        db.execute(sql.MOVE_HOOK_RESUMES, (run_id, old.id))
 
     def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""

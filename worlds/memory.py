@@ -24,6 +24,7 @@ from worlds.semantics import (
     CANCEL_DEADLINE_TIMER,
     RUN_DEADLINE_TIMER,
     apply_to_run,
+    carried_payloads,
     decode_cursor,
     encode_cursor,
     index_value,
@@ -137,9 +138,22 @@ class MemoryWorld(ClosesOnExit):
             )
         if run.record.status.is_closed:
             self._drop_work(run.record.id)
-            self._dispose_hooks(run.record.id)
+            if not isinstance(stored, RunContinued):  # ``_continue`` moves them
+                self._dispose_hooks(run.record.id)
             self._signal(run_topic(run.record.id))
         return stored
+
+    def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
+        """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
+        held = [hook for hook in self._hooks.values() if hook.run_id == old.record.id]
+        for received in carried_payloads(old.events, held, event):
+            self._append(new, received, now)
+        for hook in held:
+            self._hooks[hook.token] = msgspec.structs.replace(hook, run_id=new.record.id, hook=0)
+        tokens = {hook.token for hook in held}
+        for key, run_id in self._resumed.items():
+            if run_id == old.record.id and key[0] in tokens:
+                self._resumed[key] = new.record.id
 
     def _dispose_hooks(self, run_id: str) -> None:
         for token in [t for t, hook in self._hooks.items() if hook.run_id == run_id]:
@@ -147,6 +161,11 @@ class MemoryWorld(ClosesOnExit):
 
     def _try_hook(self, run_id: str, event: HookCreated, now: datetime) -> EventKind:
         held = self._hooks.get(event.token)
+        if held is not None and held.run_id == run_id and held.hook == 0:
+            self._hooks[event.token] = msgspec.structs.replace(
+                held, hook=event.hook, attributes=dict(event.attributes)
+            )
+            return event
         if held is not None:
             return HookConflict(hook=event.hook, token=event.token, holder_run_id=held.run_id)
         self._hooks[event.token] = HookRecord(
@@ -211,12 +230,13 @@ class MemoryWorld(ClosesOnExit):
 
     def _continue(self, old: _Run, event: RunContinued, now: datetime) -> None:
         record = old.record
-        self._new_run(event.next_run_id, record.workflow, event.args, record.attributes, now)
+        new = self._new_run(event.next_run_id, record.workflow, event.args, record.attributes, now)
         for claim_key, claim in list(self._claims.items()):
             if claim.run_id == record.id and claim.step is None:
                 self._claims[claim_key] = msgspec.structs.replace(
                     claim, run_id=event.next_run_id, generation=claim.generation + 1
                 )
+        self._move_hooks(old, new, event, now)
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
 
     def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
@@ -398,7 +418,10 @@ class MemoryWorld(ClosesOnExit):
         if resume_id is not None:
             self._resumed[(token, resume_id)] = hook.run_id
         now = self._clock()
-        received = HookReceived(hook=hook.hook, payload=payload, resume_id=resume_id)
+        token_if_unbound = "" if hook.hook else token
+        received = HookReceived(
+            hook=hook.hook, payload=payload, resume_id=resume_id, token=token_if_unbound
+        )
         self._append(self._runs[hook.run_id], received, now)
         self._enqueue(hook.run_id, NewWorkItem(kind="workflow"), "", now, 0)
         return hook.run_id

@@ -475,7 +475,11 @@ class PostgresWorld(ClosesOnExit):
             ):
                 # a concurrent delivery with this resume id committed first
                 return str(await tx.conn.fetchval(sql.RESUMED, token, resume_id))
-            run, _ = tx.stamp(run, HookReceived(hook=hook[1], payload=payload, resume_id=resume_id))
+            number = hook[1]
+            received = HookReceived(
+                hook=number, payload=payload, resume_id=resume_id, token="" if number else token
+            )
+            run, _ = tx.stamp(run, received)
             run, _ = await tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
             await tx.save_run(run, attributes)
             return run.id

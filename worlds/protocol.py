@@ -112,7 +112,9 @@ class World(Protocol):
 
         A second call with the same token and non-None ``resume_id`` appends
         nothing and returns the same run id again, even after that run closed
-        (until it is pruned): exactly once per resume id.
+        (until it is pruned): exactly once per resume id. When a continue-as-new
+        moved the token (see ``RunContinued``), the answer is its successor.
+        A token held unbound (hook 0) gets ``HookReceived(hook=0, token=...)``.
         """
         ...
 

@@ -17,6 +17,8 @@ import msgspec
 from worlds.types import (
     AttributeValue,
     EventKind,
+    HookReceived,
+    HookRecord,
     NewWorkItem,
     RunCancelled,
     RunCancelRequested,
@@ -36,6 +38,7 @@ __all__ = [
     "CLOSING_EVENTS",
     "RUN_DEADLINE_TIMER",
     "apply_to_run",
+    "carried_payloads",
     "decode_cursor",
     "encode_cursor",
     "index_value",
@@ -91,6 +94,38 @@ def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:
     elif isinstance(event, RunCancelRequested):
         changes.update(status=RunStatus.CANCELLING)
     return msgspec.structs.replace(run, **changes)
+
+
+def carried_payloads(
+    events: list[EventKind], hooks: list[HookRecord], continued: RunContinued
+) -> list[HookReceived]:
+    """What a run that continues as new hands its successor, in log order.
+
+    ``events`` are the run's log, ``hooks`` the tokens it holds. For each token
+    the first ``continued.hooks_read[token]`` payloads were taken by the body;
+    the rest become ``HookReceived(hook=0, token=...)`` events of the next run,
+    keeping their resume ids. A world appends them right after the next run's
+    ``RunCreated`` and moves the tokens to it unbound (hook 0).
+    """
+    numbers = {hook.token: hook.hook for hook in hooks}
+    skip = {token: continued.hooks_read.get(token, 0) for token in numbers}
+    carried: list[HookReceived] = []
+    for event in events:
+        if not isinstance(event, HookReceived):
+            continue
+        if event.hook == 0:
+            token = event.token
+        else:
+            token = next((t for t, n in numbers.items() if n == event.hook), "")
+        if token not in skip:
+            continue
+        if skip[token] > 0:
+            skip[token] -= 1
+            continue
+        carried.append(
+            HookReceived(hook=0, token=token, payload=event.payload, resume_id=event.resume_id)
+        )
+    return carried
 
 
 def may_take_over(policy: StartPolicy, holder: RunStatus) -> bool:

@@ -627,7 +627,9 @@ class SqliteWorld(ClosesOnExit):
                 tx.db.execute(sql.INSERT_RESUME, (token, resume_id, run_id))
             row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
             run = sql.run_from_row(row)
-            received = HookReceived(hook=number, payload=payload, resume_id=resume_id)
+            received = HookReceived(
+                hook=number, payload=payload, resume_id=resume_id, token="" if number else token
+            )
             run, _ = tx.stamp(run, received)
             run, _ = tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
             tx.save_run(run, row[7])

@@ -166,10 +166,18 @@ class RunCancelled(Event, tag="run_cancelled", frozen=True, kw_only=True):
 class RunContinued(Event, tag="run_continued", frozen=True, kw_only=True):
     """The run continued as new: it closed, and run ``next_run_id`` of the same
     workflow started with ``args`` and this run's attributes, taking over its
-    unique claims (each with a new generation), in the same transaction."""
+    unique claims (each with a new generation), in the same transaction.
+
+    The run's live hook tokens move to the next run too, unbound (hook 0) until
+    it creates a hook with the token again. ``hooks_read`` says how many
+    payloads the body took from each token's hook; the world moves the rest of
+    the token's ``HookReceived`` payloads, in order, to the next run's log as
+    ``HookReceived(hook=0, token=...)``: a payload accepted by ``resume_hook``
+    reaches the chain exactly once."""
 
     next_run_id: str
     args: bytes
+    hooks_read: dict[str, int] = {}
 
 
 class RunCancelRequested(Event, tag="run_cancel_requested", frozen=True, kw_only=True):
@@ -277,11 +285,17 @@ class HookCreated(Event, tag="hook_created", frozen=True, kw_only=True):
 
 
 class HookReceived(Event, tag="hook_received", frozen=True, kw_only=True):
-    """A payload arrived for a hook; ``resume_id`` deduplicates deliveries."""
+    """A payload arrived for a hook; ``resume_id`` deduplicates deliveries.
+
+    ``hook`` 0 means the run holds ``token`` (moved to it by continue-as-new)
+    but has not created a hook with it yet: the payload goes to the hook the
+    run creates with that token. ``token`` is set only then.
+    """
 
     hook: int
     payload: bytes
     resume_id: str | None = None
+    token: str = ""
 
 
 class HookConflict(Event, tag="hook_conflict", frozen=True, kw_only=True):
@@ -336,7 +350,11 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class HookRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A live hook: ``token`` resumes hook number ``hook`` of run ``run_id``."""
+    """A live hook: ``token`` resumes hook number ``hook`` of run ``run_id``.
+
+    ``hook`` is 0 while the token waits, after a continue-as-new moved it to
+    ``run_id``, for that run to create a hook with it.
+    """
 
     token: str
     run_id: str
@@ -465,7 +483,9 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     A ``HookCreated`` claims its token for as long as the run is open; a
     token another open run's hook holds makes it a ``HookConflict`` instead.
-    Closing a run disposes of its hooks and frees their tokens.
+    A token this run holds unbound (hook 0, moved here by continue-as-new) is
+    bound to the new hook number. Closing a run disposes of its hooks and frees
+    their tokens, except that ``RunContinued`` moves them (see there).
 
     A unique ``AttributeSet`` is a claim owned by (run, step): the run itself
     when ``step`` is None. A pair held by another owner — another run, or

@@ -117,6 +117,7 @@ class _WorkflowHook(Hook):
 
     def __init__(self, token: str, created: asyncio.Future[None], loop: WorkflowLoop) -> None:
         self.token = token
+        self.read = 0
         self._created = created
         self._loop = loop
         self._payloads: collections.deque[bytes] = collections.deque()
@@ -137,6 +138,7 @@ class _WorkflowHook(Hook):
             waiter = self._loop.create_future()
             self._waiters.append(waiter)
             await waiter
+        self.read += 1
         return decode_result(self._payloads.popleft(), None)
 
 
@@ -174,6 +176,9 @@ class WorkflowInstance(_runtime.Runtime):
         self._steps: dict[int, tuple[asyncio.Future[Any], StepDefinition[..., Any]]] = {}
         self._waits: dict[int, asyncio.TimerHandle] = {}
         self._hooks: dict[int, _WorkflowHook] = {}
+        # by token, the first hook created with it, and payloads for tokens no hook has yet
+        self._hook_tokens: dict[str, _WorkflowHook] = {}
+        self._unclaimed: dict[str, list[bytes]] = {}
         self._next_step = 1
         self._next_wait = 1
         self._next_hook = 1
@@ -298,7 +303,12 @@ class WorkflowInstance(_runtime.Runtime):
             if handle is not None:
                 self.loop.fire(handle)
         elif isinstance(event, HookReceived):
-            hook = self._hooks.get(event.hook)
+            if event.hook:
+                hook = self._hooks.get(event.hook)
+            else:  # carried over by continue-as-new; the hook may not exist yet
+                hook = self._hook_tokens.get(event.token)
+                if hook is None:
+                    self._unclaimed.setdefault(event.token, []).append(event.payload)
             if hook is not None:
                 hook.deliver(event.payload)
         elif isinstance(event, RunCancelRequested) and self._cancel is None:
@@ -338,7 +348,9 @@ class WorkflowInstance(_runtime.Runtime):
             except TypeError as err:
                 self._command(RunFailed(error=error_info(err)), "continue_as_new")
             else:
-                self._command(RunContinued(next_run_id=new_run_id(), args=args), "continue_as_new")
+                read = {token: hook.read for token, hook in self._hook_tokens.items()}
+                continued = RunContinued(next_run_id=new_run_id(), args=args, hooks_read=read)
+                self._command(continued, "continue_as_new")
             return True
         if exc is not None:
             self._command(RunFailed(error=error_info(exc)), "the end of the workflow")
@@ -495,6 +507,10 @@ class WorkflowInstance(_runtime.Runtime):
         self._next_hook = max(self._next_hook, number + 1)
         hook = _WorkflowHook(token, future, self.loop)
         self._hooks[number] = hook
+        if token not in self._hook_tokens:
+            self._hook_tokens[token] = hook
+            for payload in self._unclaimed.pop(token, []):
+                hook.deliver(payload)
         return hook
 
     def now(self) -> datetime:

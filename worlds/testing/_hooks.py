@@ -7,7 +7,15 @@ from datetime import timedelta
 import pytest
 
 from worlds.protocol import World
-from worlds.testing._base import WF, WORKER, ConformanceBase, assert_dense, create_run, lease_one
+from worlds.testing._base import (
+    WF,
+    WORKER,
+    ConformanceBase,
+    assert_dense,
+    create_run,
+    lease_one,
+    new_run_id,
+)
 from worlds.types import (
     CommitRequest,
     EventKind,
@@ -15,6 +23,9 @@ from worlds.types import (
     HookCreated,
     HookReceived,
     RunCompleted,
+    RunContinued,
+    RunCreated,
+    RunStatus,
     utcnow,
 )
 
@@ -33,8 +44,80 @@ async def _create_hook(world: World, run_id: str, token: str, number: int = 1) -
     return result.events[0]
 
 
+async def _continue(world: World, run_id: str, hooks_read: dict[str, int]) -> str:
+    next_id = new_run_id()
+    continued = RunContinued(next_run_id=next_id, args=b"\x90", hooks_read=hooks_read)
+    result = await world.commit(CommitRequest(run_id=run_id, worker_id=WORKER, events=(continued,)))
+    assert result.ok and result.status is RunStatus.CONTINUED, result
+    return next_id
+
+
+def _payloads(events: list[EventKind]) -> list[tuple[int, str, bytes, str | None]]:
+    return [
+        (e.hook, e.token, e.payload, e.resume_id) for e in events if isinstance(e, HookReceived)
+    ]
+
+
 class HookConformance(ConformanceBase):
     """Hooks: one open run per token, payloads appended once per resume id."""
+
+    @pytest.mark.anyio
+    async def test_continue_as_new_moves_tokens_and_unread_payloads(self, world: World) -> None:
+        """Payloads the body did not read move, in order, with their token to the next run.
+
+        The token stays live across the continuation (a delivery between the two
+        runs is accepted by the successor), and the successor binds it to the
+        hook it creates with it. Nothing accepted is lost or delivered twice.
+        """
+        run = await create_run(world)
+        await _create_hook(world, run.id, "inbox-1")
+        await _create_hook(world, run.id, "inbox-2", number=2)
+        for n in range(5):
+            assert await world.resume_hook("inbox-1", bytes([n]), f"r-{n}") == run.id
+        assert await world.resume_hook("inbox-2", b"b0") == run.id
+        next_id = await _continue(world, run.id, {"inbox-1": 2})
+        events = await world.read_events(next_id)
+        assert_dense(events)
+        assert isinstance(events[0], RunCreated)
+        assert _payloads(events) == [
+            (0, "inbox-1", b"\x02", "r-2"),
+            (0, "inbox-1", b"\x03", "r-3"),
+            (0, "inbox-1", b"\x04", "r-4"),
+            (0, "inbox-2", b"b0", None),
+        ]
+        hooks = await world.list_hooks()
+        assert sorted((h.token, h.run_id, h.hook) for h in hooks) == [
+            ("inbox-1", next_id, 0),
+            ("inbox-2", next_id, 0),
+        ]
+        # a retried delivery answers with the run the payload now lives in
+        assert await world.resume_hook("inbox-1", b"\x04", "r-4") == next_id
+        assert await world.resume_hook("inbox-1", b"\x00", "r-0") == next_id
+        assert await world.resume_hook("inbox-1", b"\x05", "r-5") == next_id
+        bound = await _create_hook(world, next_id, "inbox-1", number=1)
+        assert isinstance(bound, HookCreated)
+        assert await world.resume_hook("inbox-1", b"\x06") == next_id
+        assert _payloads(await world.read_events(next_id))[-2:] == [
+            (0, "inbox-1", b"\x05", "r-5"),
+            (1, "", b"\x06", None),
+        ]
+        assert {(h.token, h.hook) for h in await world.list_hooks(next_id)} == {
+            ("inbox-1", 1),
+            ("inbox-2", 0),
+        }
+        # a token bound once is not bound again, and other runs still conflict
+        again = await _create_hook(world, next_id, "inbox-1", number=3)
+        assert isinstance(again, HookConflict) and again.holder_run_id == next_id
+        other = await create_run(world)
+        taken = await _create_hook(world, other.id, "inbox-2")
+        assert isinstance(taken, HookConflict) and taken.holder_run_id == next_id
+        assert await world.list_hooks(run.id) == []
+        # a second continuation moves a token read past its carried payloads
+        third = await _continue(world, next_id, {"inbox-1": 4})
+        assert _payloads(await world.read_events(third)) == [
+            (0, "inbox-2", b"b0", None),
+            (0, "inbox-1", b"\x06", None),
+        ]
 
     @pytest.mark.anyio
     async def test_a_token_is_held_by_one_open_run(self, world: World) -> None:
