@@ -86,7 +86,11 @@ def uuid4() -> UUID:
 
 
 def get_run_metadata() -> RunMetadata:
-    """The current run's id, workflow name and creation time."""
+    """The current run's id, workflow name and creation time, in a workflow or a step.
+
+    Raises:
+        NotInWorkflowError: called outside workflow and step code.
+    """
     return _runtime.current().run_metadata()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import random as _random
@@ -20,6 +21,7 @@ from workflow.decorators import StepDefinition
 from workflow.errors import (
     AttributeConflictError,
     FatalError,
+    NonDeterminismError,
     NotInWorkflowError,
     RetryableError,
     RunCancelledError,
@@ -43,15 +45,39 @@ from worlds.types import (
 
 __all__ = ["StepRuntime", "run_step"]
 
+_NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError)
+"""Errors that fail a step attempt for good: a fatal error, or API misuse that
+no retry can fix (``workflow.sleep()`` in a step, say)."""
+
+_RUN_FACTS_CACHED = 4096
+_run_facts: collections.OrderedDict[str, RunMetadata] = collections.OrderedDict()
+
+
+async def _run_metadata(world: World, run_id: str) -> RunMetadata:
+    """The run's id, workflow and creation time (they never change), read once per run."""
+    facts = _run_facts.get(run_id)
+    if facts is None:
+        record = await world.get_run(run_id)
+        if record is None:
+            raise LookupError(f"run {run_id} of this step attempt no longer exists")
+        facts = RunMetadata(record.id, record.workflow, record.created_at)
+        _run_facts[run_id] = facts
+        while len(_run_facts) > _RUN_FACTS_CACHED:
+            _run_facts.popitem(last=False)
+    return facts
+
 
 class StepRuntime(_runtime.Runtime):
     """What step code sees: its metadata, and attributes scoped to this attempt."""
 
-    def __init__(self, world: World, worker_id: str, item: WorkItem, name: str) -> None:
+    def __init__(
+        self, world: World, worker_id: str, item: WorkItem, name: str, run: RunMetadata
+    ) -> None:
         self._world = world
         self._worker_id = worker_id
         self._item = item
         self._name = name
+        self._run = run
         self._attributes: dict[str, AttributeValue] = {}
 
     @property
@@ -130,8 +156,8 @@ class StepRuntime(_runtime.Runtime):
         return uuid.uuid4()
 
     def run_metadata(self) -> RunMetadata:
-        """Refused: use ``get_step_metadata()`` in steps."""
-        raise NotInWorkflowError("use get_step_metadata() inside steps")
+        """The id, workflow name and creation time of the run this step belongs to."""
+        return self._run
 
     def step_metadata(self) -> StepMetadata:
         """This attempt's run id, world-unique step id and attempt number."""
@@ -165,14 +191,16 @@ async def run_step(
     Cancellation of ``cancel_scope`` (the run closed) yields a commit whose only
     effect is a ``StepDiscarded`` entry.
     """
-    runtime = StepRuntime(world, worker_id, item, step.name)
     outcome: EventKind | None = None
     retry_at: datetime | None = None
-    runtime_token = _runtime.installed(runtime)
+    runtime_token = None
     world_token = set_worker_world(world)
     try:
         with cancel_scope:
             try:
+                run = await _run_metadata(world, item.run_id)
+                runtime = StepRuntime(world, worker_id, item, step.name, run)
+                runtime_token = _runtime.installed(runtime)
                 value = await _call(step, item.payload)
                 try:
                     encoded = encode_result(value, f"the result of step {step.name!r}")
@@ -182,7 +210,7 @@ async def run_step(
                     )
                 else:
                     outcome = StepCompleted(step=item.number, attempt=item.attempt, result=encoded)
-            except FatalError as exc:
+            except _NEVER_RETRIED as exc:
                 outcome = StepFailed(step=item.number, attempt=item.attempt, error=error_info(exc))
             except Exception as exc:
                 if item.attempt > step.retry.max_retries:
@@ -201,7 +229,8 @@ async def run_step(
                     )
     finally:
         reset_worker_world(world_token)
-        _runtime.uninstall(runtime_token)
+        if runtime_token is not None:
+            _runtime.uninstall(runtime_token)
     discard = StepDiscarded(
         step=item.number,
         attempt=item.attempt,
@@ -237,12 +266,17 @@ async def run_step(
 async def _call(step: StepDefinition[..., Any], payload: bytes) -> Any:
     """Decode the arguments and call the step; a plain ``def`` runs in a thread.
 
-    Past the step's timeout the attempt fails with ``TimeoutError`` (a thread
-    that is still running is abandoned, and its result ignored).
+    Past the step's timeout the attempt fails with a ``TimeoutError`` naming the
+    step and the limit (a thread that is still running is abandoned, and its
+    result ignored).
     """
     args, kwargs = decode_call(payload, step.fn)
-    with anyio.fail_after(step.timeout):
+    with anyio.move_on_after(step.timeout):
         if step.is_async:
             return await step.fn(*args, **kwargs)
         call = functools.partial(contextvars.copy_context().run, step.fn, *args, **kwargs)
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=step.timeout is not None)
+    raise TimeoutError(
+        f"step {step.name!r} did not finish within its timeout of {step.timeout:g} s "
+        f"(@step(timeout=...)); the attempt was stopped"
+    )
