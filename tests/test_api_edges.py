@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import math
+from datetime import timedelta
 from typing import Any
 
 import anyio
 import pytest
 
 from workflow import (
+    NonDeterminismError,
     RunCancelledError,
     RunFailedError,
     RunStatus,
     Worker,
     continue_as_new,
     create_hook,
+    encode_history,
     get_run_metadata,
+    replay,
     sleep,
     start,
     step,
     workflow,
 )
 from worlds.protocol import World
-from worlds.types import RunStarted, StepFailed, StepRetrying, StepStarted
+from worlds.types import RunStarted, StepFailed, StepRetrying, StepStarted, WaitCreated
 
 pytestmark = pytest.mark.anyio
 
@@ -182,3 +187,81 @@ async def test_a_run_cancelled_before_its_first_task_never_runs_its_body(world: 
     assert await run.status() is RunStatus.CANCELLED
     assert "never" not in started
     assert not any(isinstance(e, RunStarted) for e in await run.events())
+
+
+@step
+async def plus_one(x: int) -> int:
+    return x + 1
+
+
+@workflow(name="counts")
+async def counts(n: int) -> int:
+    for _ in range(n):
+        n = await plus_one(n)
+    return n
+
+
+@workflow(name="counts")
+async def counts_differently(n: int) -> int:
+    await asyncio.sleep(1)
+    return n
+
+
+async def test_replay_accepts_what_encode_history_returns(world: World) -> None:
+    """Issue 10, papercut: the README's ``replay(fn, encode_history(events), run_id=...)``."""
+    async with Worker(world, [counts]):
+        run = await start(counts, 2, world=world)
+        assert await run.result(timeout=10) == 4
+    recorded = encode_history(await run.events())
+    await replay(counts, recorded, run_id=run.id)
+    await replay(counts, recorded.decode(), run_id=run.id)
+    await replay(counts, await run.events(), run_id=run.id)
+    with pytest.raises(NonDeterminismError):
+        await replay(counts_differently, recorded, run_id=run.id)
+    with pytest.raises(ValueError, match="encode_history"):
+        await replay(counts, b"not json", run_id=run.id)
+    with pytest.raises(TypeError, match="encode_history"):
+        await replay(counts, {"events": []}, run_id=run.id)  # type: ignore[arg-type]
+
+
+@workflow
+async def sleeps_far(how: str) -> Any:
+    if how == "wait_for":
+        return await asyncio.wait_for(plus_one(1), timeout=1e12)
+    if how == "nan":
+        try:
+            await sleep(math.nan)
+        except ValueError as exc:
+            return str(exc)
+    durations: dict[str, Any] = {"1e12": 1e12, "inf": math.inf, "timedelta.max": timedelta.max}
+    try:
+        await asyncio.wait_for(sleep(durations[how]), timeout=0.2)
+    except TimeoutError:
+        return "still asleep"
+    return "woke up"
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("wait_for", 2),
+        ("1e12", "still asleep"),
+        ("inf", "still asleep"),
+        ("timedelta.max", "still asleep"),
+        ("nan", "sleep() needs a number of seconds, got NaN"),
+    ],
+)
+async def test_a_timer_too_far_away_is_clamped(world: World, how: str, expected: Any) -> None:
+    """Issue 10, papercut: ``sleep(1e12)`` and ``wait_for(x, timeout=1e12)`` do not fail
+    the run ("year 33715 is out of range"); the timer is clamped to 9000-01-01."""
+    async with Worker(world, [sleeps_far]):
+        run = await start(sleeps_far, how, world=world)
+        assert await run.result(timeout=10) == expected
+    waits = [e for e in await run.events() if isinstance(e, WaitCreated)]
+    if how != "nan":
+        assert max(wait.until.year for wait in waits) == 9000
+
+
+async def test_sleep_refuses_what_is_not_a_duration() -> None:
+    with pytest.raises(TypeError, match="timedelta"):
+        await sleep("5")  # type: ignore[arg-type]

@@ -58,8 +58,27 @@ async def list_attributes() -> dict[str, AttributeValue]:
 
 
 async def sleep(duration: float | timedelta) -> None:
-    """A durable timer: the run holds no worker while it waits, and survives restarts."""
-    seconds = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+    """A durable timer: the run holds no worker while it waits, and survives restarts.
+
+    A duration too long to be a date (``sleep(1e12)``, ``math.inf``) waits until
+    the year 9000, that is forever; zero or less returns at the next event.
+
+    Raises:
+        TypeError: ``duration`` is not a number of seconds or a ``timedelta``.
+        ValueError: ``duration`` is NaN.
+        NotInWorkflowError: called outside workflow code (in a step, use
+            ``asyncio.sleep``).
+    """
+    if isinstance(duration, timedelta):
+        seconds = duration.total_seconds()
+    elif isinstance(duration, (int, float)) and not isinstance(duration, bool):
+        seconds = float(duration)
+    else:
+        raise TypeError(
+            f"sleep() takes seconds (int or float) or a timedelta, not {type(duration).__name__}"
+        )
+    if seconds != seconds:
+        raise ValueError("sleep() needs a number of seconds, got NaN")
     await _runtime.current().sleep(seconds)
 
 

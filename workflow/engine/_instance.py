@@ -70,6 +70,10 @@ from worlds.types import (
 
 __all__ = ["WorkflowInstance"]
 
+_LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
+"""Timers due later (``sleep(1e12)``, ``wait_for(x, timeout=inf)``) are clamped
+to this: they never fire in practice, and every world can store the time."""
+
 _COMMANDS = (
     StepCreated,
     WaitCreated,
@@ -405,7 +409,8 @@ class WorkflowInstance(_runtime.Runtime):
         recorded = self._next_recorded("a timer")
         if recorded is None:
             number = self._next_wait
-            until = datetime.fromtimestamp(max(handle.when(), self.loop.time()), UTC)
+            when = min(max(handle.when(), self.loop.time()), _LATEST_TIMER)
+            until = datetime.fromtimestamp(when, UTC)
             self._outbox.events.append(WaitCreated(wait=number, until=until))
             self._outbox.schedule.append(
                 NewWorkItem(

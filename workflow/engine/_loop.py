@@ -95,6 +95,8 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         *args: *Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
+        if when != when:  # NaN: no point in time, and asyncio would order it anywhere
+            raise ValueError("a timer's delay must be a number of seconds, got NaN")
         handle = asyncio.TimerHandle(when, callback, args, self, context)
         self._on_timer(handle)
         return handle

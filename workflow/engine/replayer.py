@@ -7,14 +7,14 @@ logs of real runs to prove the new code makes the same calls in the same order.
 
     Path("checkout.history.json").write_bytes(encode_history(await run.events()))
     ...
-    history = decode_history(Path("checkout.history.json").read_bytes())
+    history = Path("checkout.history.json").read_bytes()   # or decode_history(...) of it
     await replay(checkout, history, run_id=run.id)   # NonDeterminismError on divergence
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
@@ -31,6 +31,7 @@ from worlds.types import (
 __all__ = ["decode_history", "encode_history", "replay"]
 
 _history = msgspec.json.Decoder(list[EventKind])
+_EVENT_TYPES = get_args(EventKind)
 
 
 def encode_history(events: Sequence[EventKind]) -> bytes:
@@ -44,18 +45,36 @@ def decode_history(data: bytes | str) -> list[EventKind]:
 
 
 async def replay(
-    fn: WorkflowDefinition[..., Any], history: Sequence[EventKind], *, run_id: str
+    fn: WorkflowDefinition[..., Any],
+    history: Sequence[EventKind] | bytes | str,
+    *,
+    run_id: str,
 ) -> None:
     """Run ``fn`` against ``history`` without any world; raise if they disagree.
 
-    ``run_id`` is the recorded run's id: it seeds ``random()`` and ``uuid4()``.
+    ``history`` is a run's events (``await run.events()``) or what
+    ``encode_history`` made of them. ``run_id`` is the recorded run's id: it
+    seeds ``random()`` and ``uuid4()``.
 
     Raises:
         NonDeterminismError: the code issued a different call than the log
             recorded, or, for a closed run, a call the log does not have.
-        ValueError: ``history`` does not start with ``RunCreated`` or names
-            another workflow.
+        ValueError: ``history`` does not start with ``RunCreated``, names
+            another workflow, or is bytes ``encode_history`` did not write.
+        TypeError: ``history`` is neither events nor encoded events.
     """
+    if isinstance(history, (bytes, bytearray, memoryview, str)):
+        try:
+            history = decode_history(bytes(history) if not isinstance(history, str) else history)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"history is not an encode_history() log: {exc}") from None
+    elif not isinstance(history, Sequence) or not all(
+        isinstance(event, _EVENT_TYPES) for event in history
+    ):
+        raise TypeError(
+            "history must be a run's events (await run.events()) or encode_history() bytes, "
+            f"not {type(history).__name__}"
+        )
     if not history or not isinstance(history[0], RunCreated):
         raise ValueError("a history starts with RunCreated")
     if history[0].workflow != fn.name:
