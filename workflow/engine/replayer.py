@@ -63,26 +63,15 @@ async def replay(
             another workflow, or is bytes ``encode_history`` did not write.
         TypeError: ``history`` is neither events nor encoded events.
     """
-    if isinstance(history, (bytes, bytearray, memoryview, str)):
-        try:
-            history = decode_history(bytes(history) if not isinstance(history, str) else history)
-        except msgspec.DecodeError as exc:
-            raise ValueError(f"history is not an encode_history() log: {exc}") from None
-    elif not isinstance(history, Sequence) or not all(
-        isinstance(event, _EVENT_TYPES) for event in history
-    ):
-        raise TypeError(
-            "history must be a run's events (await run.events()) or encode_history() bytes, "
-            f"not {type(history).__name__}"
-        )
-    if not history or not isinstance(history[0], RunCreated):
+    events = _events_of(history)
+    if not events or not isinstance(events[0], RunCreated):
         raise ValueError("a history starts with RunCreated")
-    if history[0].workflow != fn.name:
-        raise ValueError(f"the history is of workflow {history[0].workflow!r}, not {fn.name!r}")
+    if events[0].workflow != fn.name:
+        raise ValueError(f"the history is of workflow {events[0].workflow!r}, not {fn.name!r}")
     instance = WorkflowInstance(run_id, fn, None)
-    closed = isinstance(history[-1], CLOSING_EVENTS)
+    closed = isinstance(events[-1], CLOSING_EVENTS)
     try:
-        instance.feed(list(history))
+        instance.feed(events)
         blocked = instance.advance()
         if isinstance(instance.failure, NonDeterminismError):
             raise instance.failure
@@ -92,3 +81,19 @@ async def replay(
             raise NonDeterminismError(instance.position, "the end of the log", issued)
     finally:
         instance.dispose()
+
+
+def _events_of(history: object) -> list[EventKind]:
+    """The events of what ``replay`` was given: events, or ``encode_history`` output."""
+    if isinstance(history, (bytes, bytearray, memoryview, str)):
+        data = history if isinstance(history, str) else bytes(history)
+        try:
+            return decode_history(data)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"history is not an encode_history() log: {exc}") from None
+    if isinstance(history, Sequence) and all(isinstance(e, _EVENT_TYPES) for e in history):
+        return list(history)
+    raise TypeError(
+        "history must be a run's events (await run.events()) or encode_history() bytes, "
+        f"not {type(history).__name__}"
+    )
