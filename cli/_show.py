@@ -166,7 +166,7 @@ async def gather_details(run: Run[Any]) -> Details:
     events = await run.events()
     record = run.record
     assert record is not None  # events() read the record first
-    claims = await run.claims()
+    claims = {claim.key: claim for claim in await run.claims() if claim.step is None}
     return Details(record, claims, events, _fold_steps(events), _fold_hooks(events))
 
 

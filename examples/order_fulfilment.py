@@ -53,10 +53,10 @@ async def buy_label(order_id: str, address: str) -> str:
 @step
 async def notify_warehouse(order_id: str, address: str) -> bool:
     meta = get_step_metadata()
-    claims = await get_run(meta.run_id).claims()
-    if "order" not in claims:  # this plan lost its claim: never act on it
+    claim = await get_run(meta.run_id).claim("order")
+    if claim is None:  # this plan lost its claim: never act on it
         return False
-    return warehouse.ship(order_id, address, claims["order"].generation)
+    return warehouse.ship(order_id, address, claim.generation)
 
 
 @workflow
@@ -82,8 +82,9 @@ async def main() -> None:
         except RunCancelledError as exc:
             print(f"first plan: {exc}")
         print(f"second plan: {await second.result(timeout=5)}")
-        claims = await second.claims()
-        print(f"authoritative plan holds order=o-123 at generation {claims['order'].generation}")
+        claim = await second.claim("order")
+        assert claim is not None
+        print(f"authoritative plan holds order=o-123 at generation {claim.generation}")
     print(f"warehouse shipments: {warehouse.shipments}")
     assert [address for _, address, _ in warehouse.shipments] == ["New Road 9"]
 

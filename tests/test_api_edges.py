@@ -15,12 +15,15 @@ from workflow import (
     RunCancelledError,
     RunFailedError,
     RunStatus,
+    Unique,
     Worker,
     continue_as_new,
     create_hook,
     encode_history,
+    find_run,
     get_run_metadata,
     replay,
+    set_attribute,
     sleep,
     start,
     step,
@@ -265,3 +268,34 @@ async def test_a_timer_too_far_away_is_clamped(world: World, how: str, expected:
 async def test_sleep_refuses_what_is_not_a_duration() -> None:
     with pytest.raises(TypeError, match="timedelta"):
         await sleep("5")  # type: ignore[arg-type]
+
+
+@step
+async def charges(charge: str) -> None:
+    await set_attribute("charge", charge, unique=True)
+
+
+@workflow
+async def charges_twice(order: str) -> None:
+    await set_attribute("invoice", f"i-{order}", unique=True)
+    await charges(f"ch-{order}-1")
+    await charges(f"ch-{order}-2")
+
+
+async def test_run_claims_include_step_claims_marked_as_such(world: World) -> None:
+    """Issue 10, papercut: every pair ``find_run`` resolves to a run is in ``run.claims()``."""
+    async with Worker(world, [charges_twice]):
+        run = await start(charges_twice, "o-1", attributes={"order": Unique("o-1")}, world=world)
+        await run.result(timeout=10)
+    claims = await run.claims()
+    assert [(c.key, c.value, c.step) for c in claims] == [
+        ("charge", "ch-o-1-1", 1),
+        ("charge", "ch-o-1-2", 2),
+        ("invoice", "i-o-1", None),
+        ("order", "o-1", None),
+    ]
+    for claim in claims:
+        assert await find_run(claim.key, claim.value, world=world) == run
+    order = await run.claim("order")
+    assert order is not None and (order.generation, order.step) == (1, None)
+    assert await run.claim("charge") is None  # held by its steps, not by the run

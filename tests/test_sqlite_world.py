@@ -647,7 +647,7 @@ async def claim_in_commit(
 
 
 @pytest.mark.anyio
-async def test_run_claims_are_the_runs_own_pairs_by_key(url: str) -> None:
+async def test_run_claims_are_the_runs_and_its_steps_pairs_by_key(url: str) -> None:
     async with SqliteWorld(url) as world:
         run = await create(world, {"b": 2, "a": WHEN, "plain": "p"}, unique=["b", "a"])
         other = await create(world, {"c": "theirs"}, unique=["c"])
@@ -657,6 +657,7 @@ async def test_run_claims_are_the_runs_own_pairs_by_key(url: str) -> None:
         assert await world.run_claims(run.id) == [
             Claim(key="a", value=WHEN, run_id=run.id, generation=1),
             Claim(key="b", value=2, run_id=run.id, generation=1),
+            Claim(key="by-step", value="s", run_id=run.id, generation=1, step=1, attempt=1),
             Claim(key="c", value="mine", run_id=run.id, generation=1),
         ]
         assert await world.run_claims(other.id) == [

@@ -154,14 +154,25 @@ class Run(Generic[R]):
         await self._record()
         return await self.world.read_events(self._id)
 
-    async def claims(self) -> dict[str, Claim]:
-        """The unique attributes this run holds now, by key, with their generations.
+    async def claims(self) -> list[Claim]:
+        """The unique pairs this run and its steps hold now, by key then value.
 
-        A claim's ``generation`` is a fencing token: it grows on every takeover,
-        so an external system that remembers the highest one it has seen can
-        refuse a superseded run. A claim the run lost is absent.
+        Every pair ``find_run`` resolves to this run is here. A step's claim
+        (``set_attribute(..., unique=True)`` in a step) has ``claim.step`` set;
+        the run's own claims have ``claim.step`` None. A claim's ``generation``
+        is a fencing token: it grows on every takeover, so an external system
+        that remembers the highest one it has seen can refuse a superseded run.
+        A claim the run lost is absent. ``claim(key)`` picks one out.
         """
-        return {claim.key: claim for claim in await self.world.run_claims(self._id)}
+        return await self.world.run_claims(self._id)
+
+    async def claim(self, key: str) -> Claim | None:
+        """The run's own claim on ``key`` (not a step's), or ``None`` if it holds none.
+
+        The fencing token a step passes on: ``(await run.claim("order")).generation``.
+        """
+        own = [c for c in await self.world.run_claims(self._id) if c.key == key and c.step is None]
+        return own[-1] if own else None
 
     async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
         """Cancel the run, recording ``reason``.

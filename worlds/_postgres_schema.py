@@ -426,7 +426,7 @@ MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = $1, generation = generation + 1 WHERE run_id = $2 AND step IS NULL"
 )
 RUN_CLAIMS = (
-    "SELECT key, value, generation FROM claims WHERE run_id = $1 AND step IS NULL "
+    "SELECT key, value, generation, step, attempt FROM claims WHERE run_id = $1 "
     "ORDER BY key, ivalue"
 )
 

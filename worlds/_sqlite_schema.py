@@ -212,8 +212,7 @@ PUT_CLAIM = (
     "step = excluded.step, attempt = excluded.attempt"
 )
 RUN_CLAIMS = (
-    "SELECT key, value, generation FROM claims WHERE run_id = ? AND step IS NULL "
-    "ORDER BY key, ivalue"
+    "SELECT key, value, generation, step, attempt FROM claims WHERE run_id = ? ORDER BY key, ivalue"
 )
 
 PRUNABLE_RUNS = (

@@ -547,8 +547,8 @@ class MemoryWorld(ClosesOnExit):
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""
-        held = [c for c in self._claims.values() if c.run_id == run_id and c.step is None]
-        return sorted(held, key=lambda claim: claim.key)
+        held = [c for c in self._claims.values() if c.run_id == run_id]
+        return sorted(held, key=lambda claim: (claim.key, index_value(claim.value)))
 
     # ------------------------------------------------------------------ retention
 

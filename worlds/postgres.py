@@ -643,8 +643,15 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id)
         return [
-            Claim(key=key, value=sql.decode_value(value), run_id=run_id, generation=generation)
-            for key, value, generation in rows
+            Claim(
+                key=key,
+                value=sql.decode_value(value),
+                run_id=run_id,
+                generation=generation,
+                step=step,
+                attempt=attempt,
+            )
+            for key, value, generation, step, attempt in rows
         ]
 
     # ------------------------------------------------------------------ retention

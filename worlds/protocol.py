@@ -196,7 +196,10 @@ class World(Protocol):
         ...
 
     async def run_claims(self, run_id: str) -> list[Claim]:
-        """The unique pairs run ``run_id`` holds now (its own, not its steps'), by key."""
+        """The unique pairs run ``run_id`` and its steps hold now, by key then value.
+
+        A step's claim has ``Claim.step`` set; the run's own have it None.
+        """
         ...
 
     # ------------------------------------------------------------------ retention

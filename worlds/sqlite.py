@@ -665,8 +665,15 @@ class SqliteWorld(ClosesOnExit):
 
         def body(db: sqlite3.Connection) -> list[Claim]:
             return [
-                Claim(key=key, value=sql.decode_value(value), run_id=run_id, generation=generation)
-                for key, value, generation in db.execute(sql.RUN_CLAIMS, (run_id,))
+                Claim(
+                    key=key,
+                    value=sql.decode_value(value),
+                    run_id=run_id,
+                    generation=generation,
+                    step=step,
+                    attempt=attempt,
+                )
+                for key, value, generation, step, attempt in db.execute(sql.RUN_CLAIMS, (run_id,))
             ]
 
         return await self._read(body)

@@ -364,7 +364,12 @@ class HookRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
-    """Who holds a unique (key, value) pair, and the claim's fencing token."""
+    """Who holds a unique (key, value) pair, and the claim's fencing token.
+
+    A step claim (``set_attribute(..., unique=True)`` inside a step) has
+    ``step`` set, with the ``attempt`` that claimed it last; the run's own
+    claims have ``step`` None.
+    """
 
     key: str
     value: StoredValue

@@ -225,6 +225,25 @@ class ClaimsConformance(ConformanceBase):
         assert record is not None and record.attributes == {}, "a step claim set a run attribute"
 
     @pytest.mark.anyio
+    async def test_run_claims_lists_the_runs_and_its_steps_pairs(self, world: World) -> None:
+        """Every pair ``find_claim`` resolves to a run is in its ``run_claims``, by key then
+        value; a step's claim carries its step and the attempt that claimed it last."""
+        run = await create_run(world, attributes={"order": "o-1"}, unique={"order"})
+        await _set(world, run.id, "payment", "p-2", step=2, attempt=1)
+        await _set(world, run.id, "payment", "p-1", step=1, attempt=1)
+        await _set(world, run.id, "payment", "p-1", step=1, attempt=2)
+        await _set(world, run.id, "invoice", "i-1")
+        claims = await world.run_claims(run.id)
+        assert [(c.key, c.value, c.run_id, c.step, c.attempt) for c in claims] == [
+            ("invoice", "i-1", run.id, None, None),
+            ("order", "o-1", run.id, None, None),
+            ("payment", "p-1", run.id, 1, 2),
+            ("payment", "p-2", run.id, 2, 1),
+        ]
+        for claim in claims:
+            assert await world.find_claim(claim.key, claim.value) == claim
+
+    @pytest.mark.anyio
     async def test_a_claim_outlives_its_holder(self, world: World) -> None:
         """A closed holder keeps its claims: a new run with the pair is refused."""
         holder = await create_run(world, attributes={"order": "o-9"}, unique={"order"})
