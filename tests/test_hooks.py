@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import anyio
@@ -15,12 +16,14 @@ from workflow import (
     Worker,
     continue_as_new,
     create_hook,
+    get_run,
     resume_hook,
     start,
     workflow,
 )
+from workflow.webhooks import HookEndpoints
 from worlds.protocol import World
-from worlds.types import HookConflict, HookReceived
+from worlds.types import HookConflict, HookReceived, RunContinued
 
 pytestmark = pytest.mark.anyio
 
@@ -137,28 +140,67 @@ async def inbox(read_before_continuing: int, got: list[Any]) -> list[Any]:
     return got
 
 
+async def post_to_webhook(world: World, token: str, payload: Any, resume_id: str) -> str:
+    """POST ``payload`` through ``HookEndpoints`` in-process; the run id it answers 202 with."""
+    app = HookEndpoints(world)
+    body = json.dumps(payload).encode()
+    sent: list[dict[str, Any]] = []
+    requests = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return requests.pop(0) if requests else {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(dict(message))
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": f"/hooks/{token}",
+        "query_string": b"",
+        "headers": [(b"idempotency-key", resume_id.encode())],
+    }
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 202, sent
+    answer: str = json.loads(sent[1]["body"])["run_id"]
+    return answer
+
+
+@pytest.mark.parametrize("sender", ["resume_hook", "webhook"])
 @pytest.mark.parametrize("while_running", [False, True])
 async def test_payloads_unread_at_continue_as_new_reach_the_next_run(
-    world: World, while_running: bool
+    world: World, while_running: bool, sender: str
 ) -> None:
     """Issue 10, item 2: ten payloads are accepted, the run reads 2 and continues
     as new, and the next run reads the other 8, in order, each once. The payloads
     arrive before the first read, or while the chain runs (racing the
-    continuation, so some reach the successor before it created its hook)."""
+    continuation, so some reach the successor before it created its hook); they
+    come through ``resume_hook`` or the webhook endpoint (202 each)."""
+
+    async def send(n: int) -> str:
+        if sender == "webhook":
+            return await post_to_webhook(world, "inbox-1", n, f"r-{n}")
+        return (await resume_hook("inbox-1", n, resume_id=f"r-{n}", world=world)).id
+
     run = await start(inbox, 2, [], world=world)
     async with Worker(world, [inbox]):
         await wait_for_hook(world, "inbox-1")
         if while_running:
             for n in range(10):
-                assert await resume_hook("inbox-1", n, resume_id=f"r-{n}", world=world)
+                await send(n)
             assert await run.result(timeout=20) == list(range(10))
     if not while_running:
         for n in range(10):
-            assert await resume_hook("inbox-1", n, resume_id=f"r-{n}", world=world) == run
+            assert await send(n) == run.id
         async with Worker(world, [inbox]):
             assert await run.result(timeout=20) == list(range(10))
         received = [e for e in await run.events() if isinstance(e, HookReceived)]
         assert len(received) == 10
     assert await run.status() is RunStatus.CONTINUED
-    # a retried delivery is still recognised: nothing is appended twice
-    assert await resume_hook("inbox-1", 3, resume_id="r-3", world=world) is not None
+    (continued,) = [e for e in await run.events() if isinstance(e, RunContinued)]
+    successor = get_run(continued.next_run_id, world=world)
+    assert await successor.status() is RunStatus.COMPLETED
+    before = await successor.events()
+    # a retried delivery answers the run its payload moved to and appends nothing
+    assert await send(3) == successor.id
+    assert await successor.events() == before
