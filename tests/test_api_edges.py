@@ -299,3 +299,11 @@ async def test_run_claims_include_step_claims_marked_as_such(world: World) -> No
     order = await run.claim("order")
     assert order is not None and (order.generation, order.step) == (1, None)
     assert await run.claim("charge") is None  # held by its steps, not by the run
+
+
+@pytest.mark.parametrize("timeout", [1e12, math.inf, timedelta.max])
+async def test_a_run_timeout_too_far_away_is_clamped(world: World, timeout: Any) -> None:
+    """Like timers: ``start(..., timeout=1e12)`` is "no deadline in practice", not an error."""
+    async with Worker(world, [quick]):
+        run = await start(quick, "far", timeout=timeout, world=world)
+        assert await run.result(timeout=10) == "far"

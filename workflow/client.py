@@ -253,7 +253,8 @@ async def start(
     operation that creates the run. With ``idempotency_key``, a second start with
     the same key returns the first run instead of creating one. With
     ``timeout``, a run still open that long after its start fails with a
-    ``TimeoutError`` (a durable timer in the world enforces it).
+    ``TimeoutError`` (a durable timer in the world enforces it); a deadline
+    past 9000-01-01 (``math.inf``, say) is clamped to that date, like timers.
 
     Raises:
         AttributeConflictError: a unique pair is held by another run; nothing
@@ -273,7 +274,13 @@ async def start(
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
         if not seconds > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        timeout_at = datetime.now(UTC) + timedelta(seconds=seconds)
+        latest = datetime(9000, 1, 1, tzinfo=UTC)  # far enough to mean "never", as timers
+        now = datetime.now(UTC)
+        timeout_at = (
+            latest
+            if seconds >= (latest - now).total_seconds()
+            else now + timedelta(seconds=seconds)
+        )
     target = resolve_world(world)
     request = CreateRunRequest(
         run_id=new_run_id(),
