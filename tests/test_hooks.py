@@ -166,16 +166,18 @@ async def post_to_webhook(world: World, token: str, payload: Any, resume_id: str
     return answer
 
 
+@pytest.mark.parametrize("cache_size", [10_000, 0])
 @pytest.mark.parametrize("sender", ["resume_hook", "webhook"])
 @pytest.mark.parametrize("while_running", [False, True])
 async def test_payloads_unread_at_continue_as_new_reach_the_next_run(
-    world: World, while_running: bool, sender: str
+    world: World, while_running: bool, sender: str, cache_size: int
 ) -> None:
     """Issue 10, item 2: ten payloads are accepted, the run reads 2 and continues
     as new, and the next run reads the other 8, in order, each once. The payloads
     arrive before the first read, or while the chain runs (racing the
     continuation, so some reach the successor before it created its hook); they
-    come through ``resume_hook`` or the webhook endpoint (202 each)."""
+    come through ``resume_hook`` or the webhook endpoint (202 each). With
+    ``cache_size=0`` every workflow task replays the run from its log."""
 
     async def send(n: int) -> str:
         if sender == "webhook":
@@ -183,7 +185,7 @@ async def test_payloads_unread_at_continue_as_new_reach_the_next_run(
         return (await resume_hook("inbox-1", n, resume_id=f"r-{n}", world=world)).id
 
     run = await start(inbox, 2, [], world=world)
-    async with Worker(world, [inbox]):
+    async with Worker(world, [inbox], cache_size=cache_size):
         await wait_for_hook(world, "inbox-1")
         if while_running:
             for n in range(10):
@@ -192,7 +194,7 @@ async def test_payloads_unread_at_continue_as_new_reach_the_next_run(
     if not while_running:
         for n in range(10):
             assert await send(n) == run.id
-        async with Worker(world, [inbox]):
+        async with Worker(world, [inbox], cache_size=cache_size):
             assert await run.result(timeout=20) == list(range(10))
         received = [e for e in await run.events() if isinstance(e, HookReceived)]
         assert len(received) == 10
