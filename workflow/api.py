@@ -85,7 +85,12 @@ async def sleep(duration: float | timedelta) -> None:
 def create_hook(
     token: str | None = None, attributes: Mapping[str, AttributeValue] | None = None
 ) -> Hook:
-    """A hook that ``resume_hook(token, payload)`` resumes from outside the run."""
+    """A hook that ``resume_hook(token, payload)`` resumes from outside the run.
+
+    The token is the run's until it closes; ``continue_as_new`` hands it to the
+    next run with the payloads this run did not read, which that run's
+    ``create_hook`` with the same token receives first, in order.
+    """
     return _runtime.current().create_hook(token, dict(attributes) if attributes else None)
 
 
