@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import anyio
 import pytest
 
 from worlds.protocol import World
@@ -11,10 +12,12 @@ from worlds.testing._base import (
     WF,
     WORKER,
     ConformanceBase,
+    WorldFactory,
     assert_dense,
     create_run,
     lease_one,
     new_run_id,
+    open_worlds,
 )
 from worlds.types import (
     CommitRequest,
@@ -133,6 +136,50 @@ class HookConformance(ConformanceBase):
         assert (live.token, live.run_id, live.hook) == ("tok-1", holder.id, 1)
         assert live.attributes == {"doc": "nda"}
         assert await world.list_hooks(other.id) == []
+
+    @pytest.mark.anyio
+    async def test_deliveries_racing_a_continuation_are_each_kept_once(
+        self, world: World, world_factory: WorldFactory
+    ) -> None:
+        """Twenty deliveries from five world objects race ``RunContinued``: every one is
+        accepted, and the payloads the body did not read plus those delivered late
+        are in the successor's log exactly once, the carried ones first, in order."""
+        run = await create_run(world)
+        await _create_hook(world, run.id, "race")
+        for n in range(3):
+            assert await world.resume_hook("race", b"early-%d" % n) == run.id
+        answers: dict[bytes, str | None] = {}
+        next_id = new_run_id()
+        async with open_worlds(world_factory, 5) as worlds:
+
+            async def deliver(n: int) -> None:
+                payload = b"late-%d" % n
+                answers[payload] = await worlds[n % 5].resume_hook("race", payload, f"r-{n}")
+
+            async def continue_run() -> None:
+                continued = RunContinued(next_run_id=next_id, args=b"", hooks_read={"race": 2})
+                request = CommitRequest(run_id=run.id, worker_id=WORKER, events=(continued,))
+                assert (await worlds[0].commit(request)).ok
+
+            async with anyio.create_task_group() as group:
+                for n in range(10):
+                    group.start_soon(deliver, n)
+                group.start_soon(continue_run)
+                for n in range(10, 20):
+                    group.start_soon(deliver, n)
+        old = [p for _, _, p, _ in _payloads(await world.read_events(run.id))]
+        new = [p for _, _, p, _ in _payloads(await world.read_events(next_id))]
+        assert old[:3] == [b"early-0", b"early-1", b"early-2"]
+        assert new[: len(old) - 2] == old[2:], "the unread payloads did not move first, in order"
+        accepted = [b"early-0", b"early-1", b"early-2", *answers]
+        assert sorted(old[:2] + new) == sorted(accepted), "a payload was lost or doubled"
+        for payload, answered in answers.items():
+            assert answered in (run.id, next_id), f"{payload!r} was refused"
+            assert (payload in old) is (answered == run.id), f"{payload!r} went elsewhere"
+        assert (await world.get_run(next_id)) is not None
+        assert [(h.token, h.run_id, h.hook) for h in await world.list_hooks()] == [
+            ("race", next_id, 0)
+        ]
 
     @pytest.mark.anyio
     async def test_resume_appends_once_per_resume_id_and_wakes_the_run(self, world: World) -> None:
