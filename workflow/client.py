@@ -7,8 +7,10 @@ else the embedded SQLite file).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import math
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -62,7 +64,13 @@ R = TypeVar("R")
 _worker_world: contextvars.ContextVar[World | None] = contextvars.ContextVar(
     "workflow_worker_world", default=None
 )
-_opened: dict[tuple[str, int], World] = {}
+# The worlds opened implicitly, per event loop: a world's connections belong to
+# the loop that made them, and they go away with it (weakly keyed, so that a
+# loop that ended does not keep them, nor a later loop with the same id reuse them).
+_opened: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, World]] = (
+    weakref.WeakKeyDictionary()
+)
+_opened_outside_loops: dict[str, World] = {}
 
 
 def resolve_world(world: World | None) -> World:
@@ -73,19 +81,13 @@ def resolve_world(world: World | None) -> World:
     if in_worker is not None:
         return in_worker
     url = worlds.url_from_env()
-    key = (url, id(_running_loop()))
-    if key not in _opened:
-        _opened[key] = worlds.open(url)
-    return _opened[key]
-
-
-def _running_loop() -> object:
-    import asyncio
-
     try:
-        return asyncio.get_running_loop()
+        opened = _opened.setdefault(asyncio.get_running_loop(), {})
     except RuntimeError:
-        return None
+        opened = _opened_outside_loops
+    if url not in opened:
+        opened[url] = worlds.open(url)
+    return opened[url]
 
 
 def set_worker_world(world: World) -> contextvars.Token[World | None]:
