@@ -34,6 +34,12 @@ def _encode(value: Any, what: str) -> bytes:
         return _encoder.encode(value)
     except (TypeError, msgspec.EncodeError, OverflowError) as exc:
         raise TypeError(f"{what} cannot be recorded: {exc}") from None
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise ValueError(
+            f"{what} cannot be recorded: a str holds a lone surrogate {bad!r}, "
+            "which is not valid Unicode text"
+        ) from None
 
 
 def encode_call(args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> bytes:

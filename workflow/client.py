@@ -340,6 +340,9 @@ async def list_runs(
         items = status if isinstance(status, list) else [status]
         statuses = frozenset(RunStatus(s) for s in items)
     checked = dict(check_pair(k, v) for k, v in (attributes or {}).items())
+    for name, moment in (("created_after", created_after), ("created_before", created_before)):
+        if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+            raise ValueError(f"{name} must be timezone-aware, got {moment!r}")
     if not 1 <= limit <= 1000:
         raise ValueError(f"limit must be 1-1000, got {limit}")
     page = await resolve_world(world).list_runs(
