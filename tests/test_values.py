@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from workflow import (
+    RunFailedError,
+    RunStatus,
     Unique,
     Worker,
     find_run,
@@ -26,6 +28,7 @@ from workflow import (
     workflow,
 )
 from worlds.protocol import World
+from worlds.types import StepFailed
 
 pytestmark = pytest.mark.anyio
 
@@ -180,9 +183,9 @@ async def test_a_steps_attribute_limit_names_the_step(world: World) -> None:
 async def test_payloads_with_lone_surrogates_are_refused_at_the_call(
     world: World, payload: object
 ) -> None:
-    with pytest.raises(ValueError, match=r"arguments cannot be recorded: .*lone surrogate"):
+    with pytest.raises(TypeError, match=r"arguments cannot be recorded: .*lone surrogate"):
         await start(idle, payload, world=world)  # type: ignore[call-arg]
-    with pytest.raises(ValueError, match="hook payload cannot be recorded"):
+    with pytest.raises(TypeError, match="hook payload cannot be recorded"):
         await resume_hook("tok-1", payload, world=world)
     assert len(await list_runs(world=world)) == 0
 
@@ -206,3 +209,62 @@ async def test_time_filters_must_be_timezone_aware(world: World) -> None:
         with pytest.raises(ValueError, match=f"{name} must be timezone-aware"):
             await list_runs(world=world, **{name: naive})
     assert len(await list_runs(created_after=naive.replace(tzinfo=UTC), world=world)) == 0
+
+
+@step(max_retries=1, retry_delay=0.0)
+async def returns_unstorable(kind: str) -> Any:
+    if kind == "raises":
+        raise ValueError("bad \ud800 text")
+    return {"surrogate": "\ud800", "huge": 2**70}[kind]
+
+
+@workflow
+async def ends_unstorable(kind: str, where: str) -> Any:
+    if where == "step":
+        return await returns_unstorable(kind)
+    if kind == "raises":
+        raise ValueError("bad \ud800 text")
+    return {"surrogate": "\ud800", "huge": 2**70}[kind]
+
+
+@pytest.mark.parametrize("where", ["step", "workflow"])
+@pytest.mark.parametrize("kind", ["surrogate", "huge", "raises"])
+async def test_a_result_or_error_no_world_can_store_fails_the_run_once(
+    world: World, kind: str, where: str
+) -> None:
+    """Before the fix, a lone surrogate in a result or an error message left the run retrying."""
+    async with Worker(world, [ends_unstorable]):
+        run = await start(ends_unstorable, kind, where, world=world)
+        with pytest.raises(RunFailedError) as info:
+            await run.result(timeout=30)
+    message = info.value.error_message
+    if kind == "raises":
+        assert "bad \\ud800 text" in message  # the surrogate is kept, escaped
+    else:
+        assert "cannot be recorded" in message
+    if where == "step":
+        failed = [e for e in await run.events() if isinstance(e, StepFailed)]
+        assert len(failed) == 1  # refused once, not retried
+
+
+async def test_resume_ids_and_cancel_reasons_no_world_can_store_are_refused(world: World) -> None:
+    run = await start(idle, world=world)
+    for resume_id in ["a\x00b", "\ud800"]:
+        with pytest.raises(ValueError, match="resume_id"):
+            await resume_hook("tok-1", 1, resume_id=resume_id, world=world)
+    with pytest.raises(TypeError, match="cancel reason cannot be recorded"):
+        await run.cancel("why \ud800")
+    assert await run.status() is RunStatus.PENDING
+    await run.cancel("why \x00 not", grace=None)
+    assert await run.status() is RunStatus.CANCELLED
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "\ud800"])
+def test_workflow_and_step_names_must_be_storable(name: str) -> None:
+    async def body() -> None:
+        return None
+
+    with pytest.raises(ValueError, match="name"):
+        workflow(name=name)(body)
+    with pytest.raises(ValueError, match="name"):
+        step(name=name)(body)

@@ -19,6 +19,7 @@ __all__ = [
     "NAME_KEY",
     "check_count",
     "check_pair",
+    "check_text",
     "check_token",
     "split_start_attributes",
 ]
@@ -38,7 +39,7 @@ MAX_INT = 2**63 - 1
 """Integers are signed 64-bit: what SQLite, PostgreSQL and MessagePack all hold."""
 
 
-def _text(what: str, text: str) -> str:
+def check_text(what: str, text: str) -> str:
     """``text`` as a plain ``str`` if every world can store it, else raise ``ValueError``."""
     text = str.__str__(text)  # a str subclass (StrEnum, ...) is stored as its plain text
     if "\x00" in text:
@@ -57,7 +58,7 @@ def check_key(key: object) -> str:
     """Return ``key`` if it is a valid attribute key, else raise."""
     if not isinstance(key, str):
         raise TypeError(f"attribute keys are str, not {type(key).__name__}")
-    key = _text(f"attribute key {key!r}", key)
+    key = check_text(f"attribute key {key!r}", key)
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
         raise ValueError(f"attribute key must be 1-{MAX_KEY_LENGTH} characters, got {len(key)}")
     if key.startswith("$") and key not in RESERVED_KEYS:
@@ -93,7 +94,7 @@ def check_value(key: str, value: object) -> AttributeValue:
                 "indexed or compared"
             )
     elif isinstance(value, str):
-        checked = _text(f"attribute {key!r}", value)
+        checked = check_text(f"attribute {key!r}", value)
         if len(checked.encode("utf-8")) > MAX_VALUE_BYTES:
             raise ValueError(
                 f"attribute {key!r}: str values are at most {MAX_VALUE_BYTES} UTF-8 bytes"

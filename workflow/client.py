@@ -19,7 +19,13 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 import worlds
-from workflow._attributes import IDEMPOTENCY_KEY, check_pair, check_token, split_start_attributes
+from workflow._attributes import (
+    IDEMPOTENCY_KEY,
+    check_pair,
+    check_text,
+    check_token,
+    split_start_attributes,
+)
 from workflow._codec import decode_result, encode_call, encode_result
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import (
@@ -175,6 +181,8 @@ class Run(Generic[R]):
         ``grace=None`` closes the run at once, with no cleanup (Temporal's
         terminate). Cancelling a closed run does nothing.
         """
+        if reason is not None:
+            encode_result(reason, "the cancel reason")  # TypeError if no world can store it
         if grace is None:
             found = await self.world.cancel_run(self._id, reason)
         else:
@@ -390,6 +398,8 @@ async def resume_hook(
         TypeError: ``payload`` cannot be recorded; nothing was delivered.
     """
     check_token(token)
+    if resume_id is not None:
+        check_text("resume_id", resume_id)
     encoded = encode_result(payload, "the hook payload")
     run_id = await resolve_world(world).resume_hook(token, encoded, resume_id)
     if run_id is None:
