@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import os
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -77,10 +78,18 @@ _opened: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, World]] 
     weakref.WeakKeyDictionary()
 )
 _opened_outside_loops: dict[str, World] = {}
+# The worlds that Workers running in this process serve, once per Worker.
+_served: list[World] = []
 
 
 def resolve_world(world: World | None) -> World:
-    """``world``, or the world in force: the worker's, else the configured URL's."""
+    """``world``, or the world in force: the worker's, else the configured URL's.
+
+    Raises:
+        ValueError: ``world`` is None and the configured world is not one that
+            the Workers running in this process serve: runs started there would
+            wait for a worker that never comes. Pass ``world=`` explicitly.
+    """
     if world is not None:
         return world
     in_worker = _worker_world.get()
@@ -93,7 +102,39 @@ def resolve_world(world: World | None) -> World:
         opened = _opened_outside_loops
     if url not in opened:
         opened[url] = worlds.open(url)
-    return opened[url]
+    default = opened[url]
+    served = list(_served)
+    if served and all(_storage(w) != _storage(default) for w in served):
+        source = f"${worlds.ENV_VAR}" if os.environ.get(worlds.ENV_VAR) else "the built-in default"
+        raise ValueError(
+            f"no world= was given, so the default world {url} ({source}) was chosen, but "
+            f"the Worker in this process serves {served[0]!r}: a run there would wait for a "
+            "worker that never comes. Pass the world explicitly: "
+            "start(fn, ..., world=world), get_run(run_id, world=world), ..."
+        )
+    return default
+
+
+def _storage(world: World) -> object:
+    """What tells two world objects over the same storage apart from others."""
+    path = getattr(world, "path", None)
+    if isinstance(path, str) and path != ":memory:":
+        return ("file", path)
+    url = getattr(world, "url", None)
+    if isinstance(url, str) and path is None and not url.lower().startswith("memory:"):
+        return ("url", url)
+    return world  # in-memory storage: only the object itself
+
+
+def serve_world(world: World) -> None:
+    """Note that a Worker in this process serves ``world`` (until ``stop_serving_world``)."""
+    _served.append(world)
+
+
+def stop_serving_world(world: World) -> None:
+    """Undo one ``serve_world(world)``."""
+    if world in _served:
+        _served.remove(world)
 
 
 def set_worker_world(world: World) -> contextvars.Token[World | None]:
