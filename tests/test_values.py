@@ -28,6 +28,7 @@ from workflow import (
     workflow,
 )
 from worlds.protocol import World
+from worlds.query import AttrRef, Compare, Expr, FieldRef, In, StartsWith
 from worlds.types import StepFailed
 
 pytestmark = pytest.mark.anyio
@@ -268,3 +269,19 @@ def test_workflow_and_step_names_must_be_storable(name: str) -> None:
         workflow(name=name)(body)
     with pytest.raises(ValueError, match="name"):
         step(name=name)(body)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        Compare(AttrRef("k"), "=", "\ud800"),
+        Compare(FieldRef("workflow"), "=", "x\udfff"),
+        In(AttrRef("k"), ("ok", "\ud800")),
+        StartsWith(AttrRef("k"), "\ud800"),
+        Compare(AttrRef("k\ud800"), "=", 1),
+    ],
+)
+async def test_filters_with_lone_surrogates_are_refused(world: World, where: Expr) -> None:
+    await start(idle, attributes={"k": "ok"}, world=world)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        await list_runs(query=where, world=world)
