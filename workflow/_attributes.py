@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from workflow.types import Unique
@@ -14,9 +14,12 @@ from worlds.types import AttributeValue
 __all__ = [
     "IDEMPOTENCY_KEY",
     "MAX_ATTRIBUTES",
+    "MAX_INT",
+    "MIN_INT",
     "NAME_KEY",
     "check_count",
     "check_pair",
+    "check_text",
     "check_token",
     "split_start_attributes",
 ]
@@ -31,10 +34,31 @@ ALWAYS_UNIQUE = RESERVED_KEYS
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9._:\-]{1,191}")
 
 
+MIN_INT = -(2**63)
+MAX_INT = 2**63 - 1
+"""Integers are signed 64-bit: what SQLite, PostgreSQL and MessagePack all hold."""
+
+
+def check_text(what: str, text: str) -> str:
+    """``text`` as a plain ``str`` if every world can store it, else raise ``ValueError``."""
+    text = str.__str__(text)  # a str subclass (StrEnum, ...) is stored as its plain text
+    if "\x00" in text:
+        raise ValueError(f"{what} contains a NUL character, which no world can store")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{what} is not valid Unicode text (it holds a lone surrogate), "
+            "which no world can store"
+        ) from None
+    return text
+
+
 def check_key(key: object) -> str:
     """Return ``key`` if it is a valid attribute key, else raise."""
     if not isinstance(key, str):
         raise TypeError(f"attribute keys are str, not {type(key).__name__}")
+    key = check_text(f"attribute key {key!r}", key)
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
         raise ValueError(f"attribute key must be 1-{MAX_KEY_LENGTH} characters, got {len(key)}")
     if key.startswith("$") and key not in RESERVED_KEYS:
@@ -46,32 +70,72 @@ def check_key(key: object) -> str:
 
 
 def check_value(key: str, value: object) -> AttributeValue:
-    """Return ``value`` if it may be stored under ``key``, else raise."""
-    if value is None or isinstance(value, (bool, int)):
-        pass
+    """Return ``value`` as it will be stored under ``key``, or raise.
+
+    The one rule set of RFC 0003, the same for every world: subclasses of
+    ``str``, ``int`` and ``float`` (enums, say) are stored as the plain value,
+    and ``-0.0`` as ``0.0``.
+    """
+    checked: AttributeValue
+    if value is None or isinstance(value, bool):
+        checked = value
+    elif isinstance(value, int):
+        checked = int.__index__(value)
+        if not MIN_INT <= checked <= MAX_INT:
+            raise ValueError(
+                f"attribute {key!r}: int values are signed 64-bit "
+                f"({MIN_INT} to {MAX_INT}), got {checked}"
+            )
     elif isinstance(value, float):
-        if math.isnan(value):
-            raise ValueError(f"attribute {key!r}: NaN cannot be indexed or compared")
+        checked = float(value) + 0.0  # + 0.0 turns -0.0 into 0.0
+        if not math.isfinite(checked):
+            raise ValueError(
+                f"attribute {key!r}: float values are finite; {checked!r} cannot be "
+                "indexed or compared"
+            )
     elif isinstance(value, str):
-        if len(value.encode("utf-8")) > MAX_VALUE_BYTES:
+        checked = check_text(f"attribute {key!r}", value)
+        if len(checked.encode("utf-8")) > MAX_VALUE_BYTES:
             raise ValueError(
                 f"attribute {key!r}: str values are at most {MAX_VALUE_BYTES} UTF-8 bytes"
             )
     elif isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError(f"attribute {key!r}: datetime values must be timezone-aware")
+        checked = _instant(key, value)
     else:
         raise TypeError(
             f"attribute {key!r}: values are str, int, float, bool, None or datetime "
             f"(no nesting), not {type(value).__name__}"
         )
-    if key == NAME_KEY and not (isinstance(value, str) and _NAME_PATTERN.fullmatch(value)):
+    if key == NAME_KEY and not (isinstance(checked, str) and _NAME_PATTERN.fullmatch(checked)):
         raise ValueError(
             "attribute '$name' must be 1-191 characters of letters, digits, '.', '_', '-', ':'"
         )
-    if key == IDEMPOTENCY_KEY and not isinstance(value, str):
+    if key == IDEMPOTENCY_KEY and not isinstance(checked, str):
         raise TypeError("attribute '$idempotency_key' must be a str")
-    return value
+    return checked
+
+
+def _instant(key: str, value: datetime) -> datetime:
+    """``value`` as a plain aware ``datetime`` whose UTC instant is representable."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"attribute {key!r}: datetime values must be timezone-aware")
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"attribute {key!r}: {value.isoformat()} is outside the years 1-9999 in UTC"
+        ) from None
+    return datetime(
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+        tzinfo=value.tzinfo,
+        fold=value.fold,
+    )
 
 
 _TOKEN_PATTERN = re.compile(r"[A-Za-z0-9._:\-]{1,256}")
@@ -92,11 +156,11 @@ def check_pair(key: object, value: object) -> tuple[str, AttributeValue]:
     return checked, check_value(checked, value)
 
 
-def check_count(count: int) -> None:
-    """Refuse a run with more than ``MAX_ATTRIBUTES`` attributes."""
+def check_count(count: int, holder: str = "a run") -> None:
+    """Refuse more than ``MAX_ATTRIBUTES`` attributes on ``holder`` (a run, a step attempt)."""
     if count > MAX_ATTRIBUTES:
         raise ValueError(
-            f"a run has at most {MAX_ATTRIBUTES} attributes, this one would have {count}"
+            f"{holder} has at most {MAX_ATTRIBUTES} attributes, this one would have {count}"
         )
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "encode_call",
     "encode_result",
     "error_info",
+    "storable_text",
 ]
 
 _encoder = msgspec.msgpack.Encoder()
@@ -34,6 +35,12 @@ def _encode(value: Any, what: str) -> bytes:
         return _encoder.encode(value)
     except (TypeError, msgspec.EncodeError, OverflowError) as exc:
         raise TypeError(f"{what} cannot be recorded: {exc}") from None
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise TypeError(
+            f"{what} cannot be recorded: a str holds the lone surrogate {bad!r}, "
+            "which is not Unicode text"
+        ) from None
 
 
 def encode_call(args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> bytes:
@@ -92,9 +99,28 @@ def decode_result(data: bytes, fn: Callable[..., Any] | None) -> Any:
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
-    """What to record about an exception."""
+    """What to record about an exception (any text made storable by ``storable_text``)."""
+    try:
+        message = str(exc)
+    except Exception as broken:  # an exception whose __str__ raises must still be recorded
+        message = f"<str() of the {type(exc).__qualname__} raised {type(broken).__qualname__}>"
+    try:
+        trace = "".join(traceback.format_exception(exc))
+    except Exception:
+        trace = ""
     return ErrorInfo(
-        type=type(exc).__qualname__,
-        message=str(exc),
-        traceback="".join(traceback.format_exception(exc)),
+        type=type(exc).__qualname__, message=storable_text(message), traceback=storable_text(trace)
     )
+
+
+def storable_text(text: str) -> str:
+    """``text`` with each lone surrogate written as a ``\\udXXX`` escape, so every world stores it.
+
+    An error message is recorded whatever it holds: refusing it would leave its
+    run with nothing to record.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

@@ -7,8 +7,11 @@ else the embedded SQLite file).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import math
+import os
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,7 +20,13 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 import worlds
-from workflow._attributes import IDEMPOTENCY_KEY, check_pair, check_token, split_start_attributes
+from workflow._attributes import (
+    IDEMPOTENCY_KEY,
+    check_pair,
+    check_text,
+    check_token,
+    split_start_attributes,
+)
 from workflow._codec import decode_result, encode_call, encode_result
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import (
@@ -62,30 +71,70 @@ R = TypeVar("R")
 _worker_world: contextvars.ContextVar[World | None] = contextvars.ContextVar(
     "workflow_worker_world", default=None
 )
-_opened: dict[tuple[str, int], World] = {}
+# The worlds opened implicitly, per event loop: a world's connections belong to
+# the loop that made them, and they go away with it (weakly keyed, so that a
+# loop that ended does not keep them, nor a later loop with the same id reuse them).
+_opened: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, World]] = (
+    weakref.WeakKeyDictionary()
+)
+_opened_outside_loops: dict[str, World] = {}
+# The worlds that Workers running in this process serve, once per Worker.
+_served: list[World] = []
 
 
 def resolve_world(world: World | None) -> World:
-    """``world``, or the world in force: the worker's, else the configured URL's."""
+    """``world``, or the world in force: the worker's, else the configured URL's.
+
+    Raises:
+        ValueError: ``world`` is None and the configured world is not one that
+            the Workers running in this process serve: runs started there would
+            wait for a worker that never comes. Pass ``world=`` explicitly.
+    """
     if world is not None:
         return world
     in_worker = _worker_world.get()
     if in_worker is not None:
         return in_worker
     url = worlds.url_from_env()
-    key = (url, id(_running_loop()))
-    if key not in _opened:
-        _opened[key] = worlds.open(url)
-    return _opened[key]
-
-
-def _running_loop() -> object:
-    import asyncio
-
     try:
-        return asyncio.get_running_loop()
+        opened = _opened.setdefault(asyncio.get_running_loop(), {})
     except RuntimeError:
-        return None
+        opened = _opened_outside_loops
+    if url not in opened:
+        opened[url] = worlds.open(url)
+    default = opened[url]
+    served = list(_served)
+    if served and all(_storage(w) != _storage(default) for w in served):
+        source = f"${worlds.ENV_VAR}" if os.environ.get(worlds.ENV_VAR) else "the built-in default"
+        raise ValueError(
+            f"no world= was given, so the default world {url} ({source}) was chosen, but "
+            f"the Worker in this process serves {served[0]!r}: a run there would wait for a "
+            "worker that never comes. Pass the world explicitly: "
+            "start(fn, ..., world=world), get_run(run_id, world=world), ..."
+        )
+    return default
+
+
+def _storage(world: World) -> object:
+    """What tells two world objects over the same storage apart from others."""
+    path = getattr(world, "path", None)
+    if isinstance(path, str) and path != ":memory:":
+        return ("file", path)
+    url = getattr(world, "url", None)
+    if isinstance(url, str) and path is None and not url.lower().startswith("memory:"):
+        return ("url", url)
+    return world  # in-memory storage: only the object itself
+
+
+def serve_world(world: World) -> None:
+    """Note that a Worker in this process serves ``world`` (until ``stop_serving_world``)."""
+    _served.append(world)
+
+
+def stop_serving_world(world: World) -> None:
+    """Undo one ``serve_world(world)``."""
+    if world in _served:
+        _served.remove(world)
 
 
 def set_worker_world(world: World) -> contextvars.Token[World | None]:
@@ -184,6 +233,8 @@ class Run(Generic[R]):
         ``grace=None`` closes the run at once, with no cleanup (Temporal's
         terminate). Cancelling a closed run does nothing.
         """
+        if reason is not None:
+            encode_result(reason, "the cancel reason")  # TypeError if no world can store it
         if grace is None:
             found = await self.world.cancel_run(self._id, reason)
         else:
@@ -356,6 +407,9 @@ async def list_runs(
         items = status if isinstance(status, list) else [status]
         statuses = frozenset(RunStatus(s) for s in items)
     checked = dict(check_pair(k, v) for k, v in (attributes or {}).items())
+    for name, moment in (("created_after", created_after), ("created_before", created_before)):
+        if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+            raise ValueError(f"{name} must be timezone-aware, got {moment!r}")
     if not 1 <= limit <= 1000:
         raise ValueError(f"limit must be 1-1000, got {limit}")
     page = await resolve_world(world).list_runs(
@@ -403,6 +457,8 @@ async def resume_hook(
         TypeError: ``payload`` cannot be recorded; nothing was delivered.
     """
     check_token(token)
+    if resume_id is not None:
+        check_text("resume_id", resume_id)
     encoded = encode_result(payload, "the hook payload")
     run_id = await resolve_world(world).resume_hook(token, encoded, resume_id)
     if run_id is None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from workflow import _runtime
+from workflow._attributes import check_text
 
 __all__ = ["StepDefinition", "WorkflowDefinition", "step", "workflow"]
 
@@ -36,6 +37,15 @@ class RetryPolicy:
         return min(self.max_delay, self.initial_delay * self.backoff ** (attempt - 1))
 
 
+def _check_name(decorator: str, name: object) -> str:
+    """``name`` if every world can store it (a non-empty plain text), else raise."""
+    if not isinstance(name, str):
+        raise TypeError(f"{decorator} name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{decorator} name must not be empty")
+    return check_text(f"{decorator} name {name!r}", name)
+
+
 class WorkflowDefinition(Generic[P, R]):
     """A function decorated with ``@workflow``; start it with ``start(fn, *args)``."""
 
@@ -43,7 +53,7 @@ class WorkflowDefinition(Generic[P, R]):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an async def function, got {fn!r}")
         self.fn = fn
-        self.name = name
+        self.name = _check_name("@workflow", name)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
@@ -61,7 +71,7 @@ class StepDefinition(Generic[P, R]):
         self, fn: Callable[P, Any], name: str, retry: RetryPolicy, timeout: float | None = None
     ) -> None:
         self.fn = fn
-        self.name = name
+        self.name = _check_name("@step", name)
         self.retry = retry
         self.timeout = timeout
         self.is_async = inspect.iscoroutinefunction(fn)

@@ -7,23 +7,38 @@
 
 ``POST /hooks/{token}`` with a JSON body delivers the decoded body to the hook.
 An ``Idempotency-Key`` header (or ``?resume_id=``) makes retries of one webhook
-deliver once. Answers: 202 ``{"run_id": ...}`` when delivered, 404 for an
-unknown or disposed token, 400 for a body that is not JSON, 405 for other
-methods, 413 for a body over ``max_body`` bytes.
+deliver once. Answers, each with a JSON document:
+
+- 202 ``{"run_id": ...}``: delivered;
+- 400 ``{"error": reason}``: the body cannot be accepted, and nothing was
+  delivered: it is not JSON (an empty body, ``NaN``, ``Infinity``, invalid
+  UTF-8), it nests too deeply to decode, or it holds a value no world
+  can record (an integer outside ``-2**63``..``2**64 - 1``, a lone surrogate
+  such as ``"\\ud800"``); or the resume id cannot be stored;
+- 404: the token is unknown or its run has closed (a malformed token is unknown);
+- 405: a method other than POST; 413: a body over ``max_body`` bytes;
+- 503: the world cannot be reached now (retry later).
+
+The app never lets an exception escape to the server.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from workflow._attributes import check_text, check_token
 from workflow.client import resume_hook
 from workflow.errors import HookNotFoundError
+from worlds.errors import WorldError
 from worlds.protocol import World
 
 __all__ = ["HookEndpoints"]
+
+log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -67,19 +82,32 @@ class HookEndpoints:
         if body is None:
             await _respond(send, 413, {"error": f"body over {self.max_body} bytes"})
             return
-        try:
-            payload = json.loads(body) if body else None
-        except (ValueError, UnicodeDecodeError):
-            await _respond(send, 400, {"error": "the body must be JSON"})
-            return
         token = unquote(path[len(self.prefix) :])
-        resume_id = _resume_id(scope)
         try:
-            run = await resume_hook(token, payload, resume_id=resume_id, world=self.world)
-        except (HookNotFoundError, ValueError, TypeError):
+            check_token(token)
+        except ValueError:
             await _respond(send, 404, {"error": f"no live hook {token!r}"})
             return
-        await _respond(send, 202, {"run_id": run.id})
+        try:
+            payload = _decode(body)
+            resume_id = _resume_id(scope)
+            if resume_id is not None:
+                check_text("the resume id", resume_id)
+            run = await resume_hook(token, payload, resume_id=resume_id, world=self.world)
+        except HookNotFoundError:
+            await _respond(send, 404, {"error": f"no live hook {token!r}"})
+        except (ValueError, TypeError) as exc:
+            await _respond(send, 400, {"error": str(exc)})
+        except RecursionError:
+            await _respond(send, 400, {"error": "the body nests arrays and objects too deeply"})
+        except WorldError as exc:
+            log.warning("webhook for hook %r: the world failed: %s", token, exc)
+            await _respond(send, 503, {"error": "the world is unavailable; retry later"})
+        except Exception:
+            log.exception("webhook for hook %r failed", token)
+            await _respond(send, 500, {"error": "internal error"})
+        else:
+            await _respond(send, 202, {"run_id": run.id})
 
     async def _body(self, receive: Receive) -> bytes | None:
         chunks: list[bytes] = []
@@ -95,6 +123,26 @@ class HookEndpoints:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def _decode(body: bytes) -> Any:
+    """The JSON document in ``body``, or ``ValueError`` saying why it cannot be accepted."""
+    if not body.strip():
+        raise ValueError("the body must be JSON, and it is empty")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the body must be JSON in UTF-8") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("the body nests arrays and objects too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the body must be JSON: {exc}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"the body must be JSON: {name} is not a JSON value")
 
 
 def _resume_id(scope: Scope) -> str | None:

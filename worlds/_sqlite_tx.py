@@ -432,3 +432,15 @@ class Checkpointer:
                     db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         finally:
             db.close()
+
+
+def connection(connector: Callable[[], sqlite3.Connection]) -> aiosqlite.Connection:
+    """An aiosqlite connection whose thread does not keep the process alive.
+
+    aiosqlite's thread is not a daemon: a world nobody closed would make the
+    interpreter wait for it forever at exit. Every transaction is atomic, so a
+    process that exits mid-operation loses nothing committed.
+    """
+    conn = aiosqlite.Connection(connector, iter_chunk_size=64)
+    conn._thread.daemon = True  # set before aiosqlite starts the thread
+    return conn

@@ -137,7 +137,17 @@ _STRING_FIELDS = frozenset({"status", "workflow", "id"})
 _INT64 = (-(2**63), 2**63 - 1)
 
 
+def _check_text(text: str) -> None:
+    """Refuse text no world can bind as a parameter (a lone surrogate is not Unicode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{text!r} holds a lone surrogate, which is not Unicode text") from None
+
+
 def _check_value(left: Operand, value: object, op: str) -> None:
+    if isinstance(value, str):
+        _check_text(value)
     if isinstance(left, FieldRef):
         if left.name in TIME_FIELDS:
             if not isinstance(value, datetime) or value.tzinfo is None:
@@ -169,6 +179,7 @@ def _check_operand(left: object) -> Operand:
     elif isinstance(left, AttrRef):
         if not isinstance(left.key, str) or not 1 <= len(left.key) <= 256:
             raise ValueError("attribute keys are 1-256 characters")
+        _check_text(left.key)
     else:
         raise ValueError(f"not a field or attribute: {left!r}")
     return left
@@ -215,6 +226,7 @@ def check(expr: Expr) -> None:
             left = _check_operand(node.left)
             if not isinstance(node.prefix, str):
                 raise ValueError("STARTS_WITH takes a string")
+            _check_text(node.prefix)
             if isinstance(left, FieldRef) and left.name in TIME_FIELDS:
                 raise ValueError(f"STARTS_WITH does not apply to {left.name}")
         elif isinstance(node, IsNull):

@@ -49,6 +49,7 @@ from worlds._sqlite_tx import (
     RollbackError,
     WouldBlockError,
     Writer,
+    connection,
     execute,
     leased,
     new_token,
@@ -240,7 +241,7 @@ class SqliteWorld(ClosesOnExit):
                     )
                     return opened[0]
 
-                conn = await aiosqlite.Connection(connector, iter_chunk_size=64)
+                conn = await connection(connector)
                 db = opened[0]
                 try:
                     await execute(conn, functools.partial(self._prepare, db))

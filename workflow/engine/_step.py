@@ -100,7 +100,7 @@ class StepRuntime(_runtime.Runtime):
             value = value(self._attributes.get(key))
         key, checked = check_pair(key, value)
         if key not in self._attributes:
-            check_count(len(self._attributes) + 1)
+            check_count(len(self._attributes) + 1, "a step attempt")
         item = self._item
         event = AttributeSet(
             key=key,

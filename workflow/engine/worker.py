@@ -27,6 +27,7 @@ from typing import Any, Self
 import anyio
 import msgspec
 
+from workflow.client import serve_world, stop_serving_world
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._instance import WorkflowInstance
 from workflow.engine._step import run_step
@@ -136,6 +137,7 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
+        serve_world(self.world)  # client calls without world= now check against it
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._dispatch)
@@ -148,11 +150,14 @@ class Worker:
         exc: BaseException | None,
         tb: types.TracebackType | None,
     ) -> None:
-        await self._shutdown()
-        assert self._task_group is not None
-        self._task_group.cancel_scope.cancel()
-        await self._task_group.__aexit__(exc_type, exc, tb)
-        self._task_group = None
+        try:
+            await self._shutdown()
+            assert self._task_group is not None
+            self._task_group.cancel_scope.cancel()
+            await self._task_group.__aexit__(exc_type, exc, tb)
+            self._task_group = None
+        finally:
+            stop_serving_world(self.world)
 
     async def run(self) -> None:
         """Run until cancelled (e.g. by a signal handler), then shut down gracefully."""

@@ -39,6 +39,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._runs",
     "worlds.testing._search",
     "worlds.testing._takeovers",
+    "worlds.testing._values",
     "worlds.testing._work",
 )
 
@@ -50,6 +51,7 @@ from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
+from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
 
 __all__ = ["WorldConformance", "WorldFactory"]
@@ -63,6 +65,7 @@ class WorldConformance(
     TakeoverConformance,
     HookConformance,
     CancelConformance,
+    ValueConformance,
     ModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
@@ -78,6 +81,7 @@ class WorldConformance(
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
-    (``CancelConformance``) and a
+    (``CancelConformance``), the whole range of values the SDK accepts
+    (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
