@@ -53,6 +53,16 @@ def expected(n: int, seed: int) -> int:
     return seed + sum(range(n))
 
 
+async def _steps_in_flight(log: Path, more: int = 5) -> None:
+    """Wait until ``more`` step bodies have started since now (each takes 0.15 s),
+    so that a kill right after lands in the middle of a step however slow the
+    machine is today."""
+    before = log.read_text().count("start ")
+    with anyio.fail_after(60):
+        while log.read_text().count("start ") < before + more:
+            await anyio.sleep(0.02)
+
+
 async def crash_and_recover(url: str, tmp_path: Path, workers: int = 1) -> None:
     """Kill ``workers`` worker processes twice, then let ``workers`` fresh ones finish."""
     log = tmp_path / "steps.log"
@@ -62,7 +72,7 @@ async def crash_and_recover(url: str, tmp_path: Path, workers: int = 1) -> None:
         runs = [await start(chain, 15, seed, world=world) for seed in range(10)]
         for _ in range(2):
             procs = [spawn_worker(url, log) for _ in range(workers)]
-            await anyio.sleep(1.5)
+            await _steps_in_flight(log)
             for proc in procs:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()

@@ -3,6 +3,7 @@ PostgreSQL world's tests repeat them)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -76,7 +77,7 @@ async def test_newest_wins_across_four_processes(tmp_path: Path) -> None:
             spans.append((created, cancelled.at))
         # at every moment at most one unfenced holder: the holding spans never overlap
         spans.sort(key=lambda span: span[0])
-        for (_, end), (start_next, _) in zip(spans, spans[1:], strict=False):
+        for (_, end), (start_next, _) in itertools.pairwise(spans):
             assert end is not None and end <= start_next
         assert spans[-1][1] is None
         async with Worker(world, [plan]):
