@@ -18,6 +18,7 @@ from tests.conftest import drop_schema, fresh_schema, with_schema
 from tests.test_crash import crash_and_recover
 from workflow import AttributeConflictError, Unique, start, workflow
 from worlds import _postgres_schema as sql
+from worlds.errors import WorldMisconfiguredError
 from worlds.postgres import PostgresWorld
 from worlds.protocol import WORK_TOPIC
 from worlds.types import CreateRunRequest
@@ -122,7 +123,7 @@ async def test_an_older_schema_is_migrated_and_a_newer_one_refused(postgres_url:
             assert await world.list_hooks() == []
         await conn.execute(sql.RECORD_VERSION, sql.SCHEMA_VERSION + 1)
         async with PostgresWorld(url) as world:
-            with pytest.raises(RuntimeError, match="upgrade the runtime"):
+            with pytest.raises(WorldMisconfiguredError, match="upgrade the runtime"):
                 await world.migrate()
     finally:
         await conn.execute(f"DROP SCHEMA {sql.quote(schema)} CASCADE")

@@ -9,8 +9,13 @@ Transactions that enqueue work or close a run send a notification
 (``pg_notify``, delivered when they commit); a dedicated listener connection
 turns notifications into ``wait`` wake-ups, so idle workers wake at once.
 
-Timestamps come from the clock of the process that writes; hosts sharing a
-world should keep their clocks synchronized (NTP), as leases expire by them.
+One clock: the server's. Lease expiry and the due times of timers and work
+items are decided by the database server's clock, never by a worker's: the
+statements that lease work compare against ``statement_timestamp()`` (so a
+worker whose clock runs fast neither takes over a live lease nor fires a
+timer early), and the times a world object writes (event times, lease
+deadlines) are its process clock corrected by the offset to the server's
+clock, measured when the pool opens and again every few seconds.
 
 URL: any libpq-style URL asyncpg accepts (``postgresql://user:pw@host:5432/db``,
 ``postgres://...``, ``?host=/unix/socket/dir``...), plus these query parameters:
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode
 
@@ -77,6 +82,8 @@ T = TypeVar("T")
 _RETRIES = 8
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
+_CLOCK_CHECK = 5.0
+"""Seconds between two measurements of the offset to the server's clock."""
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 
 
@@ -121,12 +128,19 @@ class PostgresWorld(ClosesOnExit):
             parameters the module describes. Nothing connects until the first
             operation, which creates the connection pool, applies pending
             schema migrations and starts listening for notifications.
+        clock: This process's clock (aware UTC). The world corrects it by its
+            measured offset to the server's clock; tests pass a skewed one to
+            check that a worker's clock decides nothing.
     """
 
     protocol_version = PROTOCOL_VERSION
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.url = url
+        self._clock = clock
+        self._offset = timedelta(0)
+        """The server's clock minus ``clock``, as last measured."""
+        self._offset_checked_at = float("-inf")
         self.dsn, self.schema, options = _parse_url(url)
         self.poll_interval = options["poll"]
         self._pool_size = max(1, int(options["pool_size"]))
@@ -223,6 +237,7 @@ class PostgresWorld(ClosesOnExit):
                 try:
                     async with pool.acquire() as conn:
                         await self._migrate(conn)
+                        await self._measure_clock(conn)
                     await self._listen()
                 except BaseException:
                     with anyio.CancelScope(shield=True):
@@ -230,6 +245,24 @@ class PostgresWorld(ClosesOnExit):
                     raise
                 self._pool = pool
         return self._pool
+
+    def _now(self) -> datetime:
+        """The server's clock, as this process's clock plus the measured offset."""
+        return self._clock() + self._offset
+
+    async def _measure_clock(self, conn: Any) -> None:
+        """Measure the offset of the server's clock to ``self._clock``."""
+        before = self._clock()
+        server = await conn.fetchval("SELECT clock_timestamp()")
+        after = self._clock()
+        self._offset = server - (before + (after - before) / 2)
+        self._offset_checked_at = anyio.current_time()
+
+    async def _check_clock(self, pool: Any) -> None:
+        """Measure the clock offset again if the last measurement is old."""
+        if anyio.current_time() - self._offset_checked_at >= _CLOCK_CHECK:
+            async with pool.acquire() as conn:
+                await self._measure_clock(conn)
 
     async def _listen(self) -> None:
         """Open the listener connection; on failure ``wait`` polls until it is back."""
@@ -262,7 +295,7 @@ class PostgresWorld(ClosesOnExit):
                 async with pool.acquire() as conn:
                     try:
                         async with conn.transaction():
-                            tx = Tx(conn, self._channel)
+                            tx = Tx(conn, self._channel, self._now)
                             result = await body(tx)
                             if tx.signals:
                                 await conn.execute(
@@ -305,7 +338,7 @@ class PostgresWorld(ClosesOnExit):
         if not request.unique and request.timeout_at is None:
             # nothing to claim: one statement, its own transaction
             async with (await self._connect()).acquire() as conn:
-                tx = Tx(conn, self._channel)
+                tx = Tx(conn, self._channel, self._now)
                 await tx.insert_run(run_id, request.workflow, request.args, attributes)
             record = RunRecord(
                 id=run_id,
@@ -369,7 +402,7 @@ class PostgresWorld(ClosesOnExit):
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._check_open()
-        params = commit_params(request, utcnow(), self._channel, self._run_channel)
+        params = commit_params(request, self._now(), self._channel, self._run_channel)
         if params is not None:
             pool = await self._connect()
             rows = await self._retry(pool.fetch, sql.COMMIT_RUN, *params)
@@ -507,7 +540,8 @@ class PostgresWorld(ClosesOnExit):
         if limit <= 0 or not wanted:
             return []
         pool = await self._connect()
-        now = utcnow()
+        await self._check_clock(pool)
+        now = self._now()
         expires = lease_deadline(now, lease_seconds)
         head, middle = sql.STEP_STARTED_PARTS
         rows = await self._retry(
@@ -536,7 +570,7 @@ class PostgresWorld(ClosesOnExit):
         if not items:
             return []
         pool = await self._connect()
-        expires = lease_deadline(utcnow(), lease_seconds)
+        expires = lease_deadline(self._now(), lease_seconds)
         rows = await pool.fetch(
             sql.RENEW, expires, [i.id for i in items], [i.token for i in items], worker_id
         )
