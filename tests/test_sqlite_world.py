@@ -27,6 +27,7 @@ import pytest
 
 import worlds
 from worlds import _sqlite_schema
+from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import World, run_topic
 from worlds.semantics import new_run_id
 from worlds.sqlite import SqliteWorld, WorldClosedError
@@ -338,7 +339,7 @@ async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path, url: s
     db.execute(f"PRAGMA user_version = {_sqlite_schema.SCHEMA_VERSION + 1}")
     db.close()
     async with SqliteWorld(url) as world:
-        with pytest.raises(RuntimeError, match="schema version"):
+        with pytest.raises(WorldMisconfiguredError, match="schema version"):
             await world.get_run("x")
 
 

@@ -189,11 +189,16 @@ BEGIN
 END
 $fn$
 """
+# Migration 4: the function's time is never later than the server's clock, and
+# an item scheduled without a due time (NULL in ``p_available``) is due at it.
 _SERVER_NOW = "v_now := greatest(least(p_now, statement_timestamp()), r.last_at);"
-COMMIT_RUN_FUNCTION_4 = COMMIT_RUN_FUNCTION.replace(
-    "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1
-).replace("v_now := greatest(p_now, r.last_at);", _SERVER_NOW, 1)
-assert _SERVER_NOW in COMMIT_RUN_FUNCTION_4
+_LOOP = "FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP"
+COMMIT_RUN_FUNCTION_4 = (
+    COMMIT_RUN_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+    .replace("v_now := greatest(p_now, r.last_at);", _SERVER_NOW, 1)
+    .replace(_LOOP, f"{_LOOP}\n            p_available[i] := coalesce(p_available[i], v_now);", 1)
+)
+assert _SERVER_NOW in COMMIT_RUN_FUNCTION_4 and "coalesce(p_available[i]" in COMMIT_RUN_FUNCTION_4
 COMMIT_RUN = (
     "SELECT * FROM commit_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
     "$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"

@@ -22,12 +22,24 @@ URL: any libpq-style URL asyncpg accepts (``postgresql://user:pw@host:5432/db``,
 ``schema`` (default ``public``), the schema holding the world's tables, created
 if missing, so several applications can share one database; ``poll`` (seconds,
 default 1.0), the longest ``wait`` sleeps without a notification before
-callers look again; ``pool_size`` (default 10), the most pooled connections.
+callers look again; ``pool_size`` (default 10), the most pooled connections;
+``command_timeout`` (seconds, default 5.0), the longest a statement or a new
+connection may take (migrations excepted) before the operation raises
+``WorldUnavailableError``.
+
+Hung connections are detected: besides the command timeout, TCP connections
+to the server send keepalives after 5 s of silence and give up on a link that
+acknowledges nothing for ``command_timeout`` (``TCP_USER_TIMEOUT``), and the
+server is asked to probe its side the same way. A frozen server or a
+black-holed link makes operations fail with ``WorldUnavailableError`` within
+seconds; the broken connections are dropped and later operations connect
+again when the server is back.
 """
 
 from __future__ import annotations
 
 import secrets
+import socket
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -38,7 +50,7 @@ import asyncpg  # type: ignore[import-untyped]
 import msgspec
 
 from worlds import _postgres_schema as sql
-from worlds._lifecycle import ClosesOnExit, WorldClosedError
+from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
 from worlds._signals import SignalHub
@@ -82,6 +94,10 @@ T = TypeVar("T")
 _RETRIES = 8
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
+_MIGRATION_TIMEOUT = 3600.0
+"""Seconds a migration statement may take (they may rewrite big tables)."""
+_KEEPALIVE = {"idle": 5, "interval": 2, "count": 3}
+"""TCP keepalive: seconds of silence before probing, between probes, probes lost."""
 _CLOCK_CHECK = 5.0
 """Seconds between two measurements of the offset to the server's clock."""
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
@@ -101,7 +117,7 @@ def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
     if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"not a PostgreSQL world URL: {url!r}")
     location, _, query = rest.partition("?")
-    options = {"poll": 1.0, "pool_size": 10.0}
+    options = {"poll": 1.0, "pool_size": 10.0, "command_timeout": 5.0}
     schema = "public"
     passed: list[tuple[str, str]] = []
     for name, value in parse_qsl(query, keep_blank_values=True):
@@ -120,6 +136,7 @@ def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
     return dsn, schema, options
 
 
+@translates_errors
 class PostgresWorld(ClosesOnExit):
     """A world stored in PostgreSQL, shareable by any number of processes and hosts.
 
@@ -144,11 +161,18 @@ class PostgresWorld(ClosesOnExit):
         self.dsn, self.schema, options = _parse_url(url)
         self.poll_interval = options["poll"]
         self._pool_size = max(1, int(options["pool_size"]))
+        self.command_timeout = options["command_timeout"]
         self._channel = sql.channel(self.schema)
         self._run_channel = sql.channel(self.schema, "runs")
         self._channels: set[str] = set()
         """The channels ``wait`` callers asked for; the listener subscribes to them."""
-        self._settings = {"search_path": sql.quote(self.schema), "application_name": "workflow"}
+        self._settings = {
+            "search_path": sql.quote(self.schema),
+            "application_name": "workflow",
+            "tcp_keepalives_idle": str(_KEEPALIVE["idle"]),
+            "tcp_keepalives_interval": str(_KEEPALIVE["interval"]),
+            "tcp_keepalives_count": str(_KEEPALIVE["count"]),
+        }
         self._pool: Any = None
         self._listener: Any = None
         self._connecting: anyio.Lock | None = None
@@ -213,7 +237,7 @@ class PostgresWorld(ClosesOnExit):
                 )
             for target in range(version + 1, sql.SCHEMA_VERSION + 1):
                 for statement in sql.MIGRATIONS[target]:
-                    await conn.execute(statement)
+                    await conn.execute(statement, timeout=_MIGRATION_TIMEOUT)
                 await conn.execute(sql.RECORD_VERSION, target)
         return sql.SCHEMA_VERSION
 
@@ -233,6 +257,9 @@ class PostgresWorld(ClosesOnExit):
                     max_size=self._pool_size,
                     server_settings=self._settings,
                     reset=_keep_session,
+                    init=self._init_connection,
+                    command_timeout=self.command_timeout,
+                    timeout=self.command_timeout,
                 )
                 try:
                     async with pool.acquire() as conn:
@@ -245,6 +272,22 @@ class PostgresWorld(ClosesOnExit):
                     raise
                 self._pool = pool
         return self._pool
+
+    async def _init_connection(self, conn: Any) -> None:
+        """Turn on TCP keepalives and a user timeout on ``conn``'s socket (TCP only)."""
+        transport = getattr(conn, "_transport", None)
+        sock = None if transport is None else transport.get_extra_info("socket")
+        if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in (
+            ("TCP_KEEPIDLE", _KEEPALIVE["idle"]),
+            ("TCP_KEEPINTVL", _KEEPALIVE["interval"]),
+            ("TCP_KEEPCNT", _KEEPALIVE["count"]),
+            ("TCP_USER_TIMEOUT", int(self.command_timeout * 1000)),
+        ):
+            if hasattr(socket, option):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
     def _now(self) -> datetime:
         """The server's clock, as this process's clock plus the measured offset."""
@@ -268,8 +311,12 @@ class PostgresWorld(ClosesOnExit):
         """Open the listener connection; on failure ``wait`` polls until it is back."""
         try:
             listener = await asyncpg.connect(
-                self.dsn, server_settings=self._settings, timeout=_LISTEN_TIMEOUT
+                self.dsn,
+                server_settings=self._settings,
+                timeout=min(_LISTEN_TIMEOUT, self.command_timeout),
+                command_timeout=self.command_timeout,
             )
+            await self._init_connection(listener)
         except (OSError, asyncpg.exceptions.PostgresError):
             self._listen_again_at = anyio.current_time() + self.poll_interval
             return

@@ -42,7 +42,7 @@ import anyio.to_thread
 import msgspec
 
 from worlds import _sqlite_schema as sql
-from worlds._lifecycle import ClosesOnExit, WorldClosedError
+from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._signals import SignalHub
 from worlds._sqlite_tx import (
     Checkpointer,
@@ -139,6 +139,7 @@ def _hub_for(path: str) -> SignalHub:
         return _HUBS.setdefault(path, SignalHub())
 
 
+@translates_errors
 class SqliteWorld(ClosesOnExit):
     """A world stored in an SQLite file, shareable by processes on one machine.
 
