@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +20,12 @@ import anyio
 import pytest
 
 from tests import pg_server
-from worlds.errors import WorldUnavailableError
+from worlds.errors import WorldFullError, WorldUnavailableError
 from worlds.postgres import PostgresWorld
+from worlds.semantics import new_run_id
+from worlds.sqlite import SqliteWorld
 from worlds.testing._base import WF, create_run, lease_all
+from worlds.types import CommitRequest, CreateRunRequest, RunStarted, StepCreated
 
 pytestmark = pytest.mark.anyio
 
@@ -77,3 +83,86 @@ async def test_a_frozen_postgres_server_is_noticed_and_left_behind(own_postgres:
                     await anyio.sleep(0.2)
         assert found is not None and found.id == run.id
         assert [item.run_id for item in await lease_all(world, {WF})] == [run.id]
+
+
+@pytest.mark.parametrize("inline", ["1", "0"])
+async def test_a_full_sqlite_world_raises_world_full_and_stays_whole(
+    tmp_path: Path, inline: str
+) -> None:
+    """Out of room (``max_pages``), a write raises ``WorldFullError`` and writes nothing
+    of itself; what was written before stays, the file passes ``integrity_check``,
+    and reads still work."""
+    path = tmp_path / "world.db"
+    url = f"sqlite:///{path}?max_pages=60&inline={inline}"
+    created: list[str] = []
+    async with SqliteWorld(url) as world:
+        with pytest.raises(WorldFullError, match="full") as raised:
+            for _ in range(200):
+                request = _big_run()
+                created.append(request.run_id)
+                await world.create_run(request)
+        refused = created.pop()
+        assert isinstance(raised.value.__cause__, sqlite3.Error)
+        assert len(created) >= 3, "the world filled up before it held anything"
+        assert await world.get_run(refused) is None
+        assert await world.read_events(refused) == []
+        for run_id in created:
+            assert [type(e).__name__ for e in await world.read_events(run_id)] == ["RunCreated"]
+        # a commit that does not fit leaves the run's log as it was
+        run_id = created[0]
+        item = (await lease_all(world, {WF}))[0]
+        with pytest.raises(WorldFullError):
+            await world.commit(
+                CommitRequest(
+                    run_id=item.run_id,
+                    worker_id="probe",
+                    lease=item,
+                    events=(RunStarted(), StepCreated(step=1, name="s", args=b"x" * 300_000)),
+                )
+            )
+        assert len(await world.read_events(item.run_id)) == 1
+        assert (await world.get_run(run_id)) is not None
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert db.execute("SELECT count(*) FROM runs").fetchone() == (len(created),)
+
+
+def _big_run() -> CreateRunRequest:
+    return CreateRunRequest(run_id=new_run_id(), workflow=WF, args=b"x" * 20_000)
+
+
+async def test_an_unopenable_sqlite_place_is_one_error(tmp_path: Path) -> None:
+    """A directory as the world's file, or a file in its directory's place: one
+    ``WorldMisconfiguredError`` that names the place, and no traceback from the
+    driver's thread after the event loop closed."""
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    for place, reason in ((tmp_path, "cannot open"), (a_file / "world.db", "cannot create")):
+        done = subprocess.run(
+            [sys.executable, "-c", _OPEN_ONCE, f"sqlite:///{place}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 3, done.stderr
+        assert done.stdout.splitlines() == [f"WorldMisconfiguredError {reason}"]
+        assert "Event loop is closed" not in done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+
+
+_OPEN_ONCE = """
+import asyncio, sys
+from worlds import open as open_world
+from worlds.errors import WorldError
+
+async def main() -> None:
+    async with open_world(sys.argv[1]) as world:
+        await world.info()
+
+try:
+    asyncio.run(main())
+except WorldError as exc:
+    print(type(exc).__name__, " ".join(str(exc).split()[:2]))
+    sys.exit(3)
+"""
