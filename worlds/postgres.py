@@ -39,9 +39,8 @@ again when the server is back.
 from __future__ import annotations
 
 import secrets
-import socket
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode
 
@@ -51,6 +50,12 @@ import msgspec
 
 from worlds import _postgres_schema as sql
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
+from worlds._postgres_conn import (
+    KEEPALIVE_SETTINGS,
+    MIGRATION_TIMEOUT,
+    ServerClock,
+    set_keepalive,
+)
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
 from worlds._signals import SignalHub
@@ -94,12 +99,6 @@ T = TypeVar("T")
 _RETRIES = 8
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
-_MIGRATION_TIMEOUT = 3600.0
-"""Seconds a migration statement may take (they may rewrite big tables)."""
-_KEEPALIVE = {"idle": 5, "interval": 2, "count": 3}
-"""TCP keepalive: seconds of silence before probing, between probes, probes lost."""
-_CLOCK_CHECK = 5.0
-"""Seconds between two measurements of the offset to the server's clock."""
 _RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 
 
@@ -154,10 +153,7 @@ class PostgresWorld(ClosesOnExit):
 
     def __init__(self, url: str, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.url = url
-        self._clock = clock
-        self._offset = timedelta(0)
-        """The server's clock minus ``clock``, as last measured."""
-        self._offset_checked_at = float("-inf")
+        self._clock = ServerClock(clock)
         self.dsn, self.schema, options = _parse_url(url)
         self.poll_interval = options["poll"]
         self._pool_size = max(1, int(options["pool_size"]))
@@ -169,9 +165,7 @@ class PostgresWorld(ClosesOnExit):
         self._settings = {
             "search_path": sql.quote(self.schema),
             "application_name": "workflow",
-            "tcp_keepalives_idle": str(_KEEPALIVE["idle"]),
-            "tcp_keepalives_interval": str(_KEEPALIVE["interval"]),
-            "tcp_keepalives_count": str(_KEEPALIVE["count"]),
+            **KEEPALIVE_SETTINGS,
         }
         self._pool: Any = None
         self._listener: Any = None
@@ -237,7 +231,7 @@ class PostgresWorld(ClosesOnExit):
                 )
             for target in range(version + 1, sql.SCHEMA_VERSION + 1):
                 for statement in sql.MIGRATIONS[target]:
-                    await conn.execute(statement, timeout=_MIGRATION_TIMEOUT)
+                    await conn.execute(statement, timeout=MIGRATION_TIMEOUT)
                 await conn.execute(sql.RECORD_VERSION, target)
         return sql.SCHEMA_VERSION
 
@@ -251,9 +245,12 @@ class PostgresWorld(ClosesOnExit):
         async with self._connecting:
             self._check_open()
             if self._pool is None:
+                # No floor of idle connections: asyncpg restores a floor in the
+                # background and logs a traceback for each failed attempt while
+                # the server is down; connections open when operations need them.
                 pool = await asyncpg.create_pool(
                     self.dsn,
-                    min_size=1,
+                    min_size=0,
                     max_size=self._pool_size,
                     server_settings=self._settings,
                     reset=_keep_session,
@@ -264,7 +261,7 @@ class PostgresWorld(ClosesOnExit):
                 try:
                     async with pool.acquire() as conn:
                         await self._migrate(conn)
-                        await self._measure_clock(conn)
+                        await self._clock.measure(conn)
                     await self._listen()
                 except BaseException:
                     with anyio.CancelScope(shield=True):
@@ -274,38 +271,7 @@ class PostgresWorld(ClosesOnExit):
         return self._pool
 
     async def _init_connection(self, conn: Any) -> None:
-        """Turn on TCP keepalives and a user timeout on ``conn``'s socket (TCP only)."""
-        transport = getattr(conn, "_transport", None)
-        sock = None if transport is None else transport.get_extra_info("socket")
-        if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
-            return
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        for option, value in (
-            ("TCP_KEEPIDLE", _KEEPALIVE["idle"]),
-            ("TCP_KEEPINTVL", _KEEPALIVE["interval"]),
-            ("TCP_KEEPCNT", _KEEPALIVE["count"]),
-            ("TCP_USER_TIMEOUT", int(self.command_timeout * 1000)),
-        ):
-            if hasattr(socket, option):
-                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
-
-    def _now(self) -> datetime:
-        """The server's clock, as this process's clock plus the measured offset."""
-        return self._clock() + self._offset
-
-    async def _measure_clock(self, conn: Any) -> None:
-        """Measure the offset of the server's clock to ``self._clock``."""
-        before = self._clock()
-        server = await conn.fetchval("SELECT clock_timestamp()")
-        after = self._clock()
-        self._offset = server - (before + (after - before) / 2)
-        self._offset_checked_at = anyio.current_time()
-
-    async def _check_clock(self, pool: Any) -> None:
-        """Measure the clock offset again if the last measurement is old."""
-        if anyio.current_time() - self._offset_checked_at >= _CLOCK_CHECK:
-            async with pool.acquire() as conn:
-                await self._measure_clock(conn)
+        set_keepalive(conn, self.command_timeout)
 
     async def _listen(self) -> None:
         """Open the listener connection; on failure ``wait`` polls until it is back."""
@@ -342,7 +308,7 @@ class PostgresWorld(ClosesOnExit):
                 async with pool.acquire() as conn:
                     try:
                         async with conn.transaction():
-                            tx = Tx(conn, self._channel, self._now)
+                            tx = Tx(conn, self._channel, self._clock.now)
                             result = await body(tx)
                             if tx.signals:
                                 await conn.execute(
@@ -385,7 +351,7 @@ class PostgresWorld(ClosesOnExit):
         if not request.unique and request.timeout_at is None:
             # nothing to claim: one statement, its own transaction
             async with (await self._connect()).acquire() as conn:
-                tx = Tx(conn, self._channel, self._now)
+                tx = Tx(conn, self._channel, self._clock.now)
                 await tx.insert_run(run_id, request.workflow, request.args, attributes)
             record = RunRecord(
                 id=run_id,
@@ -449,7 +415,7 @@ class PostgresWorld(ClosesOnExit):
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._check_open()
-        params = commit_params(request, self._now(), self._channel, self._run_channel)
+        params = commit_params(request, self._clock.now(), self._channel, self._run_channel)
         if params is not None:
             pool = await self._connect()
             rows = await self._retry(pool.fetch, sql.COMMIT_RUN, *params)
@@ -587,8 +553,8 @@ class PostgresWorld(ClosesOnExit):
         if limit <= 0 or not wanted:
             return []
         pool = await self._connect()
-        await self._check_clock(pool)
-        now = self._now()
+        await self._clock.refresh(pool)
+        now = self._clock.now()
         expires = lease_deadline(now, lease_seconds)
         head, middle = sql.STEP_STARTED_PARTS
         rows = await self._retry(
@@ -617,7 +583,7 @@ class PostgresWorld(ClosesOnExit):
         if not items:
             return []
         pool = await self._connect()
-        expires = lease_deadline(self._now(), lease_seconds)
+        expires = lease_deadline(self._clock.now(), lease_seconds)
         rows = await pool.fetch(
             sql.RENEW, expires, [i.id for i in items], [i.token for i in items], worker_id
         )
