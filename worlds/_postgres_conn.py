@@ -33,6 +33,8 @@ KEEPALIVE_SETTINGS = {
 
 _CLOCK_CHECK = 5.0
 """Seconds between two measurements of the offset to the server's clock."""
+_RESOLUTION = timedelta(milliseconds=1)
+"""Offsets this small are not told apart from none."""
 
 
 def set_keepalive(conn: Any, user_timeout: float) -> None:
@@ -69,11 +71,19 @@ class ServerClock:
         return self._clock() + self._offset
 
     async def measure(self, conn: Any) -> None:
-        """Measure the offset on ``conn`` (half the round trip is the uncertainty)."""
+        """Measure the offset on ``conn``.
+
+        An offset within the measurement's uncertainty (half the round trip, at
+        least a millisecond) counts as none: the clocks agree as far as anyone can
+        tell, and times this process computes itself (a retry's due time) then
+        compare with the world's as they would on one host.
+        """
         before = self._clock()
         server = await conn.fetchval("SELECT clock_timestamp()")
         after = self._clock()
-        self._offset = server - (before + (after - before) / 2)
+        offset = server - (before + (after - before) / 2)
+        uncertainty = max((after - before) / 2, _RESOLUTION)
+        self._offset = offset if abs(offset) > uncertainty else timedelta(0)
         self._checked_at = anyio.current_time()
 
     async def refresh(self, pool: Any) -> None:
