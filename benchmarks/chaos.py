@@ -25,7 +25,9 @@ timeout passes is stuck), ``bad`` runs completed with a wrong result,
 executions of a step that started after a body of the same step had
 finished (the waste faults cause), ``dup_holders`` unique pairs held by more
 than one run, ``drain_s`` seconds from the end of the fault to the last run
-closed, ``log_lines`` the most stderr lines one worker wrote. The first five
+closed, ``log_lines`` the most stderr lines one worker wrote, ``reported_s``
+(freeze) seconds from freezing the server to a worker's first log line (none:
+no worker said anything during the freeze). The first five
 and ``dup_holders`` are correctness invariants (they must be 0 and all runs
 completed); ``reexec``, ``drain_s`` and ``log_lines`` measure manners.
 
@@ -92,7 +94,7 @@ class Scale:
 
 FULL = Scale(runs=150, step_seconds=1.0, workers=3, kills=8, restarts=12, freeze_seconds=12.0,
              contenders=4, values=20)  # fmt: skip
-QUICK = Scale(runs=16, step_seconds=0.5, workers=2, kills=3, restarts=3, freeze_seconds=4.0,
+QUICK = Scale(runs=16, step_seconds=0.5, workers=2, kills=3, restarts=3, freeze_seconds=8.0,
               contenders=3, values=5)  # fmt: skip
 
 
@@ -128,6 +130,7 @@ class Result:
     dup_holders: int = 0
     drain_s: float = 0.0
     log_lines: int = 0
+    reported_s: float | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -150,6 +153,8 @@ class Scene:
         self.journal.touch()
         self.workers: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
+        self.reported_s: float | None = None
+        """Seconds from freezing the server to the first line a worker logged."""
 
     def spawn(self) -> subprocess.Popen[bytes]:
         """Start one more ``wf worker`` process."""
@@ -237,9 +242,17 @@ async def flap(scene: Scene, server: Path | None) -> None:
 async def freeze(scene: Scene, server: Path | None) -> None:
     assert server is not None
     await anyio.sleep(1.5)
+    sizes = [log.stat().st_size for log in scene.logs]
     pg_server.freeze(server)
+    frozen_at = time.monotonic()
     try:
-        await anyio.sleep(scene.scale.freeze_seconds)
+        while time.monotonic() - frozen_at < scene.scale.freeze_seconds:
+            grown = any(
+                log.stat().st_size > size for log, size in zip(scene.logs, sizes, strict=False)
+            )
+            if grown and scene.reported_s is None:
+                scene.reported_s = round(time.monotonic() - frozen_at, 1)
+            await anyio.sleep(0.1)
     finally:
         pg_server.thaw(server)
 
@@ -351,6 +364,7 @@ async def run_scenario(
             scene.stop()
         await check_runs(world, result, run_ids, steps, scene.journal)
     result.log_lines = scene.log_lines()
+    result.reported_s = scene.reported_s
     result.seconds = round(time.monotonic() - began, 1)
     return result
 
@@ -431,7 +445,7 @@ async def run_contention(kind: str, url: str, scale: Scale, directory: Path) -> 
 # ---------------------------------------------------------------------------- main
 
 COLUMNS = ("world", "scenario", "runs", "stuck", "bad", "never_run", "dup_results", "reexec",
-           "dup_holders", "drain_s", "log_lines", "seconds")  # fmt: skip
+           "dup_holders", "drain_s", "log_lines", "reported_s", "seconds")  # fmt: skip
 
 
 def table(results: list[Result]) -> str:

@@ -7,12 +7,14 @@ own (SIGSTOP on every server process), so the session's server stays usable.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import anyio
 import pytest
 
 from tests import pg_server
+from workflow import Worker, start, step, workflow
 from worlds.errors import WorldFullError, WorldUnavailableError
 from worlds.postgres import PostgresWorld
 from worlds.semantics import new_run_id
@@ -83,6 +86,49 @@ async def test_a_frozen_postgres_server_is_noticed_and_left_behind(own_postgres:
                     await anyio.sleep(0.2)
         assert found is not None and found.id == run.id
         assert [item.run_id for item in await lease_all(world, {WF})] == [run.id]
+
+
+@step
+async def pause(i: int) -> int:
+    await anyio.sleep(0.2)
+    return i
+
+
+@workflow
+async def paced(steps: int) -> int:
+    total = 0
+    for i in range(steps):
+        total += await pause(i)
+    return total
+
+
+def _unavailable(record: logging.LogRecord) -> bool:
+    exc = record.exc_info[1] if record.exc_info else None
+    return isinstance(exc, WorldUnavailableError) or "did not answer in time" in record.getMessage()
+
+
+@pytest.mark.slow
+async def test_a_worker_reports_a_frozen_server_and_carries_on(
+    own_postgres: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose server freezes logs it as unavailable within seconds, and
+    finishes its runs once the server runs again."""
+    url = _tcp_url(own_postgres, command_timeout="2", schema="frozen_worker")
+    caplog.set_level(logging.WARNING)
+    async with PostgresWorld(url) as world, Worker(world, [paced], lease_seconds=3):
+        run = await start(paced, 20, world=world)
+        await anyio.sleep(0.5)
+        pg_server.freeze(own_postgres)
+        frozen_at = time.monotonic()
+        try:
+            with anyio.fail_after(15):  # the command timeout is 2 s
+                while not any(_unavailable(record) for record in caplog.records):
+                    await anyio.sleep(0.1)
+            reported_after = time.monotonic() - frozen_at
+        finally:
+            pg_server.thaw(own_postgres)
+        assert reported_after < 15
+        assert await run.result(timeout=60) == sum(range(20))
 
 
 @pytest.mark.parametrize("inline", ["1", "0"])

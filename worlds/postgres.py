@@ -23,7 +23,7 @@ URL: any libpq-style URL asyncpg accepts (``postgresql://user:pw@host:5432/db``,
 if missing, so several applications can share one database; ``poll`` (seconds,
 default 1.0), the longest ``wait`` sleeps without a notification before
 callers look again; ``pool_size`` (default 10), the most pooled connections;
-``command_timeout`` (seconds, default 5.0), the longest a statement or a new
+``command_timeout`` (seconds, default 4.0), the longest a statement or a new
 connection may take (migrations excepted) before the operation raises
 ``WorldUnavailableError``.
 
@@ -32,8 +32,9 @@ to the server send keepalives after 5 s of silence and give up on a link that
 acknowledges nothing for ``command_timeout`` (``TCP_USER_TIMEOUT``), and the
 server is asked to probe its side the same way. A frozen server or a
 black-holed link makes operations fail with ``WorldUnavailableError`` within
-seconds; the broken connections are dropped and later operations connect
-again when the server is back.
+two command timeouts (asyncpg also waits up to one for its cancel request to
+reach the server); the broken connections are dropped and later operations
+connect again when the server is back.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
     if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"not a PostgreSQL world URL: {url!r}")
     location, _, query = rest.partition("?")
-    options = {"poll": 1.0, "pool_size": 10.0, "command_timeout": 5.0}
+    options = {"poll": 1.0, "pool_size": 10.0, "command_timeout": 4.0}
     schema = "public"
     passed: list[tuple[str, str]] = []
     for name, value in parse_qsl(query, keep_blank_values=True):
