@@ -23,7 +23,7 @@ import pytest
 
 from tests import pg_server
 from workflow import Worker, start, step, workflow
-from worlds.errors import WorldFullError, WorldUnavailableError
+from worlds.errors import WorldFullError, WorldMisconfiguredError, WorldUnavailableError
 from worlds.postgres import PostgresWorld
 from worlds.semantics import new_run_id
 from worlds.sqlite import SqliteWorld
@@ -86,6 +86,21 @@ async def test_a_frozen_postgres_server_is_noticed_and_left_behind(own_postgres:
                     await anyio.sleep(0.2)
         assert found is not None and found.id == run.id
         assert [item.run_id for item in await lease_all(world, {WF})] == [run.id]
+
+
+async def test_postgres_driver_errors_leave_as_world_errors(own_postgres: str) -> None:
+    """A database that does not exist cannot heal by waiting; a server that refuses
+    connections may: each is its ``WorldError`` class, the driver error its cause."""
+    missing = _tcp_url(own_postgres).replace("/postgres?", "/no_such_database?")
+    async with PostgresWorld(missing) as world:
+        with pytest.raises(WorldMisconfiguredError, match="no_such_database") as raised:
+            await world.info()
+        assert type(raised.value.__cause__).__module__.startswith("asyncpg")
+    port = pg_server._free_port()
+    async with PostgresWorld(f"postgresql://postgres@127.0.0.1:{port}/postgres") as world:
+        with pytest.raises(WorldUnavailableError) as refused:
+            await world.get_run("run-1")
+        assert isinstance(refused.value.__cause__, OSError)
 
 
 @step
