@@ -2,10 +2,14 @@
 
 ``start(directory)`` creates a cluster with ``initdb`` under ``directory`` and
 starts it with ``pg_ctl``: a unix socket in ``directory`` and 127.0.0.1 on a
-free port, trust authentication, ``fsync=off`` (the data is thrown away).
-``stop(directory)`` stops it. PostgreSQL refuses to run as root, so under
-root the server runs as the ``postgres`` user (created with ``useradd`` when
-missing, else ``nobody``), which then owns ``directory``.
+free port, trust authentication, ``fsync=off`` (the data is thrown away;
+``start(directory, durable=True)`` keeps fsync on, for fault injection).
+``stop(directory)`` stops it. For fault injection, ``restart(directory, mode)``
+restarts it (``fast`` or ``immediate``), ``freeze(directory)`` stops every
+server process with SIGSTOP and ``thaw(directory)`` resumes them. PostgreSQL
+refuses to run as root, so under root the server runs as the ``postgres``
+user (created with ``useradd`` when missing, else ``nobody``), which then owns
+``directory``.
 
 Usage::
 
@@ -19,13 +23,24 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PgServer", "ServerError", "find_bin", "start", "stop"]
+__all__ = [
+    "PgServer",
+    "ServerError",
+    "find_bin",
+    "freeze",
+    "restart",
+    "server_pids",
+    "start",
+    "stop",
+    "thaw",
+]
 
 _SETTINGS = {
     "fsync": "off",
@@ -34,6 +49,7 @@ _SETTINGS = {
     "max_connections": "300",
     "listen_addresses": "127.0.0.1",
 }
+_DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 
 
 class ServerError(RuntimeError):
@@ -110,8 +126,11 @@ def _run(command: list[str], user: pwd.struct_passwd | None) -> None:
         raise ServerError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
 
 
-def start(directory: str | os.PathLike[str]) -> PgServer:
+def start(directory: str | os.PathLike[str], *, durable: bool = False) -> PgServer:
     """Create and start a cluster in ``directory`` (created if missing; must be empty).
+
+    With ``durable`` the server keeps fsync, synchronous commit and full page
+    writes on, as in production, so a crash loses nothing committed.
 
     Raises:
         ServerError: the binaries are missing or the server would not start.
@@ -139,7 +158,8 @@ def start(directory: str | os.PathLike[str]) -> PgServer:
         ],
         user,
     )
-    options = " ".join(f"-c {name}={value}" for name, value in _SETTINGS.items())
+    settings = {**_SETTINGS, **(_DURABLE if durable else {})}
+    options = " ".join(f"-c {name}={value}" for name, value in settings.items())
     options += f" -c port={port} -c unix_socket_directories={root}"
     _run(
         [
@@ -158,6 +178,7 @@ def start(directory: str | os.PathLike[str]) -> PgServer:
         user,
     )
     (root / "port").write_text(str(port))
+    (root / "options").write_text(options)
     return PgServer(root, port)
 
 
@@ -168,6 +189,50 @@ def stop(directory: str | os.PathLike[str]) -> None:
     if not (data / "postmaster.pid").exists():
         return
     _run([find_bin("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], _server_user())
+
+
+def restart(directory: str | os.PathLike[str], mode: str = "fast") -> None:
+    """Restart the server in ``directory``: ``fast`` (clients are disconnected and
+    the server shuts down cleanly) or ``immediate`` (a crash: recovery on start)."""
+    if mode not in ("fast", "immediate"):
+        raise ValueError(f"restart mode must be 'fast' or 'immediate', not {mode!r}")
+    root = Path(directory).resolve()
+    data = root / "data"
+    options = (root / "options").read_text()
+    user = _server_user()
+    pg_ctl = find_bin("pg_ctl")
+    _run([pg_ctl, "-D", str(data), "-m", mode, "-w", "stop"], user)
+    log = str(root / "server.log")
+    _run([pg_ctl, "-D", str(data), "-l", log, "-o", options, "-w", "-t", "60", "start"], user)
+
+
+def server_pids(directory: str | os.PathLike[str]) -> list[int]:
+    """The process ids of the server in ``directory``: the postmaster, then its children."""
+    pid_file = Path(directory).resolve() / "data" / "postmaster.pid"
+    postmaster = int(pid_file.read_text().split()[0])
+    children = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            children.append(int(Path(stat).parent.name))
+    return [postmaster, *sorted(children)]
+
+
+def freeze(directory: str | os.PathLike[str]) -> list[int]:
+    """Stop every process of the server in ``directory`` (SIGSTOP); return their ids."""
+    pids = server_pids(directory)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
+
+
+def thaw(directory: str | os.PathLike[str]) -> None:
+    """Resume every process of the server in ``directory`` (SIGCONT)."""
+    for pid in server_pids(directory):
+        os.kill(pid, signal.SIGCONT)
 
 
 def main(argv: list[str]) -> int:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from worlds.postgres import PostgresWorld
-from worlds.testing import WorldConformance, WorldFactory
+from worlds.testing import ClockConformance, SkewedWorldFactory, WorldConformance, WorldFactory
+from worlds.types import utcnow
 
 
 class TestPostgresWorld(WorldConformance):
@@ -14,3 +17,20 @@ class TestPostgresWorld(WorldConformance):
     @pytest.fixture
     def world_factory(self, postgres_world_url: str) -> WorldFactory:
         return lambda: PostgresWorld(postgres_world_url)
+
+
+class TestPostgresClock(ClockConformance):
+    """World objects whose process clock runs fast share a schema with a true one."""
+
+    @pytest.fixture
+    def world_factory(self, postgres_world_url: str) -> WorldFactory:
+        return lambda: PostgresWorld(postgres_world_url)
+
+    @pytest.fixture
+    def skewed_world_factory(self, postgres_world_url: str) -> SkewedWorldFactory:
+        def skewed(seconds: float) -> PostgresWorld:
+            return PostgresWorld(
+                postgres_world_url, clock=lambda: utcnow() + timedelta(seconds=seconds)
+            )
+
+        return skewed

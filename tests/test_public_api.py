@@ -68,7 +68,12 @@ def test_other_public_packages_are_pinned() -> None:
     import worlds.testing
 
     assert cli.__all__ == ["app", "main"]
-    assert worlds.testing.__all__ == ["WorldConformance", "WorldFactory"]
+    assert worlds.testing.__all__ == [
+        "ClockConformance",
+        "SkewedWorldFactory",
+        "WorldConformance",
+        "WorldFactory",
+    ]
     assert workflow.policies.__all__ == [
         "ConflictPolicy",
         "ReusePolicy",

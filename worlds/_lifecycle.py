@@ -1,13 +1,49 @@
-"""What every durable world shares about its lifecycle: ``async with`` and closing."""
+"""What every durable world shares about its lifecycle: ``async with`` and closing,
+and the translation of driver errors at its boundary."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, TypeVar
 
-from worlds.errors import WorldClosedError
+from worlds.errors import WorldClosedError, as_world_error
 
-__all__ = ["ClosesOnExit", "WorldClosedError"]
+__all__ = ["ClosesOnExit", "WorldClosedError", "translates_errors"]
+
+C = TypeVar("C", bound=type)
+
+
+def translates_errors(cls: C) -> C:
+    """Make every public ``async`` method of ``cls`` raise driver errors as ``WorldError``.
+
+    A database driver's exception (sqlite3, asyncpg, ``OSError``, a timeout)
+    that ``as_world_error`` recognises is raised as the matching ``WorldError``
+    subclass, chained to the original; any other exception goes through as it
+    is. Callers then decide from the class alone whether to retry or stop.
+    """
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.iscoroutinefunction(method):
+            setattr(cls, name, _translating(method))
+    return cls
+
+
+def _translating(
+    method: Callable[..., Coroutine[Any, Any, Any]],
+) -> Callable[..., Coroutine[Any, Any, Any]]:
+    @functools.wraps(method)
+    async def translated(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except Exception as exc:
+            error = as_world_error(exc)
+            if error is None or error is exc:
+                raise
+            raise error from exc
+
+    return translated
 
 
 class ClosesOnExit:

@@ -83,7 +83,7 @@ def commit_params(
         [new.number for new in schedule],
         [new.attempt for new in schedule],
         [new.payload for new in schedule],
-        [new.available_at or now for new in schedule],
+        [new.available_at for new in schedule],  # None: due at the server's now
         [new.lease for new in schedule],
         tokens,
         lease_deadline(now, request.lease_seconds),

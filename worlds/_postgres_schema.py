@@ -43,7 +43,7 @@ from worlds.types import (
     RunStatus,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest migration; ``schema_migrations`` records each one applied."""
 
 _WORK_INSERT = """INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at,
@@ -189,6 +189,16 @@ BEGIN
 END
 $fn$
 """
+# Migration 4: the function's time is never later than the server's clock, and
+# an item scheduled without a due time (NULL in ``p_available``) is due at it.
+_SERVER_NOW = "v_now := greatest(least(p_now, statement_timestamp()), r.last_at);"
+_LOOP = "FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP"
+COMMIT_RUN_FUNCTION_4 = (
+    COMMIT_RUN_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+    .replace("v_now := greatest(p_now, r.last_at);", _SERVER_NOW, 1)
+    .replace(_LOOP, f"{_LOOP}\n            p_available[i] := coalesce(p_available[i], v_now);", 1)
+)
+assert _SERVER_NOW in COMMIT_RUN_FUNCTION_4 and "coalesce(p_available[i]" in COMMIT_RUN_FUNCTION_4
 COMMIT_RUN = (
     "SELECT * FROM commit_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
     "$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
@@ -286,6 +296,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE runs ADD COLUMN last_at timestamptz",
         COMMIT_RUN_FUNCTION,
     ),
+    # One clock: ``commit_run`` never takes a time later than the server's, so a
+    # committer whose clock runs fast neither leases a timer early nor counts a
+    # live lease as expired.
+    4: (COMMIT_RUN_FUNCTION_4,),
 }
 """The statements of each schema version, applied in order to reach it."""
 
@@ -523,8 +537,8 @@ LEASE = """
 WITH due AS (
     SELECT w.id, r.last_seq, greatest($2, r.last_at) AS at
     FROM work w JOIN runs r ON r.id = w.run_id
-    WHERE w.name = ANY($1::text[]) AND w.available_at <= $2
-      AND (w.owner IS NULL OR w.expires_at <= $2)
+    WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
+      AND (w.owner IS NULL OR w.expires_at <= least($2, statement_timestamp()))
     ORDER BY w.available_at, w.run_id, w.id
     LIMIT $3
     FOR UPDATE OF w, r SKIP LOCKED

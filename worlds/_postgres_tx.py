@@ -9,6 +9,7 @@ work queue.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -60,16 +61,18 @@ def _is_run_id_taken(exc: asyncpg.exceptions.UniqueViolationError) -> bool:
 class Tx:
     """One write transaction: its connection, clock, pending events and signals."""
 
-    def __init__(self, conn: Any, channel: str) -> None:
+    def __init__(self, conn: Any, channel: str, clock: Callable[[], datetime] = utcnow) -> None:
         self.conn = conn
         self.channel = channel
-        self.now = utcnow()
+        self.clock = clock
+        """The world's clock (the server's, as the world estimates it)."""
+        self.now = clock()
         self.signals: set[str] = set()
         self.pending: dict[str, list[tuple[int, str, bytes]]] = {}
 
     def tick(self) -> None:
         """Read the clock again, after taking locks, so logs never go back in time."""
-        self.now = max(self.now, utcnow())
+        self.now = max(self.now, self.clock())
 
     def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
         """Number and date ``event`` as the next of ``run``; queue its row."""

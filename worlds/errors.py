@@ -100,7 +100,10 @@ def as_world_error(exc: BaseException) -> WorldError | None:
         if sqlstate[:2] in _PG_UNAVAILABLE_CLASSES:
             return WorldUnavailableError(message)
         return None
-    if isinstance(exc, (OSError, TimeoutError)):
+    if isinstance(exc, TimeoutError):
+        detail = str(exc) or "timed out"
+        return WorldUnavailableError(f"the database did not answer in time ({detail})")
+    if isinstance(exc, OSError):
         return WorldUnavailableError(f"{type(exc).__name__}: {exc}")
     if type(exc).__module__.startswith("asyncpg") and type(exc).__name__ in (
         "ConnectionDoesNotExistError",

@@ -9,15 +9,32 @@ Transactions that enqueue work or close a run send a notification
 (``pg_notify``, delivered when they commit); a dedicated listener connection
 turns notifications into ``wait`` wake-ups, so idle workers wake at once.
 
-Timestamps come from the clock of the process that writes; hosts sharing a
-world should keep their clocks synchronized (NTP), as leases expire by them.
+One clock: the server's. Lease expiry and the due times of timers and work
+items are decided by the database server's clock, never by a worker's: the
+statements that lease work compare against ``statement_timestamp()`` (so a
+worker whose clock runs fast neither takes over a live lease nor fires a
+timer early), and the times a world object writes (event times, lease
+deadlines) are its process clock corrected by the offset to the server's
+clock, measured when the pool opens and again every few seconds.
 
 URL: any libpq-style URL asyncpg accepts (``postgresql://user:pw@host:5432/db``,
 ``postgres://...``, ``?host=/unix/socket/dir``...), plus these query parameters:
 ``schema`` (default ``public``), the schema holding the world's tables, created
 if missing, so several applications can share one database; ``poll`` (seconds,
 default 1.0), the longest ``wait`` sleeps without a notification before
-callers look again; ``pool_size`` (default 10), the most pooled connections.
+callers look again; ``pool_size`` (default 10), the most pooled connections;
+``command_timeout`` (seconds, default 4.0), the longest a statement or a new
+connection may take (migrations excepted) before the operation raises
+``WorldUnavailableError``.
+
+Hung connections are detected: besides the command timeout, TCP connections
+to the server send keepalives after 5 s of silence and give up on a link that
+acknowledges nothing for ``command_timeout`` (``TCP_USER_TIMEOUT``), and the
+server is asked to probe its side the same way. A frozen server or a
+black-holed link makes operations fail with ``WorldUnavailableError`` within
+two command timeouts (asyncpg also waits up to one for its cancel request to
+reach the server); the broken connections are dropped and later operations
+connect again when the server is back.
 """
 
 from __future__ import annotations
@@ -33,7 +50,13 @@ import asyncpg  # type: ignore[import-untyped]
 import msgspec
 
 from worlds import _postgres_schema as sql
-from worlds._lifecycle import ClosesOnExit, WorldClosedError
+from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
+from worlds._postgres_conn import (
+    KEEPALIVE_SETTINGS,
+    MIGRATION_TIMEOUT,
+    ServerClock,
+    set_keepalive,
+)
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
 from worlds._signals import SignalHub
@@ -94,7 +117,7 @@ def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
     if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"not a PostgreSQL world URL: {url!r}")
     location, _, query = rest.partition("?")
-    options = {"poll": 1.0, "pool_size": 10.0}
+    options = {"poll": 1.0, "pool_size": 10.0, "command_timeout": 4.0}
     schema = "public"
     passed: list[tuple[str, str]] = []
     for name, value in parse_qsl(query, keep_blank_values=True):
@@ -113,6 +136,7 @@ def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
     return dsn, schema, options
 
 
+@translates_errors
 class PostgresWorld(ClosesOnExit):
     """A world stored in PostgreSQL, shareable by any number of processes and hosts.
 
@@ -121,20 +145,29 @@ class PostgresWorld(ClosesOnExit):
             parameters the module describes. Nothing connects until the first
             operation, which creates the connection pool, applies pending
             schema migrations and starts listening for notifications.
+        clock: This process's clock (aware UTC). The world corrects it by its
+            measured offset to the server's clock; tests pass a skewed one to
+            check that a worker's clock decides nothing.
     """
 
     protocol_version = PROTOCOL_VERSION
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.url = url
+        self._clock = ServerClock(clock)
         self.dsn, self.schema, options = _parse_url(url)
         self.poll_interval = options["poll"]
         self._pool_size = max(1, int(options["pool_size"]))
+        self.command_timeout = options["command_timeout"]
         self._channel = sql.channel(self.schema)
         self._run_channel = sql.channel(self.schema, "runs")
         self._channels: set[str] = set()
         """The channels ``wait`` callers asked for; the listener subscribes to them."""
-        self._settings = {"search_path": sql.quote(self.schema), "application_name": "workflow"}
+        self._settings = {
+            "search_path": sql.quote(self.schema),
+            "application_name": "workflow",
+            **KEEPALIVE_SETTINGS,
+        }
         self._pool: Any = None
         self._listener: Any = None
         self._connecting: anyio.Lock | None = None
@@ -199,7 +232,7 @@ class PostgresWorld(ClosesOnExit):
                 )
             for target in range(version + 1, sql.SCHEMA_VERSION + 1):
                 for statement in sql.MIGRATIONS[target]:
-                    await conn.execute(statement)
+                    await conn.execute(statement, timeout=MIGRATION_TIMEOUT)
                 await conn.execute(sql.RECORD_VERSION, target)
         return sql.SCHEMA_VERSION
 
@@ -213,16 +246,23 @@ class PostgresWorld(ClosesOnExit):
         async with self._connecting:
             self._check_open()
             if self._pool is None:
+                # No floor of idle connections: asyncpg restores a floor in the
+                # background and logs a traceback for each failed attempt while
+                # the server is down; connections open when operations need them.
                 pool = await asyncpg.create_pool(
                     self.dsn,
-                    min_size=1,
+                    min_size=0,
                     max_size=self._pool_size,
                     server_settings=self._settings,
                     reset=_keep_session,
+                    init=self._init_connection,
+                    command_timeout=self.command_timeout,
+                    timeout=self.command_timeout,
                 )
                 try:
                     async with pool.acquire() as conn:
                         await self._migrate(conn)
+                        await self._clock.measure(conn)
                     await self._listen()
                 except BaseException:
                     with anyio.CancelScope(shield=True):
@@ -231,12 +271,19 @@ class PostgresWorld(ClosesOnExit):
                 self._pool = pool
         return self._pool
 
+    async def _init_connection(self, conn: Any) -> None:
+        set_keepalive(conn, self.command_timeout)
+
     async def _listen(self) -> None:
         """Open the listener connection; on failure ``wait`` polls until it is back."""
         try:
             listener = await asyncpg.connect(
-                self.dsn, server_settings=self._settings, timeout=_LISTEN_TIMEOUT
+                self.dsn,
+                server_settings=self._settings,
+                timeout=min(_LISTEN_TIMEOUT, self.command_timeout),
+                command_timeout=self.command_timeout,
             )
+            await self._init_connection(listener)
         except (OSError, asyncpg.exceptions.PostgresError):
             self._listen_again_at = anyio.current_time() + self.poll_interval
             return
@@ -262,7 +309,7 @@ class PostgresWorld(ClosesOnExit):
                 async with pool.acquire() as conn:
                     try:
                         async with conn.transaction():
-                            tx = Tx(conn, self._channel)
+                            tx = Tx(conn, self._channel, self._clock.now)
                             result = await body(tx)
                             if tx.signals:
                                 await conn.execute(
@@ -305,7 +352,7 @@ class PostgresWorld(ClosesOnExit):
         if not request.unique and request.timeout_at is None:
             # nothing to claim: one statement, its own transaction
             async with (await self._connect()).acquire() as conn:
-                tx = Tx(conn, self._channel)
+                tx = Tx(conn, self._channel, self._clock.now)
                 await tx.insert_run(run_id, request.workflow, request.args, attributes)
             record = RunRecord(
                 id=run_id,
@@ -369,7 +416,7 @@ class PostgresWorld(ClosesOnExit):
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._check_open()
-        params = commit_params(request, utcnow(), self._channel, self._run_channel)
+        params = commit_params(request, self._clock.now(), self._channel, self._run_channel)
         if params is not None:
             pool = await self._connect()
             rows = await self._retry(pool.fetch, sql.COMMIT_RUN, *params)
@@ -511,7 +558,8 @@ class PostgresWorld(ClosesOnExit):
         if limit <= 0 or not wanted:
             return []
         pool = await self._connect()
-        now = utcnow()
+        await self._clock.refresh(pool)
+        now = self._clock.now()
         expires = lease_deadline(now, lease_seconds)
         head, middle = sql.STEP_STARTED_PARTS
         rows = await self._retry(
@@ -540,7 +588,7 @@ class PostgresWorld(ClosesOnExit):
         if not items:
             return []
         pool = await self._connect()
-        expires = lease_deadline(utcnow(), lease_seconds)
+        expires = lease_deadline(self._clock.now(), lease_seconds)
         rows = await pool.fetch(
             sql.RENEW, expires, [i.id for i in items], [i.token for i in items], worker_id
         )

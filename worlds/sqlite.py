@@ -21,7 +21,16 @@ URL forms: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` and
 longest ``wait`` sleeps before looking again for changes made by other
 processes; ``busy_timeout`` (seconds, default 10), how long a statement waits
 for another process's lock; ``inline`` (1 or 0, default 1), whether
-operations may run on the event loop.
+operations may run on the event loop; ``max_pages`` (default 0, no limit), the
+most pages (4 KiB each by default) the file may grow to, SQLite's
+``max_page_count``.
+
+Errors: the driver's errors leave every operation as the ``worlds.errors``
+tree. A full disk (or ``max_pages`` reached) raises ``WorldFullError`` and
+writes nothing of the failed operation (its transaction is rolled back); a
+place where the file cannot be created or opened raises
+``WorldMisconfiguredError``; a lock held past the busy timeout raises
+``WorldUnavailableError``.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import anyio.to_thread
 import msgspec
 
 from worlds import _sqlite_schema as sql
-from worlds._lifecycle import ClosesOnExit, WorldClosedError
+from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._signals import SignalHub
 from worlds._sqlite_tx import (
     Checkpointer,
@@ -57,6 +66,7 @@ from worlds._sqlite_tx import (
     run_once,
     transact,
 )
+from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
     RUN_DEADLINE_TIMER,
@@ -113,7 +123,7 @@ def _parse_url(url: str) -> tuple[str, dict[str, float]]:
             "or sqlite:////absolute.db"
         )
     path = unquote(location[1:])
-    options = {"poll": 0.05, "busy_timeout": 10.0, "inline": 1.0}
+    options = {"poll": 0.05, "busy_timeout": 10.0, "inline": 1.0, "max_pages": 0.0}
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name not in options:
             raise ValueError(f"unknown option {name!r} in {url!r}; known: {sorted(options)}")
@@ -140,6 +150,7 @@ def _hub_for(path: str) -> SignalHub:
         return _HUBS.setdefault(path, SignalHub())
 
 
+@translates_errors
 class SqliteWorld(ClosesOnExit):
     """A world stored in an SQLite file, shareable by processes on one machine.
 
@@ -159,6 +170,7 @@ class SqliteWorld(ClosesOnExit):
         self.poll_interval = options["poll"]
         self._busy_pragma = f"PRAGMA busy_timeout = {int(options['busy_timeout'] * 1000)}"
         self._inline = bool(options["inline"])
+        self._max_pages = int(options["max_pages"])
         self._guard = threading.Lock()
         self._conn: aiosqlite.Connection | None = None
         self._checkpointer: Checkpointer | None = None
@@ -211,6 +223,8 @@ class SqliteWorld(ClosesOnExit):
 
     def _prepare(self, db: sqlite3.Connection) -> None:
         db.execute(self._busy_pragma)
+        if self._max_pages:
+            db.execute(f"PRAGMA max_page_count = {self._max_pages}")
         retrying(lambda: db.execute("PRAGMA journal_mode = WAL"))
         db.execute("PRAGMA synchronous = NORMAL")
         transact(db, sql.apply_schema, blocking=True)
@@ -219,6 +233,27 @@ class SqliteWorld(ClosesOnExit):
         if self._inline:
             db.execute("PRAGMA busy_timeout = 0")
 
+    def _open(self) -> sqlite3.Connection:
+        """Create the file's directory and open the file (blocking)."""
+        if self.path != ":memory:":
+            directory = os.path.dirname(self.path)
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                raise WorldMisconfiguredError(
+                    f"cannot create the directory {directory!r} of the SQLite world: "
+                    f"{exc.strerror or exc}; choose a writable place in the world URL"
+                ) from exc
+        try:
+            return sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+            )
+        except sqlite3.Error as exc:
+            raise WorldMisconfiguredError(
+                f"cannot open the SQLite world {self.path!r}: {exc}; "
+                "choose a writable place in the world URL"
+            ) from exc
+
     async def _connect(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
         self._check_open()
         if self._connecting is None:
@@ -226,23 +261,11 @@ class SqliteWorld(ClosesOnExit):
         async with self._connecting:
             self._check_open()
             if self._conn is None or self._db is None:
-                if self.path != ":memory:":
-                    os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                opened: list[sqlite3.Connection] = []
-
-                def connector() -> sqlite3.Connection:
-                    opened.append(
-                        sqlite3.connect(
-                            self.path,
-                            isolation_level=None,
-                            check_same_thread=False,
-                            cached_statements=256,
-                        )
-                    )
-                    return opened[0]
-
-                conn = await connection(connector)
-                db = opened[0]
+                # Opened here, not by aiosqlite's thread: a connector failing
+                # there reports to the event loop from that thread, which
+                # prints a second traceback once the loop has closed.
+                db = await anyio.to_thread.run_sync(self._open)
+                conn = await connection(lambda: db)
                 try:
                     await execute(conn, functools.partial(self._prepare, db))
                 except BaseException:

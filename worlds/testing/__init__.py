@@ -24,6 +24,11 @@ in one object, like ``MemoryWorld``, returns that one object from every call.
 The kit takes a few seconds per world. Some tests wait for short leases
 (0.2-0.6 s) to expire and for timers to fall due, so the world's clock must
 be the machine's clock, give or take a few milliseconds.
+
+A world that processes on several hosts share also takes ``ClockConformance``
+(one clock decides leases and timers, whatever a worker's clock says), with a
+``skewed_world_factory`` fixture: ``(seconds) -> World``, a new world object over
+the same storage whose process clock runs ``seconds`` ahead.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._base",
     "worlds.testing._cancel",
     "worlds.testing._claims",
+    "worlds.testing._clock",
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._runs",
@@ -46,6 +52,7 @@ pytest.register_assert_rewrite(
 from worlds.testing._base import WorldFactory  # noqa: E402
 from worlds.testing._cancel import CancelConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
+from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
@@ -54,7 +61,7 @@ from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
 
-__all__ = ["WorldConformance", "WorldFactory"]
+__all__ = ["ClockConformance", "SkewedWorldFactory", "WorldConformance", "WorldFactory"]
 
 
 class WorldConformance(

@@ -1,0 +1,51 @@
+"""The chaos suite at a small scale: faults leave no run lost or stuck, no step with
+two results, no result without a finished body, no unique pair held twice.
+
+Re-executions of finished steps and time to drain are measured by the suite
+(``python benchmarks/chaos.py``, figures in RFC 0008), not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import pg_server
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = "kill_storm,restart_immediate,zombie,contention"
+
+
+@pytest.mark.parametrize("world", ["sqlite", "postgres"])
+def test_the_quick_chaos_suite_keeps_every_invariant(world: str, tmp_path: Path) -> None:
+    if world == "postgres":
+        try:
+            pg_server.find_bin("initdb")
+        except pg_server.ServerError as exc:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI is set and PostgreSQL is missing: {exc}")
+            pytest.skip(str(exc))
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/chaos.py", "--quick", "--worlds", world,
+         "--scenarios", SCENARIOS, "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(out.read_text())
+    expected = {"kill_storm", "zombie", "contention"}
+    if world == "postgres":
+        expected.add("restart_immediate")
+    assert {result["scenario"] for result in results} == expected
+    for result in results:
+        completed, started = result["runs"].split("/")
+        assert int(started) > 0 and completed == started, result
+        for invariant in ("stuck", "bad", "never_run", "dup_results", "dup_holders"):
+            assert result[invariant] == 0, (invariant, result)
