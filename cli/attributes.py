@@ -77,7 +77,7 @@ def keys(
 
     async def body() -> None:
         where = parse(query) if query else None
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             runs, truncated = await _scan(opened, where, max_runs)
         counts = Counter(key for run in runs for key in run.attributes)
         rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
@@ -117,7 +117,7 @@ def values(
         where = present
         if query:
             where = parse(f"({query}) AND attributes.`{key.replace('`', '``')}` IS NOT NULL")
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             runs, truncated = await _scan(opened, where, max_runs)
         counts: Counter[tuple[str, str]] = Counter()
         originals: dict[tuple[str, str], Any] = {}

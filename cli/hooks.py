@@ -39,7 +39,7 @@ def list_command(
     """
 
     async def body() -> list[HookRecord]:
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             run_id = (await resolve_run(opened, run)).id if run else None
             return await list_hooks(run_id=run_id, world=opened)
 
@@ -85,7 +85,9 @@ def resume_command(
             value: Any = json.loads(payload)
         except ValueError:
             raise CliError(f"PAYLOAD must be a JSON value, got {payload!r}", EXIT_USAGE) from None
-        async with open_world(world) as opened:
+        except RecursionError:
+            raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
+        async with open_world(world, create=False) as opened:
             return (await resume_hook(token, value, resume_id=resume_id, world=opened)).id
 
     console.print(f"resumed run {execute(body)}")

@@ -102,7 +102,7 @@ def list_command(
         created_after = parse_time(since, "--since") if since else None
         created_before = parse_time(until, "--until") if until else None
         where = parse(query) if query is not None else None
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             page = await list_runs(
                 workflow=workflow,
                 status=list(statuses) if statuses is not None else None,
@@ -143,7 +143,7 @@ def show(
     """
 
     async def body() -> None:
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             details = await gather_details(target)
         if as_json:
@@ -170,7 +170,7 @@ def events(
     """
 
     async def body() -> None:
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             log = await target.events()
         rows = [event_to_json(event) for event in log]
@@ -222,7 +222,7 @@ def cancel(
     """
 
     async def body() -> None:
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             before = await target.status()
             await target.cancel(reason, grace=None if now else grace)
@@ -264,7 +264,7 @@ def prune(
     async def body() -> tuple[datetime, list[str]]:
         cutoff = parse_time(before, "--before")
         pruned: list[str] = []
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             with progress() as bar:
                 task = bar.add_task("pruning runs", total=None)
                 while True:

@@ -48,6 +48,8 @@ def parse_args(values: list[str]) -> list[Any]:
                 f"ARG {n} is not JSON: {text!r} (quote strings for the shell: '\"text\"')",
                 EXIT_USAGE,
             ) from None
+        except RecursionError:
+            raise CliError(f"ARG {n} is nested too deeply to accept", EXIT_USAGE) from None
     return parsed
 
 

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+import worlds
 from cli._output import console, print_json, progress
 from cli._resolve import WorldOption, execute, open_world
 
@@ -33,9 +34,9 @@ def info(
     """
 
     async def body() -> dict[str, str | int]:
-        opened = open_world(world)
+        opened = open_world(world, create=False)
         async with opened:
-            return {"url": opened.url, **await opened.info()}
+            return {"url": worlds.redact_url(opened.url), **await opened.info()}
 
     facts = execute(body)
     if as_json:
