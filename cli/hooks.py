@@ -6,10 +6,9 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from cli._output import attributes_text, console, format_age, print_json
+from cli._output import attributes_text, console, format_age, print_json, text
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
 from workflow import list_hooks, resume_hook
 from worlds.types import HookRecord
@@ -52,11 +51,11 @@ def list_command(
         table.add_column(column)
     for hook in hooks:
         table.add_row(
-            escape(hook.token),
-            hook.run_id,
+            text(hook.token),
+            text(hook.run_id),
             str(hook.hook),
             format_age(hook.created_at),
-            attributes_text(hook.attributes),
+            text(attributes_text(hook.attributes)),
         )
     console.print(table if hooks else "no live hooks")
 

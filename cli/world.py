@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 import worlds
-from cli._output import console, print_json, progress
+from cli._output import console, print_json, progress, text
 from cli._resolve import WorldOption, execute, open_world
 
 app = typer.Typer(
@@ -46,7 +45,7 @@ def info(
     table.add_column(style="bold")
     table.add_column()
     for key, value in facts.items():
-        table.add_row(escape(key), escape(str(value)))
+        table.add_row(text(key), text(str(value)))
     console.print(table)
 
 
