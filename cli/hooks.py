@@ -87,6 +87,9 @@ def resume_command(
         except RecursionError:
             raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
         async with open_world(world, create=False) as opened:
-            return (await resume_hook(token, value, resume_id=resume_id, world=opened)).id
+            try:
+                return (await resume_hook(token, value, resume_id=resume_id, world=opened)).id
+            except (ValueError, TypeError) as exc:  # the arguments: checked before any write
+                raise CliError(str(exc), EXIT_USAGE) from None
 
     console.print(f"resumed run {execute(body)}")

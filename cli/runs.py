@@ -243,8 +243,13 @@ def cancel(
     run: RunArgument,
     reason: Annotated[str | None, typer.Option(help="Recorded in the run's log.")] = None,
     grace: Annotated[
-        float, typer.Option(min=0, help="Seconds the workflow may spend cleaning up.")
-    ] = 30.0,
+        float | None,
+        typer.Option(
+            min=0,
+            help="Seconds the workflow may spend cleaning up [default: 30]; not with --now.",
+            show_default=False,
+        ),
+    ] = None,
     now: Annotated[
         bool, typer.Option("--now", help="Close the run at once, with no cleanup.")
     ] = False,
@@ -264,10 +269,15 @@ def cancel(
     """
 
     async def body() -> None:
+        if now and grace is not None:
+            raise CliError(
+                "--now closes the run at once with no cleanup, so --grace cannot apply: pass one",
+                EXIT_USAGE,
+            )
         async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             before = await target.status()
-            await target.cancel(reason, grace=None if now else grace)
+            await target.cancel(reason, grace=None if now else (30.0 if grace is None else grace))
             after = await target.status()
         if before.is_closed:
             console.print(f"run {target.id} was already {before.value}; nothing to cancel")

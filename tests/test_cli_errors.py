@@ -190,3 +190,31 @@ def test_a_deeply_nested_hook_payload_is_a_usage_error(tmp_path: Path) -> None:
     got, output = wf("hooks", "resume", "a-token", deep, "--world", f"sqlite:///{tmp_path}/w.db")
     assert got == 2, output
     assert "nested" in error_line(output)
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["runs", "cancel", "order=o-1", "--now", "--grace", "5"], "--grace"),
+        (["hooks", "resume", "bad token!", "1"], "hook token"),
+        (["hooks", "resume", "", "1"], "hook token"),
+        (["runs", "show", "x", "--events", "soon"], "--events"),
+        (["start", "examples.quickstart:checkout", "--reuse", "allow-duplicate"], "--reuse"),
+    ],
+)
+def test_usage_errors_exit_2_before_the_world_is_touched(
+    tmp_path: Path, args: list[str], names: str
+) -> None:
+    world = tmp_path / "w.db"
+    assert wf("world", "migrate", "--world", f"sqlite:///{world}")[0] == 0
+    got, output = wf(*args, "--world", f"sqlite:///{world}")
+    assert got == 2, output
+    assert names in error_line(output)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_shows_flags_as_plain_flags(command: str) -> None:
+    got, output = wf(*COMMANDS[command][:2 if " " in command else 1], "--help")
+    assert got == 0, output
+    assert "<bool>" not in output
+    assert "--help" in output
