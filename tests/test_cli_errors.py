@@ -13,12 +13,15 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+import worlds
 from cli.main import app
 from tests.conftest import drop_schema, fresh_schema
+from worlds.errors import WorldMisconfiguredError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,7 +217,71 @@ def test_usage_errors_exit_2_before_the_world_is_touched(
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_help_shows_flags_as_plain_flags(command: str) -> None:
-    got, output = wf(*COMMANDS[command][:2 if " " in command else 1], "--help")
+    got, output = wf(*COMMANDS[command][: 2 if " " in command else 1], "--help")
     assert got == 0, output
     assert "<bool>" not in output
     assert "--help" in output
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:s3cretpw@db:5432/app", "postgresql://u:***@db:5432/app"),
+        ("postgres://u:s3cret@pw@db/app?x=1", "postgres://u:***@db/app?x=1"),
+        ("postgresql://u@db/app?password=s3cretpw&x=1", "postgresql://u@db/app?password=***&x=1"),
+        ("postgresql://u@db/app", "postgresql://u@db/app"),
+        ("sqlite:///app.db?poll=1", "sqlite:///app.db?poll=1"),
+    ],
+)
+def test_redact_url_masks_credentials(url: str, shown: str) -> None:
+    assert worlds.redact_url(url) == shown
+    assert (
+        worlds.redact_url(f"could not reach {url}: refused") == f"could not reach {shown}: refused"
+    )
+
+
+def test_reprs_and_url_errors_mask_the_password() -> None:
+    assert "s3cretpw" not in repr(worlds.open("postgresql://u:s3cretpw@db/app"))
+    with pytest.raises(ValueError) as caught:
+        worlds.open("postgresql://u:s3cretpw@db/app?poll=soon")
+    assert "s3cretpw" not in str(caught.value) and "u:***@db" in str(caught.value)
+    got, output = wf("runs", "list", "--world", "postgresql://u:s3cretpw@db/app?poll=soon")
+    assert got == 2 and "s3cretpw" not in output and "u:***@" in output
+
+
+@pytest.mark.anyio
+async def test_a_world_that_must_exist_is_never_created(
+    world_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if world_kind == "memory":
+        with pytest.raises(WorldMisconfiguredError, match="thrown away"):
+            worlds.open("memory://", create=False)
+        with pytest.raises(WorldMisconfiguredError, match="thrown away"):
+            worlds.open("memory://", shared=True)
+        return
+    if world_kind == "sqlite":
+        url = f"sqlite:///{tmp_path}/sub/w.db"
+        names = str(tmp_path / "sub" / "w.db")
+    else:
+        url = str(request.getfixturevalue("postgres_world_url"))
+        names = url.rpartition("schema=")[2]
+    async with worlds.open(url, create=False) as world:
+        with pytest.raises(WorldMisconfiguredError) as caught:
+            await world.info()
+    assert names in str(caught.value)
+    assert not (tmp_path / "sub").exists()
+    async with worlds.open(url) as world:  # created
+        await world.migrate()
+    async with worlds.open(url, create=False) as world:  # now it exists
+        assert (await world.info())["schema_version"] >= 1
+
+
+def test_a_factory_that_cannot_promise_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import worlds as package
+
+    def factory(url: str) -> Any:
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(package, "_factories", lambda: {"plain": factory})
+    with pytest.raises(ValueError, match="cannot promise"):
+        worlds.open("plain://x", create=False)
