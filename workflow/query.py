@@ -26,8 +26,9 @@ Grammar (keywords are case-insensitive; field names and keys are not)::
     string     := '...' | "..."   (backslash escapes \\\\ \\' \\" \\n \\t; no others)
 
 A bare name that is not a field is an attribute key (letters of any script,
-digits and ``_ $ . : -``, not starting with a digit: ``клиент = 'x'``); a key with other characters, or one
-spelled like a field or keyword, is written in backquotes (a backquote inside
+digits and ``_ $ . : -``, not starting with a digit: ``клиент = 'x'``); a key
+with other characters, or one spelled like a field or keyword, is written in
+backquotes (a backquote inside
 is doubled). Time fields compare with quoted ISO 8601 datetimes (``'2024-05-01'``,
 ``'2024-05-01T12:00:00Z'``; no offset means UTC). An attribute holding a
 datetime compares with ``TIMESTAMP '...'``. ``x NOT IN (...)`` means
@@ -102,7 +103,7 @@ class _Token:
 
 
 def _is_keyword(word: str) -> bool:
-    # ASCII only: "ın".upper() is "IN", but a Turkish key is not a keyword
+    # ASCII only: the upper() of a Turkish dotless-i key can spell "IN"
     return word.isascii() and word.upper() in _KEYWORDS
 
 
@@ -161,8 +162,7 @@ def _read_string(text: str, start: int) -> tuple[str, int]:
             nxt = text[pos + 1]
             if nxt not in _ESCAPES:
                 raise QuerySyntaxError(
-                    f"unknown escape \\{nxt} in a string; the escapes are "
-                    "\\\\ \\' \\\" \\n \\t",
+                    f"unknown escape \\{nxt} in a string; the escapes are \\\\ \\' \\\" \\n \\t",
                     text,
                     pos,
                 )
