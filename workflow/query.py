@@ -28,9 +28,9 @@ Grammar (keywords are case-insensitive; field names and keys are not)::
 A bare name that is not a field is an attribute key (letters of any script,
 digits and ``_ $ . : -``, not starting with a digit: ``клиент = 'x'``); a key
 with other characters, or one spelled like a field or keyword, is written in
-backquotes (a backquote inside
-is doubled). Time fields compare with quoted ISO 8601 datetimes (``'2024-05-01'``,
-``'2024-05-01T12:00:00Z'``; no offset means UTC). An attribute holding a
+backquotes (a backquote inside is doubled). Time fields compare with quoted
+ISO 8601 datetimes (``'2024-05-01'``, ``'2024-05-01T12:00:00Z'``; no offset
+means UTC). An attribute holding a
 datetime compares with ``TIMESTAMP '...'``. ``x NOT IN (...)`` means
 ``NOT x IN (...)``. The semantics are those of ``worlds.query``.
 """
