@@ -97,6 +97,7 @@ def execute(body: Callable[[], Awaitable[T]]) -> T:
     (exit 2, with a caret under the offending position), an unknown run,
     a conflict, or anything the world refuses (exit 1).
     """
+    _opened.clear()
     try:
         return anyio.run(body)
     except CliError as exc:

@@ -285,3 +285,18 @@ def test_a_factory_that_cannot_promise_is_refused(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(package, "_factories", lambda: {"plain": factory})
     with pytest.raises(ValueError, match="cannot promise"):
         worlds.open("plain://x", create=False)
+
+
+@pytest.mark.parametrize(
+    ("url", "code", "names"),
+    [
+        ("nope://x", 2, "unknown world scheme"),
+        ("sqlite://", 2, "no path"),
+        ("memory://", 1, "thrown away"),
+        ("postgresql://u:s3cretpw@db/app?poll=soon", 2, "u:***@db"),
+    ],
+)
+def test_worker_refuses_a_bad_world_url(url: str, code: int, names: str) -> None:
+    got, output = wf("worker", "examples.quickstart", "--world", url)
+    assert got == code, output
+    assert names in error_line(output) and "s3cretpw" not in output
