@@ -199,6 +199,15 @@ def show(
 @app.command()
 def events(
     run: RunArgument,
+    seqs: Annotated[
+        str | None,
+        typer.Option(
+            "--range",
+            metavar="A-B",
+            help="Only events with these seqs: A-B, A- or -B (default: all).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
@@ -209,12 +218,18 @@ def events(
         wf runs events my-run-name
 
         wf runs events order=o-17 --json | jq '.[].kind'
+
+        wf runs events order=o-17 --range 100-200
     """
 
     async def body() -> None:
+        try:
+            window = EventWindow.parse(seqs or "all")
+        except ValueError as exc:
+            raise CliError(str(exc).replace("--events", "--range"), EXIT_USAGE) from None
         async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
-            log = await target.events()
+            log, _ = window.select(await target.events())
         rows = [event_to_json(event) for event in log]
         if as_json:
             print_json(rows)

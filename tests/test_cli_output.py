@@ -167,3 +167,13 @@ def test_runs_show_cuts_a_long_log_to_its_ends(closed: str) -> None:
 def test_a_bad_events_range_is_a_usage_error(closed: str, spec: str) -> None:
     code, output = wf(closed, "runs", "show", "big", "--events", spec)
     assert code == 2, output
+
+
+def test_runs_events_prints_a_range(closed: str) -> None:
+    code, output = wf(closed, "runs", "events", "big", "--range", "10-14", "--json")
+    assert code == 0, output
+    assert [event["seq"] for event in json.loads(output)] == [10, 11, 12, 13, 14]
+    code, output = wf(closed, "runs", "events", "big", "--json")
+    assert len(json.loads(output)) == 203
+    code, output = wf(closed, "runs", "events", "big", "--range", "x")
+    assert code == 2 and "--range" in output
