@@ -2,18 +2,25 @@
 
 JSON goes to stdout untouched by rich, one document per command; tables,
 progress and errors never mix into it (progress and errors go to stderr).
+
+User data (attribute keys and values, workflow names, errors, payloads) is
+printed as stored, made safe: never read as Rich markup (cells are ``Text``,
+strings are escaped) and with control, format and surrogate characters shown
+as escapes (``\x1b``, ``\u202e``), so no stored value can drive the terminal.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -29,11 +36,15 @@ __all__ = [
     "format_age",
     "format_duration",
     "format_value",
+    "json_text",
+    "markup_safe",
     "print_json",
     "progress",
     "run_to_json",
     "runs_table",
     "status_text",
+    "text",
+    "visible",
 ]
 
 console = Console(highlight=False)
@@ -49,6 +60,66 @@ _STATUS_STYLES = {
 }
 
 
+_UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories shown as escapes: controls, format (bidi), surrogates, separators."""
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(value: object, *, keep_newlines: bool = False) -> str:
+    """``str(value)`` with every control/format/surrogate character as an escape.
+
+    ``"a\x1b[2Jb"`` becomes ``"a\\x1b[2Jb"``: what is stored, but inert on a
+    terminal. With ``keep_newlines``, newlines are kept.
+    """
+    out = str(value)
+    if out.isprintable():
+        return out
+    return "".join(
+        _escape_char(char)
+        if unicodedata.category(char) in _UNSAFE and not (keep_newlines and char == "\n")
+        else char
+        for char in out
+    )
+
+
+def markup_safe(value: object, *, keep_newlines: bool = False) -> str:
+    """``visible(value)`` escaped for Rich markup, to embed in a markup string."""
+    return escape(visible(value, keep_newlines=keep_newlines))
+
+
+def text(value: object, style: str = "") -> Text:
+    """A table cell or line holding ``visible(value)``, never read as markup."""
+    return Text(visible(value), style=style)
+
+
+def _json_escape(char: str) -> str:
+    data = char.encode("utf-16-le", "surrogatepass")
+    return "".join(
+        f"\\u{int.from_bytes(data[i : i + 2], 'little'):04x}" for i in range(0, len(data), 2)
+    )
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented JSON, non-ASCII kept but unsafe characters as ``\\uXXXX``.
+
+    Valid JSON that decodes to exactly ``value``; no raw control, bidi or lone
+    surrogate character reaches the terminal.
+    """
+    out = json.dumps(to_builtins(value), indent=2, ensure_ascii=False)
+    if out.isprintable():
+        return out
+    return "".join(
+        _json_escape(char) if char != "\n" and unicodedata.category(char) in _UNSAFE else char
+        for char in out
+    )
+
+
 def to_builtins(value: Any) -> Any:
     """``value`` as JSON-ready builtins (datetimes as ISO text, bytes as base64)."""
     return msgspec.to_builtins(value)
@@ -56,7 +127,7 @@ def to_builtins(value: Any) -> Any:
 
 def print_json(value: Any) -> None:
     """Write ``value`` as indented JSON to stdout."""
-    sys.stdout.write(json.dumps(to_builtins(value), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(value) + "\n")
     sys.stdout.flush()
 
 
@@ -68,8 +139,12 @@ def decode_payload(data: bytes) -> Any:
         return {"base64": to_builtins(data)}
 
 
-def run_to_json(record: RunRecord) -> dict[str, Any]:
-    """A run as a JSON object: id, workflow, status, times, attributes, result/error."""
+def run_to_json(record: RunRecord, *, result: bool = True) -> dict[str, Any]:
+    """A run as a JSON object: id, workflow, status, times, attributes, result/error.
+
+    With ``result=False`` (listings) the result is left out, however large:
+    ``has_result`` says whether there is one (``wf runs show`` prints it).
+    """
     out: dict[str, Any] = {
         "id": record.id,
         "workflow": record.workflow,
@@ -79,7 +154,9 @@ def run_to_json(record: RunRecord) -> dict[str, Any]:
         "closed_at": to_builtins(record.closed_at),
         "attributes": to_builtins(record.attributes),
     }
-    if record.result is not None:
+    if not result:
+        out["has_result"] = record.result is not None
+    elif record.result is not None:
         out["result"] = decode_payload(record.result)
     if record.error is not None:
         out["error"] = {"type": record.error.type, "message": record.error.message}
@@ -152,11 +229,11 @@ def runs_table(records: Iterable[RunRecord], *, title: str | None = None) -> Tab
     now = datetime.now(UTC)
     for record in records:
         table.add_row(
-            record.id,
-            record.workflow,
+            text(record.id),
+            text(record.workflow),
             status_text(record.status),
             format_age(record.created_at, now),
-            attributes_text(record.attributes),
+            text(attributes_text(record.attributes)),
         )
     return table
 

@@ -17,13 +17,13 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
 import typer
-from rich.markup import escape
 
 import worlds
-from cli._output import err_console
+from cli._output import err_console, markup_safe
 from workflow import Run, RunNotFoundError, WorkflowError, find_run, get_run, list_runs
 from workflow.query import QuerySyntaxError
 from worlds import World
+from worlds.errors import WorldError, as_world_error
 
 __all__ = [
     "EXIT_ERROR",
@@ -54,6 +54,9 @@ WorldOption = Annotated[
 
 T = TypeVar("T")
 
+_opened: list[str] = []
+"""The (redacted) URLs of the worlds this command opened, for error messages."""
+
 
 class CliError(Exception):
     """A user-facing error: printed as ``error: MESSAGE`` and exits with ``code``."""
@@ -68,12 +71,23 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise CliError(message, code)
 
 
-def open_world(url: str | None) -> World:
-    """The world at ``url`` (unopened); a bad URL is a usage error."""
+def open_world(url: str | None, *, create: bool = True) -> World:
+    """The world at ``url`` (unopened), which must outlive this command.
+
+    Only commands that write a new run or a schema (``start``, ``worker``,
+    ``world migrate``) create the world; every other command passes
+    ``create=False``, so a world that does not exist is an error naming it,
+    and nothing is created. A ``memory://`` world is refused: it would be
+    thrown away when the command exits. A bad URL is a usage error (exit 2).
+    """
     try:
-        return worlds.open(url)
+        opened = worlds.open(url, create=create, shared=True)
+        _opened.append(worlds.redact_url(opened.url))
+        return opened
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
+    except WorldError as exc:
+        raise CliError(str(exc)) from None
 
 
 def execute(body: Callable[[], Awaitable[T]]) -> T:
@@ -83,22 +97,49 @@ def execute(body: Callable[[], Awaitable[T]]) -> T:
     (exit 2, with a caret under the offending position), an unknown run,
     a conflict, or anything the world refuses (exit 1).
     """
+    _opened.clear()
     try:
         return anyio.run(body)
     except CliError as exc:
         _report(str(exc), exc.code)
     except QuerySyntaxError as exc:
-        _report(f"malformed query: {exc}", EXIT_USAGE)
+        _report(f"malformed query: {exc}", EXIT_USAGE, caret=True)
     except NotImplementedError as exc:
         _report(f"this world cannot serve that query: {exc}", EXIT_ERROR)
-    except (WorkflowError, ValueError, TypeError, LookupError, TimeoutError) as exc:
-        _report(str(exc) or type(exc).__name__, EXIT_ERROR)
-    except OSError as exc:
-        _report(f"{type(exc).__name__}: {exc}", EXIT_ERROR)
+    except RecursionError:
+        _report("a value is nested too deeply to handle", EXIT_ERROR)
+    except Exception as exc:
+        world_error = as_world_error(exc) or _driver_error(exc)
+        if world_error is not None:
+            where = f"world {_opened[-1]}" if _opened else "world"
+            _report(f"{where}: {world_error}", EXIT_ERROR)
+        if isinstance(exc, (WorkflowError, ValueError, TypeError, LookupError, TimeoutError)):
+            _report(str(exc) or type(exc).__name__, EXIT_ERROR)
+        raise
 
 
-def _report(message: str, code: int) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+def _driver_error(exc: Exception) -> WorldError | None:
+    """A database driver's error ``as_world_error`` does not classify, as a ``WorldError``.
+
+    Recognised by the attributes drivers put on their errors (asyncpg's
+    ``sqlstate``, sqlite3's ``sqlite_errorname``), so no driver is imported.
+    """
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str):
+        return WorldError(f"PostgreSQL: {exc} (SQLSTATE {sqlstate})")
+    if isinstance(getattr(exc, "sqlite_errorname", None), str):
+        return WorldError(f"SQLite: {exc}")
+    return None
+
+
+def _report(message: str, code: int, *, caret: bool = False) -> NoReturn:
+    """Print ``error: MESSAGE`` (URLs' passwords masked) and exit with ``code``.
+
+    One line, except a query's (with ``caret``): the query and a caret under the error.
+    """
+    message = worlds.redact_url(message)
+    text = markup_safe(message if caret else message.split("\n", 1)[0], keep_newlines=caret)
+    err_console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -6,20 +6,23 @@ through the public ``Run`` handle.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from cli._output import (
     console,
+    decode_payload,
     event_to_json,
     format_duration,
     format_value,
+    markup_safe,
     run_to_json,
     status_text,
+    text,
 )
 from workflow import Run
 from worlds.semantics import CLOSING_EVENTS
@@ -45,7 +48,57 @@ from worlds.types import (
     WaitCreated,
 )
 
-__all__ = ["Details", "gather_details", "render_details"]
+__all__ = ["EVENTS_SHOWN", "Details", "EventWindow", "gather_details", "render_details"]
+
+EVENTS_SHOWN = 20
+"""By default ``wf runs show`` prints this many events from each end of a longer log."""
+RESULT_SHOWN = 2000
+"""Characters of a result ``wf runs show`` prints before truncating (``--json`` has all)."""
+
+
+@dataclass(frozen=True)
+class EventWindow:
+    """Which events of a log to print: all, a seq range, or both ends of a long log."""
+
+    first: int | None = None
+    last: int | None = None
+    everything: bool = False
+
+    @classmethod
+    def parse(cls, spec: str | None) -> EventWindow:
+        """``None`` (both ends), ``all``, or ``A-B`` / ``A-`` / ``-B`` (seqs, inclusive).
+
+        Raises:
+            ValueError: any other spelling.
+        """
+        if spec is None:
+            return cls()
+        if spec.strip().lower() == "all":
+            return cls(everything=True)
+        low, sep, high = spec.partition("-")
+        try:
+            if not sep or not (low.strip() or high.strip()):
+                raise ValueError
+            first = int(low) if low.strip() else None
+            last = int(high) if high.strip() else None
+        except ValueError:
+            raise ValueError(
+                f"--events takes all, or a range of seqs like 100-200, 100- or -50; got {spec!r}"
+            ) from None
+        return cls(first, last)
+
+    def select(self, events: list[EventKind]) -> tuple[list[EventKind], tuple[int, int] | None]:
+        """The events to print, and the (first, last) seq left out between them, if any."""
+        if self.everything:
+            return events, None
+        if self.first is not None or self.last is not None:
+            low = self.first if self.first is not None else 0
+            high = self.last if self.last is not None else len(events) + 1_000_000
+            return [e for e in events if low <= e.seq <= high], None
+        if len(events) <= 2 * EVENTS_SHOWN + 10:
+            return events, None
+        head, tail = events[:EVENTS_SHOWN], events[-EVENTS_SHOWN:]
+        return [*head, *tail], (head[-1].seq + 1, tail[0].seq - 1)
 
 
 @dataclass
@@ -100,9 +153,11 @@ class Details:
     events: list[EventKind]
     steps: list[StepSummary] = field(default_factory=list)
     hooks: list[HookSummary] = field(default_factory=list)
+    window: EventWindow = field(default_factory=EventWindow)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``--json`` document."""
+        """The ``--json`` document (``events`` as the window selects them)."""
+        shown, omitted = self.window.select(self.events)
         return {
             "run": run_to_json(self.record),
             "claims": {
@@ -111,7 +166,9 @@ class Details:
             },
             "steps": [step.to_json() for step in self.steps],
             "hooks": [hook.to_json() for hook in self.hooks],
-            "events": [event_to_json(event) for event in self.events],
+            "events": [event_to_json(event) for event in shown],
+            "events_total": len(self.events),
+            "events_omitted": None if omitted is None else {"from": omitted[0], "to": omitted[1]},
         }
 
 
@@ -161,13 +218,15 @@ def _fold_hooks(events: list[EventKind]) -> list[HookSummary]:
     return [hooks[number] for number in sorted(hooks)]
 
 
-async def gather_details(run: Run[Any]) -> Details:
+async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Details:
     """Read the run, its claims and its log, and fold steps and hooks from the log."""
     events = await run.events()
     record = run.record
     assert record is not None  # events() read the record first
     claims = {claim.key: claim for claim in await run.claims() if claim.step is None}
-    return Details(record, claims, events, _fold_steps(events), _fold_hooks(events))
+    return Details(
+        record, claims, events, _fold_steps(events), _fold_hooks(events), window or EventWindow()
+    )
 
 
 def _summary(event: EventKind) -> str:
@@ -204,10 +263,18 @@ def _summary(event: EventKind) -> str:
     return ""
 
 
+def _result_text(data: bytes) -> str:
+    shown = json.dumps(decode_payload(data), ensure_ascii=False, default=str)
+    if len(shown) > RESULT_SHOWN:
+        more = len(shown) - RESULT_SHOWN
+        shown = f"{shown[:RESULT_SHOWN]}… ({more} more characters; --json prints it all)"
+    return shown
+
+
 def render_details(details: Details) -> None:
     """Print ``details`` for a person."""
     record = details.record
-    head = f"[bold]run[/] {record.id}  [bold]workflow[/] {escape(record.workflow)}  "
+    head = f"[bold]run[/] {record.id}  [bold]workflow[/] {markup_safe(record.workflow)}  "
     console.print(head, end="")
     console.print(status_text(record.status))
     console.print(
@@ -215,7 +282,11 @@ def render_details(details: Details) -> None:
         + (f"  closed {record.closed_at.isoformat()}" if record.closed_at else "")
     )
     if record.error is not None:
-        console.print(f"[red]error[/] {escape(record.error.type)}: {escape(record.error.message)}")
+        console.print(
+            f"[red]error[/] {markup_safe(record.error.type)}: {markup_safe(record.error.message)}"
+        )
+    if record.result is not None:
+        console.print(f"[bold]result[/] {markup_safe(_result_text(record.result))}")
 
     attributes = Table(title="attributes", box=None, header_style="bold", title_justify="left")
     for column in ("KEY", "VALUE", "CLAIM"):
@@ -223,7 +294,7 @@ def render_details(details: Details) -> None:
     for key, value in sorted(record.attributes.items()):
         claim = details.claims.get(key)
         held = f"unique, generation {claim.generation}" if claim else ""
-        attributes.add_row(escape(key), escape(format_value(value)), held)
+        attributes.add_row(text(key), text(format_value(value)), held)
     console.print(attributes if record.attributes else "[dim]no attributes[/]")
 
     if details.steps:
@@ -234,11 +305,11 @@ def render_details(details: Details) -> None:
             took = step.duration()
             steps.add_row(
                 str(step.number),
-                escape(step.name),
-                step.status,
+                text(step.name),
+                text(step.status),
                 str(step.attempts),
                 "-" if took is None else format_duration(took),
-                escape(step.error or ""),
+                text(step.error or ""),
             )
         console.print(steps)
     if details.hooks:
@@ -246,19 +317,28 @@ def render_details(details: Details) -> None:
         for column in ("#", "TOKEN", "STATUS"):
             hooks.add_column(column)
         for hook in details.hooks:
-            hooks.add_row(str(hook.number), escape(hook.token), hook.status)
+            hooks.add_row(str(hook.number), text(hook.token), text(hook.status))
         console.print(hooks)
 
-    timeline = Table(title="timeline", box=None, header_style="bold", title_justify="left")
+    shown, omitted = details.window.select(details.events)
+    title = f"timeline ({len(shown)} of {len(details.events)} events)"
+    timeline = Table(title=title, box=None, header_style="bold", title_justify="left")
     for column in ("SEQ", "AT", "EVENT", ""):
         timeline.add_column(column)
     start = record.created_at
-    for event in details.events:
+    for event in shown:
+        if omitted is not None and event.seq == omitted[1] + 1:
+            timeline.add_row("…", "", f"{omitted[1] - omitted[0] + 1} events not shown", "")
         offset = (event.at - start).total_seconds() if event.at >= start else 0.0
         timeline.add_row(
             str(event.seq),
             f"+{format_duration(offset)}",
             str(type(event).__struct_config__.tag),
-            escape(_summary(event)),
+            text(_summary(event)),
         )
     console.print(timeline)
+    if omitted is not None:
+        console.print(
+            f"[dim]events {omitted[0]}-{omitted[1]} not shown: --events all, or a range "
+            f"like --events {omitted[0]}-{min(omitted[1], omitted[0] + 99)}[/]"
+        )

@@ -11,10 +11,9 @@ from collections import Counter
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from cli._output import console, err_console, format_value, print_json, progress
+from cli._output import console, err_console, format_value, markup_safe, print_json, progress, text
 from cli._resolve import WorldOption, execute, open_world
 from workflow import list_runs
 from workflow.query import AttrRef, Expr, IsNull, parse
@@ -77,7 +76,7 @@ def keys(
 
     async def body() -> None:
         where = parse(query) if query else None
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             runs, truncated = await _scan(opened, where, max_runs)
         counts = Counter(key for run in runs for key in run.attributes)
         rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
@@ -88,7 +87,7 @@ def keys(
             table.add_column("KEY")
             table.add_column("RUNS", justify="right")
             for key, count in rows:
-                table.add_row(escape(key), str(count))
+                table.add_row(text(key), str(count))
             console.print(table if rows else "no attributes")
         _note_truncated(truncated, max_runs)
 
@@ -117,7 +116,7 @@ def values(
         where = present
         if query:
             where = parse(f"({query}) AND attributes.`{key.replace('`', '``')}` IS NOT NULL")
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             runs, truncated = await _scan(opened, where, max_runs)
         counts: Counter[tuple[str, str]] = Counter()
         originals: dict[tuple[str, str], Any] = {}
@@ -134,9 +133,9 @@ def values(
             table.add_column("VALUE")
             table.add_column("TYPE")
             table.add_column("RUNS", justify="right")
-            for (kind, text), count in rows:
-                table.add_row(escape(text), kind, str(count))
-            console.print(table if rows else f"no run has attribute {key!r}")
+            for (kind, shown), count in rows:
+                table.add_row(text(shown), kind, str(count))
+            console.print(table if rows else f"no run has attribute {markup_safe(repr(key))}")
         _note_truncated(truncated, max_runs)
 
     execute(body)

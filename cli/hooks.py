@@ -6,10 +6,9 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from cli._output import attributes_text, console, format_age, print_json
+from cli._output import attributes_text, console, format_age, print_json, text
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
 from workflow import list_hooks, resume_hook
 from worlds.types import HookRecord
@@ -39,7 +38,7 @@ def list_command(
     """
 
     async def body() -> list[HookRecord]:
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             run_id = (await resolve_run(opened, run)).id if run else None
             return await list_hooks(run_id=run_id, world=opened)
 
@@ -52,11 +51,11 @@ def list_command(
         table.add_column(column)
     for hook in hooks:
         table.add_row(
-            escape(hook.token),
-            hook.run_id,
+            text(hook.token),
+            text(hook.run_id),
             str(hook.hook),
             format_age(hook.created_at),
-            attributes_text(hook.attributes),
+            text(attributes_text(hook.attributes)),
         )
     console.print(table if hooks else "no live hooks")
 
@@ -85,7 +84,12 @@ def resume_command(
             value: Any = json.loads(payload)
         except ValueError:
             raise CliError(f"PAYLOAD must be a JSON value, got {payload!r}", EXIT_USAGE) from None
-        async with open_world(world) as opened:
-            return (await resume_hook(token, value, resume_id=resume_id, world=opened)).id
+        except RecursionError:
+            raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
+        async with open_world(world, create=False) as opened:
+            try:
+                return (await resume_hook(token, value, resume_id=resume_id, world=opened)).id
+            except (ValueError, TypeError) as exc:  # the arguments: checked before any write
+                raise CliError(str(exc), EXIT_USAGE) from None
 
     console.print(f"resumed run {execute(body)}")

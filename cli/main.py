@@ -12,15 +12,28 @@ import importlib
 import os
 import signal
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import typer
+from typer.core import TyperOption
 
 from cli import attributes, hooks, runs, world
 from cli._resolve import WorldOption, execute, open_world
 from cli.start import start_command
 from workflow import Worker
+
+_display_type_rich = TyperOption.display_type_rich
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """No ``<bool>`` after an on/off flag such as ``--json`` in help (typer shows one)."""
+    if self.is_flag and not self.count:
+        return None
+    return _display_type_rich(self, ctx)
+
+
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]  # typer bug
 
 app = typer.Typer(
     name="wf",

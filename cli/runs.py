@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from cli._output import (
     console,
     err_console,
     event_to_json,
+    markup_safe,
     print_json,
     progress,
     run_to_json,
@@ -28,9 +28,9 @@ from cli._resolve import (
     parse_time,
     resolve_run,
 )
-from cli._show import gather_details, render_details
+from cli._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
 from workflow import RunStatus, list_runs, prune_runs
-from workflow.query import parse
+from workflow.query import And, AttrRef, Compare, Expr, parse
 
 app = typer.Typer(
     name="runs",
@@ -87,6 +87,12 @@ def list_command(
 ) -> None:
     """List runs, newest first, filtered by status, workflow, time, attributes or a query.
 
+    --attr KEY=VALUE given twice with one KEY means both (AND), so no run
+    matches two different values. With --json, stdout is one object:
+    {"runs": [...], "next_cursor": "..." or null}; pass next_cursor back as
+    --cursor for the next page. Results are left out (has_result says if
+    there is one): wf runs show prints them.
+
     Examples:
 
         wf runs list --status failed --since 2h
@@ -98,11 +104,20 @@ def list_command(
 
     async def body() -> None:
         statuses = _statuses(status)
-        attributes = dict(parse_pair(item) for item in attr)
         created_after = parse_time(since, "--since") if since else None
         created_before = parse_time(until, "--until") if until else None
         where = parse(query) if query is not None else None
-        async with open_world(world) as opened:
+        attributes: dict[str, Any] = {}
+        also: list[Expr] = []  # a key given again: AND, so the run must have both values
+        for key, value in (parse_pair(item) for item in attr):
+            if key in attributes:
+                also.append(Compare(AttrRef(key), "=", value))
+            else:
+                attributes[key] = value
+        terms = [*also, *([where] if where is not None else [])]
+        if terms:
+            where = terms[0] if len(terms) == 1 else And(tuple(terms))
+        async with open_world(world, create=False) as opened:
             page = await list_runs(
                 workflow=workflow,
                 status=list(statuses) if statuses is not None else None,
@@ -116,13 +131,19 @@ def list_command(
             )
         records = [run.record for run in page if run.record is not None]
         if as_json:
-            print_json([run_to_json(record) for record in records])
-        elif records:
+            print_json(
+                {
+                    "runs": [run_to_json(record, result=False) for record in records],
+                    "next_cursor": page.next_cursor,
+                }
+            )
+            return
+        if records:
             console.print(runs_table(records))
         else:
             err_console.print("no runs match")
         if page.next_cursor:
-            err_console.print(f"more runs: --cursor {escape(page.next_cursor)}")
+            err_console.print(f"more runs: --cursor {markup_safe(page.next_cursor)}")
 
     execute(body)
 
@@ -130,22 +151,43 @@ def list_command(
 @app.command()
 def show(
     run: RunArgument,
+    events: Annotated[
+        str | None,
+        typer.Option(
+            "--events",
+            metavar="all|A-B",
+            help=f"Timeline events to print: all, or seqs A-B (A-, -B). Default: a log "
+            f"longer than {2 * EVENTS_SHOWN + 10} events shows its first and last "
+            f"{EVENTS_SHOWN}.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
-    """Show a run: status, attributes with claim generations, steps, hooks and a timeline.
+    """Show a run: status, result or error, attributes with claim generations, steps,
+    hooks and a timeline.
+
+    A long event log is cut to its two ends (say which events with --events);
+    with --json, events_total and events_omitted say what was left out.
 
     Examples:
 
         wf runs show 01J8ZK3V6Q9T0X2N4B7C5D1E8F
 
         wf runs show order=o-17 --json
+
+        wf runs show order=o-17 --events 100-200
     """
 
     async def body() -> None:
-        async with open_world(world) as opened:
+        try:
+            window = EventWindow.parse(events)
+        except ValueError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
-            details = await gather_details(target)
+            details = await gather_details(target, window)
         if as_json:
             print_json(details.to_json())
         else:
@@ -157,6 +199,15 @@ def show(
 @app.command()
 def events(
     run: RunArgument,
+    seqs: Annotated[
+        str | None,
+        typer.Option(
+            "--range",
+            metavar="A-B",
+            help="Only events with these seqs: A-B, A- or -B (default: all).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
@@ -167,12 +218,18 @@ def events(
         wf runs events my-run-name
 
         wf runs events order=o-17 --json | jq '.[].kind'
+
+        wf runs events order=o-17 --range 100-200
     """
 
     async def body() -> None:
-        async with open_world(world) as opened:
+        try:
+            window = EventWindow.parse(seqs or "all")
+        except ValueError as exc:
+            raise CliError(str(exc).replace("--events", "--range"), EXIT_USAGE) from None
+        async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
-            log = await target.events()
+            log, _ = window.select(await target.events())
         rows = [event_to_json(event) for event in log]
         if as_json:
             print_json(rows)
@@ -184,8 +241,8 @@ def events(
                 if key not in ("kind", "seq", "at")
             )
             console.print(
-                f"[dim]{row['seq']:>4}[/] {escape(str(row['at']))} [bold]{row['kind']}[/] "
-                f"{escape(fields)}"
+                f"[dim]{row['seq']:>4}[/] {markup_safe(row['at'])} [bold]{row['kind']}[/] "
+                f"{markup_safe(fields)}"
             )
 
     execute(body)
@@ -201,8 +258,13 @@ def cancel(
     run: RunArgument,
     reason: Annotated[str | None, typer.Option(help="Recorded in the run's log.")] = None,
     grace: Annotated[
-        float, typer.Option(min=0, help="Seconds the workflow may spend cleaning up.")
-    ] = 30.0,
+        float | None,
+        typer.Option(
+            min=0,
+            help="Seconds the workflow may spend cleaning up [default: 30]; not with --now.",
+            show_default=False,
+        ),
+    ] = None,
     now: Annotated[
         bool, typer.Option("--now", help="Close the run at once, with no cleanup.")
     ] = False,
@@ -222,10 +284,15 @@ def cancel(
     """
 
     async def body() -> None:
-        async with open_world(world) as opened:
+        if now and grace is not None:
+            raise CliError(
+                "--now closes the run at once with no cleanup, so --grace cannot apply: pass one",
+                EXIT_USAGE,
+            )
+        async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             before = await target.status()
-            await target.cancel(reason, grace=None if now else grace)
+            await target.cancel(reason, grace=None if now else (30.0 if grace is None else grace))
             after = await target.status()
         if before.is_closed:
             console.print(f"run {target.id} was already {before.value}; nothing to cancel")
@@ -264,7 +331,7 @@ def prune(
     async def body() -> tuple[datetime, list[str]]:
         cutoff = parse_time(before, "--before")
         pruned: list[str] = []
-        async with open_world(world) as opened:
+        async with open_world(world, create=False) as opened:
             with progress() as bar:
                 task = bar.add_task("pruning runs", total=None)
                 while True:

@@ -13,11 +13,43 @@ import typer
 from cli._output import err_console, print_json, progress, run_to_json
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_pair
 from workflow import Run, RunCancelledError, RunFailedError, Unique, start
-from workflow.policies import start_or_cancel_run, start_or_get_run, start_with_policy
+from workflow.policies import ConflictPolicy, ReusePolicy, start_with_policy
 
-__all__ = ["start_command"]
+__all__ = ["POLICIES", "start_command"]
 
-POLICIES = ("get", "cancel", "fail")
+POLICIES: dict[str, tuple[ConflictPolicy, ReusePolicy, bool]] = {
+    "get": (ConflictPolicy.USE_EXISTING, ReusePolicy.REJECT_DUPLICATE, False),
+    "cancel": (ConflictPolicy.TERMINATE_EXISTING, ReusePolicy.ALLOW_DUPLICATE, False),
+    "fail": (ConflictPolicy.FAIL, ReusePolicy.REJECT_DUPLICATE, True),
+}
+"""Each ``--policy`` as ``start_with_policy``'s (conflict, reuse, error_when_already_started).
+
+``get`` is ``start_or_get_run`` and ``cancel`` is ``start_or_cancel_run``
+(the same options); ``fail`` refuses whenever a run, running or closed,
+holds the pair. ``--reuse`` replaces the policy's reuse option.
+"""
+REUSE = {policy.value.replace("_", "-"): policy for policy in ReusePolicy}
+
+
+def unique_pairs(
+    attr: list[str], unique: list[str]
+) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """The ``--attr`` and ``--unique`` pairs; a key given twice is a usage error."""
+    seen: dict[str, str] = {}
+    pairs: list[tuple[str, str, Any]] = []
+    for option, items in (("--attr", attr), ("--unique", unique)):
+        for item in items:
+            key, value = parse_pair(item, option)
+            if key in seen:
+                raise CliError(
+                    f"attribute {key!r} is given twice ({seen[key]} and {option} {item!r}); "
+                    "a run has one value per key",
+                    EXIT_USAGE,
+                )
+            seen[key] = f"{option} {item!r}"
+            pairs.append((option, key, value))
+    attributes = {key: value for option, key, value in pairs if option == "--attr"}
+    return attributes, [(key, value) for option, key, value in pairs if option == "--unique"]
 
 
 def load_workflow(target: str) -> Any:
@@ -48,6 +80,8 @@ def parse_args(values: list[str]) -> list[Any]:
                 f"ARG {n} is not JSON: {text!r} (quote strings for the shell: '\"text\"')",
                 EXIT_USAGE,
             ) from None
+        except RecursionError:
+            raise CliError(f"ARG {n} is nested too deeply to accept", EXIT_USAGE) from None
     return parsed
 
 
@@ -78,8 +112,21 @@ def start_command(
     policy: Annotated[
         str | None,
         typer.Option(
-            help="With one --unique: get (start or return the holder), cancel (newest wins), "
-            "fail (error if a run holds it)."
+            help="With one --unique, what to do when a run holds the pair: "
+            "get = return the holder, running or closed (start_or_get_run); "
+            "cancel = cancel a running holder, take over from a closed one, start "
+            "(start_or_cancel_run); fail = exit 1 if any run, running or closed, holds it. "
+            "Without --policy a held pair is a conflict (exit 1).",
+            show_default=False,
+        ),
+    ] = None,
+    reuse: Annotated[
+        str | None,
+        typer.Option(
+            help="With --policy: replace its rule for a CLOSED holder: allow-duplicate "
+            "(start anew), allow-duplicate-failed-only (only after failed or cancelled), "
+            "reject-duplicate (refuse).",
+            show_default=False,
         ),
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the result and print it.")] = False,
@@ -100,57 +147,58 @@ def start_command(
         wf start myapp:charge '"o-1"' --unique order=o-1 --policy get --wait
     """
 
-    async def body() -> tuple[Run[Any], Any, bool]:
+    async def body() -> tuple[Run[Any], bool, Any, bool]:
         if policy is not None and policy not in POLICIES:
             raise CliError(f"--policy must be one of {', '.join(POLICIES)}", EXIT_USAGE)
+        if reuse is not None and (policy is None or reuse not in REUSE):
+            raise CliError(
+                f"--reuse takes one of {', '.join(REUSE)} and needs --policy", EXIT_USAGE
+            )
         fn = load_workflow(target)
         call_args = parse_args(args or [])
-        attributes: dict[str, Any] = dict(parse_pair(item) for item in attr)
-        pairs = [parse_pair(item, "--unique") for item in unique]
+        attributes, pairs = unique_pairs(attr, unique)
+        if policy is not None and len(pairs) != 1:
+            raise CliError("--policy needs exactly one --unique KEY=VALUE", EXIT_USAGE)
         async with open_world(world) as opened:
             if policy is None:
                 attributes.update({key: Unique(value) for key, value in pairs})
                 run: Run[Any] = await start(fn, *call_args, attributes=attributes, world=opened)
             else:
-                if len(pairs) != 1:
-                    raise CliError("--policy needs exactly one --unique KEY=VALUE", EXIT_USAGE)
                 key, value = pairs[0]
-                if policy == "get":
-                    run = await start_or_get_run(
-                        fn, *call_args, key=key, value=value, attributes=attributes, world=opened
-                    )
-                elif policy == "cancel":
-                    run = await start_or_cancel_run(
-                        fn, *call_args, key=key, value=value, attributes=attributes, world=opened
-                    )
-                else:
-                    run = await start_with_policy(
-                        fn,
-                        *call_args,
-                        key=key,
-                        value=value,
-                        error_when_already_started=True,
-                        attributes=attributes,
-                        world=opened,
-                    )
+                conflict, reuse_policy, error = POLICIES[policy]
+                run = await start_with_policy(
+                    fn,
+                    *call_args,
+                    key=key,
+                    value=value,
+                    conflict=conflict,
+                    reuse=REUSE[reuse] if reuse is not None else reuse_policy,
+                    error_when_already_started=error,
+                    attributes=attributes,
+                    world=opened,
+                )
+            started = run.record is not None  # a policy's existing run comes without one
             await run.status()  # read the record, for --json
             if not wait:
-                return run, None, False
+                return run, started, None, False
             try:
-                return run, await _wait(run, timeout), True
+                return run, started, await _wait(run, timeout), True
             except (RunFailedError, RunCancelledError) as exc:
                 raise CliError(str(exc)) from None
 
-    run, result, waited = execute(body)
+    run, started, result, waited = execute(body)
     if as_json:
         out: dict[str, Any] = {"id": run.id}
         if run.record is not None:
             out = run_to_json(run.record)
+        out["started"] = started
         if waited:
             out["result"] = result
         print_json(out)
         return
     sys.stdout.write(run.id + "\n")
+    if not started:
+        err_console.print(f"the policy returned the existing run {run.id}; nothing started")
     if waited:
         err_console.print("result:")
         sys.stdout.write(json.dumps(result, default=str) + "\n")

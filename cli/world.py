@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from cli._output import console, print_json, progress
+import worlds
+from cli._output import console, print_json, progress, text
 from cli._resolve import WorldOption, execute, open_world
 
 app = typer.Typer(
@@ -33,9 +33,9 @@ def info(
     """
 
     async def body() -> dict[str, str | int]:
-        opened = open_world(world)
+        opened = open_world(world, create=False)
         async with opened:
-            return {"url": opened.url, **await opened.info()}
+            return {"url": worlds.redact_url(opened.url), **await opened.info()}
 
     facts = execute(body)
     if as_json:
@@ -45,7 +45,7 @@ def info(
     table.add_column(style="bold")
     table.add_column()
     for key, value in facts.items():
-        table.add_row(escape(key), escape(str(value)))
+        table.add_row(text(key), text(str(value)))
     console.print(table)
 
 

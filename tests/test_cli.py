@@ -87,7 +87,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 def test_runs_list_json(world: World) -> None:
     result = wf(world.url, "runs", "list", "--json")
     assert result.code == 0, result.err
-    runs = result.json()
+    page = result.json()
+    assert page["next_cursor"] is None
+    runs = page["runs"]
     assert [run["id"] for run in runs] == (world.done + world.pending)[::-1]
     for run in runs:
         assert {"id", "workflow", "status", "created_at", "closed_at", "attributes"} <= set(run)
@@ -97,6 +99,9 @@ def test_runs_list_json(world: World) -> None:
     assert by_id[world.done[0]]["attributes"]["$name"] == "first-order"
     assert by_id[world.done[0]]["closed_at"] is not None
     assert by_id[world.pending[0]]["attributes"]["tier"] == 3
+    # results stay out of a listing; wf runs show prints them
+    assert by_id[world.done[0]]["has_result"] is True and "result" not in by_id[world.done[0]]
+    assert by_id[world.pending[0]]["has_result"] is False
 
 
 @pytest.mark.parametrize(
@@ -119,16 +124,44 @@ def test_runs_list_json(world: World) -> None:
 def test_runs_list_filters(world: World, args: list[str], pick: Any) -> None:
     result = wf(world.url, "runs", "list", *args, "--json")
     assert result.code == 0, result.err
-    assert [run["id"] for run in result.json()] == pick(world)
+    assert [run["id"] for run in result.json()["runs"]] == pick(world)
 
 
 def test_runs_list_pages_with_a_cursor(world: World) -> None:
-    first = wf(world.url, "runs", "list", "--limit", "3", "--json")
+    first = wf(world.url, "runs", "list", "--limit", "3")
     assert "--cursor" in first.err
     cursor = first.err.split("--cursor", 1)[1].split()[0]
     rest = wf(world.url, "runs", "list", "--limit", "3", "--cursor", cursor, "--json")
-    ids = [run["id"] for run in first.json() + rest.json()]
+    ids = [run["id"] for run in rest.json()["runs"]]
+    assert ids == (world.done + world.pending)[::-1][3:]
+
+
+def test_runs_list_json_pages_from_stdout_alone(world: World) -> None:
+    ids: list[str] = []
+    cursor: list[str] = []
+    while True:
+        page = wf(world.url, "runs", "list", "--limit", "2", "--json", *cursor)
+        assert page.code == 0 and page.err == "", page.err
+        ids += [run["id"] for run in page.json()["runs"]]
+        if page.json()["next_cursor"] is None:
+            break
+        cursor = ["--cursor", page.json()["next_cursor"]]
     assert ids == (world.done + world.pending)[::-1]
+
+
+@pytest.mark.parametrize(
+    ("attrs", "pick"),
+    [
+        (["customer=c-1", "customer=c-2"], lambda w: []),
+        (["customer=c-1", "customer=c-1"], lambda w: [w.done[2], w.done[0]]),
+        (["customer=c-3", "tier=3", "customer=c-3"], lambda w: [w.pending[0]]),
+    ],
+)
+def test_the_same_attr_twice_means_both(world: World, attrs: list[str], pick: Any) -> None:
+    args = [part for attr in attrs for part in ("--attr", attr)]
+    result = wf(world.url, "runs", "list", *args, "--json")
+    assert result.code == 0, result.err
+    assert [run["id"] for run in result.json()["runs"]] == pick(world)
 
 
 def test_runs_list_table(world: World) -> None:
@@ -333,7 +366,7 @@ def test_prune(tmp_path: Path) -> None:
     pruned = wf(url, "runs", "prune", "--before", "now", "--batch", "2", "--json")
     assert pruned.code == 0, pruned.err
     assert sorted(pruned.json()["ids"]) == sorted(done)
-    left = wf(url, "runs", "list", "--json").json()
+    left = wf(url, "runs", "list", "--json").json()["runs"]
     assert [run["id"] for run in left] == pending[::-1]
     gone = wf(url, "runs", "show", "first-order")
     assert gone.code == 1

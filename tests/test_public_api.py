@@ -48,6 +48,7 @@ def test_worlds_exports_are_pinned() -> None:
         "World",
         "known_schemes",
         "open",
+        "redact_url",
         "url_from_env",
     }
     assert workflow.engine.__all__ == ["Worker", "decode_history", "encode_history", "replay"]

@@ -143,6 +143,9 @@ MALFORMED: list[tuple[str, int, str]] = [
     ("a NOT = 1", 6, "IN after NOT"),
     ("12x = 1", 0, "malformed number"),
     ("(" * 30 + "a = 1" + ")" * 30, 20, "nests deeper"),
+    ("c = 'c\\q'", 6, "unknown escape \\q"),
+    ('c = "\\x41"', 5, "unknown escape \\x"),
+    ("1клиент = 'x'", 0, "malformed number"),  # noqa: RUF001 - Cyrillic on purpose
 ]
 
 
@@ -156,6 +159,47 @@ def test_malformed_queries_point_at_the_problem(text: str, position: int, messag
     assert message in str(error)
     lines = str(error).splitlines()
     assert lines[-1].index("^") - 2 == position - text.rfind("\n", 0, position) - 1
+
+
+@pytest.mark.parametrize(
+    ("text", "tree"),
+    [
+        ("клиент = 'x'", Compare(AttrRef("клиент"), "=", "x")),
+        ("顧客.id >= 2", Compare(AttrRef("顧客.id"), ">=", 2)),
+        ("ın = 1", Compare(AttrRef("ın"), "=", 1)),  # noqa: RUF001 - its upper() is "IN"
+        (r"""c = 'a\\b\'c\"d'""", Compare(AttrRef("c"), "=", "a\\b'c\"d")),
+    ],
+)
+def test_letters_of_any_script_and_the_known_escapes(text: str, tree: Expr) -> None:
+    assert same(parse(text), tree)
+    assert same(parse(format(tree)), tree)
+
+
+def test_a_long_malformed_query_shows_a_window_around_the_error() -> None:
+    text = "a = '" + "x" * 10_000 + "' AND AND b = 1" + " AND c = 1" * 100
+    with pytest.raises(QuerySyntaxError) as caught:
+        parse(text)
+    error = caught.value
+    assert error.position == text.index("AND AND") + 4
+    _, shown, caret = str(error).splitlines()
+    assert len(shown) < 100 and len(caret) < 100
+    assert shown.startswith("  …") and shown.endswith("…")
+    assert shown[caret.index("^") :].startswith("AND b = 1")
+
+
+@pytest.mark.anyio
+async def test_a_non_ascii_key_finds_its_runs_on_every_world(world: Any) -> None:
+    for customer in ("x", "y"):
+        await world.create_run(
+            CreateRunRequest(
+                run_id=new_run_id(),
+                workflow="w",
+                args=b"",
+                attributes={"клиент": customer},
+            )
+        )
+    page = await list_runs(query="клиент = 'x'", world=world)
+    assert [run.record.attributes["клиент"] for run in page if run.record] == ["x"]
 
 
 @given(st.text(alphabet=st.sampled_from(list("ab=<>!()'\"` ,.-_1e:ANDORTINUL$\\")), max_size=40))

@@ -199,12 +199,21 @@ class QuerySyntaxError(WorkflowError, ValueError):
         self.position = max(0, min(position, len(query)))
         super().__init__(self.caret())
 
+    WINDOW = 40
+    """Characters of the query shown on each side of ``position`` in ``str(error)``."""
+
     def caret(self) -> str:
-        """The message, the query's line holding ``position``, and a caret under it."""
+        """The message, the query around ``position`` (one line, at most about
+        80 characters, ``…`` where cut), and a caret under the offending character.
+        """
         start = self.query.rfind("\n", 0, self.position) + 1
         end = self.query.find("\n", self.position)
-        line = self.query[start : len(self.query) if end < 0 else end]
-        column = self.position - start
+        end = len(self.query) if end < 0 else end
+        low = max(start, self.position - self.WINDOW)
+        high = min(end, self.position + self.WINDOW)
+        before = "…" if low > start else ""
+        line = before + self.query[low:high] + ("…" if high < end else "")
+        column = len(before) + self.position - low
         pad = "".join("\t" if ch == "\t" else " " for ch in line[:column])
         return f"{self.message} (at position {self.position})\n  {line}\n  {pad}^"
 

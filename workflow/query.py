@@ -23,13 +23,14 @@ Grammar (keywords are case-insensitive; field names and keys are not)::
     operand    := field | key | "attributes." key | "`" any text "`"
     field      := "status" | "workflow" | "created_at" | "closed_at" | "id"
     literal    := string | number | "true" | "false" | "null" | "TIMESTAMP" string
-    string     := '...' | "..."   (backslash escapes \\\\ \\' \\" \\n \\t)
+    string     := '...' | "..."   (backslash escapes \\\\ \\' \\" \\n \\t; no others)
 
-A bare name that is not a field is an attribute key (letters, digits and
-``_ $ . : -``, not starting with a digit); a key with other characters, or one
-spelled like a field or keyword, is written in backquotes (a backquote inside
-is doubled). Time fields compare with quoted ISO 8601 datetimes (``'2024-05-01'``,
-``'2024-05-01T12:00:00Z'``; no offset means UTC). An attribute holding a
+A bare name that is not a field is an attribute key (letters of any script,
+digits and ``_ $ . : -``, not starting with a digit: ``клиент = 'x'``); a key
+with other characters, or one spelled like a field or keyword, is written in
+backquotes (a backquote inside is doubled). Time fields compare with quoted
+ISO 8601 datetimes (``'2024-05-01'``, ``'2024-05-01T12:00:00Z'``; no offset
+means UTC). An attribute holding a
 datetime compares with ``TIMESTAMP '...'``. ``x NOT IN (...)`` means
 ``NOT x IN (...)``. The semantics are those of ``worlds.query``.
 """
@@ -83,10 +84,11 @@ __all__ = [
 _KEYWORDS = frozenset(
     {"AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE", "STARTS_WITH", "TIMESTAMP"}
 )
-_BARE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.:\-]*")
+_BARE = re.compile(r"(?:[^\W\d]|\$)[\w$.:\-]*")
+"""A bare key: a letter (any script), ``_`` or ``$``, then letters, digits, ``_ $ . : -``."""
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _OPS = ("<=", ">=", "!=", "<>", "=", "<", ">")
-_ESCAPES = {"n": "\n", "t": "\t"}
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
 _MAX_NESTING = (MAX_DEPTH - 4) // 3
 """Parentheses and NOTs one query may nest; keeps the tree within ``MAX_DEPTH``."""
 _ATTRIBUTES = "attributes."
@@ -98,6 +100,11 @@ class _Token:
     text: str
     value: object
     start: int
+
+
+def _is_keyword(word: str) -> bool:
+    # ASCII only: the upper() of a Turkish dotless-i key can spell "IN"
+    return word.isascii() and word.upper() in _KEYWORDS
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -131,7 +138,7 @@ def _tokenize(text: str) -> list[_Token]:
         elif name := _BARE.match(text, pos):
             end = name.end()
             word = name.group()
-            kind = "keyword" if word.upper() in _KEYWORDS else "name"
+            kind = "keyword" if _is_keyword(word) else "name"
             tokens.append(_Token(kind, word, word.upper() if kind == "keyword" else word, pos))
         else:
             op = next((op for op in _OPS if text.startswith(op, pos)), None)
@@ -153,7 +160,13 @@ def _read_string(text: str, start: int) -> tuple[str, int]:
             if pos + 1 == len(text):
                 break
             nxt = text[pos + 1]
-            out.append(_ESCAPES.get(nxt, nxt))
+            if nxt not in _ESCAPES:
+                raise QuerySyntaxError(
+                    f"unknown escape \\{nxt} in a string; the escapes are \\\\ \\' \\\" \\n \\t",
+                    text,
+                    pos,
+                )
+            out.append(_ESCAPES[nxt])
             pos += 2
             continue
         out.append(char)
@@ -399,7 +412,7 @@ def _operand_text(left: Operand) -> str:
     key = left.key
     plain = (
         _BARE.fullmatch(key) is not None
-        and key.upper() not in _KEYWORDS
+        and not _is_keyword(key)
         and key not in FIELDS
         and not (key == "attributes" or key.startswith(_ATTRIBUTES))
     )

@@ -17,6 +17,7 @@ import msgspec
 
 from worlds._lifecycle import ClosesOnExit
 from worlds._signals import SignalHub
+from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
@@ -95,8 +96,28 @@ class MemoryWorld(ClosesOnExit):
 
     protocol_version = PROTOCOL_VERSION
 
-    def __init__(self, url: str = "memory://", *, clock: Callable[[], datetime] = utcnow) -> None:
-        """A fresh, empty world. ``clock`` (aware UTC) lets tests move time by hand."""
+    def __init__(
+        self,
+        url: str = "memory://",
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        create: bool = True,
+        shared: bool = False,
+    ) -> None:
+        """A fresh, empty world. ``clock`` (aware UTC) lets tests move time by hand.
+
+        Raises:
+            WorldMisconfiguredError: ``create=False`` (a memory world is always
+                new, so it never already exists) or ``shared=True`` (it is
+                thrown away with this process); use an SQLite or PostgreSQL world.
+        """
+        if not create or shared:
+            need = "an existing world" if not create else "a world that outlives this process"
+            raise WorldMisconfiguredError(
+                f"{url} is a new, empty world held in this process's memory and thrown "
+                f"away when it exits, but {need} is needed here: use sqlite:///path.db "
+                "or postgresql://..."
+            )
         self.url = url
         self._clock = clock
         self._runs: dict[str, _Run] = {}

@@ -60,6 +60,7 @@ from worlds._postgres_conn import (
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
 from worlds._signals import SignalHub
+from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
@@ -111,9 +112,10 @@ class _RollbackError(Exception):
         self.result = result
 
 
-def _parse_url(url: str) -> tuple[str, str, dict[str, float]]:
-    """The DSN for asyncpg, the schema and this world's own options of ``url``."""
-    scheme, sep, rest = url.partition("://")
+def _parse_url(raw: str) -> tuple[str, str, dict[str, float]]:
+    """The DSN for asyncpg, the schema and this world's own options of ``raw``."""
+    url = redact_url(raw)  # for messages
+    scheme, sep, rest = raw.partition("://")
     if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"not a PostgreSQL world URL: {url!r}")
     location, _, query = rest.partition("?")
@@ -148,14 +150,25 @@ class PostgresWorld(ClosesOnExit):
         clock: This process's clock (aware UTC). The world corrects it by its
             measured offset to the server's clock; tests pass a skewed one to
             check that a worker's clock decides nothing.
+        create: ``False``: the schema must exist; the first operation raises
+            ``WorldMisconfiguredError`` naming it otherwise, and creates nothing.
+        shared: accepted for ``worlds.open``; a PostgreSQL world always is.
     """
 
     protocol_version = PROTOCOL_VERSION
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        create: bool = True,
+        shared: bool = False,
+    ) -> None:
         self.url = url
         self._clock = ServerClock(clock)
         self.dsn, self.schema, options = _parse_url(url)
+        self._create = create
         self.poll_interval = options["poll"]
         self._pool_size = max(1, int(options["pool_size"]))
         self.command_timeout = options["command_timeout"]
@@ -178,7 +191,7 @@ class PostgresWorld(ClosesOnExit):
         self._listen_again_at = 0.0
 
     def __repr__(self) -> str:
-        return f"PostgresWorld({self.url!r})"
+        return f"PostgresWorld({redact_url(self.url)!r})"
 
     async def close(self) -> None:
         """Close the pool and the listener; later calls raise ``WorldClosedError``."""
@@ -220,6 +233,13 @@ class PostgresWorld(ClosesOnExit):
             raise WorldClosedError(f"{self!r} is closed")
 
     async def _migrate(self, conn: Any) -> int:
+        if not self._create and not await conn.fetchval(
+            "SELECT to_regclass($1) IS NOT NULL", f"{sql.quote(self.schema)}.runs"
+        ):
+            raise WorldMisconfiguredError(
+                f"no PostgreSQL world in schema {self.schema!r} of "
+                f"{redact_url(self.url)}: no such schema or it holds no runs table"
+            )
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", sql.lock_key(self.schema))
             for statement in sql.migration_statements(self.schema):

@@ -66,6 +66,7 @@ from worlds._sqlite_tx import (
     run_once,
     transact,
 )
+from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
@@ -160,13 +161,22 @@ class SqliteWorld(ClosesOnExit):
             path is resolved against the working directory when the world is
             created. Nothing is opened until the first operation, which
             creates the file and its parent directories.
+        create: ``False``: the file must exist; the first operation raises
+            ``WorldMisconfiguredError`` naming the resolved path otherwise.
+        shared: ``True``: refuse ``sqlite:///:memory:``, which dies with the process.
     """
 
     protocol_version = PROTOCOL_VERSION
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True, shared: bool = False) -> None:
         self.url = url
         self.path, options = _parse_url(url)
+        if shared and self.path == ":memory:":
+            raise WorldMisconfiguredError(
+                f"{url} is held in this process's memory and thrown away when it exits, "
+                "but a world that outlives this process is needed here: use a file path"
+            )
+        self._create = create
         self.poll_interval = options["poll"]
         self._busy_pragma = f"PRAGMA busy_timeout = {int(options['busy_timeout'] * 1000)}"
         self._inline = bool(options["inline"])
@@ -181,7 +191,7 @@ class SqliteWorld(ClosesOnExit):
         self._hub = _hub_for(self.path)
 
     def __repr__(self) -> str:
-        return f"SqliteWorld({self.url!r})"
+        return f"SqliteWorld({redact_url(self.url)!r})"
 
     async def close(self) -> None:
         """Close the connection; later calls raise ``WorldClosedError``."""
@@ -261,6 +271,8 @@ class SqliteWorld(ClosesOnExit):
         async with self._connecting:
             self._check_open()
             if self._conn is None or self._db is None:
+                if not self._create and not os.path.exists(self.path):
+                    raise WorldMisconfiguredError(f"no SQLite world at {self.path}: no such file")
                 # Opened here, not by aiosqlite's thread: a connector failing
                 # there reports to the event loop from that thread, which
                 # prints a second traceback once the loop has closed.
