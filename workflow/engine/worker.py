@@ -214,6 +214,13 @@ class Worker:
     def _free_slots(self) -> int:
         return self.concurrency - len(self._in_flight) - self._reserved
 
+    def _forget(self, item: WorkItem) -> None:
+        """Drop ``item`` from the in-flight table, unless its id was leased again
+        (a retry of the same step) and the entry is the newer lease's."""
+        entry = self._in_flight.get(item.id)
+        if entry is not None and entry[0] is item:
+            del self._in_flight[item.id]
+
     def _spawn(self, item: WorkItem) -> None:
         assert self._task_group is not None
         self._in_flight[item.id] = (item, anyio.CancelScope())
@@ -229,7 +236,7 @@ class Worker:
                 )
                 leased = []
             finally:
-                self._in_flight.pop(item.id, None)
+                self._forget(item)
                 self._reserved -= self._reserved_by.pop(item.id, 0)
             item = leased[0] if leased else None
             if item is not None:
