@@ -78,8 +78,8 @@ async def outcome_of(url: str, holder: str | None, call: Any) -> tuple[str, int 
             kind = "error"
         else:
             kind = "existing" if run.id == holder else "new"
-        claims = await (await holder_of(world)).claims() if kind != "error" else {}
-        return kind, claims["order"].generation if "order" in claims else None
+        claim = await (await holder_of(world)).claim("order") if kind != "error" else None
+        return kind, claim.generation if claim is not None else None
 
 
 async def holder_of(world: Any) -> Any:
@@ -159,8 +159,8 @@ def test_each_policy_against_each_holder_state(
 
     async def generation() -> int | None:
         async with worlds.open(cli_url) as world:
-            claims = await (await holder_of(world)).claims()
-            return claims["order"].generation
+            claim = await (await holder_of(world)).claim("order")
+            return claim.generation if claim is not None else None
 
     cli_outcome = (kind, anyio.run(generation) if kind != "error" else None)
     lib_outcome = anyio.run(outcome_of, lib_url, lib_holder, library_call(policy))
