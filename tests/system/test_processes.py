@@ -19,7 +19,7 @@ from worlds.types import RunCancelled, RunCreated, StepStarted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def contend(url: str, mode: str, count: int, value: str, processes: int = 4) -> list[str]:

@@ -66,7 +66,7 @@ from worlds.types import (
     WorkItem,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WF = "wf"
 STEP = "step"
 WHEN = datetime(2024, 5, 17, 12, 30, 15, 123456, tzinfo=UTC)
