@@ -89,7 +89,9 @@ async def search(url: str, runs: int) -> dict[str, Any]:
 
         async def by_two_attributes() -> None:
             c = rng.randrange(5000)
-            await list_runs(attributes={"tenant": f"t-{c % 100}", "customer": f"c-{c}"}, world=world)
+            await list_runs(
+                attributes={"tenant": f"t-{c % 100}", "customer": f"c-{c}"}, world=world
+            )
 
         async def holder() -> None:
             assert await find_run("order", f"o-{rng.randrange(runs)}", world=world) is not None

@@ -297,11 +297,11 @@ async def check_runs(
     entries = read_journal(journal)
     completed = 0
     for index, run_id in enumerate(run_ids):
-        run = await patiently(lambda run_id=run_id: world.get_run(run_id))
-        events = await patiently(lambda run_id=run_id: world.read_events(run_id))
+        run = await patiently(lambda run_id=run_id: world.get_run(run_id))  # type: ignore[misc]
+        events = await patiently(lambda run_id=run_id: world.read_events(run_id))  # type: ignore[misc]
         if run.status is RunStatus.COMPLETED:
             completed += 1
-            value = await patiently(lambda run_id=run_id: get_run(run_id, world=world).result(5))
+            value = await patiently(lambda run_id=run_id: get_run(run_id, world=world).result(5))  # type: ignore[misc]
             if value != index + sum(range(steps)):
                 result.bad += 1
         else:
@@ -328,7 +328,7 @@ async def wait_closed(world: World, run_ids: list[str]) -> float:
     pending = set(run_ids)
     while pending and time.monotonic() < deadline:
         for run_id in sorted(pending):
-            run = await patiently(lambda run_id=run_id: world.get_run(run_id))
+            run = await patiently(lambda run_id=run_id: world.get_run(run_id))  # type: ignore[misc]
             if run is not None and run.status.is_closed:
                 pending.discard(run_id)
         if pending:
@@ -354,7 +354,7 @@ async def run_scenario(
             steps = steps_for(name, scale)
             run_ids = []
             for seed in range(scale.runs):
-                run = await patiently(lambda seed=seed: start(chain, steps, seed, world=world))
+                run = await patiently(lambda seed=seed: start(chain, steps, seed, world=world))  # type: ignore[misc]
                 run_ids.append(run.id)
             await FAULTS[name](scene, server)
             fault_over = time.monotonic()

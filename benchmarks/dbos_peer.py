@@ -48,7 +48,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from dbos import DBOS, DBOSConfig
+from dbos import DBOS, DBOSConfig  # type: ignore[import-not-found, import-untyped]
 
 
 @dataclass(frozen=True)
@@ -162,9 +162,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--db-dir", default=None, help="directory for the SQLite file (default: temp)"
     )
-    parser.add_argument(
-        "--pg-url", default=None, help="use this PostgreSQL URL instead of SQLite"
-    )
+    parser.add_argument("--pg-url", default=None, help="use this PostgreSQL URL instead of SQLite")
     args = parser.parse_args(argv)
     if args.n is not None and args.n < 1:
         parser.error("--n must be at least 1")
@@ -225,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": concurrency,
         "seconds": seconds,
         "workflows_per_second": n / seconds,
-        "seconds_per_step": (
-            seconds / (n * workload.steps) if workload.steps > 1 else None
-        ),
+        "seconds_per_step": (seconds / (n * workload.steps) if workload.steps > 1 else None),
     }
     print(json.dumps(result), flush=True)
     return 0

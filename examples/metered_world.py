@@ -2,7 +2,7 @@
 
 It shows what implementing ``worlds.World`` takes — a class with the protocol's
 methods, no base class — and how a third party proves it with the conformance
-kit (``tests/test_example_world.py``). Register it for ``worlds.open`` through
+kit (``tests/worlds/test_example_world.py``). Register it for ``worlds.open`` through
 the ``workflow.worlds`` entry-point group::
 
     # pyproject.toml of the package that ships it

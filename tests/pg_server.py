@@ -117,11 +117,18 @@ def _free_port() -> int:
 
 
 def _run(command: list[str], user: pwd.struct_passwd | None) -> None:
-    ids = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid}
     env = {**os.environ, "LC_ALL": "C"}
     if user is not None:
         env["HOME"] = "/tmp"
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, **ids)
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        user=None if user is None else user.pw_uid,
+        group=None if user is None else user.pw_gid,
+    )
     if done.returncode != 0:
         raise ServerError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
 

@@ -27,12 +27,22 @@ def test_layers_hold() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+LIBRARY = ("workflow", "worlds", "cli")
+# Checked too, with pyproject's less strict mypy override for these paths.
+AROUND_THE_LIBRARY = ("tests", "examples", "benchmarks")
+
+
 def test_mypy_strict() -> None:
-    result = run(sys.executable, "-m", "mypy", "--strict", "workflow", "worlds")
+    result = run(sys.executable, "-m", "mypy", "--strict", *LIBRARY)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_tests_examples_benchmarks() -> None:
+    result = run(sys.executable, "-m", "mypy", *AROUND_THE_LIBRARY)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]])
 def test_ruff(args: list[str]) -> None:
-    result = run(tool("ruff"), *args, "workflow", "worlds", "cli")
+    result = run(tool("ruff"), *args, *LIBRARY, *AROUND_THE_LIBRARY)
     assert result.returncode == 0, result.stdout + result.stderr

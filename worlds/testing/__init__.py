@@ -42,6 +42,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._clock",
     "worlds.testing._hooks",
     "worlds.testing._model",
+    "worlds.testing._prune",
     "worlds.testing._runs",
     "worlds.testing._search",
     "worlds.testing._takeovers",
@@ -55,6 +56,7 @@ from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
+from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
@@ -70,6 +72,7 @@ class WorldConformance(
     ClaimsConformance,
     SearchConformance,
     TakeoverConformance,
+    PruneConformance,
     HookConformance,
     CancelConformance,
     ValueConformance,
@@ -87,6 +90,7 @@ class WorldConformance(
     the work queue and ``wait`` (``WorkConformance``), unique claims
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
+    what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), the whole range of values the SDK accepts
     (``ValueConformance``) and a

@@ -21,6 +21,7 @@ from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    Claim,
     ClaimConflict,
     CommitRequest,
     CommitResult,
@@ -334,3 +335,42 @@ class ClaimsConformance(ConformanceBase):
         assert claim is not None and claim.run_id == winner
         listed = await world.list_runs(RunQuery(attributes={"invoice": "inv-race"}))
         assert [run.id for run in listed.runs] == [winner]
+
+    @pytest.mark.anyio
+    async def test_run_claims_are_the_runs_and_its_steps_pairs_by_key(self, world: World) -> None:
+        """``run_claims`` holds what the run won at creation, in commits and in steps, by key;
+        a pair it lost to another run is not among them."""
+        when = datetime(2024, 5, 17, 12, 30, 15, 123456, tzinfo=UTC)
+        run = await create_run(
+            world, attributes={"b": 2, "a": when, "plain": "p"}, unique=["b", "a"]
+        )
+        other = await create_run(world, attributes={"c": "theirs"}, unique=["c"])
+        await _set(world, run.id, "c", "mine")
+        await _set(world, run.id, "c", "theirs")  # a conflict, not a claim
+        await _set(world, run.id, "by-step", "s", step=1, attempt=1)
+        assert await world.run_claims(run.id) == [
+            Claim(key="a", value=when, run_id=run.id, generation=1),
+            Claim(key="b", value=2, run_id=run.id, generation=1),
+            Claim(key="by-step", value="s", run_id=run.id, generation=1, step=1, attempt=1),
+            Claim(key="c", value="mine", run_id=run.id, generation=1),
+        ]
+        assert await world.run_claims(other.id) == [
+            Claim(key="c", value="theirs", run_id=other.id, generation=1)
+        ]
+        assert await world.run_claims("missing") == []
+
+    @pytest.mark.anyio
+    async def test_create_run_refuses_a_unique_key_without_a_value(self, world: World) -> None:
+        """A unique key that is not among the attributes is a ``ValueError`` naming it;
+        nothing is written, not even the claims of the keys that have values."""
+        request = CreateRunRequest(
+            run_id=new_run_id(),
+            workflow=WF,
+            args=b"",
+            attributes={"order": "o-1"},
+            unique=frozenset({"order", "invoice"}),
+        )
+        with pytest.raises(ValueError, match="invoice"):
+            await world.create_run(request)
+        assert await world.get_run(request.run_id) is None
+        assert await world.find_claim("order", "o-1") is None

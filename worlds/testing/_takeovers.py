@@ -23,12 +23,16 @@ from worlds.types import (
     ConflictRule,
     CreateRunRequest,
     CreateRunResult,
+    ErrorInfo,
+    EventKind,
     ReuseRule,
     RunCancelled,
     RunCompleted,
     RunContinued,
     RunCreated,
+    RunFailed,
     RunQuery,
+    RunStarted,
     RunStatus,
     StartPolicy,
     StepCompleted,
@@ -193,3 +197,58 @@ class TakeoverConformance(ConformanceBase):
         again = await create_run(world, attributes={"order": "o-5"}, unique={"order"})
         claim = await world.find_claim("order", "o-5")
         assert claim is not None and (claim.run_id, claim.generation) == (again.id, 2)
+
+    @pytest.mark.parametrize(
+        ("state", "conflict", "reuse", "takes_over"),
+        [
+            # holder's state, conflict rule, reuse rule, whether the new run takes the claim
+            ("running", "fail", "allow_duplicate", False),
+            ("running", "use_existing", "allow_duplicate", False),
+            ("running", "terminate_existing", "reject_duplicate", True),
+            ("completed", "fail", "allow_duplicate", True),
+            ("completed", "use_existing", "reject_duplicate", False),
+            ("completed", "fail", "allow_duplicate_failed_only", False),
+            ("failed", "fail", "allow_duplicate_failed_only", True),
+            ("cancelled", "terminate_existing", "allow_duplicate_failed_only", True),
+        ],
+    )
+    @pytest.mark.anyio
+    async def test_a_start_policy_takes_a_claim_over_in_one_transaction(
+        self, world: World, state: str, conflict: ConflictRule, reuse: ReuseRule, takes_over: bool
+    ) -> None:
+        """The policy table against a holder closed by its own commit: a refusal leaves the
+        claim and writes no run; a takeover moves the claim one generation up."""
+        holder = await create_run(world, attributes={"order": "o-1"}, unique=["order"])
+        closing: dict[str, EventKind] = {
+            "running": RunStarted(),
+            "completed": RunCompleted(result=b""),
+            "failed": RunFailed(error=ErrorInfo(type="E", message="m")),
+            "cancelled": RunCancelled(),
+        }
+        await world.commit(CommitRequest(run_id=holder.id, worker_id="w", events=(closing[state],)))
+        result = await world.create_run(
+            CreateRunRequest(
+                run_id=new_run_id(),
+                workflow=WF,
+                args=b"",
+                attributes={"order": "o-1", "other": 1},
+                unique=frozenset({"order"}),
+                policy=StartPolicy(key="order", conflict=conflict, reuse=reuse),
+            )
+        )
+        claim = await world.find_claim("order", "o-1")
+        before = await world.get_run(holder.id)
+        assert claim is not None and before is not None
+        if not takes_over:
+            assert result.run is None and result.conflict is not None
+            assert result.conflict.holder_run_id == holder.id
+            assert result.conflict.holder_status == RunStatus(state)
+            assert (claim.run_id, claim.generation) == (holder.id, 1)
+            assert len((await world.list_runs(RunQuery())).runs) == 1
+            return
+        assert result.run is not None and result.conflict is None
+        assert (claim.run_id, claim.generation) == (result.run.id, 2)
+        superseded = holder.id if state == "running" else None
+        assert result.superseded_run_id == superseded
+        assert before.status == (RunStatus.CANCELLED if state == "running" else RunStatus(state))
+        assert await world.lease("w", names={WF}, limit=10, lease_seconds=30) != []

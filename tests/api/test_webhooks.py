@@ -21,7 +21,7 @@ from workflow import Worker, create_hook, start, workflow
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @workflow

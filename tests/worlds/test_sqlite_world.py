@@ -3,8 +3,9 @@
 The generic protocol is checked by ``worlds.testing``; these tests cover what
 only a file-backed world can get wrong: durability across reopen and crash,
 several connections and processes on one file, lazy connection, locking, the
-URL, schema migration, claims kept across pruning, and the query plans behind
-``list_runs`` and ``prune_runs``.
+URL, schema migration, and the query plans behind ``list_runs`` and ``prune_runs``.
+Rules that hold for every world (start policies, run claims, pruning) are in the
+conformance kit, which this world runs in ``test_conformance_sqlite.py``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from worlds.types import (
     AttributeValue,
     Claim,
     CommitRequest,
-    ConflictRule,
     CreateRunRequest,
     ErrorInfo,
     EventKind,
@@ -45,8 +45,6 @@ from worlds.types import (
     HookCreated,
     HookReceived,
     NewWorkItem,
-    ReuseRule,
-    RunCancelled,
     RunCompleted,
     RunCreated,
     RunFailed,
@@ -54,7 +52,6 @@ from worlds.types import (
     RunRecord,
     RunStarted,
     RunStatus,
-    StartPolicy,
     StepCompleted,
     StepCreated,
     StepDiscarded,
@@ -66,7 +63,7 @@ from worlds.types import (
     WorkItem,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WF = "wf"
 STEP = "step"
 WHEN = datetime(2024, 5, 17, 12, 30, 15, 123456, tzinfo=UTC)
@@ -225,63 +222,6 @@ async def test_every_event_type_round_trips_through_the_file(url: str) -> None:
             "nothing": None,
         }
         assert record.error == error and record.status == RunStatus.FAILED
-
-
-# --------------------------------------------------------------------------- takeovers
-
-TAKEOVERS = [
-    # holder's state, conflict rule, reuse rule, whether the new run takes the claim
-    ("running", "fail", "allow_duplicate", False),
-    ("running", "use_existing", "allow_duplicate", False),
-    ("running", "terminate_existing", "reject_duplicate", True),
-    ("completed", "fail", "allow_duplicate", True),
-    ("completed", "use_existing", "reject_duplicate", False),
-    ("completed", "fail", "allow_duplicate_failed_only", False),
-    ("failed", "fail", "allow_duplicate_failed_only", True),
-    ("cancelled", "terminate_existing", "allow_duplicate_failed_only", True),
-]
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(("state", "conflict", "reuse", "takes_over"), TAKEOVERS)
-async def test_a_start_policy_takes_a_claim_over_in_one_transaction(
-    url: str, state: str, conflict: ConflictRule, reuse: ReuseRule, takes_over: bool
-) -> None:
-    async with SqliteWorld(url) as world:
-        holder = await create(world, {"order": "o-1"}, unique=["order"])
-        closing: dict[str, EventKind] = {
-            "running": RunStarted(),
-            "completed": RunCompleted(result=b""),
-            "failed": RunFailed(error=ErrorInfo(type="E", message="m")),
-            "cancelled": RunCancelled(),
-        }
-        await world.commit(CommitRequest(run_id=holder.id, worker_id="w", events=(closing[state],)))
-        result = await world.create_run(
-            CreateRunRequest(
-                run_id=new_run_id(),
-                workflow=WF,
-                args=b"",
-                attributes={"order": "o-1", "other": 1},
-                unique=frozenset({"order"}),
-                policy=StartPolicy(key="order", conflict=conflict, reuse=reuse),
-            )
-        )
-        claim = await world.find_claim("order", "o-1")
-        before = await world.get_run(holder.id)
-        assert claim is not None and before is not None
-        if not takes_over:
-            assert result.run is None and result.conflict is not None
-            assert result.conflict.holder_run_id == holder.id
-            assert result.conflict.holder_status == RunStatus(state)
-            assert (claim.run_id, claim.generation) == (holder.id, 1)
-            assert len((await world.list_runs(RunQuery())).runs) == 1
-            return
-        assert result.run is not None and result.conflict is None
-        assert (claim.run_id, claim.generation) == (result.run.id, 2)
-        superseded = holder.id if state == "running" else None
-        assert result.superseded_run_id == superseded
-        assert before.status == (RunStatus.CANCELLED if state == "running" else RunStatus(state))
-        assert await world.lease("w", names={WF}, limit=10, lease_seconds=30) != []
 
 
 # --------------------------------------------------------------------------- opening
@@ -622,7 +562,7 @@ async def test_processes_leasing_one_queue_never_share_an_item(tmp_path: Path, u
         assert await world.lease("late", names={STEP}, limit=10, lease_seconds=1) == []
 
 
-# --------------------------------------------------------------------------- claims and pruning
+# --------------------------------------------------------------------------- migration
 
 
 async def close(world: World, run_id: str, event: EventKind | None = None) -> RunRecord:
@@ -633,148 +573,6 @@ async def close(world: World, run_id: str, event: EventKind | None = None) -> Ru
     record = await world.get_run(run_id)
     assert record is not None and record.closed_at is not None
     return record
-
-
-async def claim_in_commit(
-    world: World, run_id: str, key: str, value: AttributeValue, step: int | None = None
-) -> EventKind:
-    """Commit a unique ``AttributeSet`` and return the event it became."""
-    attempt = None if step is None else 1
-    event = AttributeSet(key=key, value=value, unique=True, step=step, attempt=attempt)
-    result = await world.commit(CommitRequest(run_id=run_id, worker_id="w", events=(event,)))
-    assert result.ok
-    (stored,) = result.events
-    return stored
-
-
-@pytest.mark.anyio
-async def test_run_claims_are_the_runs_and_its_steps_pairs_by_key(url: str) -> None:
-    async with SqliteWorld(url) as world:
-        run = await create(world, {"b": 2, "a": WHEN, "plain": "p"}, unique=["b", "a"])
-        other = await create(world, {"c": "theirs"}, unique=["c"])
-        await claim_in_commit(world, run.id, "c", "mine")
-        await claim_in_commit(world, run.id, "c", "theirs")  # a conflict, not a claim
-        await claim_in_commit(world, run.id, "by-step", "s", step=1)
-        assert await world.run_claims(run.id) == [
-            Claim(key="a", value=WHEN, run_id=run.id, generation=1),
-            Claim(key="b", value=2, run_id=run.id, generation=1),
-            Claim(key="by-step", value="s", run_id=run.id, generation=1, step=1, attempt=1),
-            Claim(key="c", value="mine", run_id=run.id, generation=1),
-        ]
-        assert await world.run_claims(other.id) == [
-            Claim(key="c", value="theirs", run_id=other.id, generation=1)
-        ]
-        assert await world.run_claims("missing") == []
-
-
-@pytest.mark.anyio
-async def test_create_run_refuses_a_unique_key_without_a_value(url: str) -> None:
-    async with SqliteWorld(url) as world:
-        request = CreateRunRequest(
-            run_id=new_run_id(),
-            workflow=WF,
-            args=b"",
-            attributes={"order": "o-1"},
-            unique=frozenset({"order", "invoice"}),
-        )
-        with pytest.raises(ValueError, match="invoice"):
-            await world.create_run(request)
-        assert await world.get_run(request.run_id) is None
-        assert await world.find_claim("order", "o-1") is None
-
-
-@pytest.mark.anyio
-async def test_prune_deletes_old_closed_runs_and_releases_their_claims(url: str) -> None:
-    async with SqliteWorld(url) as world:
-        first = await create(world, {"order": "o-1", "tag": "old"}, unique=["order"])
-        second = await create(world, {"order": "o-2", "tag": "old"}, unique=["order"])
-        await claim_in_commit(world, first.id, "payment", "p-1", step=1)
-        pending = await create(world, {"tag": "old"})
-        running = await create(world, {"tag": "old"})
-        await world.commit(CommitRequest(run_id=running.id, worker_id="w", events=(RunStarted(),)))
-        # the second closes first, so it is the older of the two
-        await close(world, second.id, RunFailed(error=ErrorInfo(type="E", message="m")))
-        await close(world, first.id, RunCancelled())
-        await anyio.sleep(0.01)
-        cutoff = datetime.now(UTC)
-        await anyio.sleep(0.01)
-        late = await create(world, {"order": "o-3", "tag": "old"}, unique=["order"])
-        await close(world, late.id)
-
-        assert await world.prune_runs(cutoff) == [second.id, first.id]
-
-        for gone in (first, second):
-            assert await world.get_run(gone.id) is None
-            assert await world.read_events(gone.id) == []
-            assert await world.run_claims(gone.id) == []
-        kept = {pending.id, running.id, late.id}
-        page = await world.list_runs(RunQuery(attributes={"tag": "old"}))
-        assert {run.id for run in page.runs} == kept
-        assert {run.id for run in (await world.list_runs(RunQuery())).runs} == kept
-        for key, value in (("order", "o-1"), ("order", "o-2"), ("payment", "p-1")):
-            assert await world.find_claim(key, value) is None, f"{key}={value} still held"
-        late_claim = await world.find_claim("order", "o-3")
-        assert late_claim is not None and late_claim.run_id == late.id
-        assert await world.prune_runs(cutoff) == []
-
-        # every claim path takes a released pair as free, one generation up
-        again = await create(world, {"order": "o-1"}, unique=["order"])
-        assert await world.run_claims(again.id) == [
-            Claim(key="order", value="o-1", run_id=again.id, generation=2)
-        ]
-        claimed = await claim_in_commit(world, again.id, "order", "o-2")
-        assert isinstance(claimed, AttributeSet) and claimed.generation == 2
-        by_step = await claim_in_commit(world, again.id, "payment", "p-1", step=3)
-        assert isinstance(by_step, AttributeSet) and by_step.generation == 2
-        assert await world.find_claim("payment", "p-1") == Claim(
-            key="payment", value="p-1", run_id=again.id, generation=2, step=3, attempt=1
-        )
-
-
-@pytest.mark.anyio
-async def test_generations_keep_rising_across_takeovers_and_prunes(url: str) -> None:
-    async with SqliteWorld(url) as world:
-        holder = await create(world, {"order": "o-1"}, unique=["order"])
-        for expected in (2, 4):  # a takeover, then a claim after a prune
-            await close(world, holder.id)
-            result = await world.create_run(
-                CreateRunRequest(
-                    run_id=new_run_id(),
-                    workflow=WF,
-                    args=b"",
-                    attributes={"order": "o-1"},
-                    unique=frozenset({"order"}),
-                    policy=StartPolicy(key="order"),
-                )
-            )
-            assert result.run is not None
-            holder = result.run
-            claim = await world.find_claim("order", "o-1")
-            assert claim is not None and (claim.run_id, claim.generation) == (holder.id, expected)
-            await close(world, holder.id)
-            assert await world.prune_runs(datetime.now(UTC) + timedelta(seconds=1)) != []
-            assert await world.find_claim("order", "o-1") is None
-            holder = await create(world, {"order": "o-1"}, unique=["order"])
-            claim = await world.find_claim("order", "o-1")
-            assert claim is not None and claim.generation == expected + 1
-
-
-@pytest.mark.anyio
-async def test_prune_respects_its_limit_oldest_first(url: str) -> None:
-    async with SqliteWorld(url) as world:
-        runs = [await create(world) for _ in range(5)]
-        for run in reversed(runs):
-            await close(world, run.id)
-        await create(world)  # open, never pruned
-        future = datetime.now(UTC) + timedelta(days=1)
-        closing_order = [run.id for run in reversed(runs)]
-        assert await world.prune_runs(future, limit=0) == []
-        assert await world.prune_runs(future, limit=2) == closing_order[:2]
-        assert await world.prune_runs(future, limit=2) == closing_order[2:4]
-        assert await world.prune_runs(future, limit=2) == closing_order[4:]
-        assert await world.prune_runs(future) == []
-        (left,) = (await world.list_runs(RunQuery())).runs
-        assert left.status == RunStatus.PENDING
 
 
 @pytest.mark.anyio

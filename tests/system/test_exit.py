@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import world_url
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("how", ["explicit", "default"])

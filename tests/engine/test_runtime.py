@@ -77,7 +77,7 @@ async def sequential(n: int) -> int:
 @workflow
 async def fan_out(xs: list[int]) -> list[int]:
     doubled = await asyncio.gather(*(double(x) for x in xs))
-    task = asyncio.create_task(add(sum(doubled)))
+    task: asyncio.Task[int] = asyncio.create_task(add(sum(doubled)))  # type: ignore[arg-type]
     return [*doubled, await task]
 
 

@@ -47,7 +47,7 @@ async def test_start_claims_unique_pairs_atomically(world: World) -> None:
     error = info.value
     assert (error.key, error.value, error.existing_run_id) == ("order", "o-1", first.id)
     assert error.existing_run == first
-    assert await error.existing_run.status() is RunStatus.PENDING
+    assert await error.existing_run.status() is RunStatus.PENDING  # type: ignore[attr-defined]
     # nothing was created by the refused start
     assert [r.id for r in await list_runs(world=world)] == [first.id]
     assert [r.id for r in await list_runs(attributes={"customer": "c-7"}, world=world)] == []
@@ -97,7 +97,7 @@ BAD_ATTRIBUTES: list[tuple[dict[str, Any], type[Exception]]] = [
     ({"$owner": "me"}, ValueError),
     ({"$idempotency_key": 5}, TypeError),
     ({f"k{i}": i for i in range(65)}, ValueError),
-    ({1: "v"}, TypeError),
+    ({1: "v"}, TypeError),  # type: ignore[dict-item]
 ]
 
 
@@ -129,7 +129,7 @@ async def claims_order(order: str) -> dict[str, Any]:
         outcome = "claimed"
     except AttributeConflictError as exc:
         outcome = f"held by {exc.existing_run_id}"
-    await set_attribute("attempts", lambda current: (current or 0) + 1)
+    await set_attribute("attempts", lambda current: (current or 0) + 1)  # type: ignore[operator]
     await asyncio.sleep(0.2)  # a durable timer: the worker may restart here
     return {
         "before": before,

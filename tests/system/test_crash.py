@@ -23,7 +23,7 @@ from worlds.types import StepCompleted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def spawn_worker(url: str, log: Path) -> subprocess.Popen[bytes]:

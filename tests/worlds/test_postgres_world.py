@@ -11,11 +11,11 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-import asyncpg
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from tests.conftest import drop_schema, fresh_schema, with_schema
-from tests.test_crash import crash_and_recover
+from tests.system.test_crash import crash_and_recover
 from workflow import AttributeConflictError, Unique, start, workflow
 from worlds import _postgres_schema as sql
 from worlds.errors import WorldMisconfiguredError

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -19,7 +20,7 @@ from worlds.types import RunCancelled, RunCreated, StepStarted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def contend(url: str, mode: str, count: int, value: str, processes: int = 4) -> list[str]:
@@ -59,7 +60,7 @@ async def test_newest_wins_across_four_processes(tmp_path: Path) -> None:
 
         holder = await find_run("order", "o-plan", world=world)
         assert holder is not None
-        spans = []
+        spans: list[tuple[datetime, datetime | None]] = []
         for run_id in ids:
             run = get_run(run_id, world=world)
             status = await run.status()

@@ -2,7 +2,7 @@
 
 404 only for unknown hooks, 400 with a reason for a body that cannot be
 accepted, and never an exception out of the ASGI app. The app is called
-directly here; tests/test_webhooks.py serves it over real HTTP.
+directly here; tests/api/test_webhooks.py serves it over real HTTP.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from workflow import NonDeterminismError, decode_history, replay, set_attribute,
 
 pytestmark = pytest.mark.anyio
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
 
 
 def load(path: Path) -> tuple[str, list[Any]]:

@@ -17,7 +17,7 @@ import worlds
 from examples.quickstart import checkout
 from workflow import Unique, Worker, start
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

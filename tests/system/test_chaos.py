@@ -19,7 +19,7 @@ from tests import pg_server
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = "kill_storm,restart_immediate,zombie,contention"
 
 

@@ -84,7 +84,7 @@ async def test_filters_refuse_values_no_world_can_store(
     world: World, value: object, error: type[Exception]
 ) -> None:
     with pytest.raises(error):
-        await list_runs(attributes={"v": value}, world=world)
+        await list_runs(attributes={"v": value}, world=world)  # type: ignore[dict-item]
     with pytest.raises(error):
         await find_run("v", value, world=world)  # type: ignore[arg-type]
 
@@ -208,7 +208,7 @@ async def test_time_filters_must_be_timezone_aware(world: World) -> None:
     naive = datetime(2026, 1, 1)
     for name in ("created_after", "created_before"):
         with pytest.raises(ValueError, match=f"{name} must be timezone-aware"):
-            await list_runs(world=world, **{name: naive})
+            await list_runs(world=world, **{name: naive})  # type: ignore[arg-type]
     assert len(await list_runs(created_after=naive.replace(tzinfo=UTC), world=world)) == 0
 
 
