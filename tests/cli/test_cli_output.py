@@ -19,7 +19,7 @@ import worlds
 from cli.main import app
 from workflow import Unique, Worker, set_attribute, start, workflow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 MARKUP = "[bold red]HI[/]"
 ESCAPE = "a\x1b[2Jb\x1b]0;owned\x07"

@@ -38,8 +38,8 @@ from workflow.policies import (
     start_with_policy,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-TARGET = "tests.test_cli_policies:cli_policy_flow"
+ROOT = Path(__file__).resolve().parents[2]
+TARGET = "tests.cli.test_cli_policies:cli_policy_flow"
 
 
 @workflow
