@@ -33,6 +33,7 @@ from workflow._codec import decode_call, decode_result, encode_call, encode_resu
 from workflow._hooks import Hook
 from workflow.client import Run
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._commands import describe, is_command
 from workflow.engine._loop import WorkflowLoop
 from workflow.errors import (
     AttributeConflictError,
@@ -76,55 +77,6 @@ __all__ = ["WorkflowInstance"]
 _LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
 """Timers due later (``sleep(1e12)``, ``wait_for(x, timeout=inf)``) are clamped
 to this: they never fire in practice, and every world can store the time."""
-
-
-def _is_command(event: EventKind) -> bool:
-    """True for what the workflow body issued (matched by position on replay),
-    False for what happened to the run (delivered to the body in log order)."""
-    match event:
-        case AttributeSet() | AttributeConflict():
-            return event.step is None  # a step's attribute is its own business
-        case (
-            StepCreated()
-            | WaitCreated()
-            | HookCreated()
-            | HookConflict()
-            | RunCompleted()
-            | RunFailed()
-            | RunContinued()
-            | RunCancelled()
-        ):
-            return True
-        case (
-            RunCreated()
-            | RunStarted()
-            | RunCancelRequested()
-            | StepStarted()
-            | StepCompleted()
-            | StepRetrying()
-            | StepFailed()
-            | StepDiscarded()
-            | WaitCompleted()
-            | HookReceived()
-        ):
-            return False
-        case _:
-            assert_never(event)
-
-
-def _describe(event: EventKind) -> str:
-    """A recorded command as ``NonDeterminismError`` names it."""
-    match event:
-        case StepCreated():
-            return f"step {event.name!r}"
-        case WaitCreated():
-            return "a timer"
-        case AttributeSet() | AttributeConflict():
-            return f"set_attribute({event.key!r})"
-        case HookCreated() | HookConflict():
-            return "create_hook"
-        case _:
-            return "the end of the workflow"
 
 
 _Outcome = AttributeSet | AttributeConflict | HookCreated | HookConflict
@@ -229,7 +181,7 @@ class WorkflowInstance(_runtime.Runtime):
         """True if ``events`` hold commands this instance did not issue (another
         worker advanced the run), so it must be rebuilt from the full log."""
         return self._main is not None and any(
-            _is_command(e) and e.seq not in self._own_seqs for e in events
+            is_command(e) and e.seq not in self._own_seqs for e in events
         )
 
     def feed(self, events: list[EventKind]) -> None:
@@ -237,7 +189,7 @@ class WorkflowInstance(_runtime.Runtime):
         for event in events:
             if event.seq in self._own_seqs:
                 self._own_seqs.discard(event.seq)
-            elif _is_command(event):
+            elif is_command(event):
                 self._recorded.append(event)
             else:
                 self._externals.append(event)
@@ -459,7 +411,7 @@ class WorkflowInstance(_runtime.Runtime):
         return self._recorded.popleft() if self._recorded else None
 
     def _mismatch(self, recorded: EventKind, issued: str) -> NonDeterminismError:
-        error = NonDeterminismError(self._position - 1, _describe(recorded), issued)
+        error = NonDeterminismError(self._position - 1, describe(recorded), issued)
         self.failure = self.failure or error
         return error
 
