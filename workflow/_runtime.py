@@ -1,9 +1,11 @@
 """The seam between the public API and the engine.
 
 Public functions such as ``set_attribute`` are one-line calls to the runtime
-found in a context variable; the engine installs a ``WorkflowRuntime`` while a
-workflow body runs and a ``StepRuntime`` while a step runs. The public modules
-never import the engine: they only know these abstract classes.
+found in a context variable; the engine installs a ``WorkflowInstance`` while a
+workflow body runs and a ``StepRuntime`` while a step runs. This context
+variable is the only channel from the engine to user-facing code (the client
+finds the worker's world through ``default_world`` too). The public modules
+never import the engine: they only know this abstract class.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from workflow.types import RunMetadata, StepMetadata
 if TYPE_CHECKING:
     from workflow._hooks import Hook
     from workflow.decorators import StepDefinition
+    from worlds.protocol import World
     from worlds.types import AttributeValue
 
-__all__ = ["Runtime", "current", "current_or_none", "installed"]
+__all__ = ["Runtime", "current", "current_or_none", "default_world", "installed", "uninstall"]
 
 
 class Runtime(ABC):
@@ -37,6 +40,15 @@ class Runtime(ABC):
     @abstractmethod
     def in_workflow(self) -> bool:
         """True in workflow code, False in step code."""
+
+    @abstractmethod
+    def default_world(self) -> World | None:
+        """The world client calls without ``world=`` use here, or ``None`` for none.
+
+        A step answers its worker's world, so ``start``/``get_run`` in a step
+        reach the world that runs it; workflow code answers ``None`` (it does no
+        I/O, and the client falls back to the configured world).
+        """
 
     @abstractmethod
     def call_step(
@@ -107,6 +119,12 @@ def current() -> Runtime:
 def current_or_none() -> Runtime | None:
     """The active runtime, or ``None`` outside workflow and step code."""
     return _current.get()
+
+
+def default_world() -> World | None:
+    """The active runtime's ``default_world()``; ``None`` outside workflow and step code."""
+    runtime = _current.get()
+    return None if runtime is None else runtime.default_world()
 
 
 def installed(runtime: Runtime) -> contextvars.Token[Runtime | None]:

@@ -8,7 +8,6 @@ else the embedded SQLite file).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import math
 import os
 import weakref
@@ -20,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 import worlds
+from workflow import _runtime
 from workflow._attributes import (
     IDEMPOTENCY_KEY,
     check_pair,
@@ -68,9 +68,6 @@ __all__ = [
 
 R = TypeVar("R")
 
-_worker_world: contextvars.ContextVar[World | None] = contextvars.ContextVar(
-    "workflow_worker_world", default=None
-)
 # The worlds opened implicitly, per event loop: a world's connections belong to
 # the loop that made them, and they go away with it (weakly keyed, so that a
 # loop that ended does not keep them, nor a later loop with the same id reuse them).
@@ -92,7 +89,7 @@ def resolve_world(world: World | None) -> World:
     """
     if world is not None:
         return world
-    in_worker = _worker_world.get()
+    in_worker = _runtime.default_world()
     if in_worker is not None:
         return in_worker
     url = worlds.url_from_env()
@@ -135,16 +132,6 @@ def stop_serving_world(world: World) -> None:
     """Undo one ``serve_world(world)``."""
     if world in _served:
         _served.remove(world)
-
-
-def set_worker_world(world: World) -> contextvars.Token[World | None]:
-    """Make ``world`` the default for client calls in this context (used by workers)."""
-    return _worker_world.set(world)
-
-
-def reset_worker_world(token: contextvars.Token[World | None]) -> None:
-    """Undo ``set_worker_world``."""
-    _worker_world.reset(token)
 
 
 class Run(Generic[R]):

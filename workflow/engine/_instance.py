@@ -24,7 +24,7 @@ import random as _random
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 from uuid import UUID
 
 from workflow import _runtime
@@ -33,6 +33,7 @@ from workflow._codec import decode_call, decode_result, encode_call, encode_resu
 from workflow._hooks import Hook
 from workflow.client import Run
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._commands import describe, is_command
 from workflow.engine._loop import WorkflowLoop
 from workflow.errors import (
     AttributeConflictError,
@@ -63,7 +64,10 @@ from worlds.types import (
     RunStarted,
     StepCompleted,
     StepCreated,
+    StepDiscarded,
     StepFailed,
+    StepRetrying,
+    StepStarted,
     WaitCompleted,
     WaitCreated,
 )
@@ -73,35 +77,6 @@ __all__ = ["WorkflowInstance"]
 _LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
 """Timers due later (``sleep(1e12)``, ``wait_for(x, timeout=inf)``) are clamped
 to this: they never fire in practice, and every world can store the time."""
-
-_COMMANDS = (
-    StepCreated,
-    WaitCreated,
-    HookCreated,
-    HookConflict,
-    RunCompleted,
-    RunFailed,
-    RunContinued,
-    RunCancelled,
-)
-
-
-def _is_command(event: EventKind) -> bool:
-    if isinstance(event, (AttributeSet, AttributeConflict)):
-        return event.step is None
-    return isinstance(event, _COMMANDS)
-
-
-def _describe(event: EventKind) -> str:
-    if isinstance(event, StepCreated):
-        return f"step {event.name!r}"
-    if isinstance(event, WaitCreated):
-        return "a timer"
-    if isinstance(event, (AttributeSet, AttributeConflict)):
-        return f"set_attribute({event.key!r})"
-    if isinstance(event, (HookCreated, HookConflict)):
-        return "create_hook"
-    return "the end of the workflow"
 
 
 _Outcome = AttributeSet | AttributeConflict | HookCreated | HookConflict
@@ -206,7 +181,7 @@ class WorkflowInstance(_runtime.Runtime):
         """True if ``events`` hold commands this instance did not issue (another
         worker advanced the run), so it must be rebuilt from the full log."""
         return self._main is not None and any(
-            _is_command(e) and e.seq not in self._own_seqs for e in events
+            is_command(e) and e.seq not in self._own_seqs for e in events
         )
 
     def feed(self, events: list[EventKind]) -> None:
@@ -214,7 +189,7 @@ class WorkflowInstance(_runtime.Runtime):
         for event in events:
             if event.seq in self._own_seqs:
                 self._own_seqs.discard(event.seq)
-            elif _is_command(event):
+            elif is_command(event):
                 self._recorded.append(event)
             else:
                 self._externals.append(event)
@@ -287,40 +262,78 @@ class WorkflowInstance(_runtime.Runtime):
             self.failure = self.failure or exc
 
     def _deliver(self, event: EventKind) -> None:
+        """Let the body see one external event (``feed`` routed it here)."""
         self.loop.set_time(event.at.timestamp())
-        if isinstance(event, RunCreated):
-            self._start(event)
-        elif isinstance(event, RunStarted):
-            self._started = True
-        elif isinstance(event, (StepCompleted, StepFailed)):
-            entry = self._steps.pop(event.step, None)
-            if entry is None or entry[0].done():
-                return
-            future, definition = entry
-            if isinstance(event, StepCompleted):
-                future.set_result(decode_result(event.result, definition.fn))
-            else:
-                error = event.error
-                future.set_exception(StepFailedError(definition.name, error.type, error.message))
-        elif isinstance(event, WaitCompleted):
-            handle = self._waits.pop(event.wait, None)
-            if handle is not None:
-                self.loop.fire(handle)
-        elif isinstance(event, HookReceived):
-            if event.hook:
-                hook = self._hooks.get(event.hook)
-            else:  # carried over by continue-as-new; the hook may not exist yet
-                hook = self._hook_tokens.get(event.token)
-                if hook is None:
-                    self._unclaimed.setdefault(event.token, []).append(event.payload)
-            if hook is not None:
-                hook.deliver(event.payload)
-        elif isinstance(event, RunCancelRequested) and self._cancel is None:
-            # The body gets CancelledError where it waits, once; it may catch it
-            # and run cleanup steps until the world's grace deadline.
-            self._cancel = event
-            if self._main is not None and not self._main.done():
-                self._main.cancel(event.reason)
+        match event:
+            case RunCreated():
+                self._start(event)
+            case RunStarted():
+                self._started = True
+            case StepCompleted() | StepFailed():
+                self._step_done(event)
+            case WaitCompleted():
+                handle = self._waits.pop(event.wait, None)
+                if handle is not None:
+                    self.loop.fire(handle)
+            case HookReceived():
+                self._hook_received(event)
+            case RunCancelRequested():
+                self._cancel_requested(event)
+            case (
+                StepStarted()
+                | StepRetrying()
+                | StepDiscarded()
+                | AttributeSet()
+                | AttributeConflict()
+            ):
+                # A step attempt's own record: the body waits for its outcome only.
+                pass
+            case (
+                StepCreated()
+                | WaitCreated()
+                | HookCreated()
+                | HookConflict()
+                | RunCompleted()
+                | RunFailed()
+                | RunContinued()
+                | RunCancelled()
+            ):
+                raise AssertionError(
+                    f"{type(event).__name__} (seq {event.seq}) is a command: feed() matches "
+                    "it against the body's calls and never delivers it"
+                )
+            case _:
+                assert_never(event)
+
+    def _step_done(self, event: StepCompleted | StepFailed) -> None:
+        entry = self._steps.pop(event.step, None)
+        if entry is None or entry[0].done():
+            return
+        future, definition = entry
+        if isinstance(event, StepCompleted):
+            future.set_result(decode_result(event.result, definition.fn))
+        else:
+            error = event.error
+            future.set_exception(StepFailedError(definition.name, error.type, error.message))
+
+    def _hook_received(self, event: HookReceived) -> None:
+        if event.hook:
+            hook = self._hooks.get(event.hook)
+        else:  # carried over by continue-as-new; the hook may not exist yet
+            hook = self._hook_tokens.get(event.token)
+            if hook is None:
+                self._unclaimed.setdefault(event.token, []).append(event.payload)
+        if hook is not None:
+            hook.deliver(event.payload)
+
+    def _cancel_requested(self, event: RunCancelRequested) -> None:
+        # The body gets CancelledError where it waits, once; it may catch it
+        # and run cleanup steps until the world's grace deadline.
+        if self._cancel is not None:
+            return
+        self._cancel = event
+        if self._main is not None and not self._main.done():
+            self._main.cancel(event.reason)
 
     def _start(self, event: RunCreated) -> None:
         self._created_at = event.at
@@ -371,19 +384,24 @@ class WorkflowInstance(_runtime.Runtime):
         calls, self._calls = self._calls, []
         for call in calls:
             outcome = call.outcome
-            if isinstance(outcome, AttributeSet):
-                self._attributes[outcome.key] = outcome.value
-                call.future.set_result(outcome.value)
-            elif isinstance(outcome, AttributeConflict):
-                holder = Run[Any](outcome.holder_run_id, world=self.world)
-                call.future.set_exception(
-                    AttributeConflictError(outcome.key, outcome.value, holder)
-                )
-            elif isinstance(outcome, HookCreated):
-                call.future.set_result(None)
-            elif isinstance(outcome, HookConflict):
-                holder = Run[Any](outcome.holder_run_id, world=self.world)
-                call.future.set_exception(HookConflictError(outcome.token, holder))
+            match outcome:
+                case AttributeSet():
+                    self._attributes[outcome.key] = outcome.value
+                    call.future.set_result(outcome.value)
+                case AttributeConflict():
+                    holder = Run[Any](outcome.holder_run_id, world=self.world)
+                    call.future.set_exception(
+                        AttributeConflictError(outcome.key, outcome.value, holder)
+                    )
+                case HookCreated():
+                    call.future.set_result(None)
+                case HookConflict():
+                    holder = Run[Any](outcome.holder_run_id, world=self.world)
+                    call.future.set_exception(HookConflictError(outcome.token, holder))
+                case None:
+                    raise AssertionError("a call is resolved only once its outcome is known")
+                case _:
+                    assert_never(outcome)
 
     def _next_recorded(self, issued: str) -> EventKind | None:
         """Match a new command against the log; None past the recorded end."""
@@ -393,7 +411,7 @@ class WorkflowInstance(_runtime.Runtime):
         return self._recorded.popleft() if self._recorded else None
 
     def _mismatch(self, recorded: EventKind, issued: str) -> NonDeterminismError:
-        error = NonDeterminismError(self._position - 1, _describe(recorded), issued)
+        error = NonDeterminismError(self._position - 1, describe(recorded), issued)
         self.failure = self.failure or error
         return error
 
@@ -430,6 +448,10 @@ class WorkflowInstance(_runtime.Runtime):
     def in_workflow(self) -> bool:
         """Always True: this runtime serves workflow code."""
         return True
+
+    def default_world(self) -> None:
+        """None: workflow code does no I/O, so client calls there get no world from here."""
+        return None
 
     def call_step(
         self, step: StepDefinition[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -16,7 +16,7 @@ from workflow import _runtime
 from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair
 from workflow._codec import decode_call, encode_result, error_info
 from workflow._hooks import Hook
-from workflow.client import Run, reset_worker_world, set_worker_world
+from workflow.client import Run
 from workflow.decorators import StepDefinition
 from workflow.errors import (
     AttributeConflictError,
@@ -84,6 +84,10 @@ class StepRuntime(_runtime.Runtime):
     def in_workflow(self) -> bool:
         """Always False: this runtime serves step code."""
         return False
+
+    def default_world(self) -> World:
+        """The worker's world: client calls in a step reach the world that runs it."""
+        return self._world
 
     def call_step(
         self, step: StepDefinition[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -194,7 +198,6 @@ async def run_step(
     outcome: EventKind | None = None
     retry_at: datetime | None = None
     runtime_token = None
-    world_token = set_worker_world(world)
     try:
         with cancel_scope:
             try:
@@ -228,7 +231,6 @@ async def run_step(
                         retry_at=retry_at,
                     )
     finally:
-        reset_worker_world(world_token)
         if runtime_token is not None:
             _runtime.uninstall(runtime_token)
     discard = StepDiscarded(

@@ -1,0 +1,101 @@
+"""Which log entries are commands: calls the workflow body issued.
+
+A command is matched by position against the body's calls on replay; every
+other entry is an external event, delivered to the body in log order. Both
+switches are exhaustive over ``EventKind``: mypy flags a new event kind here
+until it is classified, and at run time an unknown kind raises.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    EventKind,
+    HookConflict,
+    HookCreated,
+    HookReceived,
+    RunCancelled,
+    RunCancelRequested,
+    RunCompleted,
+    RunContinued,
+    RunCreated,
+    RunFailed,
+    RunStarted,
+    StepCompleted,
+    StepCreated,
+    StepDiscarded,
+    StepFailed,
+    StepRetrying,
+    StepStarted,
+    WaitCompleted,
+    WaitCreated,
+)
+
+__all__ = ["describe", "is_command"]
+
+
+def is_command(event: EventKind) -> bool:
+    """True for what the workflow body issued (matched by position on replay),
+    False for what happened to the run (delivered to the body in log order)."""
+    match event:
+        case AttributeSet() | AttributeConflict():
+            return event.step is None  # a step's attribute is its own business
+        case (
+            StepCreated()
+            | WaitCreated()
+            | HookCreated()
+            | HookConflict()
+            | RunCompleted()
+            | RunFailed()
+            | RunContinued()
+            | RunCancelled()
+        ):
+            return True
+        case (
+            RunCreated()
+            | RunStarted()
+            | RunCancelRequested()
+            | StepStarted()
+            | StepCompleted()
+            | StepRetrying()
+            | StepFailed()
+            | StepDiscarded()
+            | WaitCompleted()
+            | HookReceived()
+        ):
+            return False
+        case _:
+            assert_never(event)
+
+
+def describe(event: EventKind) -> str:
+    """A recorded command as ``NonDeterminismError`` names it."""
+    match event:
+        case StepCreated():
+            return f"step {event.name!r}"
+        case WaitCreated():
+            return "a timer"
+        case AttributeSet() | AttributeConflict():
+            return f"set_attribute({event.key!r})"
+        case HookCreated() | HookConflict():
+            return "create_hook"
+        case RunCompleted() | RunFailed() | RunContinued() | RunCancelled():
+            return "the end of the workflow"
+        case (
+            RunCreated()
+            | RunStarted()
+            | RunCancelRequested()
+            | StepStarted()
+            | StepCompleted()
+            | StepRetrying()
+            | StepFailed()
+            | StepDiscarded()
+            | WaitCompleted()
+            | HookReceived()
+        ):
+            raise AssertionError(f"{type(event).__name__} is not a command; nothing issues it")
+        case _:
+            assert_never(event)
