@@ -47,7 +47,6 @@ from urllib.parse import parse_qsl, urlencode
 
 import anyio
 import asyncpg  # type: ignore[import-untyped]
-import msgspec
 
 from worlds import _postgres_schema as sql
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
@@ -59,22 +58,20 @@ from worlds._postgres_conn import (
 )
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
+from worlds._rules import claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
-    RUN_DEADLINE_TIMER,
     decode_cursor,
     encode_cursor,
     index_value,
     lease_deadline,
-    may_take_over,
 )
 from worlds.types import (
     AttributeSet,
     AttributeValue,
     Claim,
-    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
@@ -88,7 +85,6 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
-    RunStatus,
     WorkItem,
     utcnow,
 )
@@ -341,28 +337,16 @@ class PostgresWorld(ClosesOnExit):
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
         self._check_open()
+        requests.check_create(request)
         attributes = dict(request.attributes)
-        missing = sorted(request.unique - attributes.keys())
-        if missing:
-            raise ValueError(f"unique keys {missing} are not among the run's attributes")
         policy = request.policy
-        if policy is not None and policy.key not in request.unique:
-            raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
         run_id = request.run_id
         if not request.unique and request.timeout_at is None:
             # nothing to claim: one statement, its own transaction
             async with (await self._connect()).acquire() as conn:
                 tx = Tx(conn, self._channel, self._clock.now)
                 await tx.insert_run(run_id, request.workflow, request.args, attributes)
-            record = RunRecord(
-                id=run_id,
-                workflow=request.workflow,
-                status=RunStatus.PENDING,
-                created_at=tx.now,
-                attributes=attributes,
-                last_seq=1,
-            )
-            return CreateRunResult(run=record)
+            return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
 
         async def body(tx: Tx) -> CreateRunResult:
             superseded = None
@@ -378,36 +362,20 @@ class PostgresWorld(ClosesOnExit):
                 else:
                     holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
                 status = None if holder is None else sql.run_from_row(holder).status
-                allowed = policy is not None and policy.key == key
-                if allowed and status is not None:
-                    allowed = may_take_over(cast(Any, policy), status)
-                if not allowed:
-                    conflict = ClaimConflict(
-                        key=key, value=value, holder_run_id=holder_id, holder_status=status
-                    )
+                conflict = claims.on_create(policy, key, value, holder_id, status)
+                if conflict is not None:
                     raise _RollbackError(CreateRunResult(conflict=conflict))
                 if status is not None and not status.is_closed:
                     tx.tick()
                     await tx.cancel(holder_id, f"superseded by run {run_id}")
                     superseded = holder_id
-                params = (key, index_value(value), sql.encode(value), run_id, generation + 1)
+                generation = claims.next_generation(claims.HeldClaim(holder_id, generation))
+                params = (key, index_value(value), sql.encode(value), run_id, generation)
                 await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
             await tx.insert_run(run_id, request.workflow, request.args, attributes)
-            run = RunRecord(
-                id=run_id,
-                workflow=request.workflow,
-                status=RunStatus.PENDING,
-                created_at=tx.now,
-                attributes=attributes,
-                last_seq=1,
-            )
-            if request.timeout_at is not None:
-                deadline = NewWorkItem(
-                    kind="timer",
-                    name=request.workflow,
-                    number=RUN_DEADLINE_TIMER,
-                    available_at=request.timeout_at,
-                )
+            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+            deadline = runs.deadline_item(request)
+            if deadline is not None:
                 run, _ = await tx.enqueue(run, deadline, "", 0.0)
             return CreateRunResult(run=run, superseded_run_id=superseded)
 
@@ -432,17 +400,17 @@ class PostgresWorld(ClosesOnExit):
             run, attributes = found
             if run.status.is_closed:
                 if request.discard is None:
-                    return CommitResult(ok=False, status=run.status)
+                    return commits.closed(run.status)
                 run, stored = tx.stamp(run, request.discard)
                 await tx.save_run(run, attributes)
-                return CommitResult(ok=False, status=run.status, events=(stored,))
+                return commits.closed(run.status, stored)
             held = None
             if lease is not None:
                 held = await tx.conn.fetchrow(
                     sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
                 )
                 if held is None:
-                    return CommitResult(ok=False, status=run.status, lease_lost=True)
+                    return commits.lost(run.status)
             appended: list[EventKind] = []
             changed: dict[str, AttributeValue] = {}
             for event in request.events:
@@ -454,9 +422,6 @@ class PostgresWorld(ClosesOnExit):
                 if isinstance(stored, RunContinued):
                     await tx.continue_run(run, stored)
                 if isinstance(stored, AttributeSet) and stored.step is None:
-                    run = msgspec.structs.replace(
-                        run, attributes={**run.attributes, stored.key: stored.value}
-                    )
                     changed[stored.key] = stored.value
                 appended.append(stored)
             if changed:
@@ -467,7 +432,7 @@ class PostgresWorld(ClosesOnExit):
             leased: list[WorkItem] = []
             if not run.status.is_closed:
                 if lease is not None and held is not None and request.ack:
-                    if held[0] == "workflow" and held[1]:
+                    if commits.after_ack(held[0], bool(held[1])) == "rewake":
                         await tx.conn.execute(sql.REWAKE_ON_ACK, lease.id, tx.now)
                         tx.signals.add(WORK_TOPIC)
                     else:
