@@ -14,14 +14,14 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar, assert_never, cast
 
 import aiosqlite
 import msgspec
 
 from worlds import _sqlite_schema as sql
-from worlds._rules import cancel, claims, requests, runs
+from worlds._rules import cancel, claims, commits, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -33,6 +33,7 @@ from worlds.semantics import (
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    CommitRequest,
     EventKind,
     HookConflict,
     HookCreated,
@@ -174,8 +175,46 @@ class Writer:
     def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
         """Number and date ``event`` as the next of ``run``; queue its row."""
         run, stored = runs.stamped(run, event, self.now)
-        self.rows.append((run.id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+        self.queue(run.id, stored)
         return run, stored
+
+    def queue(self, run_id: str, stored: EventKind) -> None:
+        """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
+        self.rows.append((run_id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+
+    def commit(
+        self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
+    ) -> commits.Committed:
+        """Drive ``commits.commit_flow`` in this transaction: do each step it asks for."""
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration as stop:
+                done: commits.Committed = stop.value
+                return done
+            reply = None
+            if isinstance(need, commits.Settle):
+                if isinstance(need.event, AttributeSet):
+                    reply = self.try_claim(need.run_id, need.event)
+                else:
+                    reply = self.try_hook(need.run_id, need.event)
+            elif isinstance(need, commits.Append):
+                self.queue(need.run.id, need.event)
+            elif isinstance(need, commits.Continue):
+                self.continue_run(need.run, need.event)
+            elif isinstance(need, commits.Ack):
+                assert request.lease is not None
+                key = (request.run_id, request.lease.id)
+                if need.action == "rewake":
+                    self.db.execute(sql.REWAKE_ON_ACK, (self.now_us, *key))
+                    self.signals.add(WORK_TOPIC)
+                else:
+                    self.db.execute(sql.DELETE_WORK, key)
+            elif isinstance(need, commits.Enqueue):
+                reply = self.enqueue(need.run, need.new, request.worker_id, request.lease_seconds)
+            else:
+                assert_never(need)
 
     def stamp_new(self, run_id: str, last_seq: int, events: list[StepStarted]) -> None:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""

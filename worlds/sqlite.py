@@ -76,7 +76,6 @@ from worlds.semantics import (
     workflow_item_id,
 )
 from worlds.types import (
-    AttributeSet,
     AttributeValue,
     Claim,
     CommitRequest,
@@ -84,11 +83,9 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    HookCreated,
     HookReceived,
     HookRecord,
     NewWorkItem,
-    RunContinued,
     RunPage,
     RunQuery,
     RunRecord,
@@ -401,38 +398,14 @@ class SqliteWorld(ClosesOnExit):
             held_kind, rewake = row[10], row[11]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
                 return commits.lost(run.status)
-            appended: list[EventKind] = []
-            attribute_rows: list[tuple[str, str, str]] = []
-            for event in request.events:
-                if isinstance(event, AttributeSet) and event.unique:
-                    event = tx.try_claim(run.id, event)
-                elif isinstance(event, HookCreated):
-                    event = tx.try_hook(run.id, event)
-                run, stored = tx.stamp(run, event)
-                if isinstance(stored, RunContinued):
-                    tx.continue_run(run, stored)
-                if isinstance(stored, AttributeSet) and stored.step is None:
-                    attribute_rows.append((run.id, stored.key, index_value(stored.value)))
-                appended.append(stored)
-            if attribute_rows:
-                db.executemany(sql.UPSERT_ATTRIBUTE, attribute_rows)
-                attributes = sql.encode(run.attributes)
-            leased: list[WorkItem] = []
-            if not run.status.is_closed:
-                if lease is not None and request.ack:
-                    if commits.after_ack(held_kind, bool(rewake)) == "rewake":
-                        db.execute(sql.REWAKE_ON_ACK, (tx.now_us, run.id, lease.id))
-                        tx.signals.add(WORK_TOPIC)
-                    else:
-                        db.execute(sql.DELETE_WORK, (run.id, lease.id))
-                for new in request.schedule:
-                    run, item = tx.enqueue(run, new, request.worker_id, request.lease_seconds)
-                    if item is not None:
-                        leased.append(item)
-            tx.save_run(run, attributes)
-            return CommitResult(
-                ok=True, status=run.status, events=tuple(appended), leased=tuple(leased)
-            )
+            held = None if lease is None else (held_kind, bool(rewake))
+            done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
+            if done.attributes:
+                rows = [(run.id, key, index_value(v)) for key, v in done.attributes.items()]
+                db.executemany(sql.UPSERT_ATTRIBUTE, rows)
+                attributes = sql.encode(done.run.attributes)
+            tx.save_run(done.run, attributes)
+            return done.result
 
         return await self._write(body)
 
