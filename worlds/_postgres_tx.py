@@ -9,15 +9,15 @@ work queue.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 import asyncpg  # type: ignore[import-untyped]
 import msgspec
 
 from worlds import _postgres_schema as sql
-from worlds._rules import cancel, claims, requests, runs
+from worlds._rules import cancel, claims, commits, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -30,6 +30,7 @@ from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    CommitRequest,
     EventKind,
     HookConflict,
     HookCreated,
@@ -71,9 +72,47 @@ class Tx:
     def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
         """Number and date ``event`` as the next of ``run``; queue its row."""
         run, stored = runs.stamped(run, event, self.now)
-        row = (stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored))
-        self.pending.setdefault(run.id, []).append(row)
+        self.queue(run.id, stored)
         return run, stored
+
+    def queue(self, run_id: str, stored: EventKind) -> None:
+        """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
+        row = (stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored))
+        self.pending.setdefault(run_id, []).append(row)
+
+    async def commit(
+        self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
+    ) -> commits.Committed:
+        """Drive ``commits.commit_flow`` in this transaction: do each step it asks for."""
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration as stop:
+                done: commits.Committed = stop.value
+                return done
+            reply = None
+            if isinstance(need, commits.Settle):
+                if isinstance(need.event, AttributeSet):
+                    reply = await self.try_claim(need.run_id, need.event)
+                else:
+                    reply = await self.try_hook(need.run_id, need.event)
+            elif isinstance(need, commits.Append):
+                self.queue(need.run.id, need.event)
+            elif isinstance(need, commits.Continue):
+                await self.continue_run(need.run, need.event)
+            elif isinstance(need, commits.Ack):
+                assert request.lease is not None
+                if need.action == "rewake":
+                    await self.conn.execute(sql.REWAKE_ON_ACK, request.lease.id, self.now)
+                    self.signals.add(WORK_TOPIC)
+                else:
+                    await self.conn.execute(sql.DELETE_WORK, request.lease.id)
+            elif isinstance(need, commits.Enqueue):
+                new, seconds = need.new, request.lease_seconds
+                reply = await self.enqueue(need.run, new, request.worker_id, seconds)
+            else:
+                assert_never(need)
 
     async def save_run(self, run: RunRecord, attributes: bytes) -> None:
         """Append ``run``'s queued events and store its state (a closed run loses its work)."""

@@ -69,7 +69,6 @@ from worlds.semantics import (
     lease_deadline,
 )
 from worlds.types import (
-    AttributeSet,
     AttributeValue,
     Claim,
     CommitRequest,
@@ -77,11 +76,9 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    HookCreated,
     HookReceived,
     HookRecord,
     NewWorkItem,
-    RunContinued,
     RunPage,
     RunQuery,
     RunRecord,
@@ -411,40 +408,15 @@ class PostgresWorld(ClosesOnExit):
                 )
                 if held is None:
                     return commits.lost(run.status)
-            appended: list[EventKind] = []
-            changed: dict[str, AttributeValue] = {}
-            for event in request.events:
-                if isinstance(event, AttributeSet) and event.unique:
-                    event = await tx.try_claim(run.id, event)
-                elif isinstance(event, HookCreated):
-                    event = await tx.try_hook(run.id, event)
-                run, stored = tx.stamp(run, event)
-                if isinstance(stored, RunContinued):
-                    await tx.continue_run(run, stored)
-                if isinstance(stored, AttributeSet) and stored.step is None:
-                    changed[stored.key] = stored.value
-                appended.append(stored)
-            if changed:
-                keys = list(changed)
-                ivalues = [index_value(changed[key]) for key in keys]
+            item = None if held is None else (held[0], bool(held[1]))
+            done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
+            if done.attributes:
+                keys = list(done.attributes)
+                ivalues = [index_value(done.attributes[key]) for key in keys]
                 await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run.id, keys, ivalues)
-                attributes = sql.encode(run.attributes)
-            leased: list[WorkItem] = []
-            if not run.status.is_closed:
-                if lease is not None and held is not None and request.ack:
-                    if commits.after_ack(held[0], bool(held[1])) == "rewake":
-                        await tx.conn.execute(sql.REWAKE_ON_ACK, lease.id, tx.now)
-                        tx.signals.add(WORK_TOPIC)
-                    else:
-                        await tx.conn.execute(sql.DELETE_WORK, lease.id)
-                for new in request.schedule:
-                    run, item = await tx.enqueue(run, new, request.worker_id, request.lease_seconds)
-                    if item is not None:
-                        leased.append(item)
-            await tx.save_run(run, attributes)
-            return CommitResult(
-                ok=True, status=run.status, events=tuple(appended), leased=tuple(leased)
-            )
+                attributes = sql.encode(done.run.attributes)
+            await tx.save_run(done.run, attributes)
+            return done.result
 
         return await self._write(body)
 
