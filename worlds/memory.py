@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import assert_never
 
 import msgspec
 
@@ -22,7 +23,6 @@ from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
-    apply_to_run,
     carried_payloads,
     decode_cursor,
     encode_cursor,
@@ -122,15 +122,19 @@ class MemoryWorld(ClosesOnExit):
         self._hub.signal(topic)
 
     def _append(self, run: _Run, event: EventKind, now: datetime) -> EventKind:
-        stored = msgspec.structs.replace(event, seq=run.record.last_seq + 1, at=now)
+        record, stored = runs.stamped(run.record, event, now)
+        self._store(run, record, stored)
+        return stored
+
+    def _store(self, run: _Run, record: RunRecord, stored: EventKind) -> None:
+        """Keep ``stored``, already numbered, and ``record``, the run after it."""
         run.events.append(stored)
-        run.record = apply_to_run(run.record, stored)
+        run.record = record
         if run.record.status.is_closed:
             self._drop_work(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
             self._signal(run_topic(run.record.id))
-        return stored
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
@@ -340,33 +344,39 @@ class MemoryWorld(ClosesOnExit):
         for successor in commits.successors(request):
             if successor in self._runs:
                 raise requests.successor_exists(successor)
-        events = []
-        for event in request.events:
-            if isinstance(event, AttributeSet) and event.unique:
-                event = self._try_claim(run.record.id, event)
-            elif isinstance(event, HookCreated):
-                event = self._try_hook(run.record.id, event, now)
-            events.append(self._append(run, event, now))
-            if isinstance(event, RunContinued):
-                self._continue(run, event, now)
-        leased = []
-        if not run.record.status.is_closed:
-            if item is not None and request.ack:
-                if commits.after_ack(item.kind, item.rewake) == "rewake":
+        held = None if item is None else (item.kind, item.rewake)
+        flow = commits.commit_flow(run.record, request, now, held)
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration as stop:
+                done: commits.Committed = stop.value
+                return done.result
+            reply = None
+            if isinstance(need, commits.Settle):
+                if isinstance(need.event, AttributeSet):
+                    reply = self._try_claim(need.run_id, need.event)
+                else:
+                    reply = self._try_hook(need.run_id, need.event, now)
+            elif isinstance(need, commits.Append):
+                self._store(run, need.run, need.event)
+            elif isinstance(need, commits.Continue):
+                self._continue(run, need.event, now)
+            elif isinstance(need, commits.Ack):
+                assert item is not None
+                if need.action == "rewake":
                     item.owner, item.expires_at, item.rewake = None, None, False
                     item.available_at = now
                     self._signal(WORK_TOPIC)
                 else:
                     del self._items[item.id]
-            for new in request.schedule:
-                got = self._enqueue(
-                    run.record.id, new, request.worker_id, now, request.lease_seconds
-                )
-                if got is not None:
-                    leased.append(got)
-        return CommitResult(
-            ok=True, status=run.record.status, events=tuple(events), leased=tuple(leased)
-        )
+            elif isinstance(need, commits.Enqueue):
+                new, seconds = need.new, request.lease_seconds
+                got = self._enqueue(run.record.id, new, request.worker_id, now, seconds)
+                reply = (run.record, got)
+            else:
+                assert_never(need)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""
