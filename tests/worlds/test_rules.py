@@ -15,6 +15,7 @@ from worlds.types import (
     ClaimConflict,
     CommitRequest,
     CreateRunRequest,
+    NewWorkItem,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -265,3 +266,63 @@ def test_index_terms_keep_the_type(value: object) -> None:
 def test_datetimes_index_as_utc_instants() -> None:
     local = datetime(2026, 1, 1, 12, tzinfo=UTC).astimezone(timezone(timedelta(hours=5)))
     assert terms.index_value(local) == terms.index_value(datetime(2026, 1, 1, 12, tzinfo=UTC))
+
+
+def _drive(
+    request: CommitRequest, held: tuple[str, bool] | None
+) -> tuple[list[commits.Need], commits.Committed]:
+    """Run ``commit_flow`` against a world that settles every claim and leases nothing."""
+    run, _ = runs.stamped(runs.new_run("r", "w", {}, NOW), RunStarted(), NOW)
+    flow = commits.commit_flow(run, request, NOW, held)
+    needs: list[commits.Need] = []
+    reply: object = None
+    while True:
+        try:
+            need = flow.send(reply)
+        except StopIteration as stop:
+            return needs, stop.value
+        needs.append(need)
+        reply = None
+        if isinstance(need, commits.Settle):
+            reply = need.event
+        elif isinstance(need, commits.Enqueue):
+            reply = (need.run, None)
+
+
+def test_a_commit_settles_claims_numbers_events_then_acks_and_enqueues() -> None:
+    claim = AttributeSet(key="k", value=1, unique=True)
+    request = CommitRequest(
+        run_id="r",
+        worker_id="w",
+        events=(StepCompleted(step=1, attempt=1, result=b""), claim),
+        schedule=(NewWorkItem(kind="workflow"),),
+    )
+    needs, done = _drive(request, ("workflow", False))
+    kinds = [type(need).__name__ for need in needs]
+    assert kinds == ["Append", "Settle", "Append", "Ack", "Enqueue"]
+    assert [event.seq for event in done.result.events] == [3, 4]
+    assert done.run.last_seq == 4 and done.attributes == {"k": 1}
+    assert needs[3] == commits.Ack("delete")
+
+
+@given(st.booleans(), st.booleans())
+def test_a_commit_that_closes_its_run_acks_and_enqueues_nothing(ack: bool, rewake: bool) -> None:
+    request = CommitRequest(
+        run_id="r",
+        worker_id="w",
+        events=(RunCompleted(result=b""),),
+        schedule=(NewWorkItem(kind="workflow"),),
+        ack=ack,
+    )
+    needs, done = _drive(request, ("workflow", rewake))
+    assert [type(need) for need in needs] == [commits.Append]
+    assert done.result.ok and done.result.status is RunStatus.COMPLETED
+
+
+def test_a_continued_run_is_started_right_after_its_event() -> None:
+    request = CommitRequest(
+        run_id="r", worker_id="w", events=(RunContinued(next_run_id="n", args=b""),)
+    )
+    needs, done = _drive(request, None)
+    assert [type(need) for need in needs] == [commits.Append, commits.Continue]
+    assert done.run.status is RunStatus.CONTINUED
