@@ -15,6 +15,7 @@ from worlds.types import (
     ClaimConflict,
     CommitRequest,
     CreateRunRequest,
+    EventKind,
     NewWorkItem,
     RunCancelled,
     RunCancelRequested,
@@ -191,7 +192,7 @@ def test_stamping_numbers_events_and_moves_the_status() -> None:
 @given(st.lists(st.sampled_from(["started", "step", "attr"]), max_size=20))
 def test_sequence_numbers_count_the_events(kinds: list[str]) -> None:
     record = runs.new_run("r", "w", {}, NOW)
-    events = {
+    events: dict[str, EventKind] = {
         "started": RunStarted(),
         "step": StepCompleted(step=1, attempt=1, result=b""),
         "attr": AttributeSet(key="a", value=1),
