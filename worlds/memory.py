@@ -36,6 +36,7 @@ from worlds.types import (
     AttributeSet,
     AttributeValue,
     Claim,
+    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
@@ -289,31 +290,34 @@ class MemoryWorld(ClosesOnExit):
         requests.check_create(request)
         if request.run_id in self._runs:
             raise requests.run_exists(request.run_id)
-        takeovers: list[Claim] = []
+        taken: dict[tuple[str, str], tuple[str, claims.Takeover]] = {}
         for key in sorted(request.unique):
             value = request.attributes[key]
-            held = self._claims.get((key, index_value(value)))
+            claim_key = (key, index_value(value))
+            held = self._claims.get(claim_key)
             if held is None:
                 continue
             status = self._runs[held.run_id].record.status
-            conflict = claims.on_create(request.policy, key, value, held.run_id, status)
-            if conflict is not None:
-                return CreateRunResult(conflict=conflict)
-            takeovers.append(held)
+            holder = (held.run_id, held.generation)
+            takeover = claims.on_create(request.policy, key, value, holder, status, request.run_id)
+            if isinstance(takeover, ClaimConflict):
+                return CreateRunResult(conflict=takeover)
+            taken[claim_key] = (held.run_id, takeover)
         now = self._clock()
         superseded = None
-        for held in takeovers:
-            holder = self._runs[held.run_id]
-            if not holder.record.status.is_closed:
-                self._append(
-                    holder, RunCancelled(reason=f"superseded by run {request.run_id}"), now
-                )
-                superseded = held.run_id
+        for holder_id, takeover in taken.values():
+            if takeover.cancel_reason is not None:
+                cancelled = RunCancelled(reason=takeover.cancel_reason)
+                self._append(self._runs[holder_id], cancelled, now)
+                superseded = holder_id
         run = self._new_run(request.run_id, request.workflow, request.args, request.attributes, now)
         for key in request.unique:
             value = request.attributes[key]
             claim_key = (key, index_value(value))
-            generation = claims.next_generation(self._held(claim_key))
+            if claim_key in taken:
+                generation = taken[claim_key][1].generation
+            else:
+                generation = claims.next_generation(self._held(claim_key))
             self._released.pop(claim_key, None)
             self._claims[claim_key] = Claim(
                 key=key, value=value, run_id=request.run_id, generation=generation

@@ -71,6 +71,7 @@ from worlds.semantics import (
 from worlds.types import (
     AttributeValue,
     Claim,
+    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
@@ -359,15 +360,15 @@ class PostgresWorld(ClosesOnExit):
                 else:
                     holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
                 status = None if holder is None else sql.run_from_row(holder).status
-                conflict = claims.on_create(policy, key, value, holder_id, status)
-                if conflict is not None:
-                    raise _RollbackError(CreateRunResult(conflict=conflict))
-                if status is not None and not status.is_closed:
+                held = (holder_id, generation)
+                taken = claims.on_create(policy, key, value, held, status, run_id)
+                if isinstance(taken, ClaimConflict):
+                    raise _RollbackError(CreateRunResult(conflict=taken))
+                if taken.cancel_reason is not None:
                     tx.tick()
-                    await tx.cancel(holder_id, f"superseded by run {run_id}")
+                    await tx.cancel(holder_id, taken.cancel_reason)
                     superseded = holder_id
-                generation = claims.next_generation(claims.HeldClaim(holder_id, generation))
-                params = (key, index_value(value), sql.encode(value), run_id, generation)
+                params = (key, index_value(value), sql.encode(value), run_id, taken.generation)
                 await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
             await tx.insert_run(run_id, request.workflow, request.args, attributes)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)

@@ -78,6 +78,7 @@ from worlds.semantics import (
 from worlds.types import (
     AttributeValue,
     Claim,
+    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
@@ -349,14 +350,15 @@ class SqliteWorld(ClosesOnExit):
                 holder_id, generation = db.execute(sql.GET_CLAIM, claim).fetchone()[:2]
                 # a held claim's run exists: pruning a run releases its claims
                 status = sql.run_from_row(db.execute(sql.GET_RUN, (holder_id,)).fetchone()).status
-                conflict = claims.on_create(request.policy, key, value, holder_id, status)
-                if conflict is not None:
-                    raise RollbackError(CreateRunResult(conflict=conflict))
-                if not status.is_closed:
-                    tx.cancel(holder_id, f"superseded by run {run_id}")
+                held = (holder_id, generation)
+                taken = claims.on_create(request.policy, key, value, held, status, run_id)
+                if isinstance(taken, ClaimConflict):
+                    raise RollbackError(CreateRunResult(conflict=taken))
+                if taken.cancel_reason is not None:
+                    tx.cancel(holder_id, taken.cancel_reason)
                     superseded = holder_id
-                generation = claims.next_generation(claims.HeldClaim(holder_id, generation))
-                db.execute(sql.PUT_CLAIM, (*claim, encoded, run_id, generation, None, None))
+                params = (*claim, encoded, run_id, taken.generation, None, None)
+                db.execute(sql.PUT_CLAIM, params)
             if ivalues:
                 db.executemany(
                     sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]

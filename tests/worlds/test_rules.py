@@ -76,14 +76,18 @@ def test_a_released_pair_is_claimed_again_at_the_next_generation() -> None:
     assert claims.on_attribute_set(None, "r1", _set(2)) == 1
 
 
-@given(POLICIES, STATUSES)
-def test_a_takeover_follows_the_policy_and_names_the_holder(
-    policy: StartPolicy, status: RunStatus
+@given(POLICIES, STATUSES, st.integers(min_value=1, max_value=10**6))
+def test_a_takeover_follows_the_policy_and_gives_one_more_generation(
+    policy: StartPolicy, status: RunStatus, generation: int
 ) -> None:
-    conflict = claims.on_create(policy, "k", "v", "holder", status)
-    assert (conflict is None) == claims.may_take_over(policy, status)
-    if conflict is not None:
-        assert conflict == ClaimConflict(
+    taken = claims.on_create(policy, "k", "v", ("holder", generation), status, "new")
+    if claims.may_take_over(policy, status):
+        assert isinstance(taken, claims.Takeover)
+        assert taken.generation == generation + 1
+        superseded = None if status.is_closed else "superseded by run new"
+        assert taken.cancel_reason == superseded
+    else:
+        assert taken == ClaimConflict(
             key="k", value="v", holder_run_id="holder", holder_status=status
         )
 
@@ -92,14 +96,16 @@ def test_a_takeover_follows_the_policy_and_names_the_holder(
 def test_only_the_policy_key_is_ever_taken_over(
     policy: StartPolicy | None, status: RunStatus | None
 ) -> None:
-    assert claims.on_create(policy, "other", 1, "holder", status) is not None
+    other = claims.on_create(policy, "other", 1, ("holder", 1), status, "new")
+    assert isinstance(other, ClaimConflict)
     if policy is None:
-        assert claims.on_create(policy, "k", 1, "holder", status) is not None
+        own = claims.on_create(policy, "k", 1, ("holder", 1), status, "new")
+        assert isinstance(own, ClaimConflict)
 
 
 def test_a_claim_whose_holder_is_gone_is_taken_by_the_policy_key() -> None:
     policy = StartPolicy(key="k")
-    assert claims.on_create(policy, "k", 1, "gone", None) is None
+    assert claims.on_create(policy, "k", 1, ("gone", 3), None, "new") == claims.Takeover(4, None)
 
 
 def test_reuse_rules_for_closed_holders() -> None:

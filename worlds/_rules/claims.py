@@ -21,6 +21,7 @@ from worlds.types import (
 
 __all__ = [
     "HeldClaim",
+    "Takeover",
     "may_take_over",
     "next_generation",
     "on_attribute_set",
@@ -50,14 +51,23 @@ def may_take_over(policy: StartPolicy, holder: RunStatus) -> bool:
     return policy.reuse == "allow_duplicate"
 
 
+class Takeover(NamedTuple):
+    """A new run takes a pair over: at ``generation``, cancelling the holder if still open."""
+
+    generation: int
+    cancel_reason: str | None
+    """The reason of the holder's ``RunCancelled`` (``None``: the holder is closed or gone)."""
+
+
 def on_create(
     policy: StartPolicy | None,
     key: str,
     value: AttributeValue,
-    holder_run_id: str,
+    held: tuple[str, int],
     holder_status: RunStatus | None,
-) -> ClaimConflict | None:
-    """A new run meets a claim held by ``holder_run_id``: ``None`` to take it over.
+    run_id: str,
+) -> Takeover | ClaimConflict:
+    """New run ``run_id`` meets a pair ``held`` (holder run, generation): take over or conflict.
 
     Only the policy's key may be taken over, and only as ``may_take_over``
     allows for the holder's status (``None``: the holder run is gone). The new
@@ -67,11 +77,13 @@ def on_create(
     allowed = policy is not None and policy.key == key
     if policy is not None and allowed and holder_status is not None:
         allowed = may_take_over(policy, holder_status)
-    if allowed:
-        return None
-    return ClaimConflict(
-        key=key, value=value, holder_run_id=holder_run_id, holder_status=holder_status
-    )
+    if not allowed:
+        return ClaimConflict(
+            key=key, value=value, holder_run_id=held[0], holder_status=holder_status
+        )
+    still_open = holder_status is not None and not holder_status.is_closed
+    reason = f"superseded by run {run_id}" if still_open else None
+    return Takeover(next_generation(HeldClaim(*held)), reason)
 
 
 def on_attribute_set(
