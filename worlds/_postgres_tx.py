@@ -9,18 +9,17 @@ work queue.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Callable, Generator
+from datetime import datetime
+from typing import Any, assert_never
 
 import asyncpg  # type: ignore[import-untyped]
 import msgspec
 
 from worlds import _postgres_schema as sql
+from worlds._rules import cancel, claims, commits, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
-    CANCEL_DEADLINE_TIMER,
-    apply_to_run,
     carried_payloads,
     index_value,
     lease_deadline,
@@ -31,17 +30,13 @@ from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    CommitRequest,
     EventKind,
     HookConflict,
     HookCreated,
     NewWorkItem,
-    RunCancelled,
-    RunCancelRequested,
     RunContinued,
-    RunCreated,
     RunRecord,
-    RunStatus,
-    StepDiscarded,
     StepStarted,
     WorkItem,
     utcnow,
@@ -76,10 +71,48 @@ class Tx:
 
     def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
         """Number and date ``event`` as the next of ``run``; queue its row."""
-        stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=self.now)
+        run, stored = runs.stamped(run, event, self.now)
+        self.queue(run.id, stored)
+        return run, stored
+
+    def queue(self, run_id: str, stored: EventKind) -> None:
+        """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
         row = (stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored))
-        self.pending.setdefault(run.id, []).append(row)
-        return apply_to_run(run, stored), stored
+        self.pending.setdefault(run_id, []).append(row)
+
+    async def commit(
+        self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
+    ) -> commits.Committed:
+        """Drive ``commits.commit_flow`` in this transaction: do each step it asks for."""
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration as stop:
+                done: commits.Committed = stop.value
+                return done
+            reply = None
+            if isinstance(need, commits.Settle):
+                if isinstance(need.event, AttributeSet):
+                    reply = await self.try_claim(need.run_id, need.event)
+                else:
+                    reply = await self.try_hook(need.run_id, need.event)
+            elif isinstance(need, commits.Append):
+                self.queue(need.run.id, need.event)
+            elif isinstance(need, commits.Continue):
+                await self.continue_run(need.run, need.event)
+            elif isinstance(need, commits.Ack):
+                assert request.lease is not None
+                if need.action == "rewake":
+                    await self.conn.execute(sql.REWAKE_ON_ACK, request.lease.id, self.now)
+                    self.signals.add(WORK_TOPIC)
+                else:
+                    await self.conn.execute(sql.DELETE_WORK, request.lease.id)
+            elif isinstance(need, commits.Enqueue):
+                new, seconds = need.new, request.lease_seconds
+                reply = await self.enqueue(need.run, new, request.worker_id, seconds)
+            else:
+                assert_never(need)
 
     async def save_run(self, run: RunRecord, attributes: bytes) -> None:
         """Append ``run``'s queued events and store its state (a closed run loses its work)."""
@@ -100,8 +133,7 @@ class Tx:
         self, run_id: str, workflow: str, args: bytes, attributes: dict[str, AttributeValue]
     ) -> None:
         """A pending run with its attributes, ``RunCreated`` and workflow item."""
-        created = RunCreated(workflow=workflow, args=args, attributes=attributes)
-        stored = msgspec.structs.replace(created, seq=1, at=self.now)
+        stored = runs.created_event(workflow, args, attributes, self.now)
         keys = list(attributes)
         try:
             await self.conn.execute(
@@ -118,7 +150,7 @@ class Tx:
             )
         except asyncpg.exceptions.UniqueViolationError as exc:
             if _is_run_id_taken(exc):
-                raise ValueError(f"run {run_id} already exists") from None
+                raise requests.run_exists(run_id) from None
             raise
         self.signals.add(WORK_TOPIC)
 
@@ -128,8 +160,9 @@ class Tx:
         if found is None:
             return None
         run, attributes = found
-        if not run.status.is_closed:
-            run, _ = self.stamp(run, RunCancelled(reason=reason))
+        event = cancel.cancel_now(run.status, reason)
+        if event is not None:
+            run, _ = self.stamp(run, event)
             await self.save_run(run, attributes)
         return run
 
@@ -141,24 +174,18 @@ class Tx:
         if found is None:
             return None
         run, attributes = found
-        if run.status is RunStatus.PENDING:
-            run, _ = self.stamp(run, RunCancelled(reason=reason))
-            await self.save_run(run, attributes)
+        plan = cancel.plan_cancel(run.status, run.workflow, reason, self.now, grace_seconds)
+        if plan.event is None:
             return run
-        if run.status is not RunStatus.RUNNING:
-            return run
-        deadline = self.now + timedelta(seconds=grace_seconds)
-        run, _ = self.stamp(run, RunCancelRequested(reason=reason, deadline=deadline))
-        dropped = await self.conn.fetch(sql.DROP_CANCELLED_WORK, run_id, self.now)
-        for kind, number, attempt, in_flight in sorted(dropped):
-            if kind == "step" and in_flight:
-                discard = StepDiscarded(step=number, attempt=attempt, outcome="cancelled")
-                run, _ = self.stamp(run, discard)
-        run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
-        timer = NewWorkItem(
-            kind="timer", name=run.workflow, number=CANCEL_DEADLINE_TIMER, available_at=deadline
-        )
-        run, _ = await self.enqueue(run, timer, "", 0.0)
+        run, _ = self.stamp(run, plan.event)
+        if plan.timer is not None:
+            dropped = await self.conn.fetch(sql.DROP_CANCELLED_WORK, run_id, self.now)
+            for kind, number, attempt, in_flight in sorted(dropped):
+                discard = cancel.discarded(kind, number, attempt, bool(in_flight))
+                if discard is not None:
+                    run, _ = self.stamp(run, discard)
+            run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+            run, _ = await self.enqueue(run, plan.timer, "", 0.0)
         await self.save_run(run, attributes)
         return run
 
@@ -178,17 +205,11 @@ class Tx:
         )
         if generation is None:
             ivalue = index_value(event.value)
-            holder, generation, step = (await self.conn.fetchrow(sql.GET_CLAIM, event.key, ivalue))[
-                :3
-            ]
-            if holder != run_id or step != event.step:
-                return AttributeConflict(
-                    key=event.key,
-                    value=event.value,
-                    holder_run_id=holder,
-                    step=event.step,
-                    attempt=event.attempt,
-                )
+            row = await self.conn.fetchrow(sql.GET_CLAIM, event.key, ivalue)
+            decided = claims.on_attribute_set(claims.HeldClaim(*row[:3]), run_id, event)
+            if isinstance(decided, AttributeConflict):
+                return decided
+            generation = decided
             encoded = sql.encode(event.value)
             params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
             await self.conn.execute(sql.PUT_CLAIM, *params)
@@ -220,7 +241,7 @@ class Tx:
         try:
             await self.insert_run(event.next_run_id, old.workflow, event.args, old.attributes)
         except ValueError:
-            raise ValueError(f"continue_as_new names an existing run {event.next_run_id}") from None
+            raise requests.successor_exists(event.next_run_id) from None
         await self.conn.execute(sql.MOVE_RUN_CLAIMS, event.next_run_id, old.id)
         await self._move_hooks(old, event)
 

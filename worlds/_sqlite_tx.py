@@ -14,18 +14,16 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from datetime import timedelta
-from typing import Any, TypeVar, cast
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar, assert_never, cast
 
 import aiosqlite
 import msgspec
 
 from worlds import _sqlite_schema as sql
+from worlds._rules import cancel, claims, commits, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
-    CANCEL_DEADLINE_TIMER,
-    apply_to_run,
     carried_payloads,
     index_value,
     lease_deadline,
@@ -35,18 +33,14 @@ from worlds.semantics import (
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    CommitRequest,
     EventKind,
     HookConflict,
     HookCreated,
     HookRecord,
     NewWorkItem,
-    RunCancelled,
-    RunCancelRequested,
     RunContinued,
-    RunCreated,
     RunRecord,
-    RunStatus,
-    StepDiscarded,
     StepStarted,
     WorkItem,
     utcnow,
@@ -180,10 +174,47 @@ class Writer:
 
     def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
         """Number and date ``event`` as the next of ``run``; queue its row."""
-        stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=self.now)
-        run = apply_to_run(run, stored)
-        self.rows.append((run.id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+        run, stored = runs.stamped(run, event, self.now)
+        self.queue(run.id, stored)
         return run, stored
+
+    def queue(self, run_id: str, stored: EventKind) -> None:
+        """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
+        self.rows.append((run_id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+
+    def commit(
+        self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
+    ) -> commits.Committed:
+        """Drive ``commits.commit_flow`` in this transaction: do each step it asks for."""
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration as stop:
+                done: commits.Committed = stop.value
+                return done
+            reply = None
+            if isinstance(need, commits.Settle):
+                if isinstance(need.event, AttributeSet):
+                    reply = self.try_claim(need.run_id, need.event)
+                else:
+                    reply = self.try_hook(need.run_id, need.event)
+            elif isinstance(need, commits.Append):
+                self.queue(need.run.id, need.event)
+            elif isinstance(need, commits.Continue):
+                self.continue_run(need.run, need.event)
+            elif isinstance(need, commits.Ack):
+                assert request.lease is not None
+                key = (request.run_id, request.lease.id)
+                if need.action == "rewake":
+                    self.db.execute(sql.REWAKE_ON_ACK, (self.now_us, *key))
+                    self.signals.add(WORK_TOPIC)
+                else:
+                    self.db.execute(sql.DELETE_WORK, key)
+            elif isinstance(need, commits.Enqueue):
+                reply = self.enqueue(need.run, need.new, request.worker_id, request.lease_seconds)
+            else:
+                assert_never(need)
 
     def stamp_new(self, run_id: str, last_seq: int, events: list[StepStarted]) -> None:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""
@@ -212,22 +243,18 @@ class Writer:
         if row is None:
             return None
         run = sql.run_from_row(row)
-        if run.status is RunStatus.PENDING:
-            return self.cancel(run_id, reason)
-        if run.status is not RunStatus.RUNNING:
+        plan = cancel.plan_cancel(run.status, run.workflow, reason, self.now, grace_seconds)
+        if plan.event is None:
             return run
-        deadline = self.now + timedelta(seconds=grace_seconds)
-        run, _ = self.stamp(run, RunCancelRequested(reason=reason, deadline=deadline))
-        dropped = self.db.execute(sql.DROP_CANCELLED_WORK, (run_id, self.now_us)).fetchall()
-        for kind, number, attempt, in_flight in sorted(dropped):
-            if kind == "step" and in_flight:
-                discard = StepDiscarded(step=number, attempt=attempt, outcome="cancelled")
-                run, _ = self.stamp(run, discard)
-        run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
-        timer = NewWorkItem(
-            kind="timer", name=run.workflow, number=CANCEL_DEADLINE_TIMER, available_at=deadline
-        )
-        run, _ = self.enqueue(run, timer, "", 0.0)
+        run, _ = self.stamp(run, plan.event)
+        if plan.timer is not None:
+            dropped = self.db.execute(sql.DROP_CANCELLED_WORK, (run_id, self.now_us)).fetchall()
+            for kind, number, attempt, in_flight in sorted(dropped):
+                discard = cancel.discarded(kind, number, attempt, bool(in_flight))
+                if discard is not None:
+                    run, _ = self.stamp(run, discard)
+            run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+            run, _ = self.enqueue(run, plan.timer, "", 0.0)
         self.save_run(run, row[7])
         return run
 
@@ -248,8 +275,9 @@ class Writer:
         if row is None:
             return None
         run = sql.run_from_row(row)
-        if not run.status.is_closed:
-            run, _ = self.stamp(run, RunCancelled(reason=reason))
+        event = cancel.cancel_now(run.status, reason)
+        if event is not None:
+            run, _ = self.stamp(run, event)
             self.save_run(run, row[7])
         return run
 
@@ -261,13 +289,12 @@ class Writer:
                 sql.INSERT_RUN, (run_id, old.workflow, self.now_us, sql.encode(old.attributes))
             )
         except sqlite3.IntegrityError:
-            raise ValueError(f"continue_as_new names an existing run {run_id}") from None
+            raise requests.successor_exists(run_id) from None
         db.executemany(
             sql.UPSERT_ATTRIBUTE,
             [(run_id, key, index_value(value)) for key, value in old.attributes.items()],
         )
-        created = RunCreated(workflow=old.workflow, args=event.args, attributes=old.attributes)
-        stored = msgspec.structs.replace(created, seq=1, at=self.now)
+        stored = runs.created_event(old.workflow, event.args, old.attributes, self.now)
         self.rows.append((run_id, 1, "run_created", sql.encode(stored)))
         db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
         self._move_hooks(old, event)
@@ -306,21 +333,11 @@ class Writer:
     def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
         ivalue = index_value(event.value)
-        held = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
-        if held is None:
-            generation = 1
-        elif held[0] is None:  # released
-            generation = held[1] + 1
-        elif held[0] == run_id and held[2] == event.step:
-            generation = held[1]
-        else:
-            return AttributeConflict(
-                key=event.key,
-                value=event.value,
-                holder_run_id=held[0],
-                step=event.step,
-                attempt=event.attempt,
-            )
+        row = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
+        held = None if row is None else claims.HeldClaim(*row[:3])
+        generation = claims.on_attribute_set(held, run_id, event)
+        if isinstance(generation, AttributeConflict):
+            return generation
         self.db.execute(
             sql.PUT_CLAIM,
             (

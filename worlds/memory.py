@@ -11,27 +11,25 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import assert_never
 
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
+from worlds._rules import cancel, claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
-    CANCEL_DEADLINE_TIMER,
-    RUN_DEADLINE_TIMER,
-    apply_to_run,
     carried_payloads,
     decode_cursor,
     encode_cursor,
     index_value,
     lease_deadline,
     matches,
-    may_take_over,
     work_item_id,
 )
 from worlds.types import (
@@ -51,14 +49,10 @@ from worlds.types import (
     HookRecord,
     NewWorkItem,
     RunCancelled,
-    RunCancelRequested,
     RunContinued,
-    RunCreated,
     RunPage,
     RunQuery,
     RunRecord,
-    RunStatus,
-    StepDiscarded,
     StepStarted,
     WorkItem,
     WorkKind,
@@ -150,19 +144,19 @@ class MemoryWorld(ClosesOnExit):
         self._hub.signal(topic)
 
     def _append(self, run: _Run, event: EventKind, now: datetime) -> EventKind:
-        stored = msgspec.structs.replace(event, seq=run.record.last_seq + 1, at=now)
+        record, stored = runs.stamped(run.record, event, now)
+        self._store(run, record, stored)
+        return stored
+
+    def _store(self, run: _Run, record: RunRecord, stored: EventKind) -> None:
+        """Keep ``stored``, already numbered, and ``record``, the run after it."""
         run.events.append(stored)
-        run.record = apply_to_run(run.record, stored)
-        if isinstance(stored, AttributeSet) and stored.step is None:
-            run.record = msgspec.structs.replace(
-                run.record, attributes={**run.record.attributes, stored.key: stored.value}
-            )
+        run.record = record
         if run.record.status.is_closed:
             self._drop_work(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
             self._signal(run_topic(run.record.id))
-        return stored
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
@@ -204,17 +198,10 @@ class MemoryWorld(ClosesOnExit):
 
     def _try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         key = (event.key, index_value(event.value))
-        held = self._claims.get(key)
-        same_step = held is not None and held.run_id == run_id and held.step == event.step
-        if held is not None and not same_step:
-            return AttributeConflict(
-                key=event.key,
-                value=event.value,
-                holder_run_id=held.run_id,
-                step=event.step,
-                attempt=event.attempt,
-            )
-        generation = held.generation if held is not None else self._released.pop(key, 0) + 1
+        generation = claims.on_attribute_set(self._held(key), run_id, event)
+        if isinstance(generation, AttributeConflict):
+            return generation
+        self._released.pop(key, None)
         self._claims[key] = Claim(
             key=event.key,
             value=event.value,
@@ -225,6 +212,15 @@ class MemoryWorld(ClosesOnExit):
         )
         return msgspec.structs.replace(event, generation=generation)
 
+    def _held(self, key: tuple[str, str]) -> claims.HeldClaim | None:
+        """The claim stored for ``key``, or its tombstone once its run was pruned."""
+        held = self._claims.get(key)
+        if held is not None:
+            return claims.HeldClaim(held.run_id, held.generation, held.step)
+        if key in self._released:
+            return claims.HeldClaim(None, self._released[key])
+        return None
+
     def _new_run(
         self,
         run_id: str,
@@ -234,19 +230,9 @@ class MemoryWorld(ClosesOnExit):
         now: datetime,
     ) -> _Run:
         """Store a pending run and its ``RunCreated``."""
-        run = _Run(
-            RunRecord(
-                id=run_id,
-                workflow=workflow,
-                status=RunStatus.PENDING,
-                created_at=now,
-                attributes=dict(attributes),
-            )
-        )
+        run = _Run(runs.new_run(run_id, workflow, attributes, now))
+        run.events.append(runs.created_event(workflow, args, attributes, now))
         self._runs[run_id] = run
-        self._append(
-            run, RunCreated(workflow=workflow, args=args, attributes=dict(attributes)), now
-        )
         return run
 
     def _continue(self, old: _Run, event: RunContinued, now: datetime) -> None:
@@ -254,8 +240,9 @@ class MemoryWorld(ClosesOnExit):
         new = self._new_run(event.next_run_id, record.workflow, event.args, record.attributes, now)
         for claim_key, claim in list(self._claims.items()):
             if claim.run_id == record.id and claim.step is None:
+                generation = claims.next_generation(self._held(claim_key))
                 self._claims[claim_key] = msgspec.structs.replace(
-                    claim, run_id=event.next_run_id, generation=claim.generation + 1
+                    claim, run_id=event.next_run_id, generation=generation
                 )
         self._move_hooks(old, new, event, now)
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
@@ -321,54 +308,45 @@ class MemoryWorld(ClosesOnExit):
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """See ``World.create_run`` and ``StartPolicy``."""
+        requests.check_create(request)
         if request.run_id in self._runs:
-            raise ValueError(f"run {request.run_id} already exists")
-        missing = request.unique - request.attributes.keys()
-        if missing:
-            raise ValueError(f"unique keys without a value: {sorted(missing)}")
-        policy = request.policy
-        if policy is not None and policy.key not in request.unique:
-            raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
-        takeovers: list[Claim] = []
+            raise requests.run_exists(request.run_id)
+        taken: dict[tuple[str, str], tuple[str, claims.Takeover]] = {}
         for key in sorted(request.unique):
             value = request.attributes[key]
-            held = self._claims.get((key, index_value(value)))
+            claim_key = (key, index_value(value))
+            held = self._claims.get(claim_key)
             if held is None:
                 continue
             status = self._runs[held.run_id].record.status
-            if policy is None or policy.key != key or not may_take_over(policy, status):
-                conflict = ClaimConflict(
-                    key=key, value=value, holder_run_id=held.run_id, holder_status=status
-                )
-                return CreateRunResult(conflict=conflict)
-            takeovers.append(held)
+            holder = (held.run_id, held.generation)
+            takeover = claims.on_create(request.policy, key, value, holder, status, request.run_id)
+            if isinstance(takeover, ClaimConflict):
+                return CreateRunResult(conflict=takeover)
+            taken[claim_key] = (held.run_id, takeover)
         now = self._clock()
         superseded = None
-        for held in takeovers:
-            holder = self._runs[held.run_id]
-            if not holder.record.status.is_closed:
-                self._append(
-                    holder, RunCancelled(reason=f"superseded by run {request.run_id}"), now
-                )
-                superseded = held.run_id
+        for holder_id, takeover in taken.values():
+            if takeover.cancel_reason is not None:
+                cancelled = RunCancelled(reason=takeover.cancel_reason)
+                self._append(self._runs[holder_id], cancelled, now)
+                superseded = holder_id
         run = self._new_run(request.run_id, request.workflow, request.args, request.attributes, now)
         for key in request.unique:
             value = request.attributes[key]
             claim_key = (key, index_value(value))
-            held = self._claims.get(claim_key)
-            generation = held.generation if held else self._released.pop(claim_key, 0)
+            if claim_key in taken:
+                generation = taken[claim_key][1].generation
+            else:
+                generation = claims.next_generation(self._held(claim_key))
+            self._released.pop(claim_key, None)
             self._claims[claim_key] = Claim(
-                key=key, value=value, run_id=request.run_id, generation=generation + 1
+                key=key, value=value, run_id=request.run_id, generation=generation
             )
         wake = NewWorkItem(kind="workflow", name=request.workflow)
         self._enqueue(request.run_id, wake, "", now, 0)
-        if request.timeout_at is not None:
-            deadline = NewWorkItem(
-                kind="timer",
-                name=request.workflow,
-                number=RUN_DEADLINE_TIMER,
-                available_at=request.timeout_at,
-            )
+        deadline = runs.deadline_item(request)
+        if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
         return CreateRunResult(run=run.record, superseded_run_id=superseded)
 
@@ -379,52 +357,60 @@ class MemoryWorld(ClosesOnExit):
         if run is None:
             raise LookupError(f"unknown run {request.run_id}")
         if run.record.status.is_closed:
-            appended: tuple[EventKind, ...] = ()
-            if request.discard is not None:
-                appended = (self._append(run, request.discard, now),)
-            return CommitResult(ok=False, status=run.record.status, events=appended)
+            if request.discard is None:
+                return commits.closed(run.record.status)
+            stored = self._append(run, request.discard, now)
+            return commits.closed(run.record.status, stored)
         item = None
         if request.lease is not None:
             item = self._holds(request.lease, request.worker_id, now)
             if item is None or item.run_id != run.record.id:
-                return CommitResult(ok=False, status=run.record.status, lease_lost=True)
-        if any(isinstance(e, RunContinued) and e.next_run_id in self._runs for e in request.events):
-            raise ValueError("continue_as_new names a run id that already exists")
-        events = []
-        for event in request.events:
-            if isinstance(event, AttributeSet) and event.unique:
-                event = self._try_claim(run.record.id, event)
-            elif isinstance(event, HookCreated):
-                event = self._try_hook(run.record.id, event, now)
-            events.append(self._append(run, event, now))
-            if isinstance(event, RunContinued):
-                self._continue(run, event, now)
-        leased = []
-        if not run.record.status.is_closed:
-            if item is not None and request.ack:
-                if item.kind == "workflow" and item.rewake:
+                return commits.lost(run.record.status)
+        for successor in commits.successors(request):
+            if successor in self._runs:
+                raise requests.successor_exists(successor)
+        held = None if item is None else (item.kind, item.rewake)
+        flow = commits.commit_flow(run.record, request, now, held)
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration as stop:
+                done: commits.Committed = stop.value
+                return done.result
+            reply = None
+            if isinstance(need, commits.Settle):
+                if isinstance(need.event, AttributeSet):
+                    reply = self._try_claim(need.run_id, need.event)
+                else:
+                    reply = self._try_hook(need.run_id, need.event, now)
+            elif isinstance(need, commits.Append):
+                self._store(run, need.run, need.event)
+            elif isinstance(need, commits.Continue):
+                self._continue(run, need.event, now)
+            elif isinstance(need, commits.Ack):
+                assert item is not None
+                if need.action == "rewake":
                     item.owner, item.expires_at, item.rewake = None, None, False
                     item.available_at = now
                     self._signal(WORK_TOPIC)
                 else:
                     del self._items[item.id]
-            for new in request.schedule:
-                got = self._enqueue(
-                    run.record.id, new, request.worker_id, now, request.lease_seconds
-                )
-                if got is not None:
-                    leased.append(got)
-        return CommitResult(
-            ok=True, status=run.record.status, events=tuple(events), leased=tuple(leased)
-        )
+            elif isinstance(need, commits.Enqueue):
+                new, seconds = need.new, request.lease_seconds
+                got = self._enqueue(run.record.id, new, request.worker_id, now, seconds)
+                reply = (run.record, got)
+            else:
+                assert_never(need)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""
         run = self._runs.get(run_id)
         if run is None:
             return None
-        if not run.record.status.is_closed:
-            self._append(run, RunCancelled(reason=reason), self._clock())
+        event = cancel.cancel_now(run.record.status, reason)
+        if event is not None:
+            self._append(run, event, self._clock())
         return run.record
 
     async def resume_hook(
@@ -460,29 +446,23 @@ class MemoryWorld(ClosesOnExit):
         if run is None:
             return None
         now = self._clock()
-        status = run.record.status
-        if status is RunStatus.PENDING:
-            self._append(run, RunCancelled(reason=reason), now)
-        elif status is RunStatus.RUNNING:
-            deadline = now + timedelta(seconds=grace_seconds)
-            self._append(run, RunCancelRequested(reason=reason, deadline=deadline), now)
-            for item in [i for i in self._items.values() if i.run_id == run_id]:
-                if item.kind == "workflow":
-                    continue
+        plan = cancel.plan_cancel(
+            run.record.status, run.record.workflow, reason, now, grace_seconds
+        )
+        if plan.event is not None:
+            self._append(run, plan.event, now)
+        if plan.timer is not None:
+            for item in sorted(
+                (i for i in self._items.values() if i.run_id == run_id and i.kind != "workflow"),
+                key=lambda i: (i.kind, i.number),
+            ):
                 del self._items[item.id]
-                if item.kind == "step" and item.expires_at is not None and item.expires_at > now:
-                    discard = StepDiscarded(
-                        step=item.number, attempt=item.attempt, outcome="cancelled"
-                    )
+                in_flight = item.expires_at is not None and item.expires_at > now
+                discard = cancel.discarded(item.kind, item.number, item.attempt, in_flight)
+                if discard is not None:
                     self._append(run, discard, now)
             self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
-            timer = NewWorkItem(
-                kind="timer",
-                name=run.record.workflow,
-                number=CANCEL_DEADLINE_TIMER,
-                available_at=deadline,
-            )
-            self._enqueue(run_id, timer, "", now, 0)
+            self._enqueue(run_id, plan.timer, "", now, 0)
         return run.record
 
     # ------------------------------------------------------------------ work

@@ -47,7 +47,6 @@ from urllib.parse import parse_qsl, urlencode
 
 import anyio
 import asyncpg  # type: ignore[import-untyped]
-import msgspec
 
 from worlds import _postgres_schema as sql
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
@@ -59,20 +58,18 @@ from worlds._postgres_conn import (
 )
 from worlds._postgres_fast import commit_params, commit_result
 from worlds._postgres_tx import Tx
+from worlds._rules import claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
-    RUN_DEADLINE_TIMER,
     decode_cursor,
     encode_cursor,
     index_value,
     lease_deadline,
-    may_take_over,
 )
 from worlds.types import (
-    AttributeSet,
     AttributeValue,
     Claim,
     ClaimConflict,
@@ -81,15 +78,12 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    HookCreated,
     HookReceived,
     HookRecord,
     NewWorkItem,
-    RunContinued,
     RunPage,
     RunQuery,
     RunRecord,
-    RunStatus,
     WorkItem,
     utcnow,
 )
@@ -361,28 +355,16 @@ class PostgresWorld(ClosesOnExit):
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
         self._check_open()
+        requests.check_create(request)
         attributes = dict(request.attributes)
-        missing = sorted(request.unique - attributes.keys())
-        if missing:
-            raise ValueError(f"unique keys {missing} are not among the run's attributes")
         policy = request.policy
-        if policy is not None and policy.key not in request.unique:
-            raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
         run_id = request.run_id
         if not request.unique and request.timeout_at is None:
             # nothing to claim: one statement, its own transaction
             async with (await self._connect()).acquire() as conn:
                 tx = Tx(conn, self._channel, self._clock.now)
                 await tx.insert_run(run_id, request.workflow, request.args, attributes)
-            record = RunRecord(
-                id=run_id,
-                workflow=request.workflow,
-                status=RunStatus.PENDING,
-                created_at=tx.now,
-                attributes=attributes,
-                last_seq=1,
-            )
-            return CreateRunResult(run=record)
+            return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
 
         async def body(tx: Tx) -> CreateRunResult:
             superseded = None
@@ -398,36 +380,20 @@ class PostgresWorld(ClosesOnExit):
                 else:
                     holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
                 status = None if holder is None else sql.run_from_row(holder).status
-                allowed = policy is not None and policy.key == key
-                if allowed and status is not None:
-                    allowed = may_take_over(cast(Any, policy), status)
-                if not allowed:
-                    conflict = ClaimConflict(
-                        key=key, value=value, holder_run_id=holder_id, holder_status=status
-                    )
-                    raise _RollbackError(CreateRunResult(conflict=conflict))
-                if status is not None and not status.is_closed:
+                held = (holder_id, generation)
+                taken = claims.on_create(policy, key, value, held, status, run_id)
+                if isinstance(taken, ClaimConflict):
+                    raise _RollbackError(CreateRunResult(conflict=taken))
+                if taken.cancel_reason is not None:
                     tx.tick()
-                    await tx.cancel(holder_id, f"superseded by run {run_id}")
+                    await tx.cancel(holder_id, taken.cancel_reason)
                     superseded = holder_id
-                params = (key, index_value(value), sql.encode(value), run_id, generation + 1)
+                params = (key, index_value(value), sql.encode(value), run_id, taken.generation)
                 await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
             await tx.insert_run(run_id, request.workflow, request.args, attributes)
-            run = RunRecord(
-                id=run_id,
-                workflow=request.workflow,
-                status=RunStatus.PENDING,
-                created_at=tx.now,
-                attributes=attributes,
-                last_seq=1,
-            )
-            if request.timeout_at is not None:
-                deadline = NewWorkItem(
-                    kind="timer",
-                    name=request.workflow,
-                    number=RUN_DEADLINE_TIMER,
-                    available_at=request.timeout_at,
-                )
+            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+            deadline = runs.deadline_item(request)
+            if deadline is not None:
                 run, _ = await tx.enqueue(run, deadline, "", 0.0)
             return CreateRunResult(run=run, superseded_run_id=superseded)
 
@@ -452,54 +418,26 @@ class PostgresWorld(ClosesOnExit):
             run, attributes = found
             if run.status.is_closed:
                 if request.discard is None:
-                    return CommitResult(ok=False, status=run.status)
+                    return commits.closed(run.status)
                 run, stored = tx.stamp(run, request.discard)
                 await tx.save_run(run, attributes)
-                return CommitResult(ok=False, status=run.status, events=(stored,))
+                return commits.closed(run.status, stored)
             held = None
             if lease is not None:
                 held = await tx.conn.fetchrow(
                     sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
                 )
                 if held is None:
-                    return CommitResult(ok=False, status=run.status, lease_lost=True)
-            appended: list[EventKind] = []
-            changed: dict[str, AttributeValue] = {}
-            for event in request.events:
-                if isinstance(event, AttributeSet) and event.unique:
-                    event = await tx.try_claim(run.id, event)
-                elif isinstance(event, HookCreated):
-                    event = await tx.try_hook(run.id, event)
-                run, stored = tx.stamp(run, event)
-                if isinstance(stored, RunContinued):
-                    await tx.continue_run(run, stored)
-                if isinstance(stored, AttributeSet) and stored.step is None:
-                    run = msgspec.structs.replace(
-                        run, attributes={**run.attributes, stored.key: stored.value}
-                    )
-                    changed[stored.key] = stored.value
-                appended.append(stored)
-            if changed:
-                keys = list(changed)
-                ivalues = [index_value(changed[key]) for key in keys]
+                    return commits.lost(run.status)
+            item = None if held is None else (held[0], bool(held[1]))
+            done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
+            if done.attributes:
+                keys = list(done.attributes)
+                ivalues = [index_value(done.attributes[key]) for key in keys]
                 await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run.id, keys, ivalues)
-                attributes = sql.encode(run.attributes)
-            leased: list[WorkItem] = []
-            if not run.status.is_closed:
-                if lease is not None and held is not None and request.ack:
-                    if held[0] == "workflow" and held[1]:
-                        await tx.conn.execute(sql.REWAKE_ON_ACK, lease.id, tx.now)
-                        tx.signals.add(WORK_TOPIC)
-                    else:
-                        await tx.conn.execute(sql.DELETE_WORK, lease.id)
-                for new in request.schedule:
-                    run, item = await tx.enqueue(run, new, request.worker_id, request.lease_seconds)
-                    if item is not None:
-                        leased.append(item)
-            await tx.save_run(run, attributes)
-            return CommitResult(
-                ok=True, status=run.status, events=tuple(appended), leased=tuple(leased)
-            )
+                attributes = sql.encode(done.run.attributes)
+            await tx.save_run(done.run, attributes)
+            return done.result
 
         return await self._write(body)
 

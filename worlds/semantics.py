@@ -1,7 +1,9 @@
 """Rules every world applies the same way, shared so each backend stays small.
 
 A third-party world may use these helpers; they are pure functions over the
-types in ``worlds.types`` and touch no storage.
+types in ``worlds.types`` and touch no storage. The rules themselves live in
+the private ``worlds._rules`` package, one module per concept; this module
+re-exports the ones a world outside this package needs.
 """
 
 from __future__ import annotations
@@ -12,26 +14,11 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-import msgspec
-
-from worlds.types import (
-    AttributeValue,
-    EventKind,
-    HookReceived,
-    HookRecord,
-    NewWorkItem,
-    RunCancelled,
-    RunCancelRequested,
-    RunCompleted,
-    RunContinued,
-    RunFailed,
-    RunQuery,
-    RunRecord,
-    RunStarted,
-    RunStatus,
-    StartPolicy,
-    utcnow,
-)
+from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
+from worlds._rules.claims import may_take_over
+from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
+from worlds._rules.terms import index_value, matches
+from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunContinued
 
 __all__ = [
     "CANCEL_DEADLINE_TIMER",
@@ -51,49 +38,6 @@ __all__ = [
     "work_item_id",
     "workflow_item_id",
 ]
-
-
-def index_value(value: AttributeValue) -> str:
-    """The canonical text of an attribute value, used as its index and claim key.
-
-    The type is part of the text, so ``1``, ``1.0``, ``True`` and ``"1"`` are
-    four different values, and datetimes compare as UTC instants.
-    """
-    if value is None:
-        return "n:"
-    if isinstance(value, bool):
-        return "b:1" if value else "b:0"
-    if isinstance(value, int):
-        return f"i:{value}"
-    if isinstance(value, float):
-        return f"f:{value!r}"
-    if isinstance(value, str):
-        return f"s:{value}"
-    if isinstance(value, datetime):
-        return f"t:{value.astimezone(utcnow().tzinfo).isoformat()}"
-    raise TypeError(f"not an attribute value: {type(value).__name__}")
-
-
-CLOSING_EVENTS = (RunCompleted, RunFailed, RunCancelled, RunContinued)
-"""The events that close a run (``apply_to_run`` gives each its closed status)."""
-
-
-def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:
-    """The run record after ``event`` (with its ``seq`` and ``at``) is appended."""
-    changes: dict[str, object] = {"last_seq": event.seq}
-    if isinstance(event, RunStarted):
-        changes.update(status=RunStatus.RUNNING, started_at=event.at)
-    elif isinstance(event, RunCompleted):
-        changes.update(status=RunStatus.COMPLETED, closed_at=event.at, result=event.result)
-    elif isinstance(event, RunFailed):
-        changes.update(status=RunStatus.FAILED, closed_at=event.at, error=event.error)
-    elif isinstance(event, RunCancelled):
-        changes.update(status=RunStatus.CANCELLED, closed_at=event.at)
-    elif isinstance(event, RunContinued):
-        changes.update(status=RunStatus.CONTINUED, closed_at=event.at)
-    elif isinstance(event, RunCancelRequested):
-        changes.update(status=RunStatus.CANCELLING)
-    return msgspec.structs.replace(run, **changes)
 
 
 def carried_payloads(
@@ -128,31 +72,6 @@ def carried_payloads(
     return carried
 
 
-def may_take_over(policy: StartPolicy, holder: RunStatus) -> bool:
-    """Whether ``policy`` lets a new run take its key's claim from a ``holder`` run."""
-    if not holder.is_closed:
-        return policy.conflict == "terminate_existing"
-    if policy.reuse == "allow_duplicate_failed_only":
-        return holder in (RunStatus.FAILED, RunStatus.CANCELLED)
-    return policy.reuse == "allow_duplicate"
-
-
-def matches(run: RunRecord, query: RunQuery) -> bool:
-    """Whether ``run`` passes every filter of ``query`` (cursor excluded)."""
-    if query.workflow is not None and run.workflow != query.workflow:
-        return False
-    if query.statuses is not None and run.status not in query.statuses:
-        return False
-    if query.created_after is not None and run.created_at < query.created_after:
-        return False
-    if query.created_before is not None and run.created_at >= query.created_before:
-        return False
-    for key, value in query.attributes.items():
-        if key not in run.attributes or index_value(run.attributes[key]) != index_value(value):
-            return False
-    return True
-
-
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
@@ -183,15 +102,6 @@ def new_run_id() -> str:
         number, digit = divmod(number, 32)
         chars.append(_CROCKFORD[digit])
     return "".join(reversed(chars))
-
-
-CANCEL_DEADLINE_TIMER = 0
-"""Timer number of a cancelling run's grace deadline: when due, the run closes
-as cancelled even if its cleanup has not finished."""
-
-RUN_DEADLINE_TIMER = -1
-"""Timer number of a run's timeout (``CreateRunRequest.timeout_at``): when due,
-the run fails with ``TimeoutError``."""
 
 
 def workflow_item_id(run_id: str) -> str:

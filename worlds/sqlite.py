@@ -48,10 +48,10 @@ import aiosqlite
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import msgspec
 
 from worlds import _sqlite_schema as sql
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
+from worlds._rules import claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds._sqlite_tx import (
     Checkpointer,
@@ -70,16 +70,13 @@ from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
-    RUN_DEADLINE_TIMER,
     decode_cursor,
     encode_cursor,
     index_value,
     lease_deadline,
-    may_take_over,
     workflow_item_id,
 )
 from worlds.types import (
-    AttributeSet,
     AttributeValue,
     Claim,
     ClaimConflict,
@@ -88,16 +85,12 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    HookCreated,
     HookReceived,
     HookRecord,
     NewWorkItem,
-    RunContinued,
-    RunCreated,
     RunPage,
     RunQuery,
     RunRecord,
-    RunStatus,
     StepStarted,
     WorkItem,
     utcnow,
@@ -348,14 +341,9 @@ class SqliteWorld(ClosesOnExit):
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
         self._check_open()
+        requests.check_create(request)
         attributes = dict(request.attributes)
         ivalues = {key: index_value(value) for key, value in attributes.items()}
-        missing = sorted(request.unique - attributes.keys())
-        if missing:
-            raise ValueError(f"unique keys {missing} are not among the run's attributes")
-        policy = request.policy
-        if policy is not None and policy.key not in request.unique:
-            raise ValueError(f"the policy's key {policy.key!r} is not among the unique keys")
 
         def body(tx: Writer) -> CreateRunResult:
             db, run_id = tx.db, request.run_id
@@ -364,7 +352,7 @@ class SqliteWorld(ClosesOnExit):
                     sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, sql.encode(attributes))
                 )
             except sqlite3.IntegrityError:
-                raise ValueError(f"run {run_id} already exists") from None
+                raise requests.run_exists(run_id) from None
             superseded = None
             for key in sorted(request.unique):
                 value, claim = attributes[key], (key, ivalues[key])
@@ -374,43 +362,28 @@ class SqliteWorld(ClosesOnExit):
                 holder_id, generation = db.execute(sql.GET_CLAIM, claim).fetchone()[:2]
                 # a held claim's run exists: pruning a run releases its claims
                 status = sql.run_from_row(db.execute(sql.GET_RUN, (holder_id,)).fetchone()).status
-                if policy is None or policy.key != key or not may_take_over(policy, status):
-                    conflict = ClaimConflict(
-                        key=key, value=value, holder_run_id=holder_id, holder_status=status
-                    )
-                    raise RollbackError(CreateRunResult(conflict=conflict))
-                if not status.is_closed:
-                    tx.cancel(holder_id, f"superseded by run {run_id}")
+                held = (holder_id, generation)
+                taken = claims.on_create(request.policy, key, value, held, status, run_id)
+                if isinstance(taken, ClaimConflict):
+                    raise RollbackError(CreateRunResult(conflict=taken))
+                if taken.cancel_reason is not None:
+                    tx.cancel(holder_id, taken.cancel_reason)
                     superseded = holder_id
-                db.execute(sql.PUT_CLAIM, (*claim, encoded, run_id, generation + 1, None, None))
+                params = (*claim, encoded, run_id, taken.generation, None, None)
+                db.execute(sql.PUT_CLAIM, params)
             if ivalues:
                 db.executemany(
                     sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]
                 )
-            created = RunCreated(
-                workflow=request.workflow, args=request.args, attributes=attributes
-            )
-            stored = msgspec.structs.replace(created, seq=1, at=tx.now)
+            stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
             tx.rows.append((run_id, 1, "run_created", sql.encode(stored)))
             tx.flush_events()
             item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
             db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
             tx.signals.add(WORK_TOPIC)
-            run = RunRecord(
-                id=run_id,
-                workflow=request.workflow,
-                status=RunStatus.PENDING,
-                created_at=tx.now,
-                attributes=attributes,
-                last_seq=1,
-            )
-            if request.timeout_at is not None:
-                deadline = NewWorkItem(
-                    kind="timer",
-                    name=request.workflow,
-                    number=RUN_DEADLINE_TIMER,
-                    available_at=request.timeout_at,
-                )
+            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+            deadline = runs.deadline_item(request)
+            if deadline is not None:
                 tx.enqueue(run, deadline, "", 0.0)
             return CreateRunResult(run=run, superseded_run_id=superseded)
 
@@ -432,48 +405,21 @@ class SqliteWorld(ClosesOnExit):
             run, attributes = sql.run_from_row(row), row[7]
             if run.status.is_closed:
                 if request.discard is None:
-                    return CommitResult(ok=False, status=run.status)
+                    return commits.closed(run.status)
                 run, stored = tx.stamp(run, request.discard)
                 tx.save_run(run, attributes)
-                return CommitResult(ok=False, status=run.status, events=(stored,))
+                return commits.closed(run.status, stored)
             held_kind, rewake = row[10], row[11]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
-                return CommitResult(ok=False, status=run.status, lease_lost=True)
-            appended: list[EventKind] = []
-            attribute_rows: list[tuple[str, str, str]] = []
-            for event in request.events:
-                if isinstance(event, AttributeSet) and event.unique:
-                    event = tx.try_claim(run.id, event)
-                elif isinstance(event, HookCreated):
-                    event = tx.try_hook(run.id, event)
-                run, stored = tx.stamp(run, event)
-                if isinstance(stored, RunContinued):
-                    tx.continue_run(run, stored)
-                if isinstance(stored, AttributeSet) and stored.step is None:
-                    run = msgspec.structs.replace(
-                        run, attributes={**run.attributes, stored.key: stored.value}
-                    )
-                    attribute_rows.append((run.id, stored.key, index_value(stored.value)))
-                appended.append(stored)
-            if attribute_rows:
-                db.executemany(sql.UPSERT_ATTRIBUTE, attribute_rows)
-                attributes = sql.encode(run.attributes)
-            leased: list[WorkItem] = []
-            if not run.status.is_closed:
-                if lease is not None and request.ack:
-                    if held_kind == "workflow" and rewake:
-                        db.execute(sql.REWAKE_ON_ACK, (tx.now_us, run.id, lease.id))
-                        tx.signals.add(WORK_TOPIC)
-                    else:
-                        db.execute(sql.DELETE_WORK, (run.id, lease.id))
-                for new in request.schedule:
-                    run, item = tx.enqueue(run, new, request.worker_id, request.lease_seconds)
-                    if item is not None:
-                        leased.append(item)
-            tx.save_run(run, attributes)
-            return CommitResult(
-                ok=True, status=run.status, events=tuple(appended), leased=tuple(leased)
-            )
+                return commits.lost(run.status)
+            held = None if lease is None else (held_kind, bool(rewake))
+            done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
+            if done.attributes:
+                rows = [(run.id, key, index_value(v)) for key, v in done.attributes.items()]
+                db.executemany(sql.UPSERT_ATTRIBUTE, rows)
+                attributes = sql.encode(done.run.attributes)
+            tx.save_run(done.run, attributes)
+            return done.result
 
         return await self._write(body)
 

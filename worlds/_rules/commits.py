@@ -1,0 +1,150 @@
+"""What a commit does: refused on a closed run or a lost lease, else ``commit_flow``.
+
+``commit_flow`` is the commit's logic without I/O, a generator that yields
+what it needs from the world (settle a claim, store an event, enqueue work)
+and receives the replies; SQLite drives it synchronously, PostgreSQL with
+``await`` and the memory world from its dictionaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from datetime import datetime
+from typing import Any, Literal, NamedTuple
+
+from worlds._rules import runs
+from worlds.types import (
+    AttributeSet,
+    AttributeValue,
+    CommitRequest,
+    CommitResult,
+    EventKind,
+    HookCreated,
+    NewWorkItem,
+    RunContinued,
+    RunRecord,
+    RunStatus,
+    WorkItem,
+)
+
+__all__ = [
+    "Ack",
+    "Append",
+    "Committed",
+    "Continue",
+    "Enqueue",
+    "Need",
+    "Settle",
+    "after_ack",
+    "closed",
+    "commit_flow",
+    "lost",
+    "successors",
+]
+
+
+def closed(status: RunStatus, discard: EventKind | None = None) -> CommitResult:
+    """The result of a commit to a closed run: refused, with its discard if stored."""
+    return CommitResult(ok=False, status=status, events=() if discard is None else (discard,))
+
+
+def lost(status: RunStatus) -> CommitResult:
+    """The result of a commit whose lease (id, worker, fencing token) is no longer held."""
+    return CommitResult(ok=False, status=status, lease_lost=True)
+
+
+def after_ack(kind: str, rewake: bool) -> Literal["rewake", "delete"]:
+    """What an acknowledged lease does to its item.
+
+    A workflow item woken while leased is made due again; any other is deleted.
+    """
+    return "rewake" if kind == "workflow" and rewake else "delete"
+
+
+def successors(request: CommitRequest) -> list[str]:
+    """The run ids ``request`` starts by continuing as new (each must be new)."""
+    return [event.next_run_id for event in request.events if isinstance(event, RunContinued)]
+
+
+class Settle(NamedTuple):
+    """Ask: settle a unique ``AttributeSet`` (the claim) or a ``HookCreated`` (the token).
+
+    Reply with the event to append: the same event (with its generation) or
+    its conflict (``AttributeConflict``, ``HookConflict``).
+    """
+
+    run_id: str
+    event: AttributeSet | HookCreated
+
+
+class Append(NamedTuple):
+    """Tell: ``event`` is stored as the next of ``run`` (already numbered and dated)."""
+
+    run: RunRecord
+    event: EventKind
+
+
+class Continue(NamedTuple):
+    """Tell: ``run`` continued as new; start ``event.next_run_id`` and move its claims and hooks."""
+
+    run: RunRecord
+    event: RunContinued
+
+
+class Ack(NamedTuple):
+    """Tell: the leased item is done; ``action`` as ``after_ack`` decided."""
+
+    action: Literal["rewake", "delete"]
+
+
+class Enqueue(NamedTuple):
+    """Ask: add ``new`` to ``run``'s queue; reply ``(run, leased item or None)``."""
+
+    run: RunRecord
+    new: NewWorkItem
+
+
+Need = Settle | Append | Continue | Ack | Enqueue
+"""What a commit needs its world to do, in order."""
+
+
+class Committed(NamedTuple):
+    """An accepted commit: the run after it, its result and the run attributes it set."""
+
+    run: RunRecord
+    result: CommitResult
+    attributes: dict[str, AttributeValue]
+
+
+def commit_flow(
+    run: RunRecord, request: CommitRequest, now: datetime, held: tuple[str, bool] | None
+) -> Generator[Need, Any, Committed]:
+    """The steps of a commit to an open ``run`` whose lease (if any) is held.
+
+    ``held`` is the leased item's kind and rewake mark (``None``: no lease).
+    A world drives the generator in its transaction, doing what each yielded
+    ``Need`` asks and sending back the reply it names, synchronously or with
+    ``await``; the generator returns what the world then stores.
+    """
+    appended: list[EventKind] = []
+    attributes: dict[str, AttributeValue] = {}
+    for event in request.events:
+        if (isinstance(event, AttributeSet) and event.unique) or isinstance(event, HookCreated):
+            event = yield Settle(run.id, event)
+        run, stored = runs.stamped(run, event, now)
+        yield Append(run, stored)
+        if isinstance(stored, RunContinued):
+            yield Continue(run, stored)
+        if isinstance(stored, AttributeSet) and stored.step is None:
+            attributes[stored.key] = stored.value
+        appended.append(stored)
+    leased: list[WorkItem] = []
+    if not run.status.is_closed:
+        if held is not None and request.ack:
+            yield Ack(after_ack(*held))
+        for new in request.schedule:
+            run, item = yield Enqueue(run, new)
+            if item is not None:
+                leased.append(item)
+    result = CommitResult(ok=True, status=run.status, events=tuple(appended), leased=tuple(leased))
+    return Committed(run, result, attributes)

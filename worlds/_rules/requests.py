@@ -1,0 +1,37 @@
+"""Checks of what callers send a world, with one message for each mistake."""
+
+from __future__ import annotations
+
+from worlds.types import CreateRunRequest
+
+__all__ = ["check_create", "run_exists", "successor_exists"]
+
+
+def check_create(request: CreateRunRequest) -> None:
+    """Raise ``ValueError`` if ``request`` contradicts itself; nothing is written then.
+
+    Every unique key needs a value among the run's attributes, and a start
+    policy may only name one of the unique keys.
+    """
+    missing = sorted(request.unique - request.attributes.keys())
+    if missing:
+        raise ValueError(
+            f"unique keys {missing} are not among the run's attributes; "
+            "give each unique key a value or drop it from unique"
+        )
+    policy = request.policy
+    if policy is not None and policy.key not in request.unique:
+        raise ValueError(
+            f"the policy's key {policy.key!r} is not among the unique keys; "
+            "add it to unique or choose another policy key"
+        )
+
+
+def run_exists(run_id: str) -> ValueError:
+    """The error ``create_run`` raises when ``run_id`` is already taken."""
+    return ValueError(f"run {run_id} already exists; choose a new run id")
+
+
+def successor_exists(run_id: str) -> ValueError:
+    """The error a commit raises when its ``RunContinued`` names an existing run."""
+    return ValueError(f"continue_as_new names an existing run {run_id}; choose a new run id")

@@ -1,0 +1,105 @@
+"""A run's record: how a new run starts and how each event changes it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from worlds.types import (
+    AttributeSet,
+    AttributeValue,
+    CreateRunRequest,
+    EventKind,
+    NewWorkItem,
+    RunCancelled,
+    RunCancelRequested,
+    RunCompleted,
+    RunContinued,
+    RunCreated,
+    RunFailed,
+    RunRecord,
+    RunStarted,
+    RunStatus,
+)
+
+__all__ = [
+    "CLOSING_EVENTS",
+    "RUN_DEADLINE_TIMER",
+    "apply_to_run",
+    "created_event",
+    "deadline_item",
+    "new_run",
+    "stamped",
+]
+
+RUN_DEADLINE_TIMER = -1
+"""Timer number of a run's timeout (``CreateRunRequest.timeout_at``): when due,
+the run fails with ``TimeoutError``."""
+
+CLOSING_EVENTS = (RunCompleted, RunFailed, RunCancelled, RunContinued)
+"""The events that close a run (``apply_to_run`` gives each its closed status)."""
+
+
+def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:
+    """The run record after ``event`` (with its ``seq`` and ``at``) is appended.
+
+    Status and times follow the run's lifecycle events; a run-level
+    ``AttributeSet`` (no ``step``) changes the run's attributes.
+    """
+    changes: dict[str, object] = {"last_seq": event.seq}
+    if isinstance(event, RunStarted):
+        changes.update(status=RunStatus.RUNNING, started_at=event.at)
+    elif isinstance(event, RunCompleted):
+        changes.update(status=RunStatus.COMPLETED, closed_at=event.at, result=event.result)
+    elif isinstance(event, RunFailed):
+        changes.update(status=RunStatus.FAILED, closed_at=event.at, error=event.error)
+    elif isinstance(event, RunCancelled):
+        changes.update(status=RunStatus.CANCELLED, closed_at=event.at)
+    elif isinstance(event, RunContinued):
+        changes.update(status=RunStatus.CONTINUED, closed_at=event.at)
+    elif isinstance(event, RunCancelRequested):
+        changes.update(status=RunStatus.CANCELLING)
+    elif isinstance(event, AttributeSet) and event.step is None:
+        changes.update(attributes={**run.attributes, event.key: event.value})
+    return msgspec.structs.replace(run, **changes)
+
+
+def stamped(run: RunRecord, event: EventKind, now: datetime) -> tuple[RunRecord, EventKind]:
+    """``event`` numbered and dated as the next of ``run``, and the run after it."""
+    stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=now)
+    return apply_to_run(run, stored), stored
+
+
+def new_run(
+    run_id: str, workflow: str, attributes: dict[str, AttributeValue], now: datetime
+) -> RunRecord:
+    """A new run's record once its ``RunCreated`` (seq 1) is stored: pending."""
+    return RunRecord(
+        id=run_id,
+        workflow=workflow,
+        status=RunStatus.PENDING,
+        created_at=now,
+        attributes=dict(attributes),
+        last_seq=1,
+    )
+
+
+def created_event(
+    workflow: str, args: bytes, attributes: dict[str, AttributeValue], now: datetime
+) -> RunCreated:
+    """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``."""
+    created = RunCreated(workflow=workflow, args=args, attributes=dict(attributes))
+    return msgspec.structs.replace(created, seq=1, at=now)
+
+
+def deadline_item(request: CreateRunRequest) -> NewWorkItem | None:
+    """The timer that fails a new run at ``request.timeout_at``, if it has one."""
+    if request.timeout_at is None:
+        return None
+    return NewWorkItem(
+        kind="timer",
+        name=request.workflow,
+        number=RUN_DEADLINE_TIMER,
+        available_at=request.timeout_at,
+    )
