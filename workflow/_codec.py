@@ -93,8 +93,12 @@ def decode_result(data: bytes, fn: Callable[..., Any] | None) -> Any:
 
 def error_info(exc: BaseException) -> ErrorInfo:
     """What to record about an exception."""
-    return ErrorInfo(
-        type=type(exc).__qualname__,
-        message=str(exc),
-        traceback="".join(traceback.format_exception(exc)),
-    )
+    try:
+        message = str(exc)
+    except Exception as broken:  # an exception whose __str__ raises must still be recorded
+        message = f"<str() of the {type(exc).__qualname__} raised {type(broken).__qualname__}>"
+    try:
+        trace = "".join(traceback.format_exception(exc))
+    except Exception:
+        trace = ""
+    return ErrorInfo(type=type(exc).__qualname__, message=message, traceback=trace)
