@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PgServer", "ServerError", "find_bin", "start", "stop"]
+__all__ = ["PgServer", "ServerError", "find_bin", "restart", "start", "stop"]
 
 _SETTINGS = {
     "fsync": "off",
@@ -168,6 +168,33 @@ def stop(directory: str | os.PathLike[str]) -> None:
     if not (data / "postmaster.pid").exists():
         return
     _run([find_bin("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], _server_user())
+
+
+def restart(directory: str | os.PathLike[str], mode: str = "immediate") -> None:
+    """Restart the server started in ``directory``; ``immediate`` is a crash and recovery.
+
+    Raises:
+        ServerError: the server would not restart.
+    """
+    root = Path(directory).resolve()
+    user = _server_user()
+    ids = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid}
+    command = [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", str(root / "server.log")]
+    # a minimal environment: with the test run's own, pg_ctl restart never returns
+    env = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+    done = subprocess.run(
+        [*command, "-m", mode, "-w", "-t", "60", "restart"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/tmp",
+        check=False,
+        timeout=120,
+        **ids,
+    )
+    if done.returncode != 0:
+        raise ServerError(f"pg_ctl restart failed:\n{done.stdout}\n{done.stderr}")
 
 
 def main(argv: list[str]) -> int:

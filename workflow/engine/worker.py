@@ -128,6 +128,8 @@ class Worker:
         self._stop_requested = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._complaints = Complaints(log, self.worker_id)
+        # longest wait for one world call before it counts as failed (hung connection)
+        self._call_timeout = max(lease_seconds / 3, 2.0)
         self.failure: WorldMisconfiguredError | None = None
         """The error that stopped this worker, if the world cannot be used."""
 
@@ -264,9 +266,14 @@ class Worker:
                 continue
             self._reserved += free
             try:
-                items = await self.world.lease(
-                    self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
-                )
+                # a hung connection must not stall leasing for good
+                with anyio.fail_after(max(self.lease_seconds, 10.0)):
+                    items = await self.world.lease(
+                        self.worker_id,
+                        names=self.names,
+                        limit=free,
+                        lease_seconds=self.lease_seconds,
+                    )
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     self._fail(fatal)
@@ -288,7 +295,8 @@ class Worker:
                 self._spawn(item)
             if not items:
                 try:
-                    await self.world.wait(WORK_TOPIC, self.poll_interval)
+                    with anyio.move_on_after(self.poll_interval + 1.0):
+                        await self.world.wait(WORK_TOPIC, self.poll_interval)
                 except Exception:
                     await anyio.sleep(self.poll_interval)
 
@@ -336,9 +344,10 @@ class Worker:
             if not entries:
                 continue
             try:
-                alive = await self.world.renew_leases(
-                    self.worker_id, [item for item, _ in entries], self.lease_seconds
-                )
+                with anyio.fail_after(self._call_timeout):
+                    alive = await self.world.renew_leases(
+                        self.worker_id, [item for item, _ in entries], self.lease_seconds
+                    )
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     self._fail(fatal)
@@ -424,7 +433,9 @@ class Worker:
         retried = False
         while True:
             try:
-                result = await self.world.commit(request)
+                # a hung connection counts as a failure: the retry is safe
+                with anyio.fail_after(self._call_timeout):
+                    result = await self.world.commit(request)
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
@@ -454,7 +465,7 @@ class Worker:
             try:
                 events = await self.world.read_events(item.run_id)
             except Exception:
-                events = []
+                return  # cannot tell whether an earlier try landed: say nothing false
             if any(is_outcome_of(event, item) for event in events):
                 return
         log.warning(
@@ -473,7 +484,8 @@ class Worker:
         poisoned = 0
         while True:
             try:
-                return await self._run_workflow_task(item)
+                with anyio.fail_after(self.lease_seconds):
+                    return await self._run_workflow_task(item)
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
@@ -492,7 +504,8 @@ class Worker:
     async def _still_ours(self, item: WorkItem) -> bool:
         """Renew ``item``'s lease; False if it was lost (or the item finished)."""
         try:
-            alive = await self.world.renew_leases(self.worker_id, [item], self.lease_seconds)
+            with anyio.fail_after(self._call_timeout):
+                alive = await self.world.renew_leases(self.worker_id, [item], self.lease_seconds)
         except Exception:
             return True  # still unreachable: the next try will tell
         return alive[0]
