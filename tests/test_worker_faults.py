@@ -105,7 +105,7 @@ async def broken_flow() -> None:
 
 
 async def test_an_exception_that_cannot_be_printed_still_fails_the_run(world: World) -> None:
-    async with Worker(world, [broken_flow], lease_seconds=1):
+    async with Worker(world, [broken_flow]):
         run = await start(broken_flow, world=world)
         with pytest.raises(RunFailedError, match="UnprintableError"):
             await run.result(timeout=20)
