@@ -5,6 +5,7 @@ in-flight steps quickly, and a lost lease's result is visibly discarded."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,7 @@ from workflow import (
     workflow,
 )
 from worlds.protocol import World
-from worlds.types import StepFailed
+from worlds.types import StepDiscarded, StepFailed
 
 pytestmark = pytest.mark.anyio
 
@@ -185,3 +186,37 @@ async def test_cancellation_reaches_an_in_flight_step_within_seconds(
             while "stopped" not in path.read_text():
                 await anyio.sleep(0.02)
         assert await run.status() in (RunStatus.CANCELLING, RunStatus.CANCELLED)
+
+
+# --------------------------------------------------------------------------- zombie
+
+thief: dict[str, World] = {}
+
+
+@step
+async def overruns() -> int:
+    attempt = get_step_metadata().attempt
+    if attempt == 1:
+        time.sleep(1.0)  # blocks the worker's loop past its lease: no renewal...
+        # ...and meanwhile another worker takes the step over (briefly)
+        taken = await thief["world"].lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+        assert [item.attempt for item in taken] == [2]
+    return attempt
+
+
+@workflow
+async def zombie_flow() -> int:
+    return await overruns()
+
+
+async def test_a_zombies_refused_result_is_visible(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    thief["world"] = world
+    async with Worker(world, [zombie_flow], lease_seconds=0.5):
+        run = await start(zombie_flow, world=world)
+        assert await run.result(timeout=30) == 3
+    discarded = [e for e in await run.events() if isinstance(e, StepDiscarded)]
+    assert [(e.step, e.attempt, e.outcome) for e in discarded] == [(1, 1, "StepCompleted")]
+    warnings = [r.getMessage() for r in caplog.records if "refused and discarded" in r.getMessage()]
+    assert len(warnings) == 1 and "attempt 1" in warnings[0]

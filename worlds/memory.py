@@ -30,6 +30,7 @@ from worlds.semantics import (
     lease_deadline,
     matches,
     may_take_over,
+    settled,
     work_item_id,
 )
 from worlds.types import (
@@ -346,7 +347,13 @@ class MemoryWorld(ClosesOnExit):
         if request.lease is not None:
             item = self._holds(request.lease, request.worker_id, now)
             if item is None or item.run_id != run.record.id:
-                return CommitResult(ok=False, status=run.record.status, lease_lost=True)
+                discard = request.discard
+                lost: tuple[EventKind, ...] = ()
+                if discard is not None and not settled(run.events, discard.step, discard.attempt):
+                    lost = (self._append(run, discard, now),)
+                return CommitResult(
+                    ok=False, status=run.record.status, events=lost, lease_lost=True
+                )
         if any(isinstance(e, RunContinued) and e.next_run_id in self._runs for e in request.events):
             raise ValueError("continue_as_new names a run id that already exists")
         events = []

@@ -46,6 +46,7 @@ from worlds.semantics import (
     index_value,
     lease_deadline,
     may_take_over,
+    settled,
 )
 from worlds.types import (
     AttributeSet,
@@ -395,7 +396,18 @@ class PostgresWorld(ClosesOnExit):
                     sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
                 )
                 if held is None:
-                    return CommitResult(ok=False, status=run.status, lease_lost=True)
+                    discard = request.discard
+                    if discard is None:
+                        return CommitResult(ok=False, status=run.status, lease_lost=True)
+                    rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, 0)
+                    logged = (sql.decode_event(data) for _, _, data in rows)
+                    if settled(logged, discard.step, discard.attempt):
+                        return CommitResult(ok=False, status=run.status, lease_lost=True)
+                    run, stored = tx.stamp(run, discard)
+                    await tx.save_run(run, attributes)
+                    return CommitResult(
+                        ok=False, status=run.status, events=(stored,), lease_lost=True
+                    )
             appended: list[EventKind] = []
             changed: dict[str, AttributeValue] = {}
             for event in request.events:

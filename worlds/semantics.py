@@ -10,6 +10,7 @@ import base64
 import os
 import threading
 import time
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import msgspec
@@ -28,6 +29,10 @@ from worlds.types import (
     RunStarted,
     RunStatus,
     StartPolicy,
+    StepCompleted,
+    StepDiscarded,
+    StepFailed,
+    StepRetrying,
     utcnow,
 )
 
@@ -43,6 +48,7 @@ __all__ = [
     "matches",
     "may_take_over",
     "new_run_id",
+    "settled",
     "step_item_id",
     "timer_item_id",
     "work_item_id",
@@ -203,3 +209,17 @@ def decode_cursor(cursor: str) -> str:
     if not run_id or encode_cursor(run_id) != cursor:
         raise ValueError(f"malformed cursor: {cursor!r}")
     return run_id
+
+
+def settled(events: Iterable[EventKind], step: int, attempt: int) -> bool:
+    """Whether the log already holds an outcome (or a discard) of this step attempt.
+
+    A late result refused for a lost lease is recorded as ``StepDiscarded``
+    unless it is settled: then it is the retry of a commit that had landed.
+    """
+    return any(
+        isinstance(event, (StepCompleted, StepFailed, StepRetrying, StepDiscarded))
+        and event.step == step
+        and event.attempt == attempt
+        for event in events
+    )

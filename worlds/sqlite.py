@@ -64,6 +64,7 @@ from worlds.semantics import (
     index_value,
     lease_deadline,
     may_take_over,
+    settled,
     workflow_item_id,
 )
 from worlds.types import (
@@ -402,7 +403,15 @@ class SqliteWorld(ClosesOnExit):
                 return CommitResult(ok=False, status=run.status, events=(stored,))
             held_kind, rewake = row[10], row[11]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
-                return CommitResult(ok=False, status=run.status, lease_lost=True)
+                discard = request.discard
+                if discard is None:
+                    return CommitResult(ok=False, status=run.status, lease_lost=True)
+                logged = db.execute(sql.READ_EVENTS, (run.id, 0)).fetchall()
+                if settled((sql.decode_event(d) for (d,) in logged), discard.step, discard.attempt):
+                    return CommitResult(ok=False, status=run.status, lease_lost=True)
+                run, stored = tx.stamp(run, discard)
+                tx.save_run(run, attributes)
+                return CommitResult(ok=False, status=run.status, events=(stored,), lease_lost=True)
             appended: list[EventKind] = []
             attribute_rows: list[tuple[str, str, str]] = []
             for event in request.events:

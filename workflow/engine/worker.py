@@ -31,7 +31,6 @@ from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._commits import (
     describe,
     exhausted_commit,
-    is_outcome_of,
     poisoned_run_commit,
     poisoned_step_commit,
     timer_commit,
@@ -430,7 +429,6 @@ class Worker:
         backoff = Backoff(cap=self.lease_seconds / 6)
         doing = f"commit {describe(item)}"
         poisoned = 0
-        retried = False
         while True:
             try:
                 # a hung connection counts as a failure: the retry is safe
@@ -439,7 +437,6 @@ class Worker:
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
-                retried = True
                 if not is_transient(exc):
                     poisoned += 1
                     if poisoned >= POISON_LIMIT:
@@ -454,26 +451,20 @@ class Worker:
                 await anyio.sleep(delay)
                 continue
             if result.lease_lost:
-                await self._lease_lost(item, request, retried)
+                self._lease_lost(item, bool(result.events))
             return list(result.leased)
 
-    async def _lease_lost(self, item: WorkItem, request: CommitRequest, retried: bool) -> None:
-        """Say why a result was refused, unless an earlier try had in fact landed."""
-        if request.discard is None or not request.events:
-            return
-        if retried:
-            try:
-                events = await self.world.read_events(item.run_id)
-            except Exception:
-                return  # cannot tell whether an earlier try landed: say nothing false
-            if any(is_outcome_of(event, item) for event in events):
-                return
-        log.warning(
-            "worker %s: the result of %s was refused and discarded: its lease was lost"
-            " (it ran past its lease, and another attempt took over)",
-            self.worker_id,
-            describe(item),
-        )
+    def _lease_lost(self, item: WorkItem, recorded: bool) -> None:
+        """Say that a result was refused; a world records it as ``StepDiscarded``
+        unless an earlier try of this very commit had landed (then all is well)."""
+        if recorded:
+            log.warning(
+                "worker %s: the result of %s was refused and discarded: its lease was lost"
+                " (it ran past its lease, or its run was cancelled, and another attempt"
+                " or the run's end took over)",
+                self.worker_id,
+                describe(item),
+            )
 
     async def _retry_workflow_task(self, item: WorkItem) -> list[WorkItem]:
         """Run a workflow task; if the world fails under it, replay it afresh while
