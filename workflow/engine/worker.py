@@ -318,7 +318,10 @@ class Worker:
                     self._complaints.failed(f"finish {describe(item)}", exc, None)
                 leased = []
             finally:
-                self._in_flight.pop(item.id, None)
+                entry = self._in_flight.get(item.id)
+                # a retry of this step, leased meanwhile, shares the item id: keep it
+                if entry is not None and entry[0].token == item.token:
+                    del self._in_flight[item.id]
                 self._reserved -= self._reserved_by.pop(item.id, 0)
             item = leased[0] if leased else None
             if item is not None:
