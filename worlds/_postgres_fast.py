@@ -101,8 +101,8 @@ def commit_params(
 def commit_result(
     request: CommitRequest, rows: Sequence[Any], params: tuple[Any, ...]
 ) -> CommitResult | None:
-    """The result of a ``COMMIT_RUN`` call; ``None`` when the run was closed and
-    ``request.discard`` must be appended by the general path."""
+    """The result of a ``COMMIT_RUN`` call; ``None`` when the run was closed or the
+    lease lost and ``request.discard`` must be appended by the general path."""
     outcome, status, base, at, _ = rows[-1]
     if outcome == "missing":
         raise LookupError(f"unknown run {request.run_id}")
@@ -111,6 +111,8 @@ def commit_result(
             return None
         return CommitResult(ok=False, status=RunStatus(status))
     if outcome == "lost":
+        if request.discard is not None:
+            return None  # the general path records the refused result
         return CommitResult(ok=False, status=RunStatus(status), lease_lost=True)
     events = tuple(
         msgspec.structs.replace(event, seq=base + n, at=at)

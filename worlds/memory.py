@@ -30,6 +30,7 @@ from worlds.semantics import (
     index_value,
     lease_deadline,
     matches,
+    settled,
     work_item_id,
 )
 from worlds.types import (
@@ -365,7 +366,10 @@ class MemoryWorld(ClosesOnExit):
         if request.lease is not None:
             item = self._holds(request.lease, request.worker_id, now)
             if item is None or item.run_id != run.record.id:
-                return commits.lost(run.record.status)
+                discard = request.discard
+                if discard is None or settled(run.events, discard.step, discard.attempt):
+                    return commits.lost(run.record.status)
+                return commits.lost(run.record.status, self._append(run, discard, now))
         for successor in commits.successors(request):
             if successor in self._runs:
                 raise requests.successor_exists(successor)

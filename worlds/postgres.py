@@ -68,6 +68,7 @@ from worlds.semantics import (
     encode_cursor,
     index_value,
     lease_deadline,
+    settled,
 )
 from worlds.types import (
     AttributeValue,
@@ -428,7 +429,16 @@ class PostgresWorld(ClosesOnExit):
                     sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
                 )
                 if held is None:
-                    return commits.lost(run.status)
+                    discard = request.discard
+                    if discard is None:
+                        return commits.lost(run.status)
+                    rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, 0)
+                    logged = (sql.decode_event(data) for _, _, data in rows)
+                    if settled(logged, discard.step, discard.attempt):
+                        return commits.lost(run.status)
+                    run, stored = tx.stamp(run, discard)
+                    await tx.save_run(run, attributes)
+                    return commits.lost(run.status, stored)
             item = None if held is None else (held[0], bool(held[1]))
             done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
             if done.attributes:

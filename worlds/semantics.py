@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
 from worlds._rules.claims import may_take_over
+from worlds._rules.commits import settled
 from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
 from worlds._rules.terms import index_value, matches
 from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunContinued
@@ -33,6 +34,7 @@ __all__ = [
     "matches",
     "may_take_over",
     "new_run_id",
+    "settled",
     "step_item_id",
     "timer_item_id",
     "work_item_id",

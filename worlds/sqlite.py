@@ -74,6 +74,7 @@ from worlds.semantics import (
     encode_cursor,
     index_value,
     lease_deadline,
+    settled,
     workflow_item_id,
 )
 from worlds.types import (
@@ -411,7 +412,15 @@ class SqliteWorld(ClosesOnExit):
                 return commits.closed(run.status, stored)
             held_kind, rewake = row[10], row[11]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
-                return commits.lost(run.status)
+                discard = request.discard
+                if discard is None:
+                    return commits.lost(run.status)
+                logged = db.execute(sql.READ_EVENTS, (run.id, 0)).fetchall()
+                if settled((sql.decode_event(d) for (d,) in logged), discard.step, discard.attempt):
+                    return commits.lost(run.status)
+                run, stored = tx.stamp(run, discard)
+                tx.save_run(run, attributes)
+                return commits.lost(run.status, stored)
             held = None if lease is None else (held_kind, bool(rewake))
             done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
             if done.attributes:

@@ -497,8 +497,10 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
     another step of this run, or the run versus one of its steps — is appended
     as an ``AttributeConflict`` naming the holder run instead; attempts of one
     step share ownership, so a retry takes its predecessor's claim. If the run
-    is closed and ``discard`` is given, only ``discard`` is appended (a late
-    step result) and ``ok`` is False.
+    is closed, or the lease was lost, and ``discard`` is given, only
+    ``discard`` is appended (a late step result) and ``ok`` is False; under a
+    lost lease not even that when the log already holds an outcome or a
+    discard of that attempt (the retry of a commit that had landed).
     """
 
     run_id: str

@@ -43,7 +43,32 @@ from worlds.types import (
     utcnow,
 )
 
-__all__ = ["StepRuntime", "run_step"]
+__all__ = ["RELEASED", "StepRuntime", "attempts_exhausted", "run_step"]
+
+
+RELEASED = "released"
+"""``StepDiscarded.outcome`` of an attempt its worker gave back unfinished at shutdown."""
+
+
+async def attempts_exhausted(world: World, item: WorkItem, step: StepDefinition[..., Any]) -> bool:
+    """Whether ``item`` is past the step's last allowed attempt.
+
+    Only a lease that expired (its worker died, or its outcome could not be
+    committed) leads here: a lost attempt counts, so ``max_retries`` holds.
+    An attempt released by a worker shutting down does not count.
+    """
+    allowed = step.retry.max_retries + 1
+    if item.attempt <= allowed:
+        return False
+    released = sum(
+        1
+        for event in await world.read_events(item.run_id)
+        if isinstance(event, StepDiscarded)
+        and event.step == item.number
+        and event.outcome == RELEASED
+    )
+    return item.attempt > allowed + released
+
 
 _NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError)
 """Errors that fail a step attempt for good: a fatal error, or API misuse that

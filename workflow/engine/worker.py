@@ -29,24 +29,42 @@ import msgspec
 
 from workflow.client import serve_world, stop_serving_world
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._commits import (
+    describe,
+    exhausted_commit,
+    poisoned_run_commit,
+    poisoned_step_commit,
+    timer_commit,
+)
+from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
 from workflow.engine._instance import WorkflowInstance
-from workflow.engine._step import run_step
+from workflow.engine._step import RELEASED, attempts_exhausted, run_step
+from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
-from worlds.semantics import CANCEL_DEADLINE_TIMER, RUN_DEADLINE_TIMER
 from worlds.types import (
     CommitRequest,
-    ErrorInfo,
-    EventKind,
     NewWorkItem,
-    RunCancelled,
-    RunFailed,
-    WaitCompleted,
+    RunStatus,
+    StepDiscarded,
     WorkItem,
 )
 
 __all__ = ["Worker"]
 
 log = logging.getLogger("workflow.worker")
+
+CANCEL_CHECK_SECONDS = 1.0
+"""How often in-flight steps are checked for a cancelled run."""
+
+_STOPS_STEPS = frozenset(
+    {
+        RunStatus.CANCELLING,
+        RunStatus.CANCELLED,
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CONTINUED,
+    }
+)
 
 
 class Worker:
@@ -63,6 +81,13 @@ class Worker:
         shutdown_grace: on close, how long in-flight work may take to finish
             before it is cancelled and its leases released.
         cache_size: how many suspended workflows to keep in memory.
+
+    A world that is unavailable for a while (a restarted database, a lock held
+    too long) is waited out with capped exponential backoff; a finished step's
+    result is committed as soon as the world is back, for as long as its lease
+    is still this worker's. A world that cannot heal by waiting (read-only,
+    schema too new, authentication failed) stops the worker: ``run()`` raises
+    the ``WorldMisconfiguredError`` and ``failure`` holds it.
     """
 
     def __init__(
@@ -100,7 +125,13 @@ class Worker:
         self._reserved_by: dict[str, int] = {}
         self._capacity = anyio.Event()
         self._stopping = False
+        self._stop_requested = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._complaints = Complaints(log, self.worker_id)
+        # longest wait for one world call before it counts as failed (hung connection)
+        self._call_timeout = max(lease_seconds / 3, 2.0)
+        self.failure: WorldMisconfiguredError | None = None
+        """The error that stopped this worker, if the world cannot be used."""
 
     # ------------------------------------------------------------------ registry
 
@@ -142,6 +173,7 @@ class Worker:
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._dispatch)
         self._task_group.start_soon(self._renew_leases)
+        self._task_group.start_soon(self._watch_cancellations)
         return self
 
     async def __aexit__(
@@ -160,9 +192,29 @@ class Worker:
             stop_serving_world(self.world)
 
     async def run(self) -> None:
-        """Run until cancelled (e.g. by a signal handler), then shut down gracefully."""
+        """Run until ``stop()``, then shut down gracefully.
+
+        Raises:
+            WorldMisconfiguredError: the world cannot be used and waiting will
+                not help (read-only, schema newer than this code, ...).
+        """
         async with self:
-            await anyio.sleep_forever()
+            await self._stop_requested.wait()
+        if self.failure is not None:
+            raise self.failure
+
+    def stop(self) -> None:
+        """Stop leasing and make ``run()`` shut down: in-flight work gets
+        ``shutdown_grace`` seconds to finish, then is released to other workers."""
+        self._stopping = True
+        self._capacity.set()
+        self._stop_requested.set()
+
+    def _fail(self, error: WorldMisconfiguredError) -> None:
+        if self.failure is None:
+            self.failure = error
+            log.error("worker %s stops: %s", self.worker_id, error)
+        self.stop()
 
     async def _shutdown(self) -> None:
         self._stopping = True
@@ -174,16 +226,42 @@ class Worker:
         for _, scope in self._in_flight.values():
             scope.cancel()
         if held:
+            log.warning(
+                "worker %s releases %d unfinished item(s) after the %.1f s grace period",
+                self.worker_id,
+                len(held),
+                self.shutdown_grace,
+            )
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await self.world.release(self.worker_id, held)
+                try:
+                    await self._mark_released([item for item in held if item.kind == "step"])
+                    await self.world.release(self.worker_id, held)
+                except Exception as exc:
+                    self._complaints.failed("release its leases", exc, None)
         for instance in self._cache.values():
             instance.dispose()
         self._cache.clear()
+
+    async def _mark_released(self, steps: list[WorkItem]) -> None:
+        """Record that these attempts were given back, so they do not count
+        against the step's ``max_retries`` as a lost lease would."""
+        for item in steps:
+            released = StepDiscarded(step=item.number, attempt=item.attempt, outcome=RELEASED)
+            await self.world.commit(
+                CommitRequest(
+                    run_id=item.run_id,
+                    worker_id=self.worker_id,
+                    lease=item,
+                    events=(released,),
+                    ack=False,
+                )
+            )
 
     # ------------------------------------------------------------------ dispatch
 
     async def _dispatch(self) -> None:
         assert self._task_group is not None
+        backoff = Backoff(cap=self.lease_seconds / 6)
         while not self._stopping:
             free = self._free_slots()
             if free <= 0:
@@ -192,24 +270,39 @@ class Worker:
                 continue
             self._reserved += free
             try:
-                items = await self.world.lease(
-                    self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
-                )
-            except Exception:
+                # a hung connection must not stall leasing for good
+                with anyio.fail_after(max(self.lease_seconds, 10.0)):
+                    items = await self.world.lease(
+                        self.worker_id,
+                        names=self.names,
+                        limit=free,
+                        lease_seconds=self.lease_seconds,
+                    )
+            except Exception as exc:
+                if (fatal := is_fatal(exc)) is not None:
+                    self._fail(fatal)
+                    return
                 # The world is unreachable for now (a restarted database, say):
                 # keep the worker alive and ask again after a pause.
-                log.exception("worker %s could not lease work; retrying", self.worker_id)
-                await anyio.sleep(self.poll_interval)
+                delay = max(backoff.next(), self.poll_interval)
+                self._complaints.failed("lease work", exc, delay)
+                await anyio.sleep(delay)
                 continue
             finally:
                 self._reserved -= free
+            backoff.reset()
             if self._stopping:
-                await self.world.release(self.worker_id, items)
+                with anyio.CancelScope(shield=True):
+                    await self.world.release(self.worker_id, items)
                 return
             for item in items:
                 self._spawn(item)
             if not items:
-                await self.world.wait(WORK_TOPIC, self.poll_interval)
+                try:
+                    with anyio.move_on_after(self.poll_interval + 1.0):
+                        await self.world.wait(WORK_TOPIC, self.poll_interval)
+                except Exception:
+                    await anyio.sleep(self.poll_interval)
 
     def _free_slots(self) -> int:
         return self.concurrency - len(self._in_flight) - self._reserved
@@ -218,7 +311,7 @@ class Worker:
         """Drop ``item`` from the in-flight table, unless its id was leased again
         (a retry of the same step) and the entry is the newer lease's."""
         entry = self._in_flight.get(item.id)
-        if entry is not None and entry[0] is item:
+        if entry is not None and entry[0].token == item.token:
             del self._in_flight[item.id]
 
     def _spawn(self, item: WorkItem) -> None:
@@ -230,10 +323,11 @@ class Worker:
         while item is not None:
             try:
                 leased = await self._execute(item)
-            except Exception:
-                log.exception(
-                    "worker %s failed on %s; its lease will expire", self.worker_id, item.id
-                )
+            except Exception as exc:
+                if (fatal := is_fatal(exc)) is not None:
+                    self._fail(fatal)
+                else:
+                    self._complaints.failed(f"finish {describe(item)}", exc, None)
                 leased = []
             finally:
                 self._forget(item)
@@ -252,105 +346,218 @@ class Worker:
 
     async def _renew_leases(self) -> None:
         interval = self.lease_seconds / 3
+        backoff = Backoff(cap=interval)
+        delay = interval
         while True:
-            await anyio.sleep(interval)
+            await anyio.sleep(delay)
+            delay = interval
             entries = list(self._in_flight.values())
             if not entries:
                 continue
             try:
-                alive = await self.world.renew_leases(
-                    self.worker_id, [item for item, _ in entries], self.lease_seconds
-                )
-            except Exception:
-                log.exception("worker %s could not renew its leases", self.worker_id)
+                with anyio.fail_after(self._call_timeout):
+                    alive = await self.world.renew_leases(
+                        self.worker_id, [item for item, _ in entries], self.lease_seconds
+                    )
+            except Exception as exc:
+                if (fatal := is_fatal(exc)) is not None:
+                    self._fail(fatal)
+                    return
+                delay = backoff.next()
+                self._complaints.failed("renew its leases", exc, delay)
                 continue
+            backoff.reset()
             for (item, scope), ok in zip(entries, alive, strict=True):
                 if not ok and item.kind == "step":
+                    scope.cancel()
+
+    async def _watch_cancellations(self) -> None:
+        """Stop in-flight steps of runs that were cancelled (or closed) within about
+        a second: a read of their runs' status, only while steps are in flight."""
+        seen: set[str] = set()
+        while True:
+            await anyio.sleep(CANCEL_CHECK_SECONDS)
+            current = [(i, scope) for i, scope in self._in_flight.values() if i.kind == "step"]
+            # only steps in flight for a whole tick: most steps finish before one ends
+            steps = [(item, scope) for item, scope in current if item.id in seen]
+            seen = {item.id for item, _ in current}
+            if not steps:
+                continue
+            try:
+                records = [
+                    await self.world.get_run(run_id) for run_id in {i.run_id for i, _ in steps}
+                ]
+            except Exception:
+                continue  # the renewal loop reports trouble with the world
+            stopped = {
+                record.id
+                for record in records
+                if record is not None and record.status in _STOPS_STEPS
+            }
+            for item, scope in steps:
+                if item.run_id in stopped:
                     scope.cancel()
 
     # ------------------------------------------------------------------ execution
 
     async def _execute(self, item: WorkItem) -> list[WorkItem]:
         if item.kind == "workflow":
-            return await self._run_workflow_task(item)
+            return await self._retry_workflow_task(item)
         if item.kind == "timer":
-            return await self._commit(self._timer_commit(item))
+            return await self._commit(
+                item,
+                timer_commit(item, self.worker_id, self.lease_seconds, not self._stopping),
+            )
         step = self._steps.get(item.name)
         if step is None:
             await self.world.release(self.worker_id, [item])
             return []
         scope = self._in_flight[item.id][1]
+        if await attempts_exhausted(self.world, item, step):
+            # earlier attempts lost their leases (a crashed worker, a commit that
+            # kept failing): they count, so max_retries holds
+            request = exhausted_commit(
+                item,
+                step.retry.max_retries,
+                self.worker_id,
+                self.lease_seconds,
+                not self._stopping,
+            )
+            return await self._commit(item, request)
         # the run this step wakes continues in the step's own slot, unless stopping
         request = await run_step(
             self.world, self.worker_id, item, step, scope, self.lease_seconds, not self._stopping
         )
-        return await self._commit(request)
+        return await self._commit(item, request)
 
-    def _timer_commit(self, item: WorkItem) -> CommitRequest:
-        """What a due timer does: close a run past a deadline, or wake its workflow."""
-        events: tuple[EventKind, ...]
-        schedule: tuple[NewWorkItem, ...] = ()
-        if item.number == CANCEL_DEADLINE_TIMER:
-            events = (RunCancelled(reason="cleanup did not finish within the grace period"),)
-        elif item.number == RUN_DEADLINE_TIMER:
-            error = ErrorInfo(type="TimeoutError", message="the run did not finish in time")
-            events = (RunFailed(error=error),)
-        else:
-            events = (WaitCompleted(wait=item.number),)
-            schedule = (NewWorkItem(kind="workflow", lease=not self._stopping),)
-        return CommitRequest(
-            run_id=item.run_id,
-            worker_id=self.worker_id,
-            lease=item,
-            events=events,
-            schedule=schedule,
-            lease_seconds=self.lease_seconds,
-        )
+    async def _commit(self, item: WorkItem, request: CommitRequest) -> list[WorkItem]:
+        """Commit the outcome of ``item``, riding out a world that is unavailable.
 
-    async def _commit(self, request: CommitRequest) -> list[WorkItem]:
-        result = await self.world.commit(request)
-        return list(result.leased)
+        A transient error is retried with backoff for as long as the lease is
+        ours (the world refuses a commit under a lost lease, so a retry never
+        records twice). A commit that fails otherwise ``POISON_LIMIT`` times in
+        a row is replaced by a step failure naming the cause.
+        """
+        backoff = Backoff(cap=self.lease_seconds / 6)
+        doing = f"commit {describe(item)}"
+        poisoned = 0
+        while True:
+            try:
+                # a hung connection counts as a failure: the retry is safe
+                with anyio.fail_after(self._call_timeout):
+                    result = await self.world.commit(request)
+            except Exception as exc:
+                if (fatal := is_fatal(exc)) is not None:
+                    raise fatal from exc
+                if not is_transient(exc):
+                    poisoned += 1
+                    if poisoned >= POISON_LIMIT:
+                        if item.kind != "step" or request.events == ():
+                            raise
+                        self._complaints.failed(doing, exc, None)
+                        request = poisoned_step_commit(item, request, exc, not self._stopping)
+                        poisoned = -POISON_LIMIT  # the replacement gets its own tries
+                        continue
+                delay = backoff.next()
+                self._complaints.failed(doing, exc, delay)
+                await anyio.sleep(delay)
+                continue
+            if result.lease_lost:
+                self._lease_lost(item, bool(result.events))
+            return list(result.leased)
+
+    def _lease_lost(self, item: WorkItem, recorded: bool) -> None:
+        """Say that a result was refused; a world records it as ``StepDiscarded``
+        unless an earlier try of this very commit had landed (then all is well)."""
+        if recorded:
+            log.warning(
+                "worker %s: the result of %s was refused and discarded: its lease was lost"
+                " (it ran past its lease, or its run was cancelled, and another attempt"
+                " or the run's end took over)",
+                self.worker_id,
+                describe(item),
+            )
+
+    async def _retry_workflow_task(self, item: WorkItem) -> list[WorkItem]:
+        """Run a workflow task; if the world fails under it, replay it afresh while
+        the lease is ours (a replay finds whatever part of it had been committed).
+        A task that fails otherwise ``POISON_LIMIT`` times fails its run."""
+        backoff = Backoff(cap=self.lease_seconds / 6)
+        doing = f"run {describe(item)}"
+        poisoned = 0
+        while True:
+            try:
+                with anyio.fail_after(self.lease_seconds):
+                    return await self._run_workflow_task(item)
+            except Exception as exc:
+                if (fatal := is_fatal(exc)) is not None:
+                    raise fatal from exc
+                if not is_transient(exc):
+                    poisoned += 1
+                    if poisoned >= POISON_LIMIT:
+                        self._complaints.failed(doing, exc, None)
+                        request = poisoned_run_commit(item, exc, self.worker_id, self.lease_seconds)
+                        return await self._commit(item, request)
+                delay = backoff.next()
+                self._complaints.failed(doing, exc, delay)
+                await anyio.sleep(delay)
+            if not await self._still_ours(item):
+                return []
+
+    async def _still_ours(self, item: WorkItem) -> bool:
+        """Renew ``item``'s lease; False if it was lost (or the item finished)."""
+        try:
+            with anyio.fail_after(self._call_timeout):
+                alive = await self.world.renew_leases(self.worker_id, [item], self.lease_seconds)
+        except Exception:
+            return True  # still unreachable: the next try will tell
+        return alive[0]
 
     async def _run_workflow_task(self, item: WorkItem) -> list[WorkItem]:
         instance = self._cache.pop(item.run_id, None)
-        after = instance.last_seq if instance is not None else 0
-        events = await self.world.read_events(item.run_id, after_seq=after)
-        if instance is not None and instance.is_stale(events):
-            instance.dispose()
-            instance = None
-            events = await self.world.read_events(item.run_id)
-        if instance is None:
-            definition = self._workflows.get(item.name)
-            if definition is None:
-                await self.world.release(self.worker_id, [item])
-                return []
-            instance = WorkflowInstance(item.run_id, definition, self.world)
-        instance.feed(events)
-        leased: list[WorkItem] = []
-        while True:
-            blocked = instance.advance()
-            commit = instance.take_commit()
-            self._steps.update(instance.step_definitions)
-            schedule, extra_slots = self._mark_eager(commit.schedule)
-            self._reserve(item, extra_slots)
-            result = await self.world.commit(
-                CommitRequest(
-                    run_id=item.run_id,
-                    worker_id=self.worker_id,
-                    lease=item,
-                    events=tuple(commit.events),
-                    schedule=schedule,
-                    ack=not blocked,
-                    lease_seconds=self.lease_seconds,
-                )
-            )
-            leased.extend(result.leased)
-            if not result.ok:
+        try:
+            after = instance.last_seq if instance is not None else 0
+            events = await self.world.read_events(item.run_id, after_seq=after)
+            if instance is not None and instance.is_stale(events):
                 instance.dispose()
-                return leased
-            instance.committed(result.events)
-            if not blocked:
-                break
+                instance = None
+                events = await self.world.read_events(item.run_id)
+            if instance is None:
+                definition = self._workflows.get(item.name)
+                if definition is None:
+                    await self.world.release(self.worker_id, [item])
+                    return []
+                instance = WorkflowInstance(item.run_id, definition, self.world)
+            instance.feed(events)
+            leased: list[WorkItem] = []
+            while True:
+                blocked = instance.advance()
+                commit = instance.take_commit()
+                self._steps.update(instance.step_definitions)
+                schedule, extra_slots = self._mark_eager(commit.schedule)
+                self._reserve(item, extra_slots)
+                result = await self.world.commit(
+                    CommitRequest(
+                        run_id=item.run_id,
+                        worker_id=self.worker_id,
+                        lease=item,
+                        events=tuple(commit.events),
+                        schedule=schedule,
+                        ack=not blocked,
+                        lease_seconds=self.lease_seconds,
+                    )
+                )
+                leased.extend(result.leased)
+                if not result.ok:
+                    instance.dispose()
+                    return leased
+                instance.committed(result.events)
+                if not blocked:
+                    break
+        except BaseException:
+            if instance is not None:
+                instance.dispose()  # a half-committed task is replayed from the log
+            raise
         if instance.finished:
             instance.dispose()
         else:

@@ -8,7 +8,7 @@ and receives the replies; SQLite drives it synchronously, PostgreSQL with
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -24,6 +24,10 @@ from worlds.types import (
     RunContinued,
     RunRecord,
     RunStatus,
+    StepCompleted,
+    StepDiscarded,
+    StepFailed,
+    StepRetrying,
     WorkItem,
 )
 
@@ -39,6 +43,7 @@ __all__ = [
     "closed",
     "commit_flow",
     "lost",
+    "settled",
     "successors",
 ]
 
@@ -48,9 +53,11 @@ def closed(status: RunStatus, discard: EventKind | None = None) -> CommitResult:
     return CommitResult(ok=False, status=status, events=() if discard is None else (discard,))
 
 
-def lost(status: RunStatus) -> CommitResult:
-    """The result of a commit whose lease (id, worker, fencing token) is no longer held."""
-    return CommitResult(ok=False, status=status, lease_lost=True)
+def lost(status: RunStatus, discard: EventKind | None = None) -> CommitResult:
+    """The result of a commit whose lease (id, worker, fencing token) is no longer
+    held: refused, with the zombie's recorded ``StepDiscarded`` if one was stored."""
+    events = () if discard is None else (discard,)
+    return CommitResult(ok=False, status=status, events=events, lease_lost=True)
 
 
 def after_ack(kind: str, rewake: bool) -> Literal["rewake", "delete"]:
@@ -148,3 +155,17 @@ def commit_flow(
                 leased.append(item)
     result = CommitResult(ok=True, status=run.status, events=tuple(appended), leased=tuple(leased))
     return Committed(run, result, attributes)
+
+
+def settled(events: Iterable[EventKind], step: int, attempt: int) -> bool:
+    """Whether the log already holds an outcome (or a discard) of this step attempt.
+
+    A late result refused for a lost lease is recorded as ``StepDiscarded``
+    unless it is settled: then it is the retry of a commit that had landed.
+    """
+    return any(
+        isinstance(event, (StepCompleted, StepFailed, StepRetrying, StepDiscarded))
+        and event.step == step
+        and event.attempt == attempt
+        for event in events
+    )

@@ -32,6 +32,7 @@ from worlds.types import (
     RunCompleted,
     StepCompleted,
     StepCreated,
+    StepDiscarded,
     StepRetrying,
     StepStarted,
     WaitCreated,
@@ -262,6 +263,42 @@ class WorkConformance(ConformanceBase):
         assert fresh.ok
         done = [e for e in await world.read_events(run.id) if isinstance(e, StepCompleted)]
         assert [(e.attempt, e.result) for e in done] == [(2, b"new")]
+
+    @pytest.mark.anyio
+    async def test_a_zombies_refused_result_is_recorded_as_discarded(self, world: World) -> None:
+        """A late step result under a lost lease, while the run is open, appends only
+        its ``discard``; the retry of a commit that had landed appends nothing."""
+        run, _, _ = await run_with_steps(world)
+        first = await lease_one(world, STEP, worker="w1", lease_seconds=SHORT_DELAY)
+        (second,) = await poll_lease(world, {STEP}, worker="w2")
+        discard = StepDiscarded(step=1, attempt=1, outcome="StepCompleted")
+        late = CommitRequest(
+            run_id=run.id,
+            worker_id="w1",
+            lease=first,
+            events=(StepCompleted(step=1, attempt=1, result=b"late"),),
+            discard=discard,
+        )
+        refused = await world.commit(late)
+        assert not refused.ok and refused.lease_lost
+        (recorded,) = refused.events
+        assert isinstance(recorded, StepDiscarded) and recorded.seq > 0
+        assert (recorded.step, recorded.attempt, recorded.outcome) == (1, 1, "StepCompleted")
+        done = StepCompleted(step=1, attempt=2, result=b"new")
+        landed = CommitRequest(
+            run_id=run.id,
+            worker_id="w2",
+            lease=second,
+            events=(done,),
+            discard=StepDiscarded(step=1, attempt=2, outcome="StepCompleted"),
+        )
+        assert (await world.commit(landed)).ok
+        again = await world.commit(landed)  # its reply was lost, say, and it is retried
+        assert not again.ok and again.lease_lost and again.events == ()
+        logged = await world.read_events(run.id)
+        assert [(e.step, e.attempt) for e in logged if isinstance(e, StepDiscarded)] == [(1, 1)]
+        assert [e.attempt for e in logged if isinstance(e, StepCompleted)] == [2]
+        assert_dense(logged)
 
     @pytest.mark.anyio
     async def test_a_stale_token_is_refused_even_for_the_same_worker(self, world: World) -> None:

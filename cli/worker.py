@@ -1,0 +1,132 @@
+"""``wf worker``: run a module's workflows and steps until told to stop.
+
+The first SIGINT or SIGTERM stops leasing, lets in-flight work finish for up
+to ``--grace`` seconds, releases whatever is unfinished so another worker
+takes it at once, and exits 0 (one arriving during start-up just exits 0). A
+second signal exits at once. A world that cannot be used and cannot heal by
+waiting (read-only, schema newer than this code, authentication failed, no
+such database) ends the worker with a one-line reason and exit code 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import types
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+
+from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError, WorldOption, execute, open_world
+from workflow import Worker
+from worlds.errors import WorldMisconfiguredError
+
+__all__ = ["worker_command"]
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def worker_command(
+    module: Annotated[
+        str,
+        typer.Argument(
+            help="Module (or path to a .py file) whose @workflow and @step functions to run."
+        ),
+    ],
+    world: WorldOption = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Most work items in flight at once.")
+    ] = 64,
+    lease_seconds: Annotated[
+        float, typer.Option(min=0.1, help="Lease length; renewed while held.")
+    ] = 30.0,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="On SIGINT/SIGTERM, seconds in-flight work may take to finish"
+            " before it is released to other workers.",
+        ),
+    ] = 10.0,
+) -> None:
+    """Run a worker for MODULE until SIGINT or SIGTERM, then shut down gracefully.
+
+    Example:
+
+        wf worker myapp.workflows --world sqlite:///app.db --concurrency 32
+    """
+
+    async def serve() -> None:
+        target = _import(module)
+        runner: Worker | None = None
+        problem: str | None = None
+        with anyio.open_signal_receiver(*_SIGNALS) as signals:
+            async with anyio.create_task_group() as group:
+
+                async def watch() -> None:
+                    received = 0
+                    async for signum in signals:
+                        received += 1
+                        if received > 1:
+                            typer.echo("second signal: exiting at once", err=True)
+                            os._exit(128 + signum)
+                        if runner is None:
+                            group.cancel_scope.cancel()  # still starting: nothing to finish
+                            return
+                        typer.echo(f"stopping: in-flight work has {grace:g} s to finish", err=True)
+                        runner.stop()
+
+                group.start_soon(watch)
+                async with open_world(world) as opened:
+                    candidate = Worker(
+                        opened,
+                        [target],
+                        concurrency=concurrency,
+                        lease_seconds=lease_seconds,
+                        shutdown_grace=grace,
+                    )
+                    if candidate.names:
+                        runner = candidate
+                        typer.echo(
+                            f"worker {runner.worker_id} serving {sorted(runner.names)}", err=True
+                        )
+                        try:
+                            await runner.run()
+                        except WorldMisconfiguredError as exc:
+                            problem = f"the world cannot be used: {exc}"
+                    else:
+                        problem = f"{module!r} defines no @workflow or @step"
+                group.cancel_scope.cancel()
+        if problem is not None:
+            raise CliError(problem, EXIT_ERROR)
+
+    execute(serve)
+
+
+def _import(module: str) -> types.ModuleType:
+    """The module named ``module``, or the one in the .py file it names."""
+    looks_like_path = module.endswith(".py") or os.sep in module or "/" in module
+    if looks_like_path:
+        path = Path(module)
+        if path.suffix != ".py" or not path.is_file():
+            raise CliError(
+                f"{module!r} is not a .py file; give a .py file or a module name"
+                " (e.g. myapp.workflows)",
+                EXIT_USAGE,
+            )
+        sys.path.insert(0, str(path.resolve().parent))
+        module = path.stem
+    else:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module!r}: {exc}", EXIT_ERROR) from None
+    except Exception as exc:
+        raise CliError(
+            f"importing {module!r} raised {type(exc).__name__}: {exc}", EXIT_ERROR
+        ) from None

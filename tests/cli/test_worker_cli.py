@@ -1,0 +1,128 @@
+"""``wf worker`` as a process: graceful shutdown on SIGTERM, a path instead of a
+module, and a world that cannot be used."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+import worlds
+from tests.apps.slowapp import slow_flow
+from workflow import RunStatus, Worker, get_run, start
+from worlds.types import StepCompleted, StepStarted
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spawn(url: str, log: Path, *options: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SLOWAPP_LOG": str(log)}
+    command = [sys.executable, "-m", "cli", "worker", "tests.apps.slowapp", "--world", url]
+    return subprocess.Popen(
+        [*command, *options], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+    )
+
+
+async def wait_for_line(log: Path, line: str) -> None:
+    with anyio.fail_after(30):
+        while not (log.exists() and line in log.read_text().splitlines()):
+            await anyio.sleep(0.05)
+
+
+async def test_sigterm_lets_the_step_in_flight_finish(tmp_path: Path) -> None:
+    url, log = f"sqlite:///{tmp_path}/world.db", tmp_path / "log"
+    async with worlds.open(url) as world:
+        run = await start(slow_flow, world=world)
+    proc = spawn(url, log)
+    await wait_for_line(log, "start 1")
+    proc.send_signal(signal.SIGTERM)
+    _, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    async with worlds.open(url) as world:
+        events = await world.read_events(run.id)
+    assert [e.attempt for e in events if isinstance(e, StepCompleted)] == [1]
+    assert log.read_text().splitlines() == ["start 1", "end 1"]
+
+
+async def test_past_the_grace_the_step_is_released_to_another_worker(tmp_path: Path) -> None:
+    url, log = f"sqlite:///{tmp_path}/world.db", tmp_path / "log"
+    async with worlds.open(url) as world:
+        run = await start(slow_flow, world=world)
+    proc = spawn(url, log, "--grace", "0.2", "--lease-seconds", "120")
+    await wait_for_line(log, "start 1")
+    proc.send_signal(signal.SIGTERM)
+    _, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
+    assert proc.returncode == 0, err
+    os.environ["SLOWAPP_LOG"] = str(log)
+    async with worlds.open(url) as world, Worker(world, [slow_flow]):
+        again = get_run(run.id, world=world)
+        # the 120 s lease was released: another worker takes the step at once
+        assert await again.result(timeout=30) == "done"
+        events = await again.events()
+        assert await again.status() is RunStatus.COMPLETED
+    assert [e.attempt for e in events if isinstance(e, StepStarted)] == [1, 2]
+
+
+async def test_sigterm_during_start_up_exits_0(tmp_path: Path) -> None:
+    proc = spawn(f"sqlite:///{tmp_path}/world.db", tmp_path / "log")
+    proc.send_signal(signal.SIGTERM)
+    _, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
+    assert "Traceback" not in err
+    assert proc.returncode in (0, -signal.SIGTERM)
+
+
+def test_a_path_is_accepted_and_a_missing_file_named(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    missing = subprocess.run(
+        [sys.executable, "-m", "cli", "worker", "./orders.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2
+    assert "orders.py" in missing.stderr and "module name" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+
+
+async def test_a_world_it_may_not_write_stops_the_worker_with_one_line(
+    postgres_world_url: str, tmp_path: Path
+) -> None:
+    """A role that may read but not write the world's tables: waiting cannot help,
+    so ``wf worker`` exits 1 with one line, instead of retrying forever."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    from worlds.postgres import PostgresWorld
+
+    async with worlds.open(postgres_world_url) as world:
+        await start(slow_flow, world=world)
+    schema = PostgresWorld(postgres_world_url).schema
+    role = f"ro_{schema}"
+    conn = await asyncpg.connect(PostgresWorld(postgres_world_url).dsn)
+    try:
+        await conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        await conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        await conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+        url = postgres_world_url.replace("postgres@", f"{role}@", 1)
+        proc = spawn(url, tmp_path / "log")
+        _, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
+    finally:
+        await conn.execute(f'DROP OWNED BY "{role}"')
+        await conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+        await conn.close()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    assert "cannot be used" in err
+    assert "permission denied" in err
+    assert len(err.strip().splitlines()) <= 3, err  # serving, the worker's reason, the exit
+    assert not (tmp_path / "log").exists()

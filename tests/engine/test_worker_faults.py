@@ -1,0 +1,222 @@
+"""The worker under database faults: finished steps are not re-run, failures are
+logged with manners, a poison run fails instead of looping, cancellation reaches
+in-flight steps quickly, and a lost lease's result is visibly discarded."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+import worlds
+from workflow import (
+    RunFailedError,
+    RunStatus,
+    Worker,
+    get_step_metadata,
+    start,
+    step,
+    workflow,
+)
+from worlds.protocol import World
+from worlds.types import StepDiscarded, StepFailed
+
+pytestmark = pytest.mark.anyio
+
+
+# --------------------------------------------------------------------------- journal
+
+
+def journal(path: str, line: str) -> None:
+    with open(path, "a") as out:
+        out.write(line + "\n")
+
+
+def starts(path: Path) -> list[str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line.removeprefix("start ") for line in lines if line.startswith("start ")]
+
+
+@step
+async def gated(path: str, gate: str, i: int) -> int:
+    journal(path, f"start {get_step_metadata().step_id}")
+    while not Path(gate).exists():
+        await anyio.sleep(0.02)
+    journal(path, f"end {get_step_metadata().step_id}")
+    return i
+
+
+@workflow
+async def gated_flow(path: str, gate: str, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await gated(path, gate, i)
+    return total
+
+
+async def test_a_finished_step_survives_a_locked_sqlite_database(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Commits meet a real "database is locked" for a while: the step's result is
+    committed once the lock goes, and its body is not run again."""
+    path, gate = tmp_path / "journal", tmp_path / "gate"
+    url = f"sqlite:///{tmp_path}/world.db?busy_timeout=0.05"
+    async with worlds.open(url) as world, Worker(world, [gated_flow], lease_seconds=8):
+        run = await start(gated_flow, str(path), str(gate), 2, world=world)
+        with anyio.fail_after(10):
+            while not starts(path):
+                await anyio.sleep(0.02)
+        locker = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
+        locker.execute("BEGIN EXCLUSIVE")
+        gate.touch()  # the step finishes while the database is locked
+        with anyio.fail_after(10):
+            while "end" not in path.read_text():
+                await anyio.sleep(0.02)
+        await anyio.sleep(2.5)  # several commit attempts fail
+        locker.execute("ROLLBACK")
+        locker.close()
+        assert await run.result(timeout=20) == 1
+    assert sorted(starts(path)) == sorted(set(starts(path)))
+    assert len(starts(path)) == 2
+    failures = [r for r in caplog.records if "could not commit" in r.getMessage()]
+    assert failures, "the lock never made a commit fail: the test proves nothing"
+    # one line per failure, a traceback the first time only
+    assert sum(1 for r in failures if r.exc_info) == 1
+
+
+# --------------------------------------------------------------------------- poison
+
+
+class UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no words")
+
+
+@step(max_retries=1, retry_delay=0)
+async def broken() -> None:
+    raise UnprintableError
+
+
+@workflow
+async def broken_flow() -> None:
+    await broken()
+
+
+async def test_an_exception_that_cannot_be_printed_still_fails_the_run(world: World) -> None:
+    async with Worker(world, [broken_flow]):
+        run = await start(broken_flow, world=world)
+        with pytest.raises(RunFailedError, match="UnprintableError"):
+            await run.result(timeout=20)
+    failed = [e for e in await run.events() if isinstance(e, StepFailed)]
+    assert [e.attempt for e in failed] == [2]
+
+
+lost: list[int] = []
+
+
+@step(max_retries=1)
+async def counted() -> str:
+    lost.append(get_step_metadata().attempt)
+    if len(lost) == 1:
+        await anyio.sleep_forever()  # until its worker shuts down and releases it
+    return "done"
+
+
+@workflow
+async def counted_flow() -> str:
+    return await counted()
+
+
+async def test_lost_leases_count_as_attempts(world: World) -> None:
+    """Attempts whose lease expired count (a released one does not): past
+    max_retries the step fails with a reason, without running again."""
+    lost.clear()
+    async with Worker(world, [counted_flow], shutdown_grace=0.1):
+        run = await start(counted_flow, world=world)
+        with anyio.fail_after(10):
+            while not lost:
+                await anyio.sleep(0.01)
+    # a "zombie" takes attempts 2 and 3 and lets each lease expire
+    taken = 0
+    with anyio.fail_after(10):
+        while taken < 2:
+            items = await world.lease("zombie", names={"counted"}, limit=1, lease_seconds=0.05)
+            taken += len(items)
+            await anyio.sleep(0.1)
+    async with Worker(world, [counted_flow]):
+        with pytest.raises(RunFailedError, match="earlier attempts lost their leases"):
+            await run.result(timeout=20)
+    assert lost == [1]
+    failed = [e for e in await run.events() if isinstance(e, StepFailed)]
+    assert [e.attempt for e in failed] == [4]
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+@step
+async def endless(path: str) -> None:
+    journal(path, "start")
+    try:
+        await anyio.sleep(60)
+    finally:
+        journal(path, "stopped")
+
+
+@workflow
+async def endless_flow(path: str) -> None:
+    await endless(path)
+
+
+async def test_cancellation_reaches_an_in_flight_step_within_seconds(
+    world: World, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal"
+    async with Worker(world, [endless_flow], lease_seconds=60):
+        run = await start(endless_flow, str(path), world=world)
+        with anyio.fail_after(10):
+            while not path.exists():
+                await anyio.sleep(0.02)
+        await run.cancel()
+        # lease/3 is 20 s: only the quick check can stop the step within 5 s
+        with anyio.fail_after(5):
+            while "stopped" not in path.read_text():
+                await anyio.sleep(0.02)
+        assert await run.status() in (RunStatus.CANCELLING, RunStatus.CANCELLED)
+
+
+# --------------------------------------------------------------------------- zombie
+
+thief: dict[str, World] = {}
+
+
+@step
+async def overruns() -> int:
+    attempt = get_step_metadata().attempt
+    if attempt == 1:
+        time.sleep(1.0)  # blocks the worker's loop past its lease: no renewal...
+        # ...and meanwhile another worker takes the step over (briefly)
+        taken = await thief["world"].lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+        assert [item.attempt for item in taken] == [2]
+    return attempt
+
+
+@workflow
+async def zombie_flow() -> int:
+    return await overruns()
+
+
+async def test_a_zombies_refused_result_is_visible(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    thief["world"] = world
+    async with Worker(world, [zombie_flow], lease_seconds=0.5):
+        run = await start(zombie_flow, world=world)
+        assert await run.result(timeout=30) == 3
+    discarded = [e for e in await run.events() if isinstance(e, StepDiscarded)]
+    assert [(e.step, e.attempt, e.outcome) for e in discarded] == [(1, 1, "StepCompleted")]
+    warnings = [r.getMessage() for r in caplog.records if "refused and discarded" in r.getMessage()]
+    assert len(warnings) == 1 and "attempt 1" in warnings[0]

@@ -1,0 +1,134 @@
+"""The commits a worker makes that are not a workflow task's or a step body's own:
+a due timer, a step past its attempts, and the failures that end a poison loop."""
+
+from __future__ import annotations
+
+import msgspec
+
+from workflow._codec import error_info
+from workflow.engine._faults import POISON_LIMIT
+from worlds.semantics import CANCEL_DEADLINE_TIMER, RUN_DEADLINE_TIMER
+from worlds.types import (
+    CommitRequest,
+    ErrorInfo,
+    EventKind,
+    NewWorkItem,
+    RunCancelled,
+    RunFailed,
+    StepCompleted,
+    StepFailed,
+    StepRetrying,
+    WaitCompleted,
+    WorkItem,
+)
+
+__all__ = [
+    "describe",
+    "exhausted_commit",
+    "is_outcome_of",
+    "poisoned_run_commit",
+    "poisoned_step_commit",
+    "timer_commit",
+]
+
+
+def describe(item: WorkItem) -> str:
+    """``item`` in words, for a log line."""
+    if item.kind == "step":
+        return f"step {item.name!r} #{item.number} attempt {item.attempt} of run {item.run_id}"
+    return f"the {item.kind} task of run {item.run_id}"
+
+
+def is_outcome_of(event: EventKind, item: WorkItem) -> bool:
+    """Whether ``event`` records the outcome of step attempt ``item``."""
+    return (
+        isinstance(event, (StepCompleted, StepFailed, StepRetrying))
+        and event.step == item.number
+        and event.attempt == item.attempt
+    )
+
+
+def timer_commit(
+    item: WorkItem, worker_id: str, lease_seconds: float, wake_eagerly: bool
+) -> CommitRequest:
+    """What a due timer does: close a run past a deadline, or wake its workflow."""
+    events: tuple[EventKind, ...]
+    schedule: tuple[NewWorkItem, ...] = ()
+    if item.number == CANCEL_DEADLINE_TIMER:
+        events = (RunCancelled(reason="cleanup did not finish within the grace period"),)
+    elif item.number == RUN_DEADLINE_TIMER:
+        error = ErrorInfo(type="TimeoutError", message="the run did not finish in time")
+        events = (RunFailed(error=error),)
+    else:
+        events = (WaitCompleted(wait=item.number),)
+        schedule = (NewWorkItem(kind="workflow", lease=wake_eagerly),)
+    return CommitRequest(
+        run_id=item.run_id,
+        worker_id=worker_id,
+        lease=item,
+        events=events,
+        schedule=schedule,
+        lease_seconds=lease_seconds,
+    )
+
+
+def exhausted_commit(
+    item: WorkItem, max_retries: int, worker_id: str, lease_seconds: float, wake_eagerly: bool
+) -> CommitRequest:
+    """Fail step attempt ``item`` without running it: earlier attempts lost their leases."""
+    message = (
+        f"step {item.name!r} reached attempt {item.attempt} with max_retries={max_retries}:"
+        " earlier attempts lost their leases (their worker stopped, or their"
+        " outcome could not be committed)"
+    )
+    failed = StepFailed(
+        step=item.number,
+        attempt=item.attempt,
+        error=ErrorInfo(type="RetriesExhaustedError", message=message),
+    )
+    return CommitRequest(
+        run_id=item.run_id,
+        worker_id=worker_id,
+        lease=item,
+        events=(failed,),
+        schedule=(NewWorkItem(kind="workflow", lease=wake_eagerly),),
+        lease_seconds=lease_seconds,
+    )
+
+
+def poisoned_step_commit(
+    item: WorkItem, request: CommitRequest, exc: BaseException, wake_eagerly: bool
+) -> CommitRequest:
+    """``request`` with its outcome replaced by a failure naming why it could not be
+    committed."""
+    info = error_info(exc)
+    error = ErrorInfo(
+        type=info.type,
+        message=f"the outcome of step {item.name!r} could not be recorded: {info.message}",
+        traceback=info.traceback,
+    )
+    failed = StepFailed(step=item.number, attempt=item.attempt, error=error)
+    return msgspec.structs.replace(
+        request,
+        events=(failed,),
+        schedule=(NewWorkItem(kind="workflow", lease=wake_eagerly),),
+    )
+
+
+def poisoned_run_commit(
+    item: WorkItem, exc: BaseException, worker_id: str, lease_seconds: float
+) -> CommitRequest:
+    """Fail the run of workflow item ``item``, whose task failed ``POISON_LIMIT`` times."""
+    info = error_info(exc)
+    message = (
+        f"the workflow task of run {item.run_id} failed {POISON_LIMIT} times in a row"
+        f" and the run was failed: {info.type}: {info.message}"
+    )
+    error = ErrorInfo(type="WorkflowTaskError", message=message, traceback=info.traceback)
+    return CommitRequest(
+        run_id=item.run_id,
+        worker_id=worker_id,
+        lease=item,
+        events=(RunFailed(error=error),),
+        lease_seconds=lease_seconds,
+    )
