@@ -62,6 +62,7 @@ def worker_command(
 
     async def serve() -> None:
         target = _import(module)
+        chosen = open_world(world)  # a bad URL is one line, before anything starts
         runner: Worker | None = None
         problem: str | None = None
         with anyio.open_signal_receiver(*_SIGNALS) as signals:
@@ -81,7 +82,7 @@ def worker_command(
                         runner.stop()
 
                 group.start_soon(watch)
-                async with open_world(world) as opened:
+                async with chosen as opened:
                     candidate = Worker(
                         opened,
                         [target],
