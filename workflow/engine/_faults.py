@@ -7,15 +7,18 @@ schema newer than this code, authentication failed, database missing) stops
 the worker. Anything else is a bug or a bad value, retried a bounded number
 of times (``POISON_LIMIT``) before the work it belongs to is failed.
 
-Each failure logs one line; the traceback of a kind of failure is logged the
-first time only, so a ten-second outage gives a handful of lines, not forty
-tracebacks.
+An outage of the world is logged when it begins, every ten seconds while it
+lasts and when it ends, however many calls fail meanwhile; any other failure
+is one line each; the traceback of a kind of failure is logged the first time
+only. A ten-second outage gives a handful of lines, not thousands.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
+from collections.abc import Callable
 
 from worlds.errors import WorldMisconfiguredError, WorldUnavailableError, as_world_error
 
@@ -57,19 +60,44 @@ def is_fatal(exc: BaseException) -> WorldMisconfiguredError | None:
 
 
 class Complaints:
-    """Logs failures in one line each, with a traceback the first time per kind."""
+    """Logs a worker's failures with manners.
 
-    def __init__(self, log: logging.Logger, worker_id: str) -> None:
+    While the world is unavailable (a transient world error), the worker says so
+    once when the outage begins, at most once every ``remind_every`` seconds
+    while it lasts, and once when the world answers again: however many calls
+    fail meanwhile. Any other failure is one line each. A traceback is logged
+    the first time only per kind of failure (the verb of ``doing`` and the
+    exception's type).
+    """
+
+    def __init__(
+        self,
+        log: logging.Logger,
+        worker_id: str,
+        *,
+        remind_every: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._log = log
         self._worker_id = worker_id
+        self._remind_every = remind_every
+        self._clock = clock
         self._seen: set[tuple[str, type[BaseException]]] = set()
+        self._outage_since: float | None = None
+        self._reminded_at = 0.0
+        self._failed_calls = 0
 
     def failed(self, doing: str, exc: BaseException, retry_in: float | None) -> None:
         """Log that ``doing`` failed with ``exc``; ``retry_in`` seconds until the next try."""
         error = as_world_error(exc) or exc
+        kind = (doing.split(" ", 1)[0], type(exc))
+        first = kind not in self._seen
+        self._seen.add(kind)
+        trace = exc if first else None
+        if retry_in is not None and isinstance(error, WorldUnavailableError):
+            self._unavailable(doing, error, trace)
+            return
         then = "giving up" if retry_in is None else f"retrying in {retry_in:.2f} s"
-        first = (doing, type(exc)) not in self._seen
-        self._seen.add((doing, type(exc)))
         self._log.warning(
             "worker %s could not %s: %s: %s; %s",
             self._worker_id,
@@ -77,8 +105,43 @@ class Complaints:
             type(error).__name__,
             _one_line(error),
             then,
-            exc_info=exc if first else None,
+            exc_info=trace,
         )
+
+    def _unavailable(self, doing: str, error: BaseException, trace: BaseException | None) -> None:
+        now = self._clock()
+        self._failed_calls += 1
+        if self._outage_since is None:
+            self._outage_since = self._reminded_at = now
+            self._failed_calls = 1
+            self._log.warning(
+                "worker %s: the world is unavailable (could not %s): %s; retrying with backoff",
+                self._worker_id,
+                doing,
+                _one_line(error),
+                exc_info=trace,
+            )
+        elif now - self._reminded_at >= self._remind_every:
+            self._reminded_at = now
+            self._log.warning(
+                "worker %s: the world is still unavailable after %.1f s (%d calls failed): %s",
+                self._worker_id,
+                now - self._outage_since,
+                self._failed_calls,
+                _one_line(error),
+            )
+
+    def succeeded(self) -> None:
+        """Note that a world call succeeded: ends an outage, saying how long it lasted."""
+        if self._outage_since is None:
+            return
+        self._log.warning(
+            "worker %s: the world answers again after %.1f s (%d calls failed meanwhile)",
+            self._worker_id,
+            self._clock() - self._outage_since,
+            self._failed_calls,
+        )
+        self._outage_since = None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -291,6 +291,7 @@ class Worker:
             finally:
                 self._reserved -= free
             backoff.reset()
+            self._complaints.succeeded()
             if self._stopping:
                 with anyio.CancelScope(shield=True):
                     await self.world.release(self.worker_id, items)
@@ -367,6 +368,7 @@ class Worker:
                 self._complaints.failed("renew its leases", exc, delay)
                 continue
             backoff.reset()
+            self._complaints.succeeded()
             for (item, scope), ok in zip(entries, alive, strict=True):
                 if not ok and item.kind == "step":
                     scope.cancel()
@@ -462,6 +464,7 @@ class Worker:
                 self._complaints.failed(doing, exc, delay)
                 await anyio.sleep(delay)
                 continue
+            self._complaints.succeeded()
             if result.lease_lost:
                 self._lease_lost(item, bool(result.events))
             return list(result.leased)
