@@ -1,22 +1,49 @@
-"""The PostgreSQL world's connections: hung-link detection and the server's clock.
+"""The PostgreSQL world's connections: URL, retries, hung-link detection, the server's clock.
 
 asyncpg has no option for TCP keepalives, so ``set_keepalive`` sets them on
 each new connection's socket, with ``TCP_USER_TIMEOUT`` so that a link that
 acknowledges nothing (black-holed) fails within the command timeout.
 ``ServerClock`` estimates the server's clock from this process's clock and
 their measured offset, so the times a world object writes are the server's.
+
+Hung connections are detected: besides the command timeout, TCP connections
+to the server send keepalives after 5 s of silence and give up on a link that
+acknowledges nothing for ``command_timeout`` (``TCP_USER_TIMEOUT``), and the
+server is asked to probe its side the same way. A frozen server or a
+black-holed link makes operations fail with ``WorldUnavailableError`` within
+two command timeouts (asyncpg also waits up to one for its cancel request to
+reach the server); the broken connections are dropped and later operations
+connect again when the server is back.
 """
 
 from __future__ import annotations
 
+import re
+import secrets
 import socket
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import anyio
+import asyncpg  # type: ignore[import-untyped]
 
-__all__ = ["KEEPALIVE_SETTINGS", "MIGRATION_TIMEOUT", "ServerClock", "set_keepalive"]
+from worlds._urls import redact_url
+
+__all__ = [
+    "KEEPALIVE_SETTINGS",
+    "MIGRATION_TIMEOUT",
+    "RETRIES",
+    "RETRYABLE",
+    "RollbackError",
+    "ServerClock",
+    "backoff",
+    "check_schema_name",
+    "keep_session",
+    "parse_url",
+    "set_keepalive",
+]
 
 MIGRATION_TIMEOUT = 3600.0
 """Seconds a migration statement may take (they may rewrite big tables)."""
@@ -91,3 +118,62 @@ class ServerClock:
         if anyio.current_time() - self._checked_at >= _CLOCK_CHECK:
             async with pool.acquire() as conn:
                 await self.measure(conn)
+
+
+RETRIES = 8
+"""Attempts of a transaction that loses deadlock or serialization races."""
+RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+"""Errors after which the same transaction is tried again."""
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to sleep before retry ``attempt`` (0-based): exponential, with jitter."""
+    return 0.001 * float(2**attempt) + secrets.randbelow(1000) / 1e6
+
+
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def check_schema_name(name: str) -> str:
+    """``name`` if it is a plain identifier PostgreSQL keeps as written, else ``ValueError``."""
+    if not _SCHEMA_NAME.fullmatch(name):
+        raise ValueError(f"schema name {name!r} must match {_SCHEMA_NAME.pattern}")
+    return name
+
+
+class RollbackError(Exception):
+    """Raised inside a transaction to undo it and return ``result`` instead."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result
+
+
+def parse_url(raw: str) -> tuple[str, str, dict[str, float]]:
+    """The DSN for asyncpg, the schema and this world's own options of ``raw``."""
+    url = redact_url(raw)  # for messages
+    scheme, sep, rest = raw.partition("://")
+    if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
+        raise ValueError(f"not a PostgreSQL world URL: {url!r}")
+    location, _, query = rest.partition("?")
+    options = {"poll": 1.0, "pool_size": 10.0, "command_timeout": 4.0}
+    schema = "public"
+    passed: list[tuple[str, str]] = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == "schema":
+            schema = check_schema_name(value)
+        elif name in options:
+            try:
+                options[name] = float(value)
+            except ValueError:
+                raise ValueError(f"option {name!r} in {url!r} must be a number") from None
+            if options[name] <= 0:
+                raise ValueError(f"option {name!r} in {url!r} must be positive")
+        else:
+            passed.append((name, value))
+    dsn = f"postgresql://{location}" + (f"?{urlencode(passed)}" if passed else "")
+    return dsn, schema, options
+
+
+async def keep_session(conn: Any) -> None:
+    """Pool reset hook: sessions carry no state to undo, so skip the reset round trip."""
