@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import pytest
 
 from tests.conftest import fresh_schema, with_schema

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import pytest
 
 from tests.conftest import drop_schema, fresh_schema, with_schema

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, get_args
 
 import msgspec
+from asyncpg import Record
 
 from worlds.types import (
     AttributeValue,
@@ -55,7 +56,7 @@ STEP_STARTED_PARTS = _step_started_parts()
 """``LEASE`` builds a StepStarted as ``head || int4(step) || middle || int4(attempt)``."""
 
 
-def hook_from_row(row: Mapping[str, Any]) -> HookRecord:
+def hook_from_row(row: Record) -> HookRecord:
     """A ``HookRecord`` from a row of ``LIST_HOOKS``."""
     return HookRecord(
         token=row["token"],
@@ -66,7 +67,7 @@ def hook_from_row(row: Mapping[str, Any]) -> HookRecord:
     )
 
 
-def run_from_row(row: Mapping[str, Any]) -> RunRecord:
+def run_from_row(row: Record) -> RunRecord:
     """A ``RunRecord`` from the ``RUN_COLUMNS`` of a row."""
     error = row["error"]
     return RunRecord(
@@ -104,7 +105,7 @@ def save_params(
     )
 
 
-def claim_from_row(row: Mapping[str, Any], key: str, run_id: str | None = None) -> Claim:
+def claim_from_row(row: Record, key: str, run_id: str | None = None) -> Claim:
     """A ``Claim`` on ``key`` from a row of ``GET_CLAIM`` or (with ``run_id``) ``RUN_CLAIMS``."""
     return Claim(
         key=key,
@@ -116,7 +117,7 @@ def claim_from_row(row: Mapping[str, Any], key: str, run_id: str | None = None) 
     )
 
 
-def work_item_from_row(row: Mapping[str, Any], expires: datetime) -> WorkItem:
+def work_item_from_row(row: Record, expires: datetime) -> WorkItem:
     """A ``WorkItem`` leased until ``expires`` from a row of ``LEASE``."""
     return WorkItem(
         id=row["id"],

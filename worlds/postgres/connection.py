@@ -21,15 +21,23 @@ from __future__ import annotations
 import re
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
 import anyio
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from worlds._urls import redact_url
+
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+    """A connection of the world: its own (the listener) or one lent by its pool."""
+    Pool: TypeAlias = asyncpg.Pool[asyncpg.Record]
+    """The world's connection pool."""
 
 __all__ = [
     "KEEPALIVE_SETTINGS",
@@ -42,6 +50,7 @@ __all__ = [
     "check_schema_name",
     "keep_session",
     "parse_url",
+    "retry",
     "set_keepalive",
 ]
 
@@ -64,7 +73,7 @@ _RESOLUTION = timedelta(milliseconds=1)
 """Offsets this small are not told apart from none."""
 
 
-def set_keepalive(conn: Any, user_timeout: float) -> None:
+def set_keepalive(conn: Connection, user_timeout: float) -> None:
     """Turn on TCP keepalives and a user timeout (seconds) on ``conn``'s socket.
 
     Unix-socket connections are left as they are (a local server that stops
@@ -97,7 +106,7 @@ class ServerClock:
         """The server's time now, as estimated."""
         return self._clock() + self._offset
 
-    async def measure(self, conn: Any) -> None:
+    async def measure(self, conn: Connection) -> None:
         """Measure the offset on ``conn``.
 
         An offset within the measurement's uncertainty (half the round trip, at
@@ -113,17 +122,29 @@ class ServerClock:
         self._offset = offset if abs(offset) > uncertainty else timedelta(0)
         self._checked_at = anyio.current_time()
 
-    async def refresh(self, pool: Any) -> None:
+    async def refresh(self, pool: Pool) -> None:
         """Measure again on a connection of ``pool`` if the last measurement is old."""
         if anyio.current_time() - self._checked_at >= _CLOCK_CHECK:
             async with pool.acquire() as conn:
                 await self.measure(conn)
 
 
+T = TypeVar("T")
+
 RETRIES = 8
 """Attempts of a transaction that loses deadlock or serialization races."""
 RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
 """Errors after which the same transaction is tried again."""
+
+
+async def retry(call: Callable[..., Awaitable[T]], *args: object) -> T:
+    """``call(*args)``, one statement, again if it lost a deadlock race."""
+    for attempt in range(RETRIES - 1):
+        try:
+            return await call(*args)
+        except RETRYABLE:
+            await anyio.sleep(backoff(attempt))
+    return await call(*args)
 
 
 def backoff(attempt: int) -> float:
@@ -175,5 +196,5 @@ def parse_url(raw: str) -> tuple[str, str, dict[str, float]]:
     return dsn, schema, options
 
 
-async def keep_session(conn: Any) -> None:
+async def keep_session(conn: Connection) -> None:
     """Pool reset hook: sessions carry no state to undo, so skip the reset round trip."""

@@ -10,11 +10,12 @@ the lease, appends the events, acks and enqueues, all as the general path would.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
+from asyncpg import Record
 
 from worlds.postgres import codecs
 from worlds.postgres.transactions import new_token
@@ -130,7 +131,7 @@ def commit_params(
 
 
 def commit_result(
-    request: CommitRequest, rows: Sequence[Mapping[str, Any]], args: CommitRunArgs
+    request: CommitRequest, rows: Sequence[Record], args: CommitRunArgs
 ) -> CommitResult | None:
     """The result of a ``COMMIT_RUN`` call; ``None`` when the run was closed or the
     lease lost and ``request.discard`` must be appended by the general path."""

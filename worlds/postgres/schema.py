@@ -18,12 +18,15 @@ and ``schema_migrations`` (one row per applied version).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.postgres.connection import MIGRATION_TIMEOUT
 from worlds.postgres.migrations import MIGRATIONS
+
+if TYPE_CHECKING:
+    from worlds.postgres.connection import Connection
 
 SCHEMA_VERSION = max(MIGRATIONS)
 """The newest migration; ``schema_migrations`` records each one applied."""
@@ -66,7 +69,7 @@ APPLIED_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
 RECORD_VERSION = "INSERT INTO schema_migrations (version) VALUES ($1)"
 
 
-async def migrate(conn: Any, schema: str, *, create: bool, url: str) -> int:
+async def migrate(conn: Connection, schema: str, *, create: bool, url: str) -> int:
     """Apply the migrations ``schema`` lacks, under an advisory lock; the version reached.
 
     Raises:

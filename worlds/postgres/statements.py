@@ -187,7 +187,7 @@ DELETE_WORK = "DELETE FROM work WHERE id = $1"
 # A cancelling run's steps and timers go; each says whether an attempt was in flight.
 DROP_CANCELLED_WORK = """
 DELETE FROM work WHERE run_id = $1 AND kind IN ('step', 'timer')
-RETURNING kind, number, attempt, (owner IS NOT NULL AND expires_at > $2)
+RETURNING kind, number, attempt, (owner IS NOT NULL AND expires_at > $2) AS in_flight
 """
 LEASE_ONE = (
     "UPDATE work SET available_at = $2, owner = $3, token = $4, expires_at = $5, attempt = $6, "

@@ -11,9 +11,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Generator
 from datetime import datetime
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import msgspec
 
 from worlds._rules import cancel, claims, commits, requests, runs
@@ -27,6 +27,9 @@ from worlds.semantics import (
     work_item_id,
     workflow_item_id,
 )
+
+if TYPE_CHECKING:
+    from worlds.postgres.connection import Connection
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -57,7 +60,9 @@ def _is_run_id_taken(exc: asyncpg.exceptions.UniqueViolationError) -> bool:
 class Tx:
     """One write transaction: its connection, clock, pending events and signals."""
 
-    def __init__(self, conn: Any, channel: str, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self, conn: Connection, channel: str, clock: Callable[[], datetime] = utcnow
+    ) -> None:
         self.conn = conn
         self.channel = channel
         self.clock = clock
@@ -181,8 +186,9 @@ class Tx:
         run, _ = self.stamp(run, plan.event)
         if plan.timer is not None:
             dropped = await self.conn.fetch(sql.DROP_CANCELLED_WORK, run_id, self.now)
-            for kind, number, attempt, in_flight in sorted(dropped):
-                discard = cancel.discarded(kind, number, attempt, bool(in_flight))
+            for row in sorted(dropped, key=lambda row: (row["kind"], row["number"])):
+                in_flight = bool(row["in_flight"])
+                discard = cancel.discarded(row["kind"], row["number"], row["attempt"], in_flight)
                 if discard is not None:
                     run, _ = self.stamp(run, discard)
             run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
@@ -207,6 +213,7 @@ class Tx:
         if generation is None:
             ivalue = index_value(event.value)
             row = await self.conn.fetchrow(sql.GET_CLAIM, event.key, ivalue)
+            assert row is not None, "a pair claim_if_free found taken stays (its holder is locked)"
             decided = claims.on_attribute_set(
                 claims.HeldClaim(row["run_id"], row["generation"], row["step"]), run_id, event
             )
@@ -328,6 +335,7 @@ class Tx:
         seconds: float,
     ) -> WorkItem | None:
         row = await self.conn.fetchrow(sql.LOCK_WORK, item_id)
+        assert row is not None, "the run's workflow item was there (its insert conflicted)"
         owner, expires_at = row["owner"], row["expires_at"]
         if owner is not None and expires_at is not None and expires_at > self.now:
             await self.conn.execute(sql.SET_REWAKE, item_id)

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._rules import claims, commits, requests, runs
@@ -54,6 +54,7 @@ from worlds.postgres.connection import (
     backoff,
     keep_session,
     parse_url,
+    retry,
     set_keepalive,
 )
 from worlds.postgres.fast import commit_params, commit_result
@@ -66,6 +67,9 @@ from worlds.semantics import (
     lease_deadline,
     settled,
 )
+
+if TYPE_CHECKING:
+    from worlds.postgres.connection import Connection, Pool
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -141,8 +145,8 @@ class PostgresWorld(ClosesOnExit):
             "application_name": "workflow",
             **KEEPALIVE_SETTINGS,
         }
-        self._pool: Any = None
-        self._listener: Any = None
+        self._pool: Pool | None = None
+        self._listener: asyncpg.Connection[asyncpg.Record] | None = None
         self._connecting: anyio.Lock | None = None
         self._subscribing: anyio.Lock | None = None
         """Serialises use of the listener connection (one operation at a time)."""
@@ -182,8 +186,7 @@ class PostgresWorld(ClosesOnExit):
             "schema": self.schema,
             "schema_version": int(version),
         }
-        for row in counts:
-            facts[f"runs.{row['status']}"] = int(row["count"])
+        facts.update({f"runs.{row['status']}": int(row["count"]) for row in counts})
         return facts
 
     # ------------------------------------------------------------------ plumbing
@@ -192,10 +195,10 @@ class PostgresWorld(ClosesOnExit):
         if self._closed:
             raise WorldClosedError(f"{self!r} is closed")
 
-    async def _migrate(self, conn: Any) -> int:
+    async def _migrate(self, conn: Connection) -> int:
         return await schema.migrate(conn, self.schema, create=self._create, url=self.url)
 
-    async def _connect(self) -> Any:
+    async def _connect(self) -> Pool:
         """The pool, created (with migrations and the listener) on first use."""
         self._check_open()
         if self._pool is not None:
@@ -230,7 +233,7 @@ class PostgresWorld(ClosesOnExit):
                 self._pool = pool
         return self._pool
 
-    async def _init_connection(self, conn: Any) -> None:
+    async def _init_connection(self, conn: Connection) -> None:
         set_keepalive(conn, self.command_timeout)
 
     async def _listen(self) -> None:
@@ -253,10 +256,10 @@ class PostgresWorld(ClosesOnExit):
         # Changes made while nobody listened may have been missed: wake everyone.
         self._hub.wake_all()
 
-    def _on_notification(self, conn: Any, pid: int, channel: str, payload: str) -> None:
-        self._hub.signal(payload)
+    def _on_notification(self, conn: Connection, pid: int, channel: str, payload: object) -> None:
+        self._hub.signal(str(payload))
 
-    def _on_listener_lost(self, conn: Any) -> None:
+    def _on_listener_lost(self, conn: Connection) -> None:
         if self._listener is conn:
             self._listener = None
 
@@ -286,15 +289,6 @@ class PostgresWorld(ClosesOnExit):
                 await anyio.sleep(backoff(attempt))
         raise AssertionError("unreachable")
 
-    async def _retry(self, call: Callable[..., Awaitable[T]], *args: object) -> T:
-        """``call(*args)``, one statement, again if it lost a deadlock race."""
-        for attempt in range(RETRIES - 1):
-            try:
-                return await call(*args)
-            except RETRYABLE:
-                await anyio.sleep(backoff(attempt))
-        return await call(*args)
-
     # ------------------------------------------------------------------ runs
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
@@ -318,6 +312,7 @@ class PostgresWorld(ClosesOnExit):
                 if await tx.claim_if_free(run_id, key, value, None, None) is not None:
                     continue
                 row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
+                assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
                 holder_id, generation = row["run_id"], row["generation"]
                 if policy is None or policy.key != key:
                     holder = await tx.conn.fetchrow(sql.GET_RUN, holder_id)
@@ -351,7 +346,7 @@ class PostgresWorld(ClosesOnExit):
             args = commit_params(request, self._clock.now(), self._channel, self._run_channel)
         if args is not None:
             pool = await self._connect()
-            rows = await self._retry(pool.fetch, sql.COMMIT_RUN, *args)
+            rows = await retry(pool.fetch, sql.COMMIT_RUN, *args)
             result = commit_result(request, rows, args)
             if result is not None:
                 return result
@@ -475,7 +470,7 @@ class PostgresWorld(ClosesOnExit):
         now = self._clock.now()
         expires = lease_deadline(now, lease_seconds)
         head, middle = codecs.STEP_STARTED_PARTS
-        rows = await self._retry(
+        rows = await retry(
             pool.fetch, sql.LEASE, wanted, now, limit, worker_id, expires, head, middle
         )
         return [codecs.work_item_from_row(row, expires) for row in rows]
