@@ -13,6 +13,7 @@ from worlds.postgres import PostgresWorld
 from worlds.postgres.migrations import MIGRATIONS
 from worlds.postgres.schema import (
     RECORD_VERSION,
+    REFERENCE,
     SCHEMA_VERSION,
     migration_statements,
     quote,
@@ -105,5 +106,25 @@ async def test_a_schema_at_an_older_version_migrates_to_a_fresh_one(
         assert await _snapshot(conn, old) == expected
     finally:
         for schema in (fresh, old):
+            await conn.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
+        await conn.close()
+
+
+async def test_the_reference_schema_is_what_the_migrations_build(postgres_url: str) -> None:
+    fresh, reference = fresh_schema(), fresh_schema()
+    conn = await asyncpg.connect(PostgresWorld(postgres_url).dsn)
+    try:
+        async with PostgresWorld(with_schema(postgres_url, fresh)) as world:
+            await world.migrate()
+        async with conn.transaction():
+            await conn.execute(f"CREATE SCHEMA {quote(reference)}")
+            await conn.execute(f"SET LOCAL search_path = {quote(reference)}")
+            for statement in (*REFERENCE, *migration_statements(reference)):
+                await conn.execute(statement)
+        built, written = await _snapshot(conn, fresh), await _snapshot(conn, reference)
+        del built["functions"], written["functions"]
+        assert written == built
+    finally:
+        for schema in (fresh, reference):
             await conn.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
         await conn.close()

@@ -6,13 +6,10 @@ so statements name tables without a schema. Times are ``timestamptz``
 are msgpack ``bytea``. There are no foreign keys: every write already goes
 through the run row's lock, and pruning deletes a run's rows together.
 
-The tables (see ``migrations.py`` for their DDL): ``runs`` (one row per run,
-its status, last sequence number and time, attribute map, result, error),
-``events`` (a run's log by ``(run_id, seq)``), ``attributes`` (the index terms
-of run attributes), ``claims`` (unique (key, value) pairs; a NULL ``run_id``
-is a released pair keeping its generation), ``work`` (the queue: workflow
-tasks, steps and timers with their leases), ``hooks`` and ``hook_resumes``,
-and ``schema_migrations`` (one row per applied version).
+``REFERENCE`` is the current schema written out in one piece, for reading:
+what every table holds once all migrations ran. Databases are built and
+upgraded by ``MIGRATIONS`` only; a test creates ``REFERENCE`` in a schema of
+its own and checks that it equals a migrated one, so the two never drift.
 """
 
 from __future__ import annotations
@@ -30,6 +27,95 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = max(MIGRATIONS)
 """The newest migration; ``schema_migrations`` records each one applied."""
+
+
+REFERENCE: tuple[str, ...] = (
+    # One row per run; ``last_seq``/``last_at`` are its log's last event's.
+    """CREATE TABLE runs (
+        id text PRIMARY KEY,
+        workflow text NOT NULL,
+        status text NOT NULL,
+        created_at timestamptz NOT NULL,
+        started_at timestamptz,
+        closed_at timestamptz,
+        last_seq integer NOT NULL,
+        attributes bytea NOT NULL,
+        result bytea,
+        error bytea,
+        last_at timestamptz
+    )""",
+    "CREATE INDEX runs_workflow ON runs (workflow, id)",
+    "CREATE INDEX runs_status ON runs (status, id)",
+    "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL",
+    # A run's log; rows stored with seq 0 in ``data`` take ``seq`` and ``at``.
+    """CREATE TABLE events (
+        run_id text NOT NULL,
+        seq integer NOT NULL,
+        kind text NOT NULL,
+        data bytea NOT NULL,
+        at timestamptz,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    # The index terms of run attributes (``worlds.semantics.index_value``).
+    """CREATE TABLE attributes (
+        run_id text NOT NULL,
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        PRIMARY KEY (run_id, key)
+    )""",
+    "CREATE INDEX attributes_value ON attributes (key, ivalue, run_id)",
+    # Unique (key, value) pairs; a NULL run_id is a released pair keeping its generation.
+    """CREATE TABLE claims (
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        value bytea NOT NULL,
+        run_id text,
+        generation bigint NOT NULL,
+        step integer,
+        attempt integer,
+        PRIMARY KEY (key, ivalue)
+    )""",
+    "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL",
+    # The queue: workflow tasks, steps and timers, with their leases.
+    """CREATE TABLE work (
+        id text PRIMARY KEY,
+        run_id text NOT NULL,
+        kind text NOT NULL,
+        name text NOT NULL,
+        number integer NOT NULL,
+        attempt integer NOT NULL,
+        payload bytea NOT NULL,
+        available_at timestamptz NOT NULL,
+        owner text,
+        token bigint NOT NULL,
+        expires_at timestamptz,
+        rewake boolean NOT NULL DEFAULT false,
+        ever_leased boolean NOT NULL
+    )""",
+    "CREATE INDEX work_run ON work (run_id)",
+    "CREATE INDEX work_free ON work (name, available_at) WHERE owner IS NULL",
+    "CREATE INDEX work_leased ON work (name, expires_at) WHERE owner IS NOT NULL",
+    # Live hooks hold their tokens while their run is open.
+    """CREATE TABLE hooks (
+        token text PRIMARY KEY,
+        run_id text NOT NULL,
+        hook integer NOT NULL,
+        attributes bytea NOT NULL,
+        created_at timestamptz NOT NULL
+    )""",
+    "CREATE INDEX hooks_run ON hooks (run_id)",
+    # Deliveries by resume id, kept until the run is pruned.
+    """CREATE TABLE hook_resumes (
+        token text NOT NULL,
+        resume_id text NOT NULL,
+        run_id text NOT NULL,
+        PRIMARY KEY (token, resume_id)
+    )""",
+    "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # ``commit_run``, the one-round-trip commit (``fast.py``): its text is
+    # ``MIGRATIONS[4]``, the last migration that replaced it.
+)
+"""The current tables and indexes (functions aside), for reading; see the module docstring."""
 
 
 def quote(name: str) -> str:
