@@ -59,7 +59,7 @@ def with_schema(url: str, schema: str) -> str:
 
 def drop_schema(url: str) -> None:
     """Drop the schema a test's world ``url`` names (best effort; the server may be gone)."""
-    import asyncpg  # type: ignore[import-untyped]
+    import asyncpg
 
     from worlds.postgres import PostgresWorld
 

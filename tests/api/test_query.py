@@ -35,8 +35,8 @@ from workflow.query import (
     format,  # noqa: A004 - the module's printer
     parse,
 )
-from worlds import _postgres_schema
 from worlds._sqlite_schema import list_runs_sql, where_sql
+from worlds.postgres import filters as pg_filters
 from worlds.query import matches
 from worlds.semantics import new_run_id
 from worlds.types import (
@@ -313,7 +313,7 @@ def test_compiled_postgres_sql_binds_every_value(expr: Expr) -> None:
     """Marked values and keys reach PostgreSQL only as ``$n`` parameters."""
     marked = _marked(expr)
     params: list[object] = ["first"]
-    sql = _postgres_schema.where_sql(marked, params)
+    sql = pg_filters.where_sql(marked, params)
     assert MARK not in sql
     _assert_numbered(sql, params, first=2)
     texts = [p for p in params if isinstance(p, str)]
@@ -321,7 +321,7 @@ def test_compiled_postgres_sql_binds_every_value(expr: Expr) -> None:
         assert key in texts or "\0" in key
     for before in (None, MARK + "cursor"):
         query = RunQuery(where=marked, workflow=MARK, attributes={MARK: MARK}, limit=10)
-        full, full_params = _postgres_schema.list_runs_sql(query, before)
+        full, full_params = pg_filters.list_runs_sql(query, before)
         assert MARK not in full
         _assert_numbered(full, full_params)
 
@@ -376,7 +376,7 @@ def test_sql_injection_attempts_stay_data() -> None:
     assert "DROP" not in sql and "1=1" not in sql and "%" not in sql
     assert "k'); DROP TABLE runs; --" in params and "s:x' OR 1=1 --" in params
     pg_params: list[object] = []
-    pg_sql = _postgres_schema.where_sql(expr, pg_params)
+    pg_sql = pg_filters.where_sql(expr, pg_params)
     assert "DROP" not in pg_sql and "1=1" not in pg_sql and "%" not in pg_sql
     assert "k'); DROP TABLE runs; --" in pg_params and "s:x' OR 1=1 --" in pg_params
 

@@ -100,7 +100,7 @@ async def test_a_world_it_may_not_write_stops_the_worker_with_one_line(
 ) -> None:
     """A role that may read but not write the world's tables: waiting cannot help,
     so ``wf worker`` exits 1 with one line, instead of retrying forever."""
-    import asyncpg  # type: ignore[import-untyped]
+    import asyncpg
 
     from worlds.postgres import PostgresWorld
 

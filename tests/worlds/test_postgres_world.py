@@ -11,15 +11,15 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import pytest
 
 from tests.conftest import drop_schema, fresh_schema, with_schema
 from tests.system.test_crash import crash_and_recover
 from workflow import AttributeConflictError, Unique, start, workflow
-from worlds import _postgres_schema as sql
 from worlds.errors import WorldMisconfiguredError
-from worlds.postgres import PostgresWorld
+from worlds.postgres import PostgresWorld, migrations
+from worlds.postgres import schema as pg_schema
 from worlds.protocol import WORK_TOPIC
 from worlds.types import CreateRunRequest
 
@@ -92,19 +92,19 @@ async def test_migrations_are_idempotent_and_safe_concurrently(postgres_world_ur
     worlds = [PostgresWorld(postgres_world_url) for _ in range(6)]
     try:
         versions = await asyncio.gather(*(world.migrate() for world in worlds))
-        assert versions == [sql.SCHEMA_VERSION] * 6
-        assert await worlds[0].migrate() == sql.SCHEMA_VERSION
+        assert versions == [pg_schema.SCHEMA_VERSION] * 6
+        assert await worlds[0].migrate() == pg_schema.SCHEMA_VERSION
         info = await worlds[0].info()
-        assert info["scheme"] == "postgresql" and info["schema_version"] == sql.SCHEMA_VERSION
+        assert info["scheme"] == "postgresql" and info["schema_version"] == pg_schema.SCHEMA_VERSION
     finally:
         for world in worlds:
             await world.close()
     conn = await asyncpg.connect(worlds[0].dsn)
     try:
         applied = await conn.fetch(
-            f"SELECT version FROM {sql.quote(worlds[0].schema)}.schema_migrations ORDER BY 1"
+            f"SELECT version FROM {pg_schema.quote(worlds[0].schema)}.schema_migrations ORDER BY 1"
         )
-        assert [row[0] for row in applied] == list(range(1, sql.SCHEMA_VERSION + 1))
+        assert [row[0] for row in applied] == list(range(1, pg_schema.SCHEMA_VERSION + 1))
     finally:
         await conn.close()
 
@@ -115,18 +115,18 @@ async def test_an_older_schema_is_migrated_and_a_newer_one_refused(postgres_url:
     dsn = PostgresWorld(url).dsn
     conn = await asyncpg.connect(dsn, server_settings={"search_path": schema})
     try:
-        for statement in (*sql.migration_statements(schema), *sql.MIGRATIONS[1]):
+        for statement in (*pg_schema.migration_statements(schema), *migrations.MIGRATIONS[1]):
             await conn.execute(statement)
-        await conn.execute(sql.RECORD_VERSION, 1)
+        await conn.execute(pg_schema.RECORD_VERSION, 1)
         async with PostgresWorld(url) as world:
-            assert (await world.info())["schema_version"] == sql.SCHEMA_VERSION
+            assert (await world.info())["schema_version"] == pg_schema.SCHEMA_VERSION
             assert await world.list_hooks() == []
-        await conn.execute(sql.RECORD_VERSION, sql.SCHEMA_VERSION + 1)
+        await conn.execute(pg_schema.RECORD_VERSION, pg_schema.SCHEMA_VERSION + 1)
         async with PostgresWorld(url) as world:
             with pytest.raises(WorldMisconfiguredError, match="upgrade the runtime"):
                 await world.migrate()
     finally:
-        await conn.execute(f"DROP SCHEMA {sql.quote(schema)} CASCADE")
+        await conn.execute(f"DROP SCHEMA {pg_schema.quote(schema)} CASCADE")
         await conn.close()
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import NamedTuple
 
 import msgspec
+from asyncpg import Record
 
-from worlds import _postgres_schema as sql
-from worlds._postgres_tx import new_token
+from worlds.postgres import codecs
+from worlds.postgres.transactions import new_token
 from worlds.semantics import apply_to_run, lease_deadline, work_item_id
 from worlds.types import (
     EPOCH,
@@ -33,9 +34,40 @@ from worlds.types import (
     WorkItem,
 )
 
-__all__ = ["commit_params", "commit_result"]
+__all__ = ["CommitRunArgs", "commit_params", "commit_result"]
 
 _TEMPLATE = RunRecord(id="", workflow="", status=RunStatus.PENDING, created_at=EPOCH)
+
+
+class CommitRunArgs(NamedTuple):
+    """The arguments of ``commit_run``, in its parameter order (``p_<field>``)."""
+
+    run: str
+    worker: str
+    lease: str | None
+    token: int | None
+    ack: bool
+    now: datetime
+    kinds: list[str]
+    data: list[bytes]
+    status: str | None
+    started: datetime | None
+    closed: datetime | None
+    result: bytes | None
+    error: bytes | None
+    ids: list[str]
+    wkinds: list[str]
+    names: list[str]
+    numbers: list[int]
+    attempts: list[int]
+    payloads: list[bytes]
+    available: list[datetime | None]
+    lease_asked: list[bool]
+    tokens: list[int]
+    expires: datetime
+    starts: list[bytes]
+    channel: str
+    run_channel: str
 
 
 def _qualifies(event: EventKind) -> bool:
@@ -52,7 +84,7 @@ def _unstamped(event: EventKind) -> EventKind:
 
 def commit_params(
     request: CommitRequest, now: datetime, channel: str, run_channel: str
-) -> tuple[Any, ...] | None:
+) -> CommitRunArgs | None:
     """The arguments of ``COMMIT_RUN`` for ``request``, or ``None`` if it needs the
     general path (claims, hooks, run attributes, continue-as-new)."""
     if not all(_qualifies(event) for event in request.events):
@@ -63,47 +95,48 @@ def commit_params(
     lease = request.lease
     schedule = request.schedule
     tokens = [new_token() for _ in schedule]
-    return (
-        request.run_id,
-        request.worker_id,
-        None if lease is None else lease.id,
-        None if lease is None else lease.token,
-        request.ack,
-        now,
-        [sql.EVENT_TAGS[type(event)] for event in request.events],
-        [sql.encode(_unstamped(event)) for event in request.events],
-        None if state.status is RunStatus.PENDING else state.status.value,
-        state.started_at,
-        state.closed_at if state.status.is_closed else None,
-        state.result,
-        None if state.error is None else sql.encode(state.error),
-        [work_item_id(request.run_id, new) for new in schedule],
-        [new.kind for new in schedule],
-        [new.name for new in schedule],
-        [new.number for new in schedule],
-        [new.attempt for new in schedule],
-        [new.payload for new in schedule],
-        [new.available_at for new in schedule],  # None: due at the server's now
-        [new.lease for new in schedule],
-        tokens,
-        lease_deadline(now, request.lease_seconds),
-        [
-            sql.encode(StepStarted(step=new.number, attempt=new.attempt))
+    return CommitRunArgs(
+        run=request.run_id,
+        worker=request.worker_id,
+        lease=None if lease is None else lease.id,
+        token=None if lease is None else lease.token,
+        ack=request.ack,
+        now=now,
+        kinds=[codecs.EVENT_TAGS[type(event)] for event in request.events],
+        data=[codecs.encode(_unstamped(event)) for event in request.events],
+        status=None if state.status is RunStatus.PENDING else state.status.value,
+        started=state.started_at,
+        closed=state.closed_at if state.status.is_closed else None,
+        result=state.result,
+        error=None if state.error is None else codecs.encode(state.error),
+        ids=[work_item_id(request.run_id, new) for new in schedule],
+        wkinds=[new.kind for new in schedule],
+        names=[new.name for new in schedule],
+        numbers=[new.number for new in schedule],
+        attempts=[new.attempt for new in schedule],
+        payloads=[new.payload for new in schedule],
+        available=[new.available_at for new in schedule],  # None: due at the server's now
+        lease_asked=[new.lease for new in schedule],
+        tokens=tokens,
+        expires=lease_deadline(now, request.lease_seconds),
+        starts=[
+            codecs.encode(StepStarted(step=new.number, attempt=new.attempt))
             if new.kind == "step"
             else b""
             for new in schedule
         ],
-        channel,
-        run_channel,
+        channel=channel,
+        run_channel=run_channel,
     )
 
 
 def commit_result(
-    request: CommitRequest, rows: Sequence[Any], params: tuple[Any, ...]
+    request: CommitRequest, rows: Sequence[Record], args: CommitRunArgs
 ) -> CommitResult | None:
     """The result of a ``COMMIT_RUN`` call; ``None`` when the run was closed or the
     lease lost and ``request.discard`` must be appended by the general path."""
-    outcome, status, base, at, _ = rows[-1]
+    last = rows[-1]
+    outcome, status, base, at = last["outcome"], last["status"], last["last_seq"], last["at"]
     if outcome == "missing":
         raise LookupError(f"unknown run {request.run_id}")
     if outcome == "closed":
@@ -118,21 +151,21 @@ def commit_result(
         msgspec.structs.replace(event, seq=base + n, at=at)
         for n, event in enumerate(request.events, start=1)
     )
-    ids, tokens, expires = params[13], params[21], params[22]
     leased = []
-    for _, _, index, _, name in rows[:-1]:
-        new = request.schedule[index - 1]
+    for row in rows[:-1]:
+        index = row["last_seq"] - 1  # a leased row's last_seq is the item's 1-based index
+        new = request.schedule[index]
         leased.append(
             WorkItem(
-                id=ids[index - 1],
+                id=args.ids[index],
                 run_id=request.run_id,
                 kind=new.kind,
-                name=name,
+                name=row["name"],
                 number=new.number,
                 attempt=new.attempt,
                 payload=new.payload,
-                token=tokens[index - 1],
-                lease_expires_at=expires,
+                token=args.tokens[index],
+                lease_expires_at=args.expires,
             )
         )
     return CommitResult(ok=True, status=RunStatus(status), events=events, leased=tuple(leased))

@@ -11,13 +11,14 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Generator
 from datetime import datetime
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import msgspec
 
-from worlds import _postgres_schema as sql
 from worlds._rules import cancel, claims, commits, requests, runs
+from worlds.postgres import codecs
+from worlds.postgres import statements as sql
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -26,6 +27,9 @@ from worlds.semantics import (
     work_item_id,
     workflow_item_id,
 )
+
+if TYPE_CHECKING:
+    from worlds.postgres.connection import Connection
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -56,7 +60,9 @@ def _is_run_id_taken(exc: asyncpg.exceptions.UniqueViolationError) -> bool:
 class Tx:
     """One write transaction: its connection, clock, pending events and signals."""
 
-    def __init__(self, conn: Any, channel: str, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self, conn: Connection, channel: str, clock: Callable[[], datetime] = utcnow
+    ) -> None:
         self.conn = conn
         self.channel = channel
         self.clock = clock
@@ -77,7 +83,7 @@ class Tx:
 
     def queue(self, run_id: str, stored: EventKind) -> None:
         """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
-        row = (stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored))
+        row = (stored.seq, codecs.EVENT_TAGS[type(stored)], codecs.encode(stored))
         self.pending.setdefault(run_id, []).append(row)
 
     async def commit(
@@ -117,7 +123,7 @@ class Tx:
     async def save_run(self, run: RunRecord, attributes: bytes) -> None:
         """Append ``run``'s queued events and store its state (a closed run loses its work)."""
         rows = self.pending.pop(run.id, [])
-        await self.conn.execute(sql.SAVE_RUN, *sql.save_params(run, attributes, rows, self.now))
+        await self.conn.execute(sql.SAVE_RUN, *codecs.save_params(run, attributes, rows, self.now))
         if run.status.is_closed:
             self.signals.add(run_topic(run.id))
 
@@ -125,9 +131,9 @@ class Tx:
         """The run and its encoded attributes, locked until the transaction ends."""
         row = await self.conn.fetchrow(sql.LOCK_RUN, run_id)
         self.tick()
-        if row is not None and row[10] is not None:
-            self.now = max(self.now, row[10])  # never before the log's last event
-        return None if row is None else (sql.run_from_row(row), row[7])
+        if row is not None and row["last_at"] is not None:
+            self.now = max(self.now, row["last_at"])  # never before the log's last event
+        return None if row is None else (codecs.run_from_row(row), row["attributes"])
 
     async def insert_run(
         self, run_id: str, workflow: str, args: bytes, attributes: dict[str, AttributeValue]
@@ -141,10 +147,10 @@ class Tx:
                 run_id,
                 workflow,
                 self.now,
-                sql.encode(attributes),
+                codecs.encode(attributes),
                 keys,
                 [index_value(attributes[key]) for key in keys],
-                sql.encode(stored),
+                codecs.encode(stored),
                 workflow_item_id(run_id),
                 self.channel,
             )
@@ -180,8 +186,9 @@ class Tx:
         run, _ = self.stamp(run, plan.event)
         if plan.timer is not None:
             dropped = await self.conn.fetch(sql.DROP_CANCELLED_WORK, run_id, self.now)
-            for kind, number, attempt, in_flight in sorted(dropped):
-                discard = cancel.discarded(kind, number, attempt, bool(in_flight))
+            for row in sorted(dropped, key=lambda row: (row["kind"], row["number"])):
+                in_flight = bool(row["in_flight"])
+                discard = cancel.discarded(row["kind"], row["number"], row["attempt"], in_flight)
                 if discard is not None:
                     run, _ = self.stamp(run, discard)
             run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
@@ -194,7 +201,7 @@ class Tx:
     ) -> int | None:
         """Claim a free pair and return its generation; ``None`` (pair locked) if held."""
         generation: int | None = await self.conn.fetchval(
-            sql.CLAIM_IF_FREE, key, index_value(value), sql.encode(value), run_id, step, attempt
+            sql.CLAIM_IF_FREE, key, index_value(value), codecs.encode(value), run_id, step, attempt
         )
         return generation
 
@@ -206,11 +213,14 @@ class Tx:
         if generation is None:
             ivalue = index_value(event.value)
             row = await self.conn.fetchrow(sql.GET_CLAIM, event.key, ivalue)
-            decided = claims.on_attribute_set(claims.HeldClaim(*row[:3]), run_id, event)
+            assert row is not None, "a pair claim_if_free found taken stays (its holder is locked)"
+            decided = claims.on_attribute_set(
+                claims.HeldClaim(row["run_id"], row["generation"], row["step"]), run_id, event
+            )
             if isinstance(decided, AttributeConflict):
                 return decided
             generation = decided
-            encoded = sql.encode(event.value)
+            encoded = codecs.encode(event.value)
             params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
             await self.conn.execute(sql.PUT_CLAIM, *params)
         return msgspec.structs.replace(event, generation=generation)
@@ -223,18 +233,20 @@ class Tx:
                 event.token,
                 run_id,
                 event.hook,
-                sql.encode(event.attributes),
+                codecs.encode(event.attributes),
                 self.now,
             )
             if inserted is not None:
                 return event
-            attributes = sql.encode(event.attributes)
+            attributes = codecs.encode(event.attributes)
             bind = (event.hook, attributes, event.token, run_id)
             if await self.conn.fetchval(sql.BIND_HOOK, *bind) is not None:
                 return event
             holder = await self.conn.fetchrow(sql.HOOK_HOLDER, event.token)
             if holder is not None:
-                return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder[0])
+                return HookConflict(
+                    hook=event.hook, token=event.token, holder_run_id=holder["run_id"]
+                )
 
     async def continue_run(self, old: RunRecord, event: RunContinued) -> None:
         """Start ``event.next_run_id`` as ``old``'s successor and move ``old``'s claims."""
@@ -247,11 +259,13 @@ class Tx:
 
     async def _move_hooks(self, old: RunRecord, event: RunContinued) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to its successor."""
-        held = [sql.hook_from_row(row) for row in await self.conn.fetch(sql.LIST_RUN_HOOKS, old.id)]
+        held = [
+            codecs.hook_from_row(row) for row in await self.conn.fetch(sql.LIST_RUN_HOOKS, old.id)
+        ]
         if not held:
             return
         rows = await self.conn.fetch(sql.READ_HOOK_PAYLOADS, old.id)
-        carried = carried_payloads([sql.decode_event(row[0]) for row in rows], held, event)
+        carried = carried_payloads([codecs.decode_event(row["data"]) for row in rows], held, event)
         if carried:
             found = await self.lock_run(event.next_run_id)
             assert found is not None
@@ -321,25 +335,26 @@ class Tx:
         seconds: float,
     ) -> WorkItem | None:
         row = await self.conn.fetchrow(sql.LOCK_WORK, item_id)
-        name, number, attempt, payload, available_at, owner, expires_at = row
+        assert row is not None, "the run's workflow item was there (its insert conflicted)"
+        owner, expires_at = row["owner"], row["expires_at"]
         if owner is not None and expires_at is not None and expires_at > self.now:
             await self.conn.execute(sql.SET_REWAKE, item_id)
             return None
-        available_at = min(available_at, available)
+        available_at = min(row["available_at"], available)
         if lease and available_at <= self.now:
             token = new_token()
             expires = lease_deadline(self.now, seconds)
             await self.conn.execute(
-                sql.LEASE_ONE, item_id, available_at, worker_id, token, expires, attempt
+                sql.LEASE_ONE, item_id, available_at, worker_id, token, expires, row["attempt"]
             )
             return WorkItem(
                 id=item_id,
                 run_id=run.id,
                 kind="workflow",
-                name=name,
-                number=number,
-                attempt=attempt,
-                payload=payload,
+                name=row["name"],
+                number=row["number"],
+                attempt=row["attempt"],
+                payload=row["payload"],
                 token=token,
                 lease_expires_at=expires,
             )

@@ -1,67 +1,41 @@
-"""``postgresql://...``: the world that many worker processes on many hosts share.
+"""``PostgresWorld``: the protocol operations of the PostgreSQL world.
 
-Same semantics as ``worlds.memory``, stored in PostgreSQL through asyncpg. Each
-write of the protocol is one transaction; per-run sequence numbers are
-allocated under the run row's lock (``SELECT ... FOR UPDATE``), unique claims
-are rows of a table keyed by the (key, value) pair, and work is leased with
-``FOR UPDATE SKIP LOCKED`` so leasing workers never wait for each other.
-Transactions that enqueue work or close a run send a notification
-(``pg_notify``, delivered when they commit); a dedicated listener connection
-turns notifications into ``wait`` wake-ups, so idle workers wake at once.
-
-One clock: the server's. Lease expiry and the due times of timers and work
-items are decided by the database server's clock, never by a worker's: the
-statements that lease work compare against ``statement_timestamp()`` (so a
-worker whose clock runs fast neither takes over a live lease nor fires a
-timer early), and the times a world object writes (event times, lease
-deadlines) are its process clock corrected by the offset to the server's
-clock, measured when the pool opens and again every few seconds.
-
-URL: any libpq-style URL asyncpg accepts (``postgresql://user:pw@host:5432/db``,
-``postgres://...``, ``?host=/unix/socket/dir``...), plus these query parameters:
-``schema`` (default ``public``), the schema holding the world's tables, created
-if missing, so several applications can share one database; ``poll`` (seconds,
-default 1.0), the longest ``wait`` sleeps without a notification before
-callers look again; ``pool_size`` (default 10), the most pooled connections;
-``command_timeout`` (seconds, default 4.0), the longest a statement or a new
-connection may take (migrations excepted) before the operation raises
-``WorldUnavailableError``.
-
-Hung connections are detected: besides the command timeout, TCP connections
-to the server send keepalives after 5 s of silence and give up on a link that
-acknowledges nothing for ``command_timeout`` (``TCP_USER_TIMEOUT``), and the
-server is asked to probe its side the same way. A frozen server or a
-black-holed link makes operations fail with ``WorldUnavailableError`` within
-two command timeouts (asyncpg also waits up to one for its cancel request to
-reach the server); the broken connections are dropped and later operations
-connect again when the server is back.
+Each operation is thin: it reads the rows a rule of ``worlds._rules`` needs
+(in one transaction, ``transactions.Tx``), calls the rule and writes the
+outcome; commits without claims, hooks, run attributes or continue-as-new go
+to the ``commit_run`` function in one round trip (``fast.py``). What the world
+promises and its URL options: the package docstring (``worlds.postgres``).
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast
-from urllib.parse import parse_qsl, urlencode
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
-from worlds import _postgres_schema as sql
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._postgres_conn import (
-    KEEPALIVE_SETTINGS,
-    MIGRATION_TIMEOUT,
-    ServerClock,
-    set_keepalive,
-)
-from worlds._postgres_fast import commit_params, commit_result
-from worlds._postgres_tx import Tx
 from worlds._rules import claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
-from worlds.errors import WorldMisconfiguredError
+from worlds.postgres import codecs, filters, schema
+from worlds.postgres import statements as sql
+from worlds.postgres.connection import (
+    KEEPALIVE_SETTINGS,
+    RETRIES,
+    RETRYABLE,
+    RollbackError,
+    ServerClock,
+    backoff,
+    keep_session,
+    parse_url,
+    retry,
+    set_keepalive,
+)
+from worlds.postgres.fast import commit_params, commit_result
+from worlds.postgres.transactions import Tx
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
     decode_cursor,
@@ -70,6 +44,9 @@ from worlds.semantics import (
     lease_deadline,
     settled,
 )
+
+if TYPE_CHECKING:
+    from worlds.postgres.connection import Connection, Pool
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -93,44 +70,8 @@ __all__ = ["PostgresWorld", "WorldClosedError"]
 
 T = TypeVar("T")
 
-_RETRIES = 8
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
-_RETRYABLE = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
-
-
-class _RollbackError(Exception):
-    """Raised inside a transaction to undo it and return ``result`` instead."""
-
-    def __init__(self, result: object) -> None:
-        super().__init__()
-        self.result = result
-
-
-def _parse_url(raw: str) -> tuple[str, str, dict[str, float]]:
-    """The DSN for asyncpg, the schema and this world's own options of ``raw``."""
-    url = redact_url(raw)  # for messages
-    scheme, sep, rest = raw.partition("://")
-    if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
-        raise ValueError(f"not a PostgreSQL world URL: {url!r}")
-    location, _, query = rest.partition("?")
-    options = {"poll": 1.0, "pool_size": 10.0, "command_timeout": 4.0}
-    schema = "public"
-    passed: list[tuple[str, str]] = []
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name == "schema":
-            schema = sql.check_schema_name(value)
-        elif name in options:
-            try:
-                options[name] = float(value)
-            except ValueError:
-                raise ValueError(f"option {name!r} in {url!r} must be a number") from None
-            if options[name] <= 0:
-                raise ValueError(f"option {name!r} in {url!r} must be positive")
-        else:
-            passed.append((name, value))
-    dsn = f"postgresql://{location}" + (f"?{urlencode(passed)}" if passed else "")
-    return dsn, schema, options
 
 
 @translates_errors
@@ -148,6 +89,9 @@ class PostgresWorld(ClosesOnExit):
         create: ``False``: the schema must exist; the first operation raises
             ``WorldMisconfiguredError`` naming it otherwise, and creates nothing.
         shared: accepted for ``worlds.open``; a PostgreSQL world always is.
+        fast_commits: ``False`` sends every commit through the general path,
+            never the one-round-trip ``commit_run`` function (the parity test
+            and the benchmark compare the two).
     """
 
     protocol_version = PROTOCOL_VERSION
@@ -159,25 +103,27 @@ class PostgresWorld(ClosesOnExit):
         clock: Callable[[], datetime] = utcnow,
         create: bool = True,
         shared: bool = False,
+        fast_commits: bool = True,
     ) -> None:
         self.url = url
         self._clock = ServerClock(clock)
-        self.dsn, self.schema, options = _parse_url(url)
+        self.dsn, self.schema, options = parse_url(url)
         self._create = create
+        self._fast_commits = fast_commits
         self.poll_interval = options["poll"]
         self._pool_size = max(1, int(options["pool_size"]))
         self.command_timeout = options["command_timeout"]
-        self._channel = sql.channel(self.schema)
-        self._run_channel = sql.channel(self.schema, "runs")
+        self._channel = schema.channel(self.schema)
+        self._run_channel = schema.channel(self.schema, "runs")
         self._channels: set[str] = set()
         """The channels ``wait`` callers asked for; the listener subscribes to them."""
         self._settings = {
-            "search_path": sql.quote(self.schema),
+            "search_path": schema.quote(self.schema),
             "application_name": "workflow",
             **KEEPALIVE_SETTINGS,
         }
-        self._pool: Any = None
-        self._listener: Any = None
+        self._pool: Pool | None = None
+        self._listener: asyncpg.Connection[asyncpg.Record] | None = None
         self._connecting: anyio.Lock | None = None
         self._subscribing: anyio.Lock | None = None
         """Serialises use of the listener connection (one operation at a time)."""
@@ -210,15 +156,14 @@ class PostgresWorld(ClosesOnExit):
         """Scheme, schema, schema version and run counts per status."""
         pool = await self._connect()
         async with pool.acquire() as conn:
-            version = await conn.fetchval(sql.APPLIED_VERSION)
+            version = await conn.fetchval(schema.APPLIED_VERSION)
             counts = await conn.fetch(sql.COUNT_RUNS_BY_STATUS)
         facts: dict[str, str | int] = {
             "scheme": "postgresql",
             "schema": self.schema,
             "schema_version": int(version),
         }
-        for status, count in counts:
-            facts[f"runs.{status}"] = int(count)
+        facts.update({f"runs.{row['status']}": int(row["count"]) for row in counts})
         return facts
 
     # ------------------------------------------------------------------ plumbing
@@ -227,31 +172,10 @@ class PostgresWorld(ClosesOnExit):
         if self._closed:
             raise WorldClosedError(f"{self!r} is closed")
 
-    async def _migrate(self, conn: Any) -> int:
-        if not self._create and not await conn.fetchval(
-            "SELECT to_regclass($1) IS NOT NULL", f"{sql.quote(self.schema)}.runs"
-        ):
-            raise WorldMisconfiguredError(
-                f"no PostgreSQL world in schema {self.schema!r} of "
-                f"{redact_url(self.url)}: no such schema or it holds no runs table"
-            )
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", sql.lock_key(self.schema))
-            for statement in sql.migration_statements(self.schema):
-                await conn.execute(statement)
-            version = int(await conn.fetchval(sql.APPLIED_VERSION))
-            if version > sql.SCHEMA_VERSION:
-                raise WorldMisconfiguredError(
-                    f"schema {self.schema!r} has version {version}; this runtime knows up to "
-                    f"{sql.SCHEMA_VERSION}: upgrade the runtime"
-                )
-            for target in range(version + 1, sql.SCHEMA_VERSION + 1):
-                for statement in sql.MIGRATIONS[target]:
-                    await conn.execute(statement, timeout=MIGRATION_TIMEOUT)
-                await conn.execute(sql.RECORD_VERSION, target)
-        return sql.SCHEMA_VERSION
+    async def _migrate(self, conn: Connection) -> int:
+        return await schema.migrate(conn, self.schema, create=self._create, url=self.url)
 
-    async def _connect(self) -> Any:
+    async def _connect(self) -> Pool:
         """The pool, created (with migrations and the listener) on first use."""
         self._check_open()
         if self._pool is not None:
@@ -269,7 +193,7 @@ class PostgresWorld(ClosesOnExit):
                     min_size=0,
                     max_size=self._pool_size,
                     server_settings=self._settings,
-                    reset=_keep_session,
+                    reset=keep_session,
                     init=self._init_connection,
                     command_timeout=self.command_timeout,
                     timeout=self.command_timeout,
@@ -286,7 +210,7 @@ class PostgresWorld(ClosesOnExit):
                 self._pool = pool
         return self._pool
 
-    async def _init_connection(self, conn: Any) -> None:
+    async def _init_connection(self, conn: Connection) -> None:
         set_keepalive(conn, self.command_timeout)
 
     async def _listen(self) -> None:
@@ -309,17 +233,17 @@ class PostgresWorld(ClosesOnExit):
         # Changes made while nobody listened may have been missed: wake everyone.
         self._hub.wake_all()
 
-    def _on_notification(self, conn: Any, pid: int, channel: str, payload: str) -> None:
-        self._hub.signal(payload)
+    def _on_notification(self, conn: Connection, pid: int, channel: str, payload: object) -> None:
+        self._hub.signal(str(payload))
 
-    def _on_listener_lost(self, conn: Any) -> None:
+    def _on_listener_lost(self, conn: Connection) -> None:
         if self._listener is conn:
             self._listener = None
 
     async def _write(self, body: Callable[[Tx], Awaitable[T]]) -> T:
         """Run ``body`` as one transaction, again if it lost a deadlock or serialization race."""
         pool = await self._connect()
-        for attempt in range(_RETRIES):
+        for attempt in range(RETRIES):
             try:
                 async with pool.acquire() as conn:
                     try:
@@ -333,23 +257,14 @@ class PostgresWorld(ClosesOnExit):
                                     self._run_channel,
                                     sorted(tx.signals),
                                 )
-                    except _RollbackError as rollback:
+                    except RollbackError as rollback:
                         return cast(T, rollback.result)
                 return result
-            except _RETRYABLE:
-                if attempt == _RETRIES - 1:
+            except RETRYABLE:
+                if attempt == RETRIES - 1:
                     raise
-                await anyio.sleep(0.001 * 2**attempt + secrets.randbelow(1000) / 1e6)
+                await anyio.sleep(backoff(attempt))
         raise AssertionError("unreachable")
-
-    async def _retry(self, call: Callable[..., Awaitable[T]], *args: object) -> T:
-        """``call(*args)``, one statement, again if it lost a deadlock race."""
-        for attempt in range(_RETRIES - 1):
-            try:
-                return await call(*args)
-            except _RETRYABLE:
-                await anyio.sleep(0.001 * 2**attempt + secrets.randbelow(1000) / 1e6)
-        return await call(*args)
 
     # ------------------------------------------------------------------ runs
 
@@ -373,23 +288,23 @@ class PostgresWorld(ClosesOnExit):
                 value = attributes[key]
                 if await tx.claim_if_free(run_id, key, value, None, None) is not None:
                     continue
-                holder_id, generation = (
-                    await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
-                )[:2]
+                row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
+                assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
+                holder_id, generation = row["run_id"], row["generation"]
                 if policy is None or policy.key != key:
                     holder = await tx.conn.fetchrow(sql.GET_RUN, holder_id)
                 else:
                     holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
-                status = None if holder is None else sql.run_from_row(holder).status
+                status = None if holder is None else codecs.run_from_row(holder).status
                 held = (holder_id, generation)
                 taken = claims.on_create(policy, key, value, held, status, run_id)
                 if isinstance(taken, ClaimConflict):
-                    raise _RollbackError(CreateRunResult(conflict=taken))
+                    raise RollbackError(CreateRunResult(conflict=taken))
                 if taken.cancel_reason is not None:
                     tx.tick()
                     await tx.cancel(holder_id, taken.cancel_reason)
                     superseded = holder_id
-                params = (key, index_value(value), sql.encode(value), run_id, taken.generation)
+                params = (key, index_value(value), codecs.encode(value), run_id, taken.generation)
                 await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
             await tx.insert_run(run_id, request.workflow, request.args, attributes)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)
@@ -403,11 +318,13 @@ class PostgresWorld(ClosesOnExit):
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._check_open()
-        params = commit_params(request, self._clock.now(), self._channel, self._run_channel)
-        if params is not None:
+        args = None
+        if self._fast_commits:
+            args = commit_params(request, self._clock.now(), self._channel, self._run_channel)
+        if args is not None:
             pool = await self._connect()
-            rows = await self._retry(pool.fetch, sql.COMMIT_RUN, *params)
-            result = commit_result(request, rows, params)
+            rows = await retry(pool.fetch, sql.COMMIT_RUN, *args)
+            result = commit_result(request, rows, args)
             if result is not None:
                 return result
         lease = request.lease
@@ -433,19 +350,19 @@ class PostgresWorld(ClosesOnExit):
                     if discard is None:
                         return commits.lost(run.status)
                     rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, 0)
-                    logged = (sql.decode_event(data) for _, _, data in rows)
+                    logged = (codecs.decode_event(row["data"]) for row in rows)
                     if settled(logged, discard.step, discard.attempt):
                         return commits.lost(run.status)
                     run, stored = tx.stamp(run, discard)
                     await tx.save_run(run, attributes)
                     return commits.lost(run.status, stored)
-            item = None if held is None else (held[0], bool(held[1]))
+            item = None if held is None else (held["kind"], bool(held["rewake"]))
             done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
             if done.attributes:
                 keys = list(done.attributes)
                 ivalues = [index_value(done.attributes[key]) for key in keys]
                 await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run.id, keys, ivalues)
-                attributes = sql.encode(done.run.attributes)
+                attributes = codecs.encode(done.run.attributes)
             await tx.save_run(done.run, attributes)
             return done.result
 
@@ -480,9 +397,9 @@ class PostgresWorld(ClosesOnExit):
                     return None
                 # Hooks are created and disposed of under their run's lock: once
                 # it is held, a hook still there stays until this commit.
-                found = await tx.lock_run(seen[0])
+                found = await tx.lock_run(seen["run_id"])
                 hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, token)
-                if found is not None and hook is not None and hook[0] == seen[0]:
+                if found is not None and hook is not None and hook["run_id"] == seen["run_id"]:
                     break
             run, attributes = found
             if resume_id is not None and (
@@ -490,7 +407,7 @@ class PostgresWorld(ClosesOnExit):
             ):
                 # a concurrent delivery with this resume id committed first
                 return str(await tx.conn.fetchval(sql.RESUMED, token, resume_id))
-            number = hook[1]
+            number = hook["hook"]
             received = HookReceived(
                 hook=number, payload=payload, resume_id=resume_id, token="" if number else token
             )
@@ -509,7 +426,7 @@ class PostgresWorld(ClosesOnExit):
             rows = await pool.fetch(sql.LIST_HOOKS)
         else:
             rows = await pool.fetch(sql.LIST_RUN_HOOKS, run_id)
-        return [sql.hook_from_row(row) for row in rows]
+        return [codecs.hook_from_row(row) for row in rows]
 
     # ------------------------------------------------------------------ work
 
@@ -529,24 +446,11 @@ class PostgresWorld(ClosesOnExit):
         await self._clock.refresh(pool)
         now = self._clock.now()
         expires = lease_deadline(now, lease_seconds)
-        head, middle = sql.STEP_STARTED_PARTS
-        rows = await self._retry(
+        head, middle = codecs.STEP_STARTED_PARTS
+        rows = await retry(
             pool.fetch, sql.LEASE, wanted, now, limit, worker_id, expires, head, middle
         )
-        return [
-            WorkItem(
-                id=item_id,
-                run_id=run_id,
-                kind=kind,
-                name=name,
-                number=number,
-                attempt=attempt,
-                payload=payload,
-                token=token,
-                lease_expires_at=expires,
-            )
-            for item_id, run_id, kind, name, number, attempt, payload, token in rows
-        ]
+        return [codecs.work_item_from_row(row, expires) for row in rows]
 
     async def renew_leases(
         self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
@@ -560,7 +464,7 @@ class PostgresWorld(ClosesOnExit):
         rows = await pool.fetch(
             sql.RENEW, expires, [i.id for i in items], [i.token for i in items], worker_id
         )
-        alive = {(item_id, token) for item_id, token in rows}
+        alive = {(row["id"], row["token"]) for row in rows}
         return [(item.id, item.token) in alive for item in items]
 
     async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
@@ -612,28 +516,28 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.get_run``."""
         self._check_open()
         row = await (await self._connect()).fetchrow(sql.GET_RUN, run_id)
-        return None if row is None else sql.run_from_row(row)
+        return None if row is None else codecs.run_from_row(row)
 
     async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
         """See ``World.read_events``."""
         self._check_open()
         rows = await (await self._connect()).fetch(sql.READ_EVENTS, run_id, after_seq)
-        return [sql.decode_event(data, seq, at) for seq, at, data in rows]
+        return [codecs.decode_event(row["data"], row["seq"], row["at"]) for row in rows]
 
     async def list_runs(self, query: RunQuery) -> RunPage:
         """See ``World.list_runs``.
 
         ``query.where`` compiles to one parameterised statement with the other
-        filters (``sql.list_runs_sql``); its top-level ``attribute = value``
+        filters (``filters.list_runs_sql``); its top-level ``attribute = value``
         terms drive the scan through the attribute index.
         """
         self._check_open()
         if query.limit < 1:
             raise ValueError(f"limit must be at least 1, not {query.limit}")
         before = decode_cursor(query.cursor) if query.cursor else None
-        statement, params = sql.list_runs_sql(query, before)
+        statement, params = filters.list_runs_sql(query, before)
         rows = await (await self._connect()).fetch(statement, *params)
-        page = tuple(sql.run_from_row(row) for row in rows[: query.limit])
+        page = tuple(codecs.run_from_row(row) for row in rows[: query.limit])
         more = len(rows) > query.limit
         return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
 
@@ -642,33 +546,15 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         pool = await self._connect()
         row = await pool.fetchrow(sql.GET_CLAIM, key, index_value(value))
-        if row is None or row[0] is None:  # never claimed, or released
+        if row is None or row["run_id"] is None:  # never claimed, or released
             return None
-        run_id, generation, step, attempt, stored = row
-        return Claim(
-            key=key,
-            value=sql.decode_value(stored),
-            run_id=run_id,
-            generation=generation,
-            step=step,
-            attempt=attempt,
-        )
+        return codecs.claim_from_row(row, key)
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``; pairs with the same key come in value order."""
         self._check_open()
         rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id)
-        return [
-            Claim(
-                key=key,
-                value=sql.decode_value(value),
-                run_id=run_id,
-                generation=generation,
-                step=step,
-                attempt=attempt,
-            )
-            for key, value, generation, step, attempt in rows
-        ]
+        return [codecs.claim_from_row(row, row["key"], run_id) for row in rows]
 
     # ------------------------------------------------------------------ retention
 
@@ -681,8 +567,4 @@ class PostgresWorld(ClosesOnExit):
         if limit <= 0:
             return []
         rows = await (await self._connect()).fetch(sql.PRUNE, closed_before, limit)
-        return [run_id for run_id, _ in sorted(rows, key=lambda row: (row[1], row[0]))]
-
-
-async def _keep_session(conn: Any) -> None:
-    """Pool reset hook: sessions carry no state to undo, so skip the reset round trip."""
+        return [row["id"] for row in sorted(rows, key=lambda row: (row["closed_at"], row["id"]))]

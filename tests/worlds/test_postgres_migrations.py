@@ -1,0 +1,130 @@
+"""The PostgreSQL world's migrations: frozen, and any older schema migrates to a fresh one."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.conftest import fresh_schema, with_schema
+from worlds.postgres import PostgresWorld
+from worlds.postgres.migrations import MIGRATIONS
+from worlds.postgres.schema import (
+    RECORD_VERSION,
+    REFERENCE,
+    SCHEMA_VERSION,
+    migration_statements,
+    quote,
+)
+
+pytestmark = pytest.mark.anyio
+
+FROZEN = {
+    1: "4af1c90903f16e18b18f2b30069915bcfc6139b9e8622190f4c26a552dbd1ce7",
+    2: "bad03c983051fd7225b57c0a946d7e19973500b4eb342fb2ee4812ae49502ade",
+    3: "e6e6ace399b4400e7bdebc6ccc4624b5fd880a43ec74baf9887aa9ae0f20fd74",
+    4: "feef3bf1d682a36fef668d2b3824c0887285d9370402f7d39860116040d15fed",
+}
+"""sha256 of each migration's statements: a database at version v ran exactly these."""
+
+
+def _digest(version: int) -> str:
+    return hashlib.sha256("\x00".join(MIGRATIONS[version]).encode()).hexdigest()
+
+
+def test_migrations_are_numbered_from_one_and_frozen() -> None:
+    assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
+    assert {version: _digest(version) for version in MIGRATIONS} == FROZEN
+
+
+async def _snapshot(conn: Any, schema: str) -> dict[str, list[tuple[object, ...]]]:
+    """What a schema holds, with its name taken out: columns, indexes, constraints, functions."""
+
+    def plain(text: str) -> str:
+        return text.replace(quote(schema), "<schema>").replace(schema, "<schema>")
+
+    columns = await conn.fetch(
+        "SELECT table_name, column_name, ordinal_position, data_type, is_nullable, "
+        "column_default FROM information_schema.columns WHERE table_schema = $1 "
+        "ORDER BY table_name, column_name",
+        schema,
+    )
+    indexes = await conn.fetch(
+        "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = $1 "
+        "ORDER BY tablename, indexname",
+        schema,
+    )
+    constraints = await conn.fetch(
+        "SELECT c.conrelid::regclass::text AS tab, c.conname, pg_get_constraintdef(c.oid) AS def "
+        "FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace "
+        "WHERE n.nspname = $1 ORDER BY 1, 2",
+        schema,
+    )
+    functions = await conn.fetch(
+        "SELECT p.proname, pg_get_functiondef(p.oid) AS def FROM pg_proc p "
+        "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1",
+        schema,
+    )
+    return {
+        "columns": [tuple(row) for row in columns],
+        "indexes": [
+            (row["tablename"], row["indexname"], plain(row["indexdef"])) for row in indexes
+        ],
+        "constraints": [(plain(row["tab"]), row["conname"], row["def"]) for row in constraints],
+        "functions": [(row["proname"], plain(row["def"])) for row in functions],
+    }
+
+
+async def _at_version(conn: Any, schema: str, version: int) -> None:
+    """Create ``schema`` as a runtime that knew migrations up to ``version`` left it."""
+    async with conn.transaction():
+        for statement in migration_statements(schema):
+            await conn.execute(statement)
+        await conn.execute(f"SET LOCAL search_path = {quote(schema)}")
+        for target in range(1, version + 1):
+            for statement in MIGRATIONS[target]:
+                await conn.execute(statement)
+            await conn.execute(RECORD_VERSION, target)
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+async def test_a_schema_at_an_older_version_migrates_to_a_fresh_one(
+    postgres_url: str, version: int
+) -> None:
+    fresh, old = fresh_schema(), fresh_schema()
+    conn = await asyncpg.connect(PostgresWorld(postgres_url).dsn)
+    try:
+        async with PostgresWorld(with_schema(postgres_url, fresh)) as world:
+            assert await world.migrate() == SCHEMA_VERSION
+        await _at_version(conn, old, version)
+        async with PostgresWorld(with_schema(postgres_url, old)) as world:
+            assert (await world.info())["schema_version"] == SCHEMA_VERSION
+        expected = await _snapshot(conn, fresh)
+        assert expected["functions"] and expected["indexes"]
+        assert await _snapshot(conn, old) == expected
+    finally:
+        for schema in (fresh, old):
+            await conn.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
+        await conn.close()
+
+
+async def test_the_reference_schema_is_what_the_migrations_build(postgres_url: str) -> None:
+    fresh, reference = fresh_schema(), fresh_schema()
+    conn = await asyncpg.connect(PostgresWorld(postgres_url).dsn)
+    try:
+        async with PostgresWorld(with_schema(postgres_url, fresh)) as world:
+            await world.migrate()
+        async with conn.transaction():
+            await conn.execute(f"CREATE SCHEMA {quote(reference)}")
+            await conn.execute(f"SET LOCAL search_path = {quote(reference)}")
+            for statement in (*REFERENCE, *migration_statements(reference)):
+                await conn.execute(statement)
+        built, written = await _snapshot(conn, fresh), await _snapshot(conn, reference)
+        del built["functions"], written["functions"]
+        assert written == built
+    finally:
+        for schema in (fresh, reference):
+            await conn.execute(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
+        await conn.close()

@@ -1,0 +1,186 @@
+"""The PostgreSQL world's schema: its name, version, and applying migrations.
+
+Every table lives in the world's schema: connections set ``search_path`` to it,
+so statements name tables without a schema. Times are ``timestamptz``
+(microseconds, like Python's datetimes); events, attribute maps and claim values
+are msgpack ``bytea``. There are no foreign keys: every write already goes
+through the run row's lock, and pruning deletes a run's rows together.
+
+``REFERENCE`` is the current schema written out in one piece, for reading:
+what every table holds once all migrations ran. Databases are built and
+upgraded by ``MIGRATIONS`` only; a test creates ``REFERENCE`` in a schema of
+its own and checks that it equals a migrated one, so the two never drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from worlds._urls import redact_url
+from worlds.errors import WorldMisconfiguredError
+from worlds.postgres.connection import MIGRATION_TIMEOUT
+from worlds.postgres.migrations import MIGRATIONS
+
+if TYPE_CHECKING:
+    from worlds.postgres.connection import Connection
+
+SCHEMA_VERSION = max(MIGRATIONS)
+"""The newest migration; ``schema_migrations`` records each one applied."""
+
+
+REFERENCE: tuple[str, ...] = (
+    # One row per run; ``last_seq``/``last_at`` are its log's last event's.
+    """CREATE TABLE runs (
+        id text PRIMARY KEY,
+        workflow text NOT NULL,
+        status text NOT NULL,
+        created_at timestamptz NOT NULL,
+        started_at timestamptz,
+        closed_at timestamptz,
+        last_seq integer NOT NULL,
+        attributes bytea NOT NULL,
+        result bytea,
+        error bytea,
+        last_at timestamptz
+    )""",
+    "CREATE INDEX runs_workflow ON runs (workflow, id)",
+    "CREATE INDEX runs_status ON runs (status, id)",
+    "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL",
+    # A run's log; rows stored with seq 0 in ``data`` take ``seq`` and ``at``.
+    """CREATE TABLE events (
+        run_id text NOT NULL,
+        seq integer NOT NULL,
+        kind text NOT NULL,
+        data bytea NOT NULL,
+        at timestamptz,
+        PRIMARY KEY (run_id, seq)
+    )""",
+    # The index terms of run attributes (``worlds.semantics.index_value``).
+    """CREATE TABLE attributes (
+        run_id text NOT NULL,
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        PRIMARY KEY (run_id, key)
+    )""",
+    "CREATE INDEX attributes_value ON attributes (key, ivalue, run_id)",
+    # Unique (key, value) pairs; a NULL run_id is a released pair keeping its generation.
+    """CREATE TABLE claims (
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        value bytea NOT NULL,
+        run_id text,
+        generation bigint NOT NULL,
+        step integer,
+        attempt integer,
+        PRIMARY KEY (key, ivalue)
+    )""",
+    "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL",
+    # The queue: workflow tasks, steps and timers, with their leases.
+    """CREATE TABLE work (
+        id text PRIMARY KEY,
+        run_id text NOT NULL,
+        kind text NOT NULL,
+        name text NOT NULL,
+        number integer NOT NULL,
+        attempt integer NOT NULL,
+        payload bytea NOT NULL,
+        available_at timestamptz NOT NULL,
+        owner text,
+        token bigint NOT NULL,
+        expires_at timestamptz,
+        rewake boolean NOT NULL DEFAULT false,
+        ever_leased boolean NOT NULL
+    )""",
+    "CREATE INDEX work_run ON work (run_id)",
+    "CREATE INDEX work_free ON work (name, available_at) WHERE owner IS NULL",
+    "CREATE INDEX work_leased ON work (name, expires_at) WHERE owner IS NOT NULL",
+    # Live hooks hold their tokens while their run is open.
+    """CREATE TABLE hooks (
+        token text PRIMARY KEY,
+        run_id text NOT NULL,
+        hook integer NOT NULL,
+        attributes bytea NOT NULL,
+        created_at timestamptz NOT NULL
+    )""",
+    "CREATE INDEX hooks_run ON hooks (run_id)",
+    # Deliveries by resume id, kept until the run is pruned.
+    """CREATE TABLE hook_resumes (
+        token text NOT NULL,
+        resume_id text NOT NULL,
+        run_id text NOT NULL,
+        PRIMARY KEY (token, resume_id)
+    )""",
+    "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # ``commit_run``, the one-round-trip commit (``fast.py``): its text is
+    # ``MIGRATIONS[4]``, the last migration that replaced it.
+)
+"""The current tables and indexes (functions aside), for reading; see the module docstring."""
+
+
+def quote(name: str) -> str:
+    """``name`` as a quoted identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def lock_key(schema: str) -> int:
+    """The advisory lock that serializes migrations of ``schema`` (a signed 64-bit int)."""
+    digest = hashlib.blake2b(f"workflow-migrate:{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def channel(schema: str, what: str = "work") -> str:
+    """The LISTEN/NOTIFY channel of ``what`` (``work`` or ``runs``) of the worlds in
+    ``schema`` (at most 63 bytes).
+
+    Work and run topics have channels of their own, so a process listens only to
+    what it waits for: workers hear no run closing, clients no queued work.
+    """
+    name = f"workflow.{what}.{schema}"
+    if len(name) <= 63:
+        return name
+    return f"workflow.{what}." + hashlib.blake2b(schema.encode(), digest_size=16).hexdigest()
+
+
+def migration_statements(schema: str) -> tuple[str, ...]:
+    """Statements run before migrating, in the migrating transaction."""
+    return (
+        f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}",
+        f"CREATE TABLE IF NOT EXISTS {quote(schema)}.schema_migrations ("
+        "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+
+
+APPLIED_VERSION = "SELECT coalesce(max(version), 0) FROM schema_migrations"
+RECORD_VERSION = "INSERT INTO schema_migrations (version) VALUES ($1)"
+
+
+async def migrate(conn: Connection, schema: str, *, create: bool, url: str) -> int:
+    """Apply the migrations ``schema`` lacks, under an advisory lock; the version reached.
+
+    Raises:
+        WorldMisconfiguredError: ``create`` is false and ``schema`` holds no world,
+            or the schema is newer than this runtime.
+    """
+    if not create and not await conn.fetchval(
+        "SELECT to_regclass($1) IS NOT NULL", f"{quote(schema)}.runs"
+    ):
+        raise WorldMisconfiguredError(
+            f"no PostgreSQL world in schema {schema!r} of "
+            f"{redact_url(url)}: no such schema or it holds no runs table"
+        )
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", lock_key(schema))
+        for statement in migration_statements(schema):
+            await conn.execute(statement)
+        version = int(await conn.fetchval(APPLIED_VERSION))
+        if version > SCHEMA_VERSION:
+            raise WorldMisconfiguredError(
+                f"schema {schema!r} has version {version}; this runtime knows up to "
+                f"{SCHEMA_VERSION}: upgrade the runtime"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[target]:
+                await conn.execute(statement, timeout=MIGRATION_TIMEOUT)
+            await conn.execute(RECORD_VERSION, target)
+    return SCHEMA_VERSION

@@ -1,0 +1,247 @@
+"""SQL text of the PostgreSQL world's operations.
+
+Statements name tables without a schema (connections set ``search_path``).
+Statements that append events without knowing the run's last sequence number
+store them with seq 0: the ``seq`` and ``at`` columns then give the event's
+(see ``codecs.decode_event``).
+"""
+
+from __future__ import annotations
+
+COMMIT_RUN = (
+    "SELECT * FROM commit_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
+    "$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
+)
+
+# ---------------------------------------------------------------------------- runs
+
+RUN_COLUMNS = (
+    "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
+    "r.last_seq, r.attributes, r.result, r.error, r.last_at"
+)
+GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"
+LOCK_RUN = f"{GET_RUN} FOR UPDATE"
+LOCK_LEASE = (
+    "SELECT kind, rewake FROM work "
+    "WHERE id = $1 AND run_id = $2 AND owner = $3 AND token = $4 FOR UPDATE"
+)
+
+# A new run with its attributes, RunCreated event and workflow item, and the
+# notification that work is due, in one statement (data-modifying CTEs all run,
+# in one snapshot; notifications are delivered at commit).
+CREATE_RUN = """
+WITH new_run AS (
+    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
+    VALUES ($1, $2, 'pending', $3, 1, $3, $4)
+), new_attributes AS (
+    INSERT INTO attributes (run_id, key, ivalue)
+    SELECT $1, k, v FROM unnest($5::text[], $6::text[]) AS a(k, v)
+    ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue
+), new_event AS (
+    INSERT INTO events (run_id, seq, kind, data, at) VALUES ($1, 1, 'run_created', $7, $3)
+), new_work AS (
+    INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
+                      ever_leased)
+    VALUES ($8, $1, 'workflow', $2, 0, 1, '', $3, 0, false)
+    ON CONFLICT (id) DO NOTHING
+)
+SELECT pg_notify($9, 'work')
+"""
+
+# Appends events and stores the run's new state; a closed run loses its work and hooks.
+SAVE_RUN = """
+WITH new_events AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT $8, s, k, d, $12 FROM unnest($9::integer[], $10::text[], $11::bytea[]) AS e(s, k, d)
+), dropped_work AS (
+    DELETE FROM work WHERE run_id = $8 AND $3::timestamptz IS NOT NULL
+), dropped_hooks AS (
+    DELETE FROM hooks WHERE run_id = $8 AND $3::timestamptz IS NOT NULL
+)
+UPDATE runs SET status = $1, started_at = $2, closed_at = $3, last_seq = $4,
+    attributes = $5, result = $6, error = $7, last_at = greatest(last_at, $12)
+WHERE id = $8
+"""
+
+READ_EVENTS = "SELECT seq, at, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq"
+COUNT_RUNS_BY_STATUS = "SELECT status, count(*) FROM runs GROUP BY status"
+
+UPSERT_ATTRIBUTES = """
+INSERT INTO attributes (run_id, key, ivalue)
+SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS a(k, v)
+ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue
+"""
+
+# Work topics go to the work channel, run topics to the runs channel.
+NOTIFY = (
+    "SELECT pg_notify(CASE WHEN topic = 'work' THEN $1 ELSE $2 END, topic) "
+    "FROM unnest($3::text[]) AS t(topic)"
+)
+
+# --------------------------------------------------------------------------- claims
+
+# Claims a free pair (a new row, or a released one whose generation goes up);
+# no row comes back when another run holds it, and the held row is then locked.
+CLAIM_IF_FREE = """
+INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
+VALUES ($1, $2, $3, $4, 1, $5, $6)
+ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id,
+    generation = claims.generation + 1, step = excluded.step, attempt = excluded.attempt
+WHERE claims.run_id IS NULL
+RETURNING generation
+"""
+GET_CLAIM = (
+    "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = $1 AND ivalue = $2"
+)
+LOCK_CLAIM = f"{GET_CLAIM} FOR UPDATE"
+PUT_CLAIM = """
+INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id,
+    generation = excluded.generation, step = excluded.step, attempt = excluded.attempt
+"""
+MOVE_RUN_CLAIMS = (
+    "UPDATE claims SET run_id = $1, generation = generation + 1 WHERE run_id = $2 AND step IS NULL"
+)
+RUN_CLAIMS = (
+    "SELECT key, value, generation, step, attempt FROM claims WHERE run_id = $1 "
+    "ORDER BY key, ivalue"
+)
+
+INSERT_HOOK = """
+INSERT INTO hooks (token, run_id, hook, attributes, created_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (token) DO NOTHING RETURNING run_id
+"""
+HOOK_HOLDER = "SELECT run_id, hook FROM hooks WHERE token = $1"
+BIND_HOOK = """
+UPDATE hooks SET hook = $1, attributes = $2 WHERE token = $3 AND run_id = $4 AND hook = 0
+RETURNING run_id
+"""
+MOVE_RUN_HOOKS = "UPDATE hooks SET run_id = $1, hook = 0 WHERE run_id = $2"
+MOVE_HOOK_RESUMES = """
+UPDATE hook_resumes SET run_id = $1 WHERE run_id = $2
+AND token IN (SELECT token FROM hooks WHERE run_id = $1)
+"""
+READ_HOOK_PAYLOADS = (
+    "SELECT data FROM events WHERE run_id = $1 AND kind = 'hook_received' ORDER BY seq"
+)
+RECORD_RESUME = (
+    "INSERT INTO hook_resumes (token, resume_id, run_id) VALUES ($1, $2, $3) "
+    "ON CONFLICT DO NOTHING RETURNING run_id"
+)
+RESUMED = "SELECT run_id FROM hook_resumes WHERE token = $1 AND resume_id = $2"
+_HOOK_COLUMNS = "SELECT token, run_id, hook, attributes, created_at FROM hooks"
+LIST_HOOKS = f"{_HOOK_COLUMNS} ORDER BY created_at, run_id, hook"
+LIST_RUN_HOOKS = f"{_HOOK_COLUMNS} WHERE run_id = $1 ORDER BY created_at, run_id, hook"
+
+PRUNE = """
+WITH doomed AS (
+    SELECT id, closed_at FROM runs
+    WHERE closed_at IS NOT NULL AND closed_at < $1
+    ORDER BY closed_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), gone_events AS (
+    DELETE FROM events WHERE run_id IN (SELECT id FROM doomed)
+), gone_attributes AS (
+    DELETE FROM attributes WHERE run_id IN (SELECT id FROM doomed)
+), gone_work AS (
+    DELETE FROM work WHERE run_id IN (SELECT id FROM doomed)
+), gone_hooks AS (
+    DELETE FROM hooks WHERE run_id IN (SELECT id FROM doomed)
+), gone_resumes AS (
+    DELETE FROM hook_resumes WHERE run_id IN (SELECT id FROM doomed)
+), released AS (
+    UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL
+    WHERE run_id IN (SELECT id FROM doomed)
+)
+DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, closed_at
+"""
+
+# ----------------------------------------------------------------------------- work
+
+_WORK_COLUMNS = (
+    "id, run_id, kind, name, number, attempt, payload, available_at, owner, token, "
+    "expires_at, ever_leased"
+)
+INSERT_WORK_IF_ABSENT = (
+    f"INSERT INTO work ({_WORK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+    "$11, $12) ON CONFLICT (id) DO NOTHING RETURNING id"
+)
+REPLACE_WORK = (
+    f"INSERT INTO work ({_WORK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+    "$11, $12) ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name, "
+    "number = excluded.number, attempt = excluded.attempt, payload = excluded.payload, "
+    "available_at = excluded.available_at, owner = excluded.owner, token = excluded.token, "
+    "expires_at = excluded.expires_at, rewake = false, ever_leased = excluded.ever_leased"
+)
+LOCK_WORK = (
+    "SELECT name, number, attempt, payload, available_at, owner, expires_at "
+    "FROM work WHERE id = $1 FOR UPDATE"
+)
+SET_REWAKE = "UPDATE work SET rewake = true WHERE id = $1"
+SET_AVAILABLE = "UPDATE work SET available_at = $2 WHERE id = $1"
+REWAKE_ON_ACK = (
+    "UPDATE work SET owner = NULL, expires_at = NULL, rewake = false, available_at = $2 "
+    "WHERE id = $1"
+)
+DELETE_WORK = "DELETE FROM work WHERE id = $1"
+# A cancelling run's steps and timers go; each says whether an attempt was in flight.
+DROP_CANCELLED_WORK = """
+DELETE FROM work WHERE run_id = $1 AND kind IN ('step', 'timer')
+RETURNING kind, number, attempt, (owner IS NOT NULL AND expires_at > $2) AS in_flight
+"""
+LEASE_ONE = (
+    "UPDATE work SET available_at = $2, owner = $3, token = $4, expires_at = $5, attempt = $6, "
+    "rewake = false, ever_leased = true WHERE id = $1"
+)
+# Leases due items in one statement: locks them and their runs (rows another
+# transaction holds are skipped, so leasing never waits), takes the leases with
+# fresh tokens, and appends StepStarted for each step (seq 0 in the data: the
+# columns give seq and at; the data is built here from ``STEP_STARTED_PARTS``).
+LEASE = """
+WITH due AS (
+    SELECT w.id, r.last_seq, greatest($2, r.last_at) AS at
+    FROM work w JOIN runs r ON r.id = w.run_id
+    WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
+      AND (w.owner IS NULL OR w.expires_at <= least($2, statement_timestamp()))
+    ORDER BY w.available_at, w.run_id, w.id
+    LIMIT $3
+    FOR UPDATE OF w, r SKIP LOCKED
+), leased AS (
+    UPDATE work w SET owner = $4, expires_at = $5,
+        token = 1 + floor(random() * 4611686018427387903)::bigint,
+        attempt = w.attempt + (w.kind = 'step' AND w.ever_leased)::integer,
+        rewake = false, ever_leased = true
+    FROM due WHERE w.id = due.id
+    RETURNING w.id, w.run_id, w.kind, w.name, w.number, w.attempt, w.payload, w.token,
+        due.last_seq, due.at
+), started AS (
+    SELECT l.run_id, l.number, l.attempt, l.at,
+        l.last_seq + row_number() OVER (PARTITION BY l.run_id ORDER BY l.id)::integer AS seq
+    FROM leased l WHERE l.kind = 'step'
+), new_events AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT s.run_id, s.seq, 'step_started',
+        $6::bytea || int4send(s.number) || $7::bytea || int4send(s.attempt), s.at
+    FROM started s
+), bumped AS (
+    UPDATE runs SET last_seq = m.seq, last_at = m.at
+    FROM (SELECT run_id, max(seq) AS seq, max(at) AS at FROM started GROUP BY run_id) AS m
+    WHERE runs.id = m.run_id
+)
+SELECT id, run_id, kind, name, number, attempt, payload, token FROM leased
+ORDER BY run_id, id
+"""
+RENEW = """
+UPDATE work SET expires_at = $1
+FROM unnest($2::text[], $3::bigint[]) AS held(id, token)
+WHERE work.id = held.id AND work.token = held.token AND work.owner = $4
+RETURNING work.id, work.token
+"""
+RELEASE = """
+WITH released AS (
+    UPDATE work SET owner = NULL, expires_at = NULL
+    FROM unnest($1::text[], $2::bigint[]) AS held(id, token)
+    WHERE work.id = held.id AND work.token = held.token AND work.owner = $3
+)
+SELECT pg_notify($4, $5)
+"""
