@@ -28,7 +28,7 @@ from worlds.postgres import PostgresWorld
 from worlds.semantics import new_run_id
 from worlds.sqlite import SqliteWorld
 from worlds.testing._base import WF, create_run, lease_all
-from worlds.types import CommitRequest, CreateRunRequest, RunStarted, StepCreated
+from worlds.types import CommitRequest, CreateRunRequest, RunStarted, StepCreated, WorkItem
 
 pytestmark = pytest.mark.anyio
 
@@ -227,3 +227,39 @@ except WorldError as exc:
     print(type(exc).__name__, " ".join(str(exc).split()[:2]))
     sys.exit(3)
 """
+
+
+async def _lease_when_up(world: PostgresWorld, worker: str, lease_seconds: float) -> list[WorkItem]:
+    """Lease (one item at most) as soon as the restarted server answers."""
+    with anyio.fail_after(60):
+        while True:
+            try:
+                return await world.lease(worker, names=[WF], limit=1, lease_seconds=lease_seconds)
+            except WorldUnavailableError:
+                await anyio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_after_a_server_restart_no_lease_is_taken_over_before_its_holder_can_answer(
+    own_postgres: str,
+) -> None:
+    """Issue 11: a server restart outlasting a lease used to hand the lease to the
+    first worker that reconnected, so the holder's finished work was refused and
+    done again. The server's downtime does not count: for one lease length after
+    the server starts, no expired lease is taken over; after that, one is."""
+    url = _tcp_url(own_postgres)
+    async with PostgresWorld(url) as holder, PostgresWorld(url) as thief:
+        run = await create_run(holder, workflow=WF)
+        (held,) = await holder.lease("holder", names=[WF], limit=1, lease_seconds=1.0)
+        await anyio.sleep(1.2)  # expired, and nobody took it yet
+        await anyio.to_thread.run_sync(pg_server.restart, own_postgres, "immediate")
+        assert await _lease_when_up(thief, "thief", lease_seconds=4.0) == []
+        done = await holder.commit(
+            CommitRequest(
+                run_id=run.id, worker_id="holder", lease=held, events=(RunStarted(),), ack=False
+            )
+        )
+        assert done.ok and not done.lease_lost
+        await anyio.sleep(4.5)  # one lease length after the server started
+        (taken,) = await _lease_when_up(thief, "thief", lease_seconds=4.0)
+        assert taken.id == held.id and taken.token != held.token

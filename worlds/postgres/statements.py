@@ -197,12 +197,17 @@ LEASE_ONE = (
 # transaction holds are skipped, so leasing never waits), takes the leases with
 # fresh tokens, and appends StepStarted for each step (seq 0 in the data: the
 # columns give seq and at; the data is built here from ``STEP_STARTED_PARTS``).
+# An expired lease is taken over only once the server has been up for one
+# lease length: a restart's downtime must not count against the holders, who
+# reconnect and renew or commit what they finished meanwhile.
 LEASE = """
 WITH due AS (
     SELECT w.id, r.last_seq, greatest($2, r.last_at) AS at
     FROM work w JOIN runs r ON r.id = w.run_id
     WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
-      AND (w.owner IS NULL OR w.expires_at <= least($2, statement_timestamp()))
+      AND (w.owner IS NULL OR (w.expires_at <= least($2, statement_timestamp())
+           AND pg_postmaster_start_time() + ($5::timestamptz - $2::timestamptz)
+               <= statement_timestamp()))
     ORDER BY w.available_at, w.run_id, w.id
     LIMIT $3
     FOR UPDATE OF w, r SKIP LOCKED
