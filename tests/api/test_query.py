@@ -36,9 +36,9 @@ from workflow.query import (
     parse,
 )
 from worlds import _postgres_schema
-from worlds._sqlite_schema import list_runs_sql, where_sql
 from worlds.query import matches
 from worlds.semantics import new_run_id
+from worlds.sqlite.filters import list_runs_sql, where_sql
 from worlds.types import (
     CommitRequest,
     CreateRunRequest,

@@ -1,26 +1,21 @@
 """The SQLite world's transactions: running them, retrying locks, and the writer.
 
-Private to ``worlds.sqlite``. ``Writer`` holds one write transaction's state
-(its clock, the events it appends, the signals it raises) and applies the
-protocol's rules row by row; ``transact`` runs a body in ``BEGIN IMMEDIATE``
-and retries while another process holds the lock; ``Checkpointer`` copies the
-WAL back from a thread of its own.
+``Writer`` holds one write transaction's state (its clock, the events it
+appends, the signals it raises), reads the rows a rule of ``worlds._rules``
+needs and writes its outcome; ``transact`` runs a body in ``BEGIN IMMEDIATE``
+and retries while another process holds the lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import sqlite3
-import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar, assert_never, cast
 
-import aiosqlite
 import msgspec
 
-from worlds import _sqlite_schema as sql
 from worlds._rules import cancel, claims, commits, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
@@ -30,6 +25,8 @@ from worlds.semantics import (
     work_item_id,
     workflow_item_id,
 )
+from worlds.sqlite import codecs
+from worlds.sqlite import statements as sql
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -47,13 +44,10 @@ from worlds.types import (
 )
 
 __all__ = [
-    "Checkpointer",
     "RollbackError",
     "WouldBlockError",
     "Writer",
-    "execute",
     "is_busy",
-    "leased",
     "new_token",
     "retrying",
     "run_once",
@@ -133,33 +127,8 @@ def transact(
     return run_once(one_try, blocking)
 
 
-async def execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:
-    """Run ``function`` on the connection's thread, queued behind its other work."""
-    # aiosqlite's own queue: one thread hop for a whole operation, where its
-    # public API takes one per statement.
-    execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
-    return await execute(function)
-
-
 def new_token() -> int:
     return secrets.randbits(62) + 1
-
-
-def leased(
-    run_id: str, item_id: str, row: tuple[str, str, int, int, bytes], token: int, expires: int
-) -> WorkItem:
-    kind, name, number, attempt, payload = row
-    return WorkItem(
-        id=item_id,
-        run_id=run_id,
-        kind=cast(Any, kind),
-        name=name,
-        number=number,
-        attempt=attempt,
-        payload=payload,
-        token=token,
-        lease_expires_at=sql.from_micros(expires),
-    )
 
 
 class Writer:
@@ -168,7 +137,7 @@ class Writer:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
         self.now = utcnow()
-        self.now_us = sql.to_micros(self.now)
+        self.now_us = codecs.to_micros(self.now)
         self.signals: set[str] = set()
         self.rows: list[tuple[str, int, str, bytes]] = []
 
@@ -180,7 +149,9 @@ class Writer:
 
     def queue(self, run_id: str, stored: EventKind) -> None:
         """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
-        self.rows.append((run_id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+        self.rows.append(
+            (run_id, stored.seq, codecs.EVENT_TAGS[type(stored)], codecs.encode(stored))
+        )
 
     def commit(
         self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
@@ -220,7 +191,7 @@ class Writer:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""
         for seq, event in enumerate(events, last_seq + 1):
             stored = msgspec.structs.replace(event, seq=seq, at=self.now)
-            self.rows.append((run_id, seq, "step_started", sql.encode(stored)))
+            self.rows.append((run_id, seq, "step_started", codecs.encode(stored)))
 
     def flush_events(self) -> None:
         if self.rows:
@@ -229,7 +200,7 @@ class Writer:
 
     def save_run(self, run: RunRecord, attributes: bytes) -> None:
         self.flush_events()
-        self.db.execute(sql.UPDATE_RUN, sql.run_update_params(run, attributes))
+        self.db.execute(sql.UPDATE_RUN, codecs.run_update_params(run, attributes))
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
@@ -242,7 +213,7 @@ class Writer:
         row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
         if row is None:
             return None
-        run = sql.run_from_row(row)
+        run = codecs.run_from_row(row)
         plan = cancel.plan_cancel(run.status, run.workflow, reason, self.now, grace_seconds)
         if plan.event is None:
             return run
@@ -260,10 +231,10 @@ class Writer:
 
     def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
         """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""
-        hook_row = (run_id, event.hook, sql.encode(event.attributes), self.now_us)
+        hook_row = (run_id, event.hook, codecs.encode(event.attributes), self.now_us)
         if self.db.execute(sql.INSERT_HOOK, (event.token, *hook_row)).rowcount:
             return event
-        bind = (event.hook, sql.encode(event.attributes), event.token, run_id)
+        bind = (event.hook, codecs.encode(event.attributes), event.token, run_id)
         if self.db.execute(sql.BIND_HOOK, bind).rowcount:
             return event
         (holder, _) = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
@@ -274,7 +245,7 @@ class Writer:
         row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
         if row is None:
             return None
-        run = sql.run_from_row(row)
+        run = codecs.run_from_row(row)
         event = cancel.cancel_now(run.status, reason)
         if event is not None:
             run, _ = self.stamp(run, event)
@@ -286,7 +257,7 @@ class Writer:
         db, run_id = self.db, event.next_run_id
         try:
             db.execute(
-                sql.INSERT_RUN, (run_id, old.workflow, self.now_us, sql.encode(old.attributes))
+                sql.INSERT_RUN, (run_id, old.workflow, self.now_us, codecs.encode(old.attributes))
             )
         except sqlite3.IntegrityError:
             raise requests.successor_exists(run_id) from None
@@ -295,7 +266,7 @@ class Writer:
             [(run_id, key, index_value(value)) for key, value in old.attributes.items()],
         )
         stored = runs.created_event(old.workflow, event.args, old.attributes, self.now)
-        self.rows.append((run_id, 1, "run_created", sql.encode(stored)))
+        self.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
         db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
         self._move_hooks(old, event)
         item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
@@ -313,18 +284,18 @@ class Writer:
                 token=token,
                 run_id=owner,
                 hook=number,
-                attributes=sql.decode_attributes(attributes),
-                created_at=sql.from_micros(created),
+                attributes=codecs.decode_attributes(attributes),
+                created_at=codecs.from_micros(created),
             )
             for token, owner, number, attributes, created in rows
         ]
         logged = [
-            sql.decode_event(data) for (data,) in db.execute(sql.READ_HOOK_PAYLOADS, (old.id,))
+            codecs.decode_event(data) for (data,) in db.execute(sql.READ_HOOK_PAYLOADS, (old.id,))
         ]
         carried = carried_payloads(logged, held, event)
         for seq, received in enumerate(carried, 2):
             stored = msgspec.structs.replace(received, seq=seq, at=self.now)
-            self.rows.append((run_id, seq, "hook_received", sql.encode(stored)))
+            self.rows.append((run_id, seq, "hook_received", codecs.encode(stored)))
         if carried:
             db.execute(sql.BUMP_LAST_SEQ, (len(carried), run_id)).fetchone()
         db.execute(sql.MOVE_RUN_HOOKS, (run_id, old.id))
@@ -343,7 +314,7 @@ class Writer:
             (
                 event.key,
                 ivalue,
-                sql.encode(event.value),
+                codecs.encode(event.value),
                 run_id,
                 generation,
                 event.step,
@@ -357,10 +328,10 @@ class Writer:
     ) -> tuple[RunRecord, WorkItem | None]:
         """Add ``new`` to the queue (merging a workflow item); lease it when asked and due."""
         db, run_id, item_id = self.db, run.id, work_item_id(run.id, new)
-        available = self.now_us if new.available_at is None else sql.to_micros(new.available_at)
+        available = self.now_us if new.available_at is None else codecs.to_micros(new.available_at)
         lease_now = new.lease and available <= self.now_us
         token = new_token() if lease_now else 0
-        expires = sql.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
+        expires = codecs.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
         params = (
             run_id,
             item_id,
@@ -388,7 +359,7 @@ class Writer:
         if new.kind == "step":
             run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
         row = (new.kind, params[3], new.number, new.attempt, new.payload)
-        return run, leased(run_id, item_id, row, token, expires)
+        return run, codecs.leased(run_id, item_id, row, token, expires)
 
     def _merge_workflow(
         self, run_id: str, item_id: str, available: int, lease: bool, worker_id: str, seconds: float
@@ -403,61 +374,12 @@ class Writer:
         available_at = min(available_at, available)
         if lease and available_at <= self.now_us:
             token = new_token()
-            expires = sql.to_micros(lease_deadline(self.now, seconds))
+            expires = codecs.to_micros(lease_deadline(self.now, seconds))
             self.db.execute(
                 sql.LEASE_WORK, (available_at, worker_id, token, expires, attempt, *key)
             )
             row = ("workflow", name, number, attempt, payload)
-            return leased(run_id, item_id, row, token, expires)
+            return codecs.leased(run_id, item_id, row, token, expires)
         self.db.execute(sql.SET_AVAILABLE, (available_at, *key))
         self.signals.add(WORK_TOPIC)
         return None
-
-
-class Checkpointer:
-    """Copies the WAL back into the database from its own thread and connection.
-
-    Checkpoints done by the committing connection stall its commit for
-    milliseconds; a passive checkpoint elsewhere runs beside the writers.
-    """
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._wanted = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._serve, name="sqlite-checkpoint", daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        self._wanted.set()
-
-    def stop(self) -> threading.Thread:
-        self._stopping = True
-        self._wanted.set()
-        return self._thread
-
-    def _serve(self) -> None:
-        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        try:
-            while True:
-                self._wanted.wait()
-                self._wanted.clear()
-                if self._stopping:
-                    return
-                # Best effort: the writers' own autocheckpoint is the backstop.
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            db.close()
-
-
-def connection(connector: Callable[[], sqlite3.Connection]) -> aiosqlite.Connection:
-    """An aiosqlite connection whose thread does not keep the process alive.
-
-    aiosqlite's thread is not a daemon: a world nobody closed would make the
-    interpreter wait for it forever at exit. Every transaction is atomic, so a
-    process that exits mid-operation loses nothing committed.
-    """
-    conn = aiosqlite.Connection(connector, iter_chunk_size=64)
-    conn._thread.daemon = True  # set before aiosqlite starts the thread
-    return conn
