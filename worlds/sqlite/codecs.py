@@ -6,7 +6,7 @@ SQL are exact. Events, attribute maps and claim values are msgpack blobs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
 from datetime import datetime, timedelta
 from typing import Any, cast, get_args
 
@@ -15,8 +15,10 @@ import msgspec
 from worlds.types import (
     EPOCH,
     AttributeValue,
+    Claim,
     ErrorInfo,
     EventKind,
+    HookRecord,
     RunRecord,
     RunStatus,
     WorkItem,
@@ -55,20 +57,43 @@ def decode_attributes(data: bytes) -> dict[str, AttributeValue]:
     return attributes
 
 
-def run_from_row(row: Sequence[Any]) -> RunRecord:
-    """A ``RunRecord`` from the ``RUN_COLUMNS`` of a row."""
-    started, closed, error = row[4], row[5], row[9]
+def run_from_row(row: sqlite3.Row) -> RunRecord:
+    """A ``RunRecord`` from a row with the ``RUN_COLUMNS``."""
+    started, closed, error = row["started_at"], row["closed_at"], row["error"]
     return RunRecord(
-        id=row[0],
-        workflow=row[1],
-        status=_STATUS[row[2]],
-        created_at=from_micros(row[3]),
+        id=row["id"],
+        workflow=row["workflow"],
+        status=_STATUS[row["status"]],
+        created_at=from_micros(row["created_at"]),
         started_at=None if started is None else from_micros(started),
         closed_at=None if closed is None else from_micros(closed),
-        last_seq=row[6],
-        attributes=decode_attributes(row[7]),
-        result=row[8],
+        last_seq=row["last_seq"],
+        attributes=decode_attributes(row["attributes"]),
+        result=row["result"],
         error=None if error is None else _decode_error(error),
+    )
+
+
+def hook_from_row(row: sqlite3.Row) -> HookRecord:
+    """A ``HookRecord`` from a row with the ``HOOK_COLUMNS``."""
+    return HookRecord(
+        token=row["token"],
+        run_id=row["run_id"],
+        hook=row["hook"],
+        attributes=decode_attributes(row["attributes"]),
+        created_at=from_micros(row["created_at"]),
+    )
+
+
+def claim_from_row(row: sqlite3.Row) -> Claim:
+    """A ``Claim`` from a row with the ``CLAIM_COLUMNS`` of a held claim."""
+    return Claim(
+        key=row["key"],
+        value=decode_value(row["value"]),
+        run_id=row["run_id"],
+        generation=row["generation"],
+        step=row["step"],
+        attempt=row["attempt"],
     )
 
 
@@ -98,19 +123,20 @@ def decode_event(data: bytes) -> EventKind:
     return event
 
 
-def leased(
-    run_id: str, item_id: str, row: tuple[str, str, int, int, bytes], token: int, expires: int
-) -> WorkItem:
-    """The ``WorkItem`` a worker holds once it leased item ``item_id`` of run ``run_id``."""
-    kind, name, number, attempt, payload = row
+def leased(row: sqlite3.Row, *, attempt: int, token: int, expires: int) -> WorkItem:
+    """The ``WorkItem`` a worker holds once it leased the item in the ``work`` ``row``.
+
+    ``attempt``, ``token`` and ``expires`` are the lease's, which the row read
+    before the lease was taken does not have yet.
+    """
     return WorkItem(
-        id=item_id,
-        run_id=run_id,
-        kind=cast(Any, kind),
-        name=name,
-        number=number,
+        id=row["id"],
+        run_id=row["run_id"],
+        kind=cast(Any, row["kind"]),
+        name=row["name"],
+        number=row["number"],
         attempt=attempt,
-        payload=payload,
+        payload=row["payload"],
         token=token,
         lease_expires_at=from_micros(expires),
     )

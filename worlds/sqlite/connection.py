@@ -161,7 +161,7 @@ class Connection:
                     f"{exc.strerror or exc}; choose a writable place in the world URL"
                 ) from exc
         try:
-            return sqlite3.connect(
+            db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
             )
         except sqlite3.Error as exc:
@@ -169,6 +169,8 @@ class Connection:
                 f"cannot open the SQLite world {self.path!r}: {exc}; "
                 "choose a writable place in the world URL"
             ) from exc
+        db.row_factory = sqlite3.Row  # rows are read by column name
+        return db
 
     async def connect(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
         """Open the file (creating or migrating its schema) unless it is open already."""

@@ -42,10 +42,9 @@ CLAIM_IF_FREE = (
     "ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id, "
     "generation = generation + 1, step = NULL, attempt = NULL WHERE run_id IS NULL"
 )
-GET_CLAIM = (
-    "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = ? AND ivalue = ?"
-)
-COUNT_RUNS_BY_STATUS = "SELECT status, count(*) FROM runs GROUP BY status"
+CLAIM_COLUMNS = "key, value, run_id, generation, step, attempt"
+GET_CLAIM = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE key = ? AND ivalue = ?"
+COUNT_RUNS_BY_STATUS = "SELECT status, count(*) AS runs FROM runs GROUP BY status"
 INSERT_HOOK = (
     "INSERT INTO hooks (token, run_id, hook, attributes, created_at) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (token) DO NOTHING"
@@ -75,9 +74,7 @@ PUT_CLAIM = (
     "value = excluded.value, run_id = excluded.run_id, generation = excluded.generation, "
     "step = excluded.step, attempt = excluded.attempt"
 )
-RUN_CLAIMS = (
-    "SELECT key, value, generation, step, attempt FROM claims WHERE run_id = ? ORDER BY key, ivalue"
-)
+RUN_CLAIMS = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE run_id = ? ORDER BY key, ivalue"
 
 PRUNABLE_RUNS = (
     "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
@@ -109,7 +106,7 @@ REPLACE_WORK = (
     "expires_at = excluded.expires_at, rewake = 0, ever_leased = excluded.ever_leased"
 )
 GET_WORK = (
-    "SELECT name, number, attempt, payload, available_at, owner, expires_at "
+    "SELECT run_id, id, kind, name, number, attempt, payload, available_at, owner, expires_at "
     "FROM work WHERE run_id = ? AND id = ?"
 )
 SET_REWAKE = "UPDATE work SET rewake = 1 WHERE run_id = ? AND id = ?"
@@ -124,7 +121,7 @@ DROP_RUN_WORK = "DELETE FROM work WHERE run_id = ?"
 # come back so each gets a StepDiscarded.
 DROP_CANCELLED_WORK = (
     "DELETE FROM work WHERE run_id = ? AND kind != 'workflow' "
-    "RETURNING kind, number, attempt, owner IS NOT NULL AND expires_at > ?"
+    "RETURNING kind, number, attempt, owner IS NOT NULL AND expires_at > ? AS in_flight"
 )
 LEASE_WORK = (
     "UPDATE work SET available_at = ?, owner = ?, token = ?, expires_at = ?, attempt = ?, "

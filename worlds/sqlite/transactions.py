@@ -34,7 +34,6 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
-    HookRecord,
     NewWorkItem,
     RunContinued,
     RunRecord,
@@ -220,13 +219,15 @@ class Writer:
         run, _ = self.stamp(run, plan.event)
         if plan.timer is not None:
             dropped = self.db.execute(sql.DROP_CANCELLED_WORK, (run_id, self.now_us)).fetchall()
-            for kind, number, attempt, in_flight in sorted(dropped):
-                discard = cancel.discarded(kind, number, attempt, bool(in_flight))
+            for item in sorted(dropped, key=tuple):
+                discard = cancel.discarded(
+                    item["kind"], item["number"], item["attempt"], bool(item["in_flight"])
+                )
                 if discard is not None:
                     run, _ = self.stamp(run, discard)
             run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
             run, _ = self.enqueue(run, plan.timer, "", 0.0)
-        self.save_run(run, row[7])
+        self.save_run(run, row["attributes"])
         return run
 
     def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
@@ -237,8 +238,8 @@ class Writer:
         bind = (event.hook, codecs.encode(event.attributes), event.token, run_id)
         if self.db.execute(sql.BIND_HOOK, bind).rowcount:
             return event
-        (holder, _) = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
-        return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder)
+        holder = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
+        return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder["run_id"])
 
     def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
         """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
@@ -249,7 +250,7 @@ class Writer:
         event = cancel.cancel_now(run.status, reason)
         if event is not None:
             run, _ = self.stamp(run, event)
-            self.save_run(run, row[7])
+            self.save_run(run, row["attributes"])
         return run
 
     def continue_run(self, old: RunRecord, event: RunContinued) -> None:
@@ -279,18 +280,10 @@ class Writer:
         rows = db.execute(sql.LIST_RUN_HOOKS, (old.id,)).fetchall()
         if not rows:
             return
-        held = [
-            HookRecord(
-                token=token,
-                run_id=owner,
-                hook=number,
-                attributes=codecs.decode_attributes(attributes),
-                created_at=codecs.from_micros(created),
-            )
-            for token, owner, number, attributes, created in rows
-        ]
+        held = [codecs.hook_from_row(row) for row in rows]
         logged = [
-            codecs.decode_event(data) for (data,) in db.execute(sql.READ_HOOK_PAYLOADS, (old.id,))
+            codecs.decode_event(row["data"])
+            for row in db.execute(sql.READ_HOOK_PAYLOADS, (old.id,))
         ]
         carried = carried_payloads(logged, held, event)
         for seq, received in enumerate(carried, 2):
@@ -305,7 +298,9 @@ class Writer:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
         ivalue = index_value(event.value)
         row = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
-        held = None if row is None else claims.HeldClaim(*row[:3])
+        held = (
+            None if row is None else claims.HeldClaim(row["run_id"], row["generation"], row["step"])
+        )
         generation = claims.on_attribute_set(held, run_id, event)
         if isinstance(generation, AttributeConflict):
             return generation
@@ -332,11 +327,12 @@ class Writer:
         lease_now = new.lease and available <= self.now_us
         token = new_token() if lease_now else 0
         expires = codecs.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
+        name = run.workflow if new.kind == "workflow" else new.name
         params = (
             run_id,
             item_id,
             new.kind,
-            run.workflow if new.kind == "workflow" else new.name,
+            name,
             new.number,
             new.attempt,
             new.payload,
@@ -358,28 +354,37 @@ class Writer:
         assert expires is not None
         if new.kind == "step":
             run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
-        row = (new.kind, params[3], new.number, new.attempt, new.payload)
-        return run, codecs.leased(run_id, item_id, row, token, expires)
+        item = WorkItem(
+            id=item_id,
+            run_id=run_id,
+            kind=new.kind,
+            name=name,
+            number=new.number,
+            attempt=new.attempt,
+            payload=new.payload,
+            token=token,
+            lease_expires_at=codecs.from_micros(expires),
+        )
+        return run, item
 
     def _merge_workflow(
         self, run_id: str, item_id: str, available: int, lease: bool, worker_id: str, seconds: float
     ) -> WorkItem | None:
         key = (run_id, item_id)
-        name, number, attempt, payload, available_at, owner, expires_at = self.db.execute(
-            sql.GET_WORK, key
-        ).fetchone()
+        row = self.db.execute(sql.GET_WORK, key).fetchone()
+        owner, expires_at = row["owner"], row["expires_at"]
         if owner is not None and expires_at is not None and expires_at > self.now_us:
             self.db.execute(sql.SET_REWAKE, key)
             return None
-        available_at = min(available_at, available)
+        available_at = min(row["available_at"], available)
         if lease and available_at <= self.now_us:
             token = new_token()
             expires = codecs.to_micros(lease_deadline(self.now, seconds))
+            attempt = row["attempt"]
             self.db.execute(
                 sql.LEASE_WORK, (available_at, worker_id, token, expires, attempt, *key)
             )
-            row = ("workflow", name, number, attempt, payload)
-            return codecs.leased(run_id, item_id, row, token, expires)
+            return codecs.leased(row, attempt=attempt, token=token, expires=expires)
         self.db.execute(sql.SET_AVAILABLE, (available_at, *key))
         self.signals.add(WORK_TOPIC)
         return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any
 
 from worlds._lifecycle import ClosesOnExit, translates_errors
 from worlds._rules import claims, commits, requests, runs
@@ -98,7 +97,7 @@ class SqliteWorld(ClosesOnExit):
         """Path, schema version and run counts per status."""
 
         def body(db: sqlite3.Connection) -> list[tuple[str, int]]:
-            return list(db.execute(sql.COUNT_RUNS_BY_STATUS).fetchall())
+            return [(row["status"], row["runs"]) for row in db.execute(sql.COUNT_RUNS_BY_STATUS)]
 
         facts: dict[str, str | int] = {
             "scheme": "sqlite",
@@ -132,7 +131,8 @@ class SqliteWorld(ClosesOnExit):
                 encoded = codecs.encode(value)
                 if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
                     continue
-                holder_id, generation = db.execute(sql.GET_CLAIM, claim).fetchone()[:2]
+                holder = db.execute(sql.GET_CLAIM, claim).fetchone()
+                holder_id, generation = holder["run_id"], holder["generation"]
                 # a held claim's run exists: pruning a run releases its claims
                 status = codecs.run_from_row(
                     db.execute(sql.GET_RUN, (holder_id,)).fetchone()
@@ -177,21 +177,23 @@ class SqliteWorld(ClosesOnExit):
             row = db.execute(sql.GET_RUN_FOR_COMMIT, (request.run_id, *lease_key)).fetchone()
             if row is None:
                 raise LookupError(f"unknown run {request.run_id}")
-            run, attributes = codecs.run_from_row(row), row[7]
+            run, attributes = codecs.run_from_row(row), row["attributes"]
             if run.status.is_closed:
                 if request.discard is None:
                     return commits.closed(run.status)
                 run, stored = tx.stamp(run, request.discard)
                 tx.save_run(run, attributes)
                 return commits.closed(run.status, stored)
-            held_kind, rewake = row[10], row[11]
+            held_kind, rewake = row["kind"], row["rewake"]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
                 discard = request.discard
                 if discard is None:
                     return commits.lost(run.status)
                 logged = db.execute(sql.READ_EVENTS, (run.id, 0)).fetchall()
                 if settled(
-                    (codecs.decode_event(d) for (d,) in logged), discard.step, discard.attempt
+                    (codecs.decode_event(row["data"]) for row in logged),
+                    discard.step,
+                    discard.attempt,
                 ):
                     return commits.lost(run.status)
                 run, stored = tx.stamp(run, discard)
@@ -237,11 +239,11 @@ class SqliteWorld(ClosesOnExit):
             return []
         free_sql, expired_sql = sql.due_work_sql(len(wanted))
 
-        def due(db: sqlite3.Connection, now_us: int) -> list[Any]:
+        def due(db: sqlite3.Connection, now_us: int) -> list[sqlite3.Row]:
             params = (now_us, *wanted, limit)
             rows = db.execute(free_sql, params).fetchall()
             rows += db.execute(expired_sql, params).fetchall()
-            rows.sort(key=lambda row: (row[7], row[0], row[1]))
+            rows.sort(key=lambda row: (row["available_at"], row["run_id"], row["id"]))
             return rows[:limit]
 
         def body(tx: Writer) -> list[WorkItem]:
@@ -250,18 +252,20 @@ class SqliteWorld(ClosesOnExit):
             updates: list[tuple[object, ...]] = []
             items: list[WorkItem] = []
             started: dict[str, list[StepStarted]] = {}
-            for run_id, item_id, kind, name, number, attempt, payload, available, ever in rows:
-                if kind == "step" and ever:
-                    attempt += 1
+            for row in rows:
+                run_id, item_id, step = row["run_id"], row["id"], row["kind"] == "step"
+                attempt = row["attempt"] + 1 if step and row["ever_leased"] else row["attempt"]
                 token = new_token()
-                updates.append((available, worker_id, token, expires, attempt, run_id, item_id))
-                row = (kind, name, number, attempt, payload)
-                items.append(codecs.leased(run_id, item_id, row, token, expires))
-                if kind == "step":
-                    started.setdefault(run_id, []).append(StepStarted(step=number, attempt=attempt))
+                lease = (row["available_at"], worker_id, token, expires, attempt, run_id, item_id)
+                updates.append(lease)
+                items.append(codecs.leased(row, attempt=attempt, token=token, expires=expires))
+                if step:
+                    begun = StepStarted(step=row["number"], attempt=attempt)
+                    started.setdefault(run_id, []).append(begun)
             tx.db.executemany(sql.LEASE_WORK, updates)
             for run_id, events in started.items():
-                (last_seq,) = tx.db.execute(sql.BUMP_LAST_SEQ, (len(events), run_id)).fetchone()
+                bumped = tx.db.execute(sql.BUMP_LAST_SEQ, (len(events), run_id)).fetchone()
+                last_seq = bumped["last_seq"]
                 tx.stamp_new(run_id, last_seq - len(events), events)
             tx.flush_events()
             return items
@@ -336,7 +340,7 @@ class SqliteWorld(ClosesOnExit):
 
         def body(db: sqlite3.Connection) -> list[EventKind]:
             rows = db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
-            return [codecs.decode_event(data) for (data,) in rows]
+            return [codecs.decode_event(row["data"]) for row in rows]
 
         return await self._connection.read(body)
 
@@ -363,17 +367,9 @@ class SqliteWorld(ClosesOnExit):
 
         def body(db: sqlite3.Connection) -> Claim | None:
             row = db.execute(sql.GET_CLAIM, params).fetchone()
-            if row is None or row[0] is None:  # never claimed, or released
+            if row is None or row["run_id"] is None:  # never claimed, or released
                 return None
-            run_id, generation, step, attempt, stored = row
-            return Claim(
-                key=key,
-                value=codecs.decode_value(stored),
-                run_id=run_id,
-                generation=generation,
-                step=step,
-                attempt=attempt,
-            )
+            return codecs.claim_from_row(row)
 
         return await self._connection.read(body)
 
@@ -387,11 +383,11 @@ class SqliteWorld(ClosesOnExit):
             if resume_id is not None:
                 seen = tx.db.execute(sql.GET_RESUME, (token, resume_id)).fetchone()
                 if seen is not None:
-                    return str(seen[0])
+                    return str(seen["run_id"])
             found = tx.db.execute(sql.GET_HOOK, (token,)).fetchone()
             if found is None:
                 return None
-            run_id, number = found
+            run_id, number = found["run_id"], found["hook"]
             if resume_id is not None:
                 tx.db.execute(sql.INSERT_RESUME, (token, resume_id, run_id))
             row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
@@ -401,7 +397,7 @@ class SqliteWorld(ClosesOnExit):
             )
             run, _ = tx.stamp(run, received)
             run, _ = tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
-            tx.save_run(run, row[7])
+            tx.save_run(run, row["attributes"])
             return str(run_id)
 
         return await self._connection.write(body)
@@ -415,16 +411,7 @@ class SqliteWorld(ClosesOnExit):
                 rows = db.execute(sql.LIST_HOOKS).fetchall()
             else:
                 rows = db.execute(sql.LIST_RUN_HOOKS, (run_id,)).fetchall()
-            return [
-                HookRecord(
-                    token=token,
-                    run_id=owner,
-                    hook=number,
-                    attributes=codecs.decode_attributes(attributes),
-                    created_at=codecs.from_micros(created),
-                )
-                for token, owner, number, attributes, created in rows
-            ]
+            return [codecs.hook_from_row(row) for row in rows]
 
         return await self._connection.read(body)
 
@@ -433,17 +420,7 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
 
         def body(db: sqlite3.Connection) -> list[Claim]:
-            return [
-                Claim(
-                    key=key,
-                    value=codecs.decode_value(value),
-                    run_id=run_id,
-                    generation=generation,
-                    step=step,
-                    attempt=attempt,
-                )
-                for key, value, generation, step, attempt in db.execute(sql.RUN_CLAIMS, (run_id,))
-            ]
+            return [codecs.claim_from_row(row) for row in db.execute(sql.RUN_CLAIMS, (run_id,))]
 
         return await self._connection.read(body)
 
@@ -457,7 +434,7 @@ class SqliteWorld(ClosesOnExit):
         params = (codecs.to_micros(closed_before), limit)
 
         def body(tx: Writer) -> list[str]:
-            pruned = [run_id for (run_id,) in tx.db.execute(sql.PRUNABLE_RUNS, params)]
+            pruned = [row["id"] for row in tx.db.execute(sql.PRUNABLE_RUNS, params)]
             for statement in sql.PRUNE_RUN:
                 tx.db.executemany(statement, [(run_id,) for run_id in pruned])
             return pruned
