@@ -12,6 +12,7 @@ from typing import Any, cast, get_args
 
 import msgspec
 
+from worlds._rules.work import Placement
 from worlds.types import (
     EPOCH,
     AttributeValue,
@@ -19,6 +20,7 @@ from worlds.types import (
     ErrorInfo,
     EventKind,
     HookRecord,
+    NewWorkItem,
     RunRecord,
     RunStatus,
     WorkItem,
@@ -140,3 +142,11 @@ def leased(row: sqlite3.Row, *, attempt: int, token: int, expires: int) -> WorkI
         token=token,
         lease_expires_at=from_micros(expires),
     )
+
+
+def work_params(run_id: str, new: NewWorkItem, placed: Placement) -> tuple[object, ...]:
+    """Parameters of ``INSERT_WORK_IF_ABSENT`` and ``REPLACE_WORK`` that store ``placed``."""
+    expires = None if placed.expires_at is None else to_micros(placed.expires_at)
+    leased = int(placed.leased is not None)
+    item = (run_id, placed.item_id, new.kind, placed.name, new.number, new.attempt, new.payload)
+    return (*item, to_micros(placed.available_at), placed.owner, placed.token, expires, leased)

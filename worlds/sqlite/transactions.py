@@ -16,7 +16,7 @@ from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import cancel, claims, commits, requests, runs, work
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -161,30 +161,33 @@ class Writer:
             try:
                 need = flow.send(reply)
             except StopIteration as stop:
-                done: commits.Committed = stop.value
-                return done
-            reply = None
-            if isinstance(need, commits.Settle):
-                if isinstance(need.event, AttributeSet):
-                    reply = self.try_claim(need.run_id, need.event)
-                else:
-                    reply = self.try_hook(need.run_id, need.event)
-            elif isinstance(need, commits.Append):
-                self.queue(need.run.id, need.event)
-            elif isinstance(need, commits.Continue):
-                self.continue_run(need.run, need.event)
-            elif isinstance(need, commits.Ack):
+                return cast(commits.Committed, stop.value)
+            reply = self._do(need, request)
+
+    def _do(self, need: commits.Need, request: CommitRequest) -> object:
+        """Do one step a commit asks for; the reply the commit flow gets."""
+        match need:
+            case commits.Settle(run_id=run_id, event=settling):
+                if isinstance(settling, AttributeSet):
+                    return self.try_claim(run_id, settling)
+                return self.try_hook(run_id, settling)
+            case commits.Append(run=run, event=event):
+                self.queue(run.id, event)
+            case commits.Continue(run=run, event=continued):
+                self.continue_run(run, continued)
+            case commits.Ack(action=action):
                 assert request.lease is not None
                 key = (request.run_id, request.lease.id)
-                if need.action == "rewake":
+                if action == "rewake":
                     self.db.execute(sql.REWAKE_ON_ACK, (self.now_us, *key))
                     self.signals.add(WORK_TOPIC)
                 else:
                     self.db.execute(sql.DELETE_WORK, key)
-            elif isinstance(need, commits.Enqueue):
-                reply = self.enqueue(need.run, need.new, request.worker_id, request.lease_seconds)
-            else:
+            case commits.Enqueue(run=run, new=new):
+                return self.enqueue(run, new, request.worker_id, request.lease_seconds)
+            case _:
                 assert_never(need)
+        return None
 
     def stamp_new(self, run_id: str, last_seq: int, events: list[StepStarted]) -> None:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""
@@ -322,50 +325,29 @@ class Writer:
         self, run: RunRecord, new: NewWorkItem, worker_id: str, seconds: float
     ) -> tuple[RunRecord, WorkItem | None]:
         """Add ``new`` to the queue (merging a workflow item); lease it when asked and due."""
-        db, run_id, item_id = self.db, run.id, work_item_id(run.id, new)
-        available = self.now_us if new.available_at is None else codecs.to_micros(new.available_at)
-        lease_now = new.lease and available <= self.now_us
-        token = new_token() if lease_now else 0
-        expires = codecs.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
-        name = run.workflow if new.kind == "workflow" else new.name
-        params = (
-            run_id,
-            item_id,
-            new.kind,
-            name,
-            new.number,
-            new.attempt,
-            new.payload,
-            available,
-            worker_id if lease_now else None,
-            token,
-            expires,
-            int(lease_now),
+        placed = work.place(
+            run,
+            work_item_id(run.id, new),
+            new,
+            now=self.now,
+            worker_id=worker_id,
+            lease_seconds=seconds,
+            new_token=new_token,
         )
+        params = codecs.work_params(run.id, new, placed)
         if new.kind != "workflow":
-            db.execute(sql.REPLACE_WORK, params)
-        elif db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount == 0:
-            return run, self._merge_workflow(
-                run_id, item_id, available, new.lease, worker_id, seconds
+            self.db.execute(sql.REPLACE_WORK, params)
+        elif self.db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount == 0:
+            available = codecs.to_micros(placed.available_at)
+            merged = self._merge_workflow(
+                run.id, placed.item_id, available, new.lease, worker_id, seconds
             )
-        if not lease_now:
+            return run, merged
+        if placed.leased is None:
             self.signals.add(WORK_TOPIC)
-            return run, None
-        assert expires is not None
-        if new.kind == "step":
-            run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
-        item = WorkItem(
-            id=item_id,
-            run_id=run_id,
-            kind=new.kind,
-            name=name,
-            number=new.number,
-            attempt=new.attempt,
-            payload=new.payload,
-            token=token,
-            lease_expires_at=codecs.from_micros(expires),
-        )
-        return run, item
+        elif placed.started is not None:
+            run, _ = self.stamp(run, placed.started)
+        return run, placed.leased
 
     def _merge_workflow(
         self, run_id: str, item_id: str, available: int, lease: bool, worker_id: str, seconds: float
