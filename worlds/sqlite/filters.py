@@ -7,13 +7,12 @@ every value and attribute key is a bound parameter.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import msgspec
 
+from worlds._rules.terms import index_terms
 from worlds.query import (
     And,
-    AttrRef,
     Compare,
     Expr,
     FieldRef,
@@ -46,7 +45,7 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     filters: list[str] = []
     params: list[object] = []
     if query.where is not None:
-        attributes, rest = _index_terms(query.attributes, query.where)
+        attributes, rest = index_terms(query.attributes, query.where)
         query = msgspec.structs.replace(query, attributes=attributes, where=rest)
     if query.workflow is not None:
         filters.append("r.workflow = ?")
@@ -102,27 +101,6 @@ def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[s
         )
         params += [key, index_value(value)]
     return f"SELECT {RUN_COLUMNS} FROM attributes a CROSS JOIN runs r", where, params
-
-
-def _index_terms(attributes: dict[str, Any], where: Expr) -> tuple[dict[str, Any], Expr | None]:
-    """Move ``where``'s top-level ``attribute = value`` terms into ``attributes``."""
-    check(where)
-    merged = dict(attributes)
-    rest: list[Expr] = []
-    for term in where.items if isinstance(where, And) else (where,):
-        indexable = (
-            isinstance(term, Compare)
-            and term.op == "="
-            and isinstance(term.left, AttrRef)
-            and term.left.key not in merged
-        )
-        if indexable:
-            assert isinstance(term, Compare) and isinstance(term.left, AttrRef)
-            merged[term.left.key] = term.value
-        else:
-            rest.append(term)
-    remaining = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
-    return merged, remaining
 
 
 _FIELD_COLUMNS = {
