@@ -156,13 +156,7 @@ class Writer:
         self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
     ) -> commits.Committed:
         """Drive ``commits.commit_flow`` in this transaction: do each step it asks for."""
-        reply: object = None
-        while True:
-            try:
-                need = flow.send(reply)
-            except StopIteration as stop:
-                return cast(commits.Committed, stop.value)
-            reply = self._do(need, request)
+        return commits.drive(flow, lambda need: self._do(need, request))
 
     def _do(self, need: commits.Need, request: CommitRequest) -> object:
         """Do one step a commit asks for; the reply the commit flow gets."""
