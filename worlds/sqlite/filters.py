@@ -13,6 +13,7 @@ import msgspec
 from worlds._rules.terms import index_terms
 from worlds.query import (
     And,
+    AttrRef,
     Compare,
     Expr,
     FieldRef,
@@ -136,15 +137,19 @@ def where_sql(expr: Expr) -> tuple[str, list[object]]:
     params: list[object] = []
 
     def visit(node: Expr) -> str:
-        if isinstance(node, (And, Or)):
-            joiner = " AND " if isinstance(node, And) else " OR "
-            return "(" + joiner.join(visit(item) for item in node.items) + ")"
-        if isinstance(node, Not):
-            return f"NOT ({visit(node.item)})"
-        if isinstance(node, (Compare, In, StartsWith, IsNull)):
-            if isinstance(node.left, FieldRef):
-                return _field_sql(node, node.left.name, params)
-            return _attribute_sql(node, node.left.key, params)
+        match node:
+            case And(items=items):
+                return "(" + " AND ".join(map(visit, items)) + ")"
+            case Or(items=items):
+                return "(" + " OR ".join(map(visit, items)) + ")"
+            case Not(item=item):
+                return f"NOT ({visit(item)})"
+            case Compare() | In() | StartsWith() | IsNull():
+                match node.left:
+                    case FieldRef(name=name):
+                        return _field_sql(node, name, params)
+                    case AttrRef(key=key):
+                        return _attribute_sql(node, key, params)
         raise NotImplementedError(f"the SQLite world cannot serve {type(node).__name__} filters")
 
     return visit(expr), params
