@@ -7,23 +7,12 @@ every value and attribute key is a bound parameter.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypeAlias, get_args
 
 import msgspec
 
+from worlds import query as q
 from worlds._rules.terms import index_terms
-from worlds.query import (
-    And,
-    AttrRef,
-    Compare,
-    Expr,
-    FieldRef,
-    In,
-    IsNull,
-    Not,
-    Or,
-    StartsWith,
-    check,
-)
 from worlds.semantics import index_value
 from worlds.sqlite.codecs import to_micros
 from worlds.sqlite.statements import RUN_COLUMNS
@@ -104,14 +93,12 @@ def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[s
     return f"SELECT {RUN_COLUMNS} FROM attributes a CROSS JOIN runs r", where, params
 
 
-_FIELD_COLUMNS = {
-    "status": "r.status",
-    "workflow": "r.workflow",
-    "id": "r.id",
-    "created_at": "r.created_at",
-    "closed_at": "r.closed_at",
-}
-"""The only column names a filter can reach; values are always bound parameters."""
+Leaf: TypeAlias = q.Compare | q.In | q.StartsWith | q.IsNull
+"""A filter node that tests one field or attribute."""
+
+_FIELD_COLUMNS = {name: f"r.{name}" for name in get_args(q.FieldName)}
+"""The only column names a filter can reach (the ``runs`` column of each filter
+field); values are always bound parameters."""
 _SQL_OPERATORS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _ATTRIBUTE_ROW = "SELECT 1 FROM attributes x WHERE x.run_id = r.id AND x.key = ?"
 # The numeric value of an int or float attribute (the index text is "i:12", "f:1.5").
@@ -122,7 +109,7 @@ _NUMBER_OF = (
 )
 
 
-def where_sql(expr: Expr) -> tuple[str, list[object]]:
+def where_sql(expr: q.Expr) -> tuple[str, list[object]]:
     """A parameterised SQL condition over ``runs r`` equivalent to ``worlds.query.matches``.
 
     Column names come from a fixed whitelist and operators from a fixed table;
@@ -133,40 +120,40 @@ def where_sql(expr: Expr) -> tuple[str, list[object]]:
         ValueError: ``expr`` is not a well-formed filter.
         NotImplementedError: a node this world does not know.
     """
-    check(expr)
+    q.check(expr)
     params: list[object] = []
 
-    def visit(node: Expr) -> str:
+    def visit(node: q.Expr) -> str:
         match node:
-            case And(items=items):
+            case q.And(items=items):
                 return "(" + " AND ".join(map(visit, items)) + ")"
-            case Or(items=items):
+            case q.Or(items=items):
                 return "(" + " OR ".join(map(visit, items)) + ")"
-            case Not(item=item):
+            case q.Not(item=item):
                 return f"NOT ({visit(item)})"
-            case Compare() | In() | StartsWith() | IsNull():
+            case q.Compare() | q.In() | q.StartsWith() | q.IsNull():
                 match node.left:
-                    case FieldRef(name=name):
+                    case q.FieldRef(name=name):
                         return _field_sql(node, name, params)
-                    case AttrRef(key=key):
+                    case q.AttrRef(key=key):
                         return _attribute_sql(node, key, params)
         raise NotImplementedError(f"the SQLite world cannot serve {type(node).__name__} filters")
 
     return visit(expr), params
 
 
-def _field_sql(node: Compare | In | StartsWith | IsNull, name: str, params: list[object]) -> str:
+def _field_sql(node: Leaf, name: str, params: list[object]) -> str:
     column = _FIELD_COLUMNS[name]
 
     def bind(value: object) -> object:
         return to_micros(value) if isinstance(value, datetime) else value
 
-    if isinstance(node, IsNull):
+    if isinstance(node, q.IsNull):
         return f"{column} IS NOT NULL" if node.negated else f"{column} IS NULL"
-    if isinstance(node, StartsWith):
+    if isinstance(node, q.StartsWith):
         params += [len(node.prefix), node.prefix]
         return f"substr({column}, 1, ?) = ?"
-    if isinstance(node, Compare):
+    if isinstance(node, q.Compare):
         params.append(bind(node.value))
         condition = f"{column} {_SQL_OPERATORS[node.op]} ?"
     else:
@@ -175,15 +162,15 @@ def _field_sql(node: Compare | In | StartsWith | IsNull, name: str, params: list
     return f"({column} IS NOT NULL AND {condition})" if name == "closed_at" else condition
 
 
-def _attribute_sql(node: Compare | In | StartsWith | IsNull, key: str, params: list[object]) -> str:
+def _attribute_sql(node: Leaf, key: str, params: list[object]) -> str:
     params.append(key)
-    if isinstance(node, IsNull):
+    if isinstance(node, q.IsNull):
         present = f"EXISTS ({_ATTRIBUTE_ROW} AND x.ivalue != 'n:')"
         return present if node.negated else f"NOT {present}"
-    if isinstance(node, StartsWith):
+    if isinstance(node, q.StartsWith):
         params += [len(node.prefix) + 2, "s:" + node.prefix]
         condition = "substr(x.ivalue, 1, ?) = ?"
-    elif isinstance(node, In):
+    elif isinstance(node, q.In):
         params += [index_value(value) for value in node.values]
         condition = f"x.ivalue IN ({', '.join('?' * len(node.values))})"
     elif node.op in ("=", "!="):
