@@ -35,10 +35,10 @@ from workflow.query import (
     format,  # noqa: A004 - the module's printer
     parse,
 )
-from worlds._sqlite_schema import list_runs_sql, where_sql
 from worlds.postgres import filters as pg_filters
 from worlds.query import matches
 from worlds.semantics import new_run_id
+from worlds.sqlite.filters import list_runs_sql, where_sql
 from worlds.types import (
     CommitRequest,
     CreateRunRequest,

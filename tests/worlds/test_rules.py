@@ -282,18 +282,16 @@ def _drive(
     run, _ = runs.stamped(runs.new_run("r", "w", {}, NOW), RunStarted(), NOW)
     flow = commits.commit_flow(run, request, NOW, held)
     needs: list[commits.Need] = []
-    reply: object = None
-    while True:
-        try:
-            need = flow.send(reply)
-        except StopIteration as stop:
-            return needs, stop.value
+
+    def do(need: commits.Need) -> object:
         needs.append(need)
-        reply = None
         if isinstance(need, commits.Settle):
-            reply = need.event
-        elif isinstance(need, commits.Enqueue):
-            reply = (need.run, None)
+            return need.event
+        if isinstance(need, commits.Enqueue):
+            return (need.run, None)
+        return None
+
+    return needs, commits.drive(flow, do)
 
 
 def test_a_commit_settles_claims_numbers_events_then_acks_and_enqueues() -> None:

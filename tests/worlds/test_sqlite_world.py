@@ -27,11 +27,11 @@ import anyio.to_thread
 import pytest
 
 import worlds
-from worlds import _sqlite_schema
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import World, run_topic
 from worlds.semantics import new_run_id
-from worlds.sqlite import SqliteWorld, WorldClosedError
+from worlds.sqlite import SqliteWorld, WorldClosedError, codecs, filters, schema, statements
+from worlds.sqlite.migrations import MIGRATIONS
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -240,7 +240,7 @@ async def test_open_is_lazy_and_creates_parent_directories(tmp_path: Path) -> No
     db = sqlite3.connect(path)
     try:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert db.execute("PRAGMA user_version").fetchone() == (_sqlite_schema.SCHEMA_VERSION,)
+        assert db.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
     finally:
         db.close()
 
@@ -276,7 +276,7 @@ def test_urls_are_checked_when_the_world_is_created(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path, url: str) -> None:
     db = sqlite3.connect(tmp_path / "world.db")
-    db.execute(f"PRAGMA user_version = {_sqlite_schema.SCHEMA_VERSION + 1}")
+    db.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
     db.close()
     async with SqliteWorld(url) as world:
         with pytest.raises(WorldMisconfiguredError, match="schema version"):
@@ -583,8 +583,10 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
     # neither claims_run, runs_closed nor the hook tables existed.
     db = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
     try:
-        v1_claims = _sqlite_schema._CLAIMS_TABLE.format(name="claims_v1").replace(
-            "run_id TEXT,", "run_id TEXT NOT NULL,"
+        v1_claims = (
+            MIGRATIONS[2][0]
+            .replace("claims_v2", "claims_v1")
+            .replace("run_id TEXT,", "run_id TEXT NOT NULL,")
         )
         for statement in (
             "DROP TABLE hooks",
@@ -612,7 +614,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
         assert claim is not None and claim.generation == 2
     db = sqlite3.connect(tmp_path / "world.db")
     try:
-        assert db.execute("PRAGMA user_version").fetchone() == (_sqlite_schema.SCHEMA_VERSION,)
+        assert db.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
         indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
         assert {"claims_run", "runs_closed", "hooks", "hook_resumes"} <= indexes
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
@@ -624,7 +626,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
 
 
 def _plan(path: Path, query: RunQuery, before: str | None) -> list[str]:
-    statement, params = _sqlite_schema.list_runs_sql(query, before)
+    statement, params = filters.list_runs_sql(query, before)
     db = sqlite3.connect(path)
     try:
         return [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {statement}", params)]
@@ -698,12 +700,12 @@ async def test_prune_and_run_claims_use_their_indexes(tmp_path: Path, url: str) 
             if n % 2:
                 await close(world, run.id)
     path = tmp_path / "world.db"
-    assert _explain(path, _sqlite_schema.PRUNABLE_RUNS, (_sqlite_schema.to_micros(WHEN), 10)) == [
+    assert _explain(path, statements.PRUNABLE_RUNS, (codecs.to_micros(WHEN), 10)) == [
         "SEARCH runs USING COVERING INDEX runs_closed (closed_at>? AND closed_at<?)"
     ]
-    assert _explain(path, _sqlite_schema.RUN_CLAIMS, ("r",)) == [
+    assert _explain(path, statements.RUN_CLAIMS, ("r",)) == [
         "SEARCH claims USING INDEX claims_run (run_id=?)"
     ]
-    for statement in _sqlite_schema.PRUNE_RUN:
+    for statement in statements.PRUNE_RUN:
         (line,) = _explain(path, statement, ("r",))
         assert line.startswith("SEARCH ") and line.endswith(("(run_id=?)", "(id=?)")), line

@@ -8,7 +8,7 @@ and receives the replies; SQLite drives it synchronously, PostgreSQL with
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -42,6 +42,7 @@ __all__ = [
     "after_ack",
     "closed",
     "commit_flow",
+    "drive",
     "lost",
     "settled",
     "successors",
@@ -169,3 +170,19 @@ def settled(events: Iterable[EventKind], step: int, attempt: int) -> bool:
         and event.attempt == attempt
         for event in events
     )
+
+
+def drive(flow: Generator[Need, Any, Committed], do: Callable[[Need], object]) -> Committed:
+    """Run ``flow`` to its end synchronously: answer each need with ``do(need)``.
+
+    For a world whose I/O blocks; a world that awaits its I/O drives the flow
+    itself with ``flow.send``.
+    """
+    reply: object = None
+    while True:
+        try:
+            need = flow.send(reply)
+        except StopIteration as stop:
+            done: Committed = stop.value
+            return done
+        reply = do(need)

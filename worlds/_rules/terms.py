@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
+from worlds.query import And, AttrRef, Compare, Expr, check
 from worlds.types import AttributeValue, RunQuery, RunRecord
 
-__all__ = ["index_value", "matches"]
+__all__ = ["index_terms", "index_value", "matches"]
 
 
 def index_value(value: AttributeValue) -> str:
@@ -44,3 +47,37 @@ def matches(run: RunRecord, query: RunQuery) -> bool:
         if key not in run.attributes or index_value(run.attributes[key]) != index_value(value):
             return False
     return True
+
+
+def index_terms(
+    attributes: dict[str, Any],
+    where: Expr,
+    *,
+    indexable: Callable[[str, Any], bool] = lambda key, value: True,
+) -> tuple[dict[str, Any], Expr | None]:
+    """Move ``where``'s top-level ``attribute = value`` terms into ``attributes``.
+
+    A world's attribute index serves those terms better than the filter
+    compiler does. A key already in ``attributes`` stays a filter term, and so
+    does a pair the world's ``indexable(key, value)`` refuses. Returns the
+    merged attributes and what is left of ``where`` (``None``: nothing).
+
+    Raises:
+        ValueError: ``where`` is not a well-formed filter.
+    """
+    check(where)
+    merged = dict(attributes)
+    rest: list[Expr] = []
+    for term in where.items if isinstance(where, And) else (where,):
+        if (
+            isinstance(term, Compare)
+            and term.op == "="
+            and isinstance(term.left, AttrRef)
+            and term.left.key not in merged
+            and indexable(term.left.key, term.value)
+        ):
+            merged[term.left.key] = term.value
+        else:
+            rest.append(term)
+    remaining = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
+    return merged, remaining

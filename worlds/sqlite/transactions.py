@@ -1,27 +1,22 @@
 """The SQLite world's transactions: running them, retrying locks, and the writer.
 
-Private to ``worlds.sqlite``. ``Writer`` holds one write transaction's state
-(its clock, the events it appends, the signals it raises) and applies the
-protocol's rules row by row; ``transact`` runs a body in ``BEGIN IMMEDIATE``
-and retries while another process holds the lock; ``Checkpointer`` copies the
-WAL back from a thread of its own.
+``Writer`` holds one write transaction's state (its clock, the events it
+appends, the signals it raises), reads the rows a rule of ``worlds._rules``
+needs and writes its outcome; ``transact`` runs a body in ``BEGIN IMMEDIATE``
+and retries while another process holds the lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import sqlite3
-import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar, assert_never, cast
 
-import aiosqlite
 import msgspec
 
-from worlds import _sqlite_schema as sql
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import cancel, claims, commits, requests, runs, work
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -30,6 +25,8 @@ from worlds.semantics import (
     work_item_id,
     workflow_item_id,
 )
+from worlds.sqlite import codecs
+from worlds.sqlite import statements as sql
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -37,7 +34,6 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
-    HookRecord,
     NewWorkItem,
     RunContinued,
     RunRecord,
@@ -47,13 +43,10 @@ from worlds.types import (
 )
 
 __all__ = [
-    "Checkpointer",
     "RollbackError",
     "WouldBlockError",
     "Writer",
-    "execute",
     "is_busy",
-    "leased",
     "new_token",
     "retrying",
     "run_once",
@@ -133,33 +126,8 @@ def transact(
     return run_once(one_try, blocking)
 
 
-async def execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:
-    """Run ``function`` on the connection's thread, queued behind its other work."""
-    # aiosqlite's own queue: one thread hop for a whole operation, where its
-    # public API takes one per statement.
-    execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
-    return await execute(function)
-
-
 def new_token() -> int:
     return secrets.randbits(62) + 1
-
-
-def leased(
-    run_id: str, item_id: str, row: tuple[str, str, int, int, bytes], token: int, expires: int
-) -> WorkItem:
-    kind, name, number, attempt, payload = row
-    return WorkItem(
-        id=item_id,
-        run_id=run_id,
-        kind=cast(Any, kind),
-        name=name,
-        number=number,
-        attempt=attempt,
-        payload=payload,
-        token=token,
-        lease_expires_at=sql.from_micros(expires),
-    )
 
 
 class Writer:
@@ -168,7 +136,7 @@ class Writer:
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
         self.now = utcnow()
-        self.now_us = sql.to_micros(self.now)
+        self.now_us = codecs.to_micros(self.now)
         self.signals: set[str] = set()
         self.rows: list[tuple[str, int, str, bytes]] = []
 
@@ -180,47 +148,46 @@ class Writer:
 
     def queue(self, run_id: str, stored: EventKind) -> None:
         """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
-        self.rows.append((run_id, stored.seq, sql.EVENT_TAGS[type(stored)], sql.encode(stored)))
+        self.rows.append(
+            (run_id, stored.seq, codecs.EVENT_TAGS[type(stored)], codecs.encode(stored))
+        )
 
     def commit(
         self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
     ) -> commits.Committed:
         """Drive ``commits.commit_flow`` in this transaction: do each step it asks for."""
-        reply: object = None
-        while True:
-            try:
-                need = flow.send(reply)
-            except StopIteration as stop:
-                done: commits.Committed = stop.value
-                return done
-            reply = None
-            if isinstance(need, commits.Settle):
-                if isinstance(need.event, AttributeSet):
-                    reply = self.try_claim(need.run_id, need.event)
-                else:
-                    reply = self.try_hook(need.run_id, need.event)
-            elif isinstance(need, commits.Append):
-                self.queue(need.run.id, need.event)
-            elif isinstance(need, commits.Continue):
-                self.continue_run(need.run, need.event)
-            elif isinstance(need, commits.Ack):
+        return commits.drive(flow, lambda need: self._do(need, request))
+
+    def _do(self, need: commits.Need, request: CommitRequest) -> object:
+        """Do one step a commit asks for; the reply the commit flow gets."""
+        match need:
+            case commits.Settle(run_id=run_id, event=settling):
+                if isinstance(settling, AttributeSet):
+                    return self.try_claim(run_id, settling)
+                return self.try_hook(run_id, settling)
+            case commits.Append(run=run, event=event):
+                self.queue(run.id, event)
+            case commits.Continue(run=run, event=continued):
+                self.continue_run(run, continued)
+            case commits.Ack(action=action):
                 assert request.lease is not None
                 key = (request.run_id, request.lease.id)
-                if need.action == "rewake":
+                if action == "rewake":
                     self.db.execute(sql.REWAKE_ON_ACK, (self.now_us, *key))
                     self.signals.add(WORK_TOPIC)
                 else:
                     self.db.execute(sql.DELETE_WORK, key)
-            elif isinstance(need, commits.Enqueue):
-                reply = self.enqueue(need.run, need.new, request.worker_id, request.lease_seconds)
-            else:
+            case commits.Enqueue(run=run, new=new):
+                return self.enqueue(run, new, request.worker_id, request.lease_seconds)
+            case _:
                 assert_never(need)
+        return None
 
     def stamp_new(self, run_id: str, last_seq: int, events: list[StepStarted]) -> None:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded."""
         for seq, event in enumerate(events, last_seq + 1):
             stored = msgspec.structs.replace(event, seq=seq, at=self.now)
-            self.rows.append((run_id, seq, "step_started", sql.encode(stored)))
+            self.rows.append((run_id, seq, "step_started", codecs.encode(stored)))
 
     def flush_events(self) -> None:
         if self.rows:
@@ -229,7 +196,7 @@ class Writer:
 
     def save_run(self, run: RunRecord, attributes: bytes) -> None:
         self.flush_events()
-        self.db.execute(sql.UPDATE_RUN, sql.run_update_params(run, attributes))
+        self.db.execute(sql.UPDATE_RUN, codecs.run_update_params(run, attributes))
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
@@ -242,43 +209,45 @@ class Writer:
         row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
         if row is None:
             return None
-        run = sql.run_from_row(row)
+        run = codecs.run_from_row(row)
         plan = cancel.plan_cancel(run.status, run.workflow, reason, self.now, grace_seconds)
         if plan.event is None:
             return run
         run, _ = self.stamp(run, plan.event)
         if plan.timer is not None:
             dropped = self.db.execute(sql.DROP_CANCELLED_WORK, (run_id, self.now_us)).fetchall()
-            for kind, number, attempt, in_flight in sorted(dropped):
-                discard = cancel.discarded(kind, number, attempt, bool(in_flight))
+            for item in sorted(dropped, key=tuple):
+                discard = cancel.discarded(
+                    item["kind"], item["number"], item["attempt"], bool(item["in_flight"])
+                )
                 if discard is not None:
                     run, _ = self.stamp(run, discard)
             run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
             run, _ = self.enqueue(run, plan.timer, "", 0.0)
-        self.save_run(run, row[7])
+        self.save_run(run, row["attributes"])
         return run
 
     def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
         """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""
-        hook_row = (run_id, event.hook, sql.encode(event.attributes), self.now_us)
+        hook_row = (run_id, event.hook, codecs.encode(event.attributes), self.now_us)
         if self.db.execute(sql.INSERT_HOOK, (event.token, *hook_row)).rowcount:
             return event
-        bind = (event.hook, sql.encode(event.attributes), event.token, run_id)
+        bind = (event.hook, codecs.encode(event.attributes), event.token, run_id)
         if self.db.execute(sql.BIND_HOOK, bind).rowcount:
             return event
-        (holder, _) = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
-        return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder)
+        holder = self.db.execute(sql.GET_HOOK, (event.token,)).fetchone()
+        return HookConflict(hook=event.hook, token=event.token, holder_run_id=holder["run_id"])
 
     def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
         """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
         row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
         if row is None:
             return None
-        run = sql.run_from_row(row)
+        run = codecs.run_from_row(row)
         event = cancel.cancel_now(run.status, reason)
         if event is not None:
             run, _ = self.stamp(run, event)
-            self.save_run(run, row[7])
+            self.save_run(run, row["attributes"])
         return run
 
     def continue_run(self, old: RunRecord, event: RunContinued) -> None:
@@ -286,7 +255,7 @@ class Writer:
         db, run_id = self.db, event.next_run_id
         try:
             db.execute(
-                sql.INSERT_RUN, (run_id, old.workflow, self.now_us, sql.encode(old.attributes))
+                sql.INSERT_RUN, (run_id, old.workflow, self.now_us, codecs.encode(old.attributes))
             )
         except sqlite3.IntegrityError:
             raise requests.successor_exists(run_id) from None
@@ -295,7 +264,7 @@ class Writer:
             [(run_id, key, index_value(value)) for key, value in old.attributes.items()],
         )
         stored = runs.created_event(old.workflow, event.args, old.attributes, self.now)
-        self.rows.append((run_id, 1, "run_created", sql.encode(stored)))
+        self.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
         db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
         self._move_hooks(old, event)
         item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
@@ -308,23 +277,15 @@ class Writer:
         rows = db.execute(sql.LIST_RUN_HOOKS, (old.id,)).fetchall()
         if not rows:
             return
-        held = [
-            HookRecord(
-                token=token,
-                run_id=owner,
-                hook=number,
-                attributes=sql.decode_attributes(attributes),
-                created_at=sql.from_micros(created),
-            )
-            for token, owner, number, attributes, created in rows
-        ]
+        held = [codecs.hook_from_row(row) for row in rows]
         logged = [
-            sql.decode_event(data) for (data,) in db.execute(sql.READ_HOOK_PAYLOADS, (old.id,))
+            codecs.decode_event(row["data"])
+            for row in db.execute(sql.READ_HOOK_PAYLOADS, (old.id,))
         ]
         carried = carried_payloads(logged, held, event)
         for seq, received in enumerate(carried, 2):
             stored = msgspec.structs.replace(received, seq=seq, at=self.now)
-            self.rows.append((run_id, seq, "hook_received", sql.encode(stored)))
+            self.rows.append((run_id, seq, "hook_received", codecs.encode(stored)))
         if carried:
             db.execute(sql.BUMP_LAST_SEQ, (len(carried), run_id)).fetchone()
         db.execute(sql.MOVE_RUN_HOOKS, (run_id, old.id))
@@ -334,7 +295,9 @@ class Writer:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
         ivalue = index_value(event.value)
         row = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
-        held = None if row is None else claims.HeldClaim(*row[:3])
+        held = (
+            None if row is None else claims.HeldClaim(row["run_id"], row["generation"], row["step"])
+        )
         generation = claims.on_attribute_set(held, run_id, event)
         if isinstance(generation, AttributeConflict):
             return generation
@@ -343,7 +306,7 @@ class Writer:
             (
                 event.key,
                 ivalue,
-                sql.encode(event.value),
+                codecs.encode(event.value),
                 run_id,
                 generation,
                 event.step,
@@ -356,108 +319,48 @@ class Writer:
         self, run: RunRecord, new: NewWorkItem, worker_id: str, seconds: float
     ) -> tuple[RunRecord, WorkItem | None]:
         """Add ``new`` to the queue (merging a workflow item); lease it when asked and due."""
-        db, run_id, item_id = self.db, run.id, work_item_id(run.id, new)
-        available = self.now_us if new.available_at is None else sql.to_micros(new.available_at)
-        lease_now = new.lease and available <= self.now_us
-        token = new_token() if lease_now else 0
-        expires = sql.to_micros(lease_deadline(self.now, seconds)) if lease_now else None
-        params = (
-            run_id,
-            item_id,
-            new.kind,
-            run.workflow if new.kind == "workflow" else new.name,
-            new.number,
-            new.attempt,
-            new.payload,
-            available,
-            worker_id if lease_now else None,
-            token,
-            expires,
-            int(lease_now),
+        placed = work.place(
+            run,
+            work_item_id(run.id, new),
+            new,
+            now=self.now,
+            worker_id=worker_id,
+            lease_seconds=seconds,
+            new_token=new_token,
         )
+        params = codecs.work_params(run.id, new, placed)
         if new.kind != "workflow":
-            db.execute(sql.REPLACE_WORK, params)
-        elif db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount == 0:
-            return run, self._merge_workflow(
-                run_id, item_id, available, new.lease, worker_id, seconds
+            self.db.execute(sql.REPLACE_WORK, params)
+        elif self.db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount == 0:
+            available = codecs.to_micros(placed.available_at)
+            merged = self._merge_workflow(
+                run.id, placed.item_id, available, new.lease, worker_id, seconds
             )
-        if not lease_now:
+            return run, merged
+        if placed.leased is None:
             self.signals.add(WORK_TOPIC)
-            return run, None
-        assert expires is not None
-        if new.kind == "step":
-            run, _ = self.stamp(run, StepStarted(step=new.number, attempt=new.attempt))
-        row = (new.kind, params[3], new.number, new.attempt, new.payload)
-        return run, leased(run_id, item_id, row, token, expires)
+        elif placed.started is not None:
+            run, _ = self.stamp(run, placed.started)
+        return run, placed.leased
 
     def _merge_workflow(
         self, run_id: str, item_id: str, available: int, lease: bool, worker_id: str, seconds: float
     ) -> WorkItem | None:
         key = (run_id, item_id)
-        name, number, attempt, payload, available_at, owner, expires_at = self.db.execute(
-            sql.GET_WORK, key
-        ).fetchone()
+        row = self.db.execute(sql.GET_WORK, key).fetchone()
+        owner, expires_at = row["owner"], row["expires_at"]
         if owner is not None and expires_at is not None and expires_at > self.now_us:
             self.db.execute(sql.SET_REWAKE, key)
             return None
-        available_at = min(available_at, available)
+        available_at = min(row["available_at"], available)
         if lease and available_at <= self.now_us:
             token = new_token()
-            expires = sql.to_micros(lease_deadline(self.now, seconds))
+            expires = codecs.to_micros(lease_deadline(self.now, seconds))
+            attempt = row["attempt"]
             self.db.execute(
                 sql.LEASE_WORK, (available_at, worker_id, token, expires, attempt, *key)
             )
-            row = ("workflow", name, number, attempt, payload)
-            return leased(run_id, item_id, row, token, expires)
+            return codecs.leased(row, attempt=attempt, token=token, expires=expires)
         self.db.execute(sql.SET_AVAILABLE, (available_at, *key))
         self.signals.add(WORK_TOPIC)
         return None
-
-
-class Checkpointer:
-    """Copies the WAL back into the database from its own thread and connection.
-
-    Checkpoints done by the committing connection stall its commit for
-    milliseconds; a passive checkpoint elsewhere runs beside the writers.
-    """
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._wanted = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._serve, name="sqlite-checkpoint", daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        self._wanted.set()
-
-    def stop(self) -> threading.Thread:
-        self._stopping = True
-        self._wanted.set()
-        return self._thread
-
-    def _serve(self) -> None:
-        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        try:
-            while True:
-                self._wanted.wait()
-                self._wanted.clear()
-                if self._stopping:
-                    return
-                # Best effort: the writers' own autocheckpoint is the backstop.
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        finally:
-            db.close()
-
-
-def connection(connector: Callable[[], sqlite3.Connection]) -> aiosqlite.Connection:
-    """An aiosqlite connection whose thread does not keep the process alive.
-
-    aiosqlite's thread is not a daemon: a world nobody closed would make the
-    interpreter wait for it forever at exit. Every transaction is atomic, so a
-    process that exits mid-operation loses nothing committed.
-    """
-    conn = aiosqlite.Connection(connector, iter_chunk_size=64)
-    conn._thread.daemon = True  # set before aiosqlite starts the thread
-    return conn

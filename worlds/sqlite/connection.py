@@ -1,0 +1,313 @@
+"""The SQLite world's connection: opening the file, and where each operation runs.
+
+``Connection`` owns one aiosqlite connection, opened on first use. A whole
+operation (its transaction included) is one function over that connection,
+and operations of one world object never interleave. The function runs
+inline on the event loop when it cannot block: the connection is idle and
+SQLite grants the write lock at once. Otherwise it runs on aiosqlite's
+thread, where it may wait for the lock: one thread hop per operation,
+however many statements it takes. ``Checkpointer`` copies the WAL back from
+a thread and connection of its own, so no commit pays for a checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sqlite3
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, cast
+from urllib.parse import parse_qsl, unquote
+
+import aiosqlite
+import anyio
+import anyio.to_thread
+
+from worlds._lifecycle import WorldClosedError
+from worlds._signals import SignalHub
+from worlds.errors import WorldMisconfiguredError
+from worlds.sqlite.schema import apply_schema
+from worlds.sqlite.transactions import (
+    RollbackError,
+    WouldBlockError,
+    Writer,
+    retrying,
+    run_once,
+    transact,
+)
+
+__all__ = ["Checkpointer", "Connection", "parse_url"]
+
+T = TypeVar("T")
+
+_CHECKPOINT_EVERY = 64
+"""Write transactions between two background checkpoints."""
+_BACKSTOP_PAGES = 10_000
+"""WAL pages after which a writer checkpoints itself (the background one fell behind)."""
+
+
+def parse_url(url: str) -> tuple[str, dict[str, float]]:
+    """The absolute path (or ``:memory:``) and the options of an SQLite world URL.
+
+    Raises:
+        ValueError: ``url`` is not an SQLite world URL, has no path, or an
+            unknown, non-numeric or negative option.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower().split("+", 1)[0] != "sqlite":
+        raise ValueError(f"not an SQLite world URL: {url!r}")
+    location, _, query = rest.partition("?")
+    if not location.startswith("/") or len(location) < 2:
+        raise ValueError(
+            f"SQLite world URL {url!r} has no path: use sqlite:///relative.db "
+            "or sqlite:////absolute.db"
+        )
+    path = unquote(location[1:])
+    options = {"poll": 0.05, "busy_timeout": 10.0, "inline": 1.0, "max_pages": 0.0}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in options:
+            raise ValueError(f"unknown option {name!r} in {url!r}; known: {sorted(options)}")
+        try:
+            options[name] = float(value)
+        except ValueError:
+            raise ValueError(f"option {name!r} in {url!r} must be a number") from None
+        if options[name] < 0:
+            raise ValueError(f"option {name!r} in {url!r} must not be negative")
+    if path != ":memory:":
+        path = os.path.abspath(path)
+    return path, options
+
+
+_HUBS: dict[str, SignalHub] = {}
+_HUBS_LOCK = threading.Lock()
+
+
+def _hub_for(path: str) -> SignalHub:
+    """The hub every world object on ``path`` in this process shares."""
+    if path == ":memory:":
+        return SignalHub()
+    with _HUBS_LOCK:
+        return _HUBS.setdefault(path, SignalHub())
+
+
+class Connection:
+    """One world object's connection to its file, and the runner of its operations.
+
+    Args:
+        path: the absolute path of the file, or ``:memory:``.
+        options: the URL's options, as ``parse_url`` returns them.
+        create: ``False``: the file must exist when it is first opened.
+        describe: the world's ``repr``, for the error a closed world raises.
+    """
+
+    def __init__(
+        self, path: str, options: dict[str, float], *, create: bool, describe: str
+    ) -> None:
+        self.path = path
+        self._describe = describe
+        self._create = create
+        self._busy_pragma = f"PRAGMA busy_timeout = {int(options['busy_timeout'] * 1000)}"
+        self._inline = bool(options["inline"])
+        self._max_pages = int(options["max_pages"])
+        self._guard = threading.Lock()
+        self._conn: aiosqlite.Connection | None = None
+        self._checkpointer: Checkpointer | None = None
+        self._writes = 0
+        self._db: sqlite3.Connection | None = None
+        self._connecting: anyio.Lock | None = None
+        self._closed = False
+        self.hub = _hub_for(path)
+
+    def check_open(self) -> None:
+        """Raise ``WorldClosedError`` once the world was closed."""
+        if self._closed:
+            raise WorldClosedError(f"{self._describe} is closed")
+
+    async def close(self) -> None:
+        """Close the connection and stop the checkpointer; wake every waiter."""
+        self._closed = True
+        self.hub.wake_all()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+        self._db = None
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            await anyio.to_thread.run_sync(checkpointer.stop().join)
+
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        db.execute(self._busy_pragma)
+        if self._max_pages:
+            db.execute(f"PRAGMA max_page_count = {self._max_pages}")
+        retrying(lambda: db.execute("PRAGMA journal_mode = WAL"))
+        db.execute("PRAGMA synchronous = NORMAL")
+        transact(db, apply_schema, blocking=True)
+        if self.path != ":memory:":
+            db.execute(f"PRAGMA wal_autocheckpoint = {_BACKSTOP_PAGES}")
+        if self._inline:
+            db.execute("PRAGMA busy_timeout = 0")
+
+    def _open(self) -> sqlite3.Connection:
+        """Create the file's directory and open the file (blocking)."""
+        if self.path != ":memory:":
+            directory = os.path.dirname(self.path)
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except OSError as exc:
+                raise WorldMisconfiguredError(
+                    f"cannot create the directory {directory!r} of the SQLite world: "
+                    f"{exc.strerror or exc}; choose a writable place in the world URL"
+                ) from exc
+        try:
+            db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+            )
+        except sqlite3.Error as exc:
+            raise WorldMisconfiguredError(
+                f"cannot open the SQLite world {self.path!r}: {exc}; "
+                "choose a writable place in the world URL"
+            ) from exc
+        db.row_factory = sqlite3.Row  # rows are read by column name
+        return db
+
+    async def connect(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
+        """Open the file (creating or migrating its schema) unless it is open already."""
+        self.check_open()
+        if self._connecting is None:
+            self._connecting = anyio.Lock()
+        async with self._connecting:
+            self.check_open()
+            if self._conn is None or self._db is None:
+                if not self._create and not os.path.exists(self.path):
+                    raise WorldMisconfiguredError(f"no SQLite world at {self.path}: no such file")
+                # Opened here, not by aiosqlite's thread: a connector failing
+                # there reports to the event loop from that thread, which
+                # prints a second traceback once the loop has closed.
+                db = await anyio.to_thread.run_sync(self._open)
+                conn = await _daemon_connection(lambda: db)
+                try:
+                    await _execute(conn, functools.partial(self._prepare, db))
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await conn.close()
+                    raise
+                self._conn, self._db = conn, db
+                if self.path != ":memory:":
+                    self._checkpointer = Checkpointer(self.path)
+            return self._conn, self._db
+
+    async def run(self, function: Callable[[sqlite3.Connection, bool], T]) -> T:
+        """Run ``function(db, blocking)``: inline if it need not wait, else on the thread.
+
+        Inline, the connection's busy timeout is zero and ``function`` raises
+        ``WouldBlockError`` where it would have to wait for a lock; it then
+        runs again, blocking, on aiosqlite's thread.
+        """
+        conn, db = self._conn, self._db
+        if conn is None or db is None:
+            conn, db = await self.connect()
+        guard = self._guard
+        if self._inline and guard.acquire(blocking=False):
+            try:
+                return function(db, False)
+            except WouldBlockError:
+                pass
+            finally:
+                guard.release()
+
+        def blocking() -> T:
+            with guard:
+                if not self._inline:
+                    return function(db, True)
+                db.execute(self._busy_pragma)
+                try:
+                    return function(db, True)
+                finally:
+                    db.execute("PRAGMA busy_timeout = 0")
+
+        return await _execute(conn, blocking)
+
+    async def write(self, body: Callable[[Writer], T]) -> T:
+        """Run ``body`` as one transaction; deliver its signals once it committed."""
+
+        def transaction(db: sqlite3.Connection) -> tuple[T, set[str]]:
+            writer = Writer(db)
+            try:
+                return body(writer), writer.signals
+            except RollbackError as rollback:
+                raise RollbackError((rollback.result, set())) from None
+
+        result, signals = await self.run(
+            lambda db, blocking: transact(db, transaction, blocking=blocking)
+        )
+        for topic in signals:
+            self.hub.signal(topic)
+        self._writes += 1
+        if self._writes % _CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
+            self._checkpointer.request()
+        return result
+
+    async def read(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` outside any write transaction, retrying while the file is locked."""
+        return await self.run(lambda db, blocking: run_once(lambda: body(db), blocking))
+
+
+async def _execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:
+    """Run ``function`` on the connection's thread, queued behind its other work."""
+    # aiosqlite's own queue: one thread hop for a whole operation, where its
+    # public API takes one per statement.
+    execute = cast(Callable[[Callable[[], T]], Awaitable[T]], conn._execute)
+    return await execute(function)
+
+
+def _daemon_connection(connector: Callable[[], sqlite3.Connection]) -> aiosqlite.Connection:
+    """An aiosqlite connection whose thread does not keep the process alive.
+
+    aiosqlite's thread is not a daemon: a world nobody closed would make the
+    interpreter wait for it forever at exit. Every transaction is atomic, so a
+    process that exits mid-operation loses nothing committed.
+    """
+    conn = aiosqlite.Connection(connector, iter_chunk_size=64)
+    conn._thread.daemon = True  # set before aiosqlite starts the thread
+    return conn
+
+
+class Checkpointer:
+    """Copies the WAL back into the database from its own thread and connection.
+
+    Checkpoints done by the committing connection stall its commit for
+    milliseconds; a passive checkpoint elsewhere runs beside the writers.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._wanted = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="sqlite-checkpoint", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        """Ask for a checkpoint soon; requests made meanwhile merge into one."""
+        self._wanted.set()
+
+    def stop(self) -> threading.Thread:
+        """Stop after the current checkpoint; the thread to join."""
+        self._stopping = True
+        self._wanted.set()
+        return self._thread
+
+    def _serve(self) -> None:
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            while True:
+                self._wanted.wait()
+                self._wanted.clear()
+                if self._stopping:
+                    return
+                # Best effort: the writers' own autocheckpoint is the backstop.
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            db.close()

@@ -1,0 +1,189 @@
+"""The run-filter compiler of the SQLite world: ``RunQuery`` to SQL.
+
+Column names come from a fixed whitelist and operators from a fixed table;
+every value and attribute key is a bound parameter.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TypeAlias, get_args
+
+import msgspec
+
+from worlds import query as q
+from worlds._rules.terms import index_terms
+from worlds.semantics import index_value
+from worlds.sqlite.codecs import to_micros
+from worlds.sqlite.statements import RUN_COLUMNS
+from worlds.types import RunQuery
+
+
+def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[object]]:
+    """The statement and parameters that list runs matching ``query``, newest first.
+
+    With attribute filters, the first one drives the scan through the
+    ``attributes_value`` index in descending run id order (the cursor is a range
+    bound on it) and the others are primary-key probes. Without them, several
+    statuses become one ``runs_status`` scan each, merged in id order. ``LIMIT``
+    is ``query.limit + 1`` so the caller can tell whether another page exists.
+
+    ``query.where`` compiles to a parameterised condition (``where_sql``); its
+    top-level ``attribute = value`` terms join the attribute filters, so they
+    use the index too.
+    """
+    filters: list[str] = []
+    params: list[object] = []
+    if query.where is not None:
+        attributes, rest = index_terms(query.attributes, query.where)
+        query = msgspec.structs.replace(query, attributes=attributes, where=rest)
+    if query.workflow is not None:
+        filters.append("r.workflow = ?")
+        params.append(query.workflow)
+    if query.created_after is not None:
+        filters.append("r.created_at >= ?")
+        params.append(to_micros(query.created_after))
+    if query.created_before is not None:
+        filters.append("r.created_at < ?")
+        params.append(to_micros(query.created_before))
+    if query.where is not None:
+        condition, values = where_sql(query.where)
+        filters.append(condition)
+        params += values
+    statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
+    if query.attributes:
+        sql, where, head = _attribute_scan(query, before_id)
+        if statuses is not None:
+            filters.append(f"r.status IN ({', '.join('?' * len(statuses))})")
+            params += statuses
+        sql = f"{sql} WHERE {' AND '.join(where + filters)} ORDER BY a.run_id DESC LIMIT ?"
+        return sql, [*head, *params, query.limit + 1]
+    where, head = [], []
+    if before_id is not None:
+        where.append("r.id < ?")
+        head.append(before_id)
+    base = f"SELECT {RUN_COLUMNS} FROM runs r"
+    if statuses is None or len(statuses) < 2:
+        if statuses is not None:
+            filters.append(f"r.status IN ({', '.join('?' * len(statuses))})")
+            params += statuses
+        clauses = where + filters
+        sql = f"{base} WHERE {' AND '.join(clauses)}" if clauses else base
+        return f"{sql} ORDER BY r.id DESC LIMIT ?", [*head, *params, query.limit + 1]
+    arm = f"{base} WHERE {' AND '.join(['r.status = ?', *where, *filters])}"
+    sql = " UNION ALL ".join([arm] * len(statuses)) + " ORDER BY 1 DESC LIMIT ?"
+    arms = [value for status in statuses for value in (status, *head, *params)]
+    return sql, [*arms, query.limit + 1]
+
+
+def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[str], list[object]]:
+    (key, value), *others = query.attributes.items()
+    where = ["a.key = ? AND a.ivalue = ?"]
+    params: list[object] = [key, index_value(value)]
+    if before_id is not None:
+        where.append("a.run_id < ?")
+        params.append(before_id)
+    where.append("r.id = a.run_id")
+    for key, value in others:
+        where.append(
+            "EXISTS (SELECT 1 FROM attributes b "
+            "WHERE b.run_id = a.run_id AND b.key = ? AND b.ivalue = ?)"
+        )
+        params += [key, index_value(value)]
+    return f"SELECT {RUN_COLUMNS} FROM attributes a CROSS JOIN runs r", where, params
+
+
+Leaf: TypeAlias = q.Compare | q.In | q.StartsWith | q.IsNull
+"""A filter node that tests one field or attribute."""
+
+_FIELD_COLUMNS = {name: f"r.{name}" for name in get_args(q.FieldName)}
+"""The only column names a filter can reach (the ``runs`` column of each filter
+field); values are always bound parameters."""
+_SQL_OPERATORS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_ATTRIBUTE_ROW = "SELECT 1 FROM attributes x WHERE x.run_id = r.id AND x.key = ?"
+# The numeric value of an int or float attribute (the index text is "i:12", "f:1.5").
+_NUMBER_OF = (
+    "(CASE WHEN x.ivalue = 'f:inf' THEN 9e999 WHEN x.ivalue = 'f:-inf' THEN -9e999 "
+    "WHEN substr(x.ivalue, 1, 2) = 'i:' THEN CAST(substr(x.ivalue, 3) AS INTEGER) "
+    "ELSE CAST(substr(x.ivalue, 3) AS REAL) END)"
+)
+
+
+def where_sql(expr: q.Expr) -> tuple[str, list[object]]:
+    """A parameterised SQL condition over ``runs r`` equivalent to ``worlds.query.matches``.
+
+    Column names come from a fixed whitelist and operators from a fixed table;
+    every value and attribute key is a bound parameter. The condition is never
+    NULL, so ``NOT`` is two-valued like the Python evaluator.
+
+    Raises:
+        ValueError: ``expr`` is not a well-formed filter.
+        NotImplementedError: a node this world does not know.
+    """
+    q.check(expr)
+    params: list[object] = []
+
+    def visit(node: q.Expr) -> str:
+        match node:
+            case q.And(items=items):
+                return "(" + " AND ".join(map(visit, items)) + ")"
+            case q.Or(items=items):
+                return "(" + " OR ".join(map(visit, items)) + ")"
+            case q.Not(item=item):
+                return f"NOT ({visit(item)})"
+            case q.Compare() | q.In() | q.StartsWith() | q.IsNull():
+                match node.left:
+                    case q.FieldRef(name=name):
+                        return _field_sql(node, name, params)
+                    case q.AttrRef(key=key):
+                        return _attribute_sql(node, key, params)
+        raise NotImplementedError(f"the SQLite world cannot serve {type(node).__name__} filters")
+
+    return visit(expr), params
+
+
+def _field_sql(node: Leaf, name: str, params: list[object]) -> str:
+    column = _FIELD_COLUMNS[name]
+
+    def bind(value: object) -> object:
+        return to_micros(value) if isinstance(value, datetime) else value
+
+    if isinstance(node, q.IsNull):
+        return f"{column} IS NOT NULL" if node.negated else f"{column} IS NULL"
+    if isinstance(node, q.StartsWith):
+        params += [len(node.prefix), node.prefix]
+        return f"substr({column}, 1, ?) = ?"
+    if isinstance(node, q.Compare):
+        params.append(bind(node.value))
+        condition = f"{column} {_SQL_OPERATORS[node.op]} ?"
+    else:
+        params += [bind(value) for value in node.values]
+        condition = f"{column} IN ({', '.join('?' * len(node.values))})"
+    return f"({column} IS NOT NULL AND {condition})" if name == "closed_at" else condition
+
+
+def _attribute_sql(node: Leaf, key: str, params: list[object]) -> str:
+    params.append(key)
+    if isinstance(node, q.IsNull):
+        present = f"EXISTS ({_ATTRIBUTE_ROW} AND x.ivalue != 'n:')"
+        return present if node.negated else f"NOT {present}"
+    if isinstance(node, q.StartsWith):
+        params += [len(node.prefix) + 2, "s:" + node.prefix]
+        condition = "substr(x.ivalue, 1, ?) = ?"
+    elif isinstance(node, q.In):
+        params += [index_value(value) for value in node.values]
+        condition = f"x.ivalue IN ({', '.join('?' * len(node.values))})"
+    elif node.op in ("=", "!="):
+        params.append(index_value(node.value))
+        condition = f"x.ivalue {_SQL_OPERATORS[node.op]} ?"
+    else:
+        operator = _SQL_OPERATORS[node.op]
+        value = node.value
+        if isinstance(value, (int, float)):
+            params.append(value)
+            condition = f"substr(x.ivalue, 1, 2) IN ('i:', 'f:') AND {_NUMBER_OF} {operator} ?"
+        else:
+            params.append(index_value(value))
+            prefix = "s:" if isinstance(value, str) else "t:"
+            condition = f"substr(x.ivalue, 1, 2) = '{prefix}' AND x.ivalue {operator} ?"
+    return f"EXISTS ({_ATTRIBUTE_ROW} AND {condition})"

@@ -1,0 +1,125 @@
+"""The SQLite world's current schema, and bringing a database up to it.
+
+``SCHEMA`` is the reference DDL a new database is created with;
+``worlds.sqlite.migrations`` holds the frozen text that takes an older
+database to each later version. ``tests/worlds/test_sqlite_migrations.py``
+checks that both paths give the same schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from worlds.errors import WorldMisconfiguredError
+from worlds.sqlite.migrations import MIGRATIONS
+
+SCHEMA_VERSION = max(MIGRATIONS)
+"""Stored in ``PRAGMA user_version``: the version the last migration produces."""
+
+SCHEMA = (
+    # rowid table: results and attribute maps can be large, so rows stay out of
+    # the interior pages of the primary-key b-tree.
+    """CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        started_at INTEGER,
+        closed_at INTEGER,
+        last_seq INTEGER NOT NULL,
+        attributes BLOB NOT NULL,
+        result BLOB,
+        error BLOB
+    )""",
+    "CREATE INDEX runs_workflow ON runs (workflow, id)",
+    "CREATE INDEX runs_status ON runs (status, id)",
+    # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
+    "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL",
+    """CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE attributes (
+        run_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX attributes_value ON attributes (key, ivalue, run_id)",
+    """CREATE TABLE claims (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        value BLOB NOT NULL,
+        run_id TEXT,
+        generation INTEGER NOT NULL,
+        step INTEGER,
+        attempt INTEGER,
+        PRIMARY KEY (key, ivalue)
+    ) WITHOUT ROWID""",
+    # A claim whose ``run_id`` is NULL was released (its run was pruned): the pair is
+    # free, and the row keeps its generation so the next claim gets a higher one.
+    "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL",
+    """CREATE TABLE work (
+        run_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        available_at INTEGER NOT NULL,
+        owner TEXT,
+        token INTEGER NOT NULL,
+        expires_at INTEGER,
+        rewake INTEGER NOT NULL,
+        ever_leased INTEGER NOT NULL,
+        PRIMARY KEY (run_id, id)
+    ) WITHOUT ROWID""",
+    # Two partial indexes instead of one on available_at: a lease scan then never
+    # walks over items that are leased and still alive.
+    "CREATE INDEX work_free ON work (available_at) WHERE owner IS NULL",
+    "CREATE INDEX work_leased ON work (expires_at) WHERE owner IS NOT NULL",
+    # Live hooks only: a run's rows go when it closes, which frees its tokens.
+    """CREATE TABLE hooks (
+        token TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        hook INTEGER NOT NULL,
+        attributes BLOB NOT NULL,
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX hooks_run ON hooks (run_id)",
+    """CREATE TABLE hook_resumes (
+        token TEXT NOT NULL,
+        resume_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        PRIMARY KEY (token, resume_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+)
+"""The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
+
+
+def apply_schema(db: sqlite3.Connection) -> None:
+    """Create the schema in an empty database, or migrate an older one in place.
+
+    Refuses a database written by a newer version. Runs inside the caller's
+    write transaction, so a migration is all or nothing.
+    """
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise WorldMisconfiguredError(
+            f"the database has schema version {version}; this runtime knows up to "
+            f"{SCHEMA_VERSION}: upgrade the runtime"
+        )
+    if version == SCHEMA_VERSION:
+        return
+    if version == 0:
+        statements: list[str] = list(SCHEMA)
+    else:
+        statements = [s for v in range(version + 1, SCHEMA_VERSION + 1) for s in MIGRATIONS[v]]
+    for statement in statements:
+        db.execute(statement)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

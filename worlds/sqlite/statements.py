@@ -1,0 +1,153 @@
+"""SQL text of the SQLite world's operations.
+
+Every statement text here is a constant (or built from a few shapes), so the
+sqlite3 statement cache keeps them prepared.
+"""
+
+from __future__ import annotations
+
+RUN_COLUMNS = (
+    "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
+    "r.last_seq, r.attributes, r.result, r.error"
+)
+
+GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
+# The run and, when the given lease on one of its items is still held, the
+# leased item's kind and rewake flag.
+GET_RUN_FOR_COMMIT = (
+    f"SELECT {RUN_COLUMNS}, w.kind, w.rewake FROM runs r LEFT JOIN work w "
+    "ON w.run_id = ?1 AND w.id = ?2 AND w.owner = ?3 AND w.token = ?4 WHERE r.id = ?1"
+)
+INSERT_RUN = (
+    "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes) "
+    "VALUES (?, ?, 'pending', ?, 1, ?)"
+)
+UPDATE_RUN = (
+    "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
+    "attributes = ?, result = ?, error = ? WHERE id = ?"
+)
+BUMP_LAST_SEQ = "UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq"
+
+INSERT_EVENT = "INSERT INTO events (run_id, seq, kind, data) VALUES (?, ?, ?, ?)"
+READ_EVENTS = "SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
+
+UPSERT_ATTRIBUTE = (
+    "INSERT INTO attributes (run_id, key, ivalue) VALUES (?, ?, ?) "
+    "ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue"
+)
+
+# Claims a free pair: a new row, or a released one whose generation goes up.
+CLAIM_IF_FREE = (
+    "INSERT INTO claims (key, ivalue, value, run_id, generation) VALUES (?, ?, ?, ?, 1) "
+    "ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id, "
+    "generation = generation + 1, step = NULL, attempt = NULL WHERE run_id IS NULL"
+)
+CLAIM_COLUMNS = "key, value, run_id, generation, step, attempt"
+GET_CLAIM = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE key = ? AND ivalue = ?"
+COUNT_RUNS_BY_STATUS = "SELECT status, count(*) AS runs FROM runs GROUP BY status"
+INSERT_HOOK = (
+    "INSERT INTO hooks (token, run_id, hook, attributes, created_at) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (token) DO NOTHING"
+)
+GET_HOOK = "SELECT run_id, hook FROM hooks WHERE token = ?"
+BIND_HOOK = "UPDATE hooks SET hook = ?, attributes = ? WHERE token = ? AND run_id = ? AND hook = 0"
+MOVE_RUN_HOOKS = "UPDATE hooks SET run_id = ?, hook = 0 WHERE run_id = ?"
+MOVE_HOOK_RESUMES = (
+    "UPDATE hook_resumes SET run_id = ?1 WHERE run_id = ?2 "
+    "AND token IN (SELECT token FROM hooks WHERE run_id = ?1)"
+)
+READ_HOOK_PAYLOADS = (
+    "SELECT data FROM events WHERE run_id = ? AND kind = 'hook_received' ORDER BY seq"
+)
+GET_RESUME = "SELECT run_id FROM hook_resumes WHERE token = ? AND resume_id = ?"
+INSERT_RESUME = "INSERT INTO hook_resumes (token, resume_id, run_id) VALUES (?, ?, ?)"
+DISPOSE_HOOKS = "DELETE FROM hooks WHERE run_id = ?"
+HOOK_COLUMNS = "token, run_id, hook, attributes, created_at"
+LIST_HOOKS = f"SELECT {HOOK_COLUMNS} FROM hooks ORDER BY created_at, run_id, hook"
+LIST_RUN_HOOKS = f"SELECT {HOOK_COLUMNS} FROM hooks WHERE run_id = ? ORDER BY created_at, hook"
+MOVE_RUN_CLAIMS = (
+    "UPDATE claims SET run_id = ?, generation = generation + 1 WHERE run_id = ? AND step IS NULL"
+)
+PUT_CLAIM = (
+    "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key, ivalue) DO UPDATE SET "
+    "value = excluded.value, run_id = excluded.run_id, generation = excluded.generation, "
+    "step = excluded.step, attempt = excluded.attempt"
+)
+RUN_CLAIMS = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE run_id = ? ORDER BY key, ivalue"
+
+PRUNABLE_RUNS = (
+    "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
+    "ORDER BY closed_at, id LIMIT ?"
+)
+PRUNE_RUN = (
+    "DELETE FROM events WHERE run_id = ?1",
+    "DELETE FROM attributes WHERE run_id = ?1",
+    "DELETE FROM work WHERE run_id = ?1",
+    "DELETE FROM hook_resumes WHERE run_id = ?1",
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL WHERE run_id = ?1",
+    "DELETE FROM runs WHERE id = ?1",
+)
+"""What pruning one closed run takes; each statement has the run id as its parameter."""
+
+_WORK_COLUMNS = (
+    "run_id, id, kind, name, number, attempt, payload, available_at, "
+    "owner, token, expires_at, rewake, ever_leased"
+)
+INSERT_WORK_IF_ABSENT = (
+    f"INSERT INTO work ({_WORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) "
+    "ON CONFLICT (run_id, id) DO NOTHING"
+)
+REPLACE_WORK = (
+    f"INSERT INTO work ({_WORK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) "
+    "ON CONFLICT (run_id, id) DO UPDATE SET kind = excluded.kind, name = excluded.name, "
+    "number = excluded.number, attempt = excluded.attempt, payload = excluded.payload, "
+    "available_at = excluded.available_at, owner = excluded.owner, token = excluded.token, "
+    "expires_at = excluded.expires_at, rewake = 0, ever_leased = excluded.ever_leased"
+)
+GET_WORK = (
+    "SELECT run_id, id, kind, name, number, attempt, payload, available_at, owner, expires_at "
+    "FROM work WHERE run_id = ? AND id = ?"
+)
+SET_REWAKE = "UPDATE work SET rewake = 1 WHERE run_id = ? AND id = ?"
+SET_AVAILABLE = "UPDATE work SET available_at = ? WHERE run_id = ? AND id = ?"
+REWAKE_ON_ACK = (
+    "UPDATE work SET owner = NULL, expires_at = NULL, rewake = 0, available_at = ? "
+    "WHERE run_id = ? AND id = ?"
+)
+DELETE_WORK = "DELETE FROM work WHERE run_id = ? AND id = ?"
+DROP_RUN_WORK = "DELETE FROM work WHERE run_id = ?"
+# A cancelling run loses its steps and timers; the step attempts still in flight
+# come back so each gets a StepDiscarded.
+DROP_CANCELLED_WORK = (
+    "DELETE FROM work WHERE run_id = ? AND kind != 'workflow' "
+    "RETURNING kind, number, attempt, owner IS NOT NULL AND expires_at > ? AS in_flight"
+)
+LEASE_WORK = (
+    "UPDATE work SET available_at = ?, owner = ?, token = ?, expires_at = ?, attempt = ?, "
+    "rewake = 0, ever_leased = 1 WHERE run_id = ? AND id = ?"
+)
+RENEW_WORK = (
+    "UPDATE work SET expires_at = ? WHERE run_id = ? AND id = ? AND owner = ? AND token = ?"
+)
+RELEASE_WORK = (
+    "UPDATE work SET owner = NULL, expires_at = NULL "
+    "WHERE run_id = ? AND id = ? AND owner = ? AND token = ?"
+)
+
+_DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased"
+
+
+def due_work_sql(name_count: int) -> tuple[str, str]:
+    """The two lease scans: free items due by ``available_at``, and expired leases.
+
+    Each takes ``(now, *names, limit)`` and returns rows in lease order.
+    """
+    names = ", ".join(f"?{n}" for n in range(2, name_count + 2))
+    tail = f"AND name IN ({names}) ORDER BY available_at, run_id, id LIMIT ?{name_count + 2}"
+    free = f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NULL AND available_at <= ?1 {tail}"
+    expired = (
+        f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NOT NULL AND expires_at <= ?1 "
+        f"AND available_at <= ?1 {tail}"
+    )
+    return free, expired

@@ -1,0 +1,442 @@
+"""The protocol operations of the SQLite world: read rows, apply the rule, write.
+
+Each operation is one function over the connection (``worlds.sqlite.connection``);
+a write is one ``Writer`` transaction (``worlds.sqlite.transactions``) that asks
+``worlds._rules`` what to do and stores the outcome.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection, Sequence
+from datetime import datetime
+
+from worlds._lifecycle import ClosesOnExit, translates_errors
+from worlds._rules import claims, commits, requests, runs
+from worlds._urls import redact_url
+from worlds.errors import WorldMisconfiguredError
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
+from worlds.semantics import (
+    decode_cursor,
+    encode_cursor,
+    index_value,
+    lease_deadline,
+    settled,
+    workflow_item_id,
+)
+from worlds.sqlite import codecs
+from worlds.sqlite import statements as sql
+from worlds.sqlite.connection import Connection, parse_url
+from worlds.sqlite.filters import list_runs_sql
+from worlds.sqlite.schema import SCHEMA_VERSION
+from worlds.sqlite.transactions import RollbackError, Writer, new_token, run_once
+from worlds.types import (
+    AttributeValue,
+    Claim,
+    ClaimConflict,
+    CommitRequest,
+    CommitResult,
+    CreateRunRequest,
+    CreateRunResult,
+    EventKind,
+    HookReceived,
+    HookRecord,
+    NewWorkItem,
+    RunPage,
+    RunQuery,
+    RunRecord,
+    StepStarted,
+    WorkItem,
+    utcnow,
+)
+
+__all__ = ["SqliteWorld"]
+
+
+@translates_errors
+class SqliteWorld(ClosesOnExit):
+    """A world stored in an SQLite file, shareable by processes on one machine.
+
+    Args:
+        url: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``,
+            optionally with the query parameters the module describes. A relative
+            path is resolved against the working directory when the world is
+            created. Nothing is opened until the first operation, which
+            creates the file and its parent directories.
+        create: ``False``: the file must exist; the first operation raises
+            ``WorldMisconfiguredError`` naming the resolved path otherwise.
+        shared: ``True``: refuse ``sqlite:///:memory:``, which dies with the process.
+    """
+
+    protocol_version = PROTOCOL_VERSION
+
+    def __init__(self, url: str, *, create: bool = True, shared: bool = False) -> None:
+        self.url = url
+        self.path, options = parse_url(url)
+        if shared and self.path == ":memory:":
+            raise WorldMisconfiguredError(
+                f"{url} is held in this process's memory and thrown away when it exits, "
+                "but a world that outlives this process is needed here: use a file path"
+            )
+        self.poll_interval = options["poll"]
+        self._connection = Connection(self.path, options, create=create, describe=repr(self))
+
+    def __repr__(self) -> str:
+        return f"SqliteWorld({redact_url(self.url)!r})"
+
+    async def close(self) -> None:
+        """Close the connection; later calls raise ``WorldClosedError``."""
+        await self._connection.close()
+
+    async def migrate(self) -> int:
+        """Apply pending schema migrations (opening the file does it too)."""
+        await self._connection.connect()
+        return SCHEMA_VERSION
+
+    async def info(self) -> dict[str, str | int]:
+        """Path, schema version and run counts per status."""
+
+        def body(db: sqlite3.Connection) -> list[tuple[str, int]]:
+            return [(row["status"], row["runs"]) for row in db.execute(sql.COUNT_RUNS_BY_STATUS)]
+
+        facts: dict[str, str | int] = {
+            "scheme": "sqlite",
+            "path": self.path,
+            "schema_version": SCHEMA_VERSION,
+        }
+        for status, count in await self._connection.read(body):
+            facts[f"runs.{status}"] = count
+        return facts
+
+    # ------------------------------------------------------------------ runs
+
+    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
+        """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
+        self._connection.check_open()
+        requests.check_create(request)
+        attributes = dict(request.attributes)
+        ivalues = {key: index_value(value) for key, value in attributes.items()}
+
+        def body(tx: Writer) -> CreateRunResult:
+            db, run_id = tx.db, request.run_id
+            try:
+                db.execute(
+                    sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
+                )
+            except sqlite3.IntegrityError:
+                raise requests.run_exists(run_id) from None
+            superseded = None
+            for key in sorted(request.unique):
+                value, claim = attributes[key], (key, ivalues[key])
+                encoded = codecs.encode(value)
+                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
+                    continue
+                holder = db.execute(sql.GET_CLAIM, claim).fetchone()
+                holder_id, generation = holder["run_id"], holder["generation"]
+                # a held claim's run exists: pruning a run releases its claims
+                status = codecs.run_from_row(
+                    db.execute(sql.GET_RUN, (holder_id,)).fetchone()
+                ).status
+                held = (holder_id, generation)
+                taken = claims.on_create(request.policy, key, value, held, status, run_id)
+                if isinstance(taken, ClaimConflict):
+                    raise RollbackError(CreateRunResult(conflict=taken))
+                if taken.cancel_reason is not None:
+                    tx.cancel(holder_id, taken.cancel_reason)
+                    superseded = holder_id
+                params = (*claim, encoded, run_id, taken.generation, None, None)
+                db.execute(sql.PUT_CLAIM, params)
+            if ivalues:
+                db.executemany(
+                    sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]
+                )
+            stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
+            tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
+            tx.flush_events()
+            item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+            db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
+            tx.signals.add(WORK_TOPIC)
+            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+            deadline = runs.deadline_item(request)
+            if deadline is not None:
+                tx.enqueue(run, deadline, "", 0.0)
+            return CreateRunResult(run=run, superseded_run_id=superseded)
+
+        return await self._connection.write(body)
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        """See ``World.commit``."""
+        self._connection.check_open()
+        lease = request.lease
+        lease_key = (
+            (None, None, None) if lease is None else (lease.id, request.worker_id, lease.token)
+        )
+
+        def body(tx: Writer) -> CommitResult:
+            db = tx.db
+            row = db.execute(sql.GET_RUN_FOR_COMMIT, (request.run_id, *lease_key)).fetchone()
+            if row is None:
+                raise LookupError(f"unknown run {request.run_id}")
+            run, attributes = codecs.run_from_row(row), row["attributes"]
+            if run.status.is_closed:
+                if request.discard is None:
+                    return commits.closed(run.status)
+                run, stored = tx.stamp(run, request.discard)
+                tx.save_run(run, attributes)
+                return commits.closed(run.status, stored)
+            held_kind, rewake = row["kind"], row["rewake"]
+            if lease is not None and (held_kind is None or lease.run_id != run.id):
+                discard = request.discard
+                if discard is None:
+                    return commits.lost(run.status)
+                logged = db.execute(sql.READ_EVENTS, (run.id, 0)).fetchall()
+                if settled(
+                    (codecs.decode_event(row["data"]) for row in logged),
+                    discard.step,
+                    discard.attempt,
+                ):
+                    return commits.lost(run.status)
+                run, stored = tx.stamp(run, discard)
+                tx.save_run(run, attributes)
+                return commits.lost(run.status, stored)
+            held = None if lease is None else (held_kind, bool(rewake))
+            done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
+            if done.attributes:
+                rows = [(run.id, key, index_value(v)) for key, v in done.attributes.items()]
+                db.executemany(sql.UPSERT_ATTRIBUTE, rows)
+                attributes = codecs.encode(done.run.attributes)
+            tx.save_run(done.run, attributes)
+            return done.result
+
+        return await self._connection.write(body)
+
+    async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
+        """See ``World.cancel_run``."""
+        self._connection.check_open()
+        return await self._connection.write(lambda tx: tx.cancel(run_id, reason))
+
+    async def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> RunRecord | None:
+        """See ``World.request_cancel``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: tx.request_cancel(run_id, reason, grace_seconds)
+        )
+
+    # ------------------------------------------------------------------ work
+
+    async def lease(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> list[WorkItem]:
+        """See ``World.lease``.
+
+        Items due at the same instant are leased in (run id, item id) order.
+        """
+        self._connection.check_open()
+        wanted = sorted(set(names))
+        if limit <= 0 or not wanted:
+            return []
+        free_sql, expired_sql = sql.due_work_sql(len(wanted))
+
+        def due(db: sqlite3.Connection, now_us: int) -> list[sqlite3.Row]:
+            params = (now_us, *wanted, limit)
+            rows = db.execute(free_sql, params).fetchall()
+            rows += db.execute(expired_sql, params).fetchall()
+            rows.sort(key=lambda row: (row["available_at"], row["run_id"], row["id"]))
+            return rows[:limit]
+
+        def body(tx: Writer) -> list[WorkItem]:
+            rows = due(tx.db, tx.now_us)
+            expires = codecs.to_micros(lease_deadline(tx.now, lease_seconds))
+            updates: list[tuple[object, ...]] = []
+            items: list[WorkItem] = []
+            started: dict[str, list[StepStarted]] = {}
+            for row in rows:
+                run_id, item_id, step = row["run_id"], row["id"], row["kind"] == "step"
+                attempt = row["attempt"] + 1 if step and row["ever_leased"] else row["attempt"]
+                token = new_token()
+                lease = (row["available_at"], worker_id, token, expires, attempt, run_id, item_id)
+                updates.append(lease)
+                items.append(codecs.leased(row, attempt=attempt, token=token, expires=expires))
+                if step:
+                    begun = StepStarted(step=row["number"], attempt=attempt)
+                    started.setdefault(run_id, []).append(begun)
+            tx.db.executemany(sql.LEASE_WORK, updates)
+            for run_id, events in started.items():
+                bumped = tx.db.execute(sql.BUMP_LAST_SEQ, (len(events), run_id)).fetchone()
+                last_seq = bumped["last_seq"]
+                tx.stamp_new(run_id, last_seq - len(events), events)
+            tx.flush_events()
+            return items
+
+        def run(db: sqlite3.Connection, blocking: bool) -> bool:
+            return bool(run_once(lambda: due(db, codecs.to_micros(utcnow())), blocking))
+
+        # Look before taking the write lock: idle workers polling an empty queue
+        # must not serialize every other process behind them.
+        if not await self._connection.run(run):
+            return []
+        return await self._connection.write(body)
+
+    async def renew_leases(
+        self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
+    ) -> list[bool]:
+        """See ``World.renew_leases``."""
+        self._connection.check_open()
+        if not items:
+            return []
+
+        def body(tx: Writer) -> list[bool]:
+            expires = codecs.to_micros(lease_deadline(tx.now, lease_seconds))
+            return [
+                tx.db.execute(
+                    sql.RENEW_WORK, (expires, item.run_id, item.id, worker_id, item.token)
+                ).rowcount
+                == 1
+                for item in items
+            ]
+
+        return await self._connection.write(body)
+
+    async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
+        """See ``World.release``."""
+        self._connection.check_open()
+        rows = [(item.run_id, item.id, worker_id, item.token) for item in items]
+
+        def body(tx: Writer) -> None:
+            if rows:
+                tx.db.executemany(sql.RELEASE_WORK, rows)
+            tx.signals.add(WORK_TOPIC)
+
+        await self._connection.write(body)
+
+    async def wait(self, topic: str, timeout: float) -> None:
+        """See ``World.wait``.
+
+        Signals from any world object on the same file in this process wake
+        the caller at once (or make the next ``wait`` return at once when
+        nobody was waiting); changes made by other processes are noticed by
+        returning after at most the ``poll`` interval, so callers re-check.
+        """
+        self._connection.check_open()
+        await self._connection.hub.wait(topic, min(timeout, self.poll_interval))
+
+    # ------------------------------------------------------------------ reads
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """See ``World.get_run``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> RunRecord | None:
+            row = db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            return None if row is None else codecs.run_from_row(row)
+
+        return await self._connection.read(body)
+
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+        """See ``World.read_events``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[EventKind]:
+            rows = db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
+            return [codecs.decode_event(row["data"]) for row in rows]
+
+        return await self._connection.read(body)
+
+    async def list_runs(self, query: RunQuery) -> RunPage:
+        """See ``World.list_runs``."""
+        self._connection.check_open()
+        if query.limit < 1:
+            raise ValueError(f"limit must be at least 1, not {query.limit}")
+        before = decode_cursor(query.cursor) if query.cursor else None
+        statement, params = list_runs_sql(query, before)
+
+        def body(db: sqlite3.Connection) -> list[RunRecord]:
+            return [codecs.run_from_row(row) for row in db.execute(statement, params)]
+
+        found = await self._connection.read(body)
+        page = tuple(found[: query.limit])
+        more = len(found) > query.limit
+        return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
+
+    async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
+        """See ``World.find_claim``."""
+        self._connection.check_open()
+        params = (key, index_value(value))
+
+        def body(db: sqlite3.Connection) -> Claim | None:
+            row = db.execute(sql.GET_CLAIM, params).fetchone()
+            if row is None or row["run_id"] is None:  # never claimed, or released
+                return None
+            return codecs.claim_from_row(row)
+
+        return await self._connection.read(body)
+
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """See ``World.resume_hook``."""
+        self._connection.check_open()
+
+        def body(tx: Writer) -> str | None:
+            if resume_id is not None:
+                seen = tx.db.execute(sql.GET_RESUME, (token, resume_id)).fetchone()
+                if seen is not None:
+                    return str(seen["run_id"])
+            found = tx.db.execute(sql.GET_HOOK, (token,)).fetchone()
+            if found is None:
+                return None
+            run_id, number = found["run_id"], found["hook"]
+            if resume_id is not None:
+                tx.db.execute(sql.INSERT_RESUME, (token, resume_id, run_id))
+            row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            run = codecs.run_from_row(row)
+            received = HookReceived(
+                hook=number, payload=payload, resume_id=resume_id, token="" if number else token
+            )
+            run, _ = tx.stamp(run, received)
+            run, _ = tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+            tx.save_run(run, row["attributes"])
+            return str(run_id)
+
+        return await self._connection.write(body)
+
+    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+        """See ``World.list_hooks``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[HookRecord]:
+            if run_id is None:
+                rows = db.execute(sql.LIST_HOOKS).fetchall()
+            else:
+                rows = db.execute(sql.LIST_RUN_HOOKS, (run_id,)).fetchall()
+            return [codecs.hook_from_row(row) for row in rows]
+
+        return await self._connection.read(body)
+
+    async def run_claims(self, run_id: str) -> list[Claim]:
+        """See ``World.run_claims``; pairs with the same key come in value order."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[Claim]:
+            return [codecs.claim_from_row(row) for row in db.execute(sql.RUN_CLAIMS, (run_id,))]
+
+        return await self._connection.read(body)
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+        """See ``World.prune_runs``; the runs that closed first go first."""
+        self._connection.check_open()
+        if limit <= 0:
+            return []
+        params = (codecs.to_micros(closed_before), limit)
+
+        def body(tx: Writer) -> list[str]:
+            pruned = [row["id"] for row in tx.db.execute(sql.PRUNABLE_RUNS, params)]
+            for statement in sql.PRUNE_RUN:
+                tx.db.executemany(statement, [(run_id,) for run_id in pruned])
+            return pruned
+
+        return await self._connection.write(body)
