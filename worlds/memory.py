@@ -366,10 +366,12 @@ class MemoryWorld(ClosesOnExit):
         if request.lease is not None:
             item = self._holds(request.lease, request.worker_id, now)
             if item is None or item.run_id != run.record.id:
+                current = self._items.get(request.lease.id)
+                holder = None if current is None else current.owner
                 discard = request.discard
                 if discard is None or settled(run.events, discard.step, discard.attempt):
-                    return commits.lost(run.record.status)
-                return commits.lost(run.record.status, self._append(run, discard, now))
+                    return commits.lost(run.record.status, holder)
+                return commits.lost(run.record.status, holder, self._append(run, discard, now))
         for successor in commits.successors(request):
             if successor in self._runs:
                 raise requests.successor_exists(successor)

@@ -520,7 +520,9 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
     or the run was closed (``status`` says how). ``events`` are the request's
     events as appended, in request order, with their sequence numbers (the
     ``StepStarted`` of an eager lease is in the log but not here); ``leased``
-    the items leased to the committing worker.
+    the items leased to the committing worker. With ``lease_lost``,
+    ``lease_holder`` names the worker that holds the item's lease now (``None``
+    when nobody does: the item finished or went with its run).
     """
 
     ok: bool
@@ -528,6 +530,7 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
     events: tuple[EventKind, ...] = ()
     leased: tuple[WorkItem, ...] = ()
     lease_lost: bool = False
+    lease_holder: str | None = None
 
 
 class RunQuery(msgspec.Struct, frozen=True, kw_only=True):

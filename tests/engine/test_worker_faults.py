@@ -220,3 +220,4 @@ async def test_a_zombies_refused_result_is_visible(
     assert [(e.step, e.attempt, e.outcome) for e in discarded] == [(1, 1, "StepCompleted")]
     warnings = [r.getMessage() for r in caplog.records if "refused and discarded" in r.getMessage()]
     assert len(warnings) == 1 and "attempt 1" in warnings[0]
+    assert "holds it now" in warnings[0] and "nobody" not in warnings[0]

@@ -242,8 +242,8 @@ def test_only_steps_in_flight_are_discarded() -> None:
 def test_refused_commits() -> None:
     assert commits.closed(RunStatus.FAILED).events == ()
     assert not commits.closed(RunStatus.FAILED).ok
-    lost = commits.lost(RunStatus.RUNNING)
-    assert (lost.ok, lost.lease_lost) == (False, True)
+    lost = commits.lost(RunStatus.RUNNING, "w-2")
+    assert (lost.ok, lost.lease_lost, lost.lease_holder) == (False, True, "w-2")
 
 
 def test_an_ack_rewakes_only_a_woken_workflow_item() -> None:

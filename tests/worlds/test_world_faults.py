@@ -260,6 +260,6 @@ async def test_after_a_server_restart_no_lease_is_taken_over_before_its_holder_c
             )
         )
         assert done.ok and not done.lease_lost
-        await anyio.sleep(4.5)  # one lease length after the server started
+        await anyio.sleep(4.5)  # one lease length (at most 5 s) after the server started
         (taken,) = await _lease_when_up(thief, "thief", lease_seconds=4.0)
         assert taken.id == held.id and taken.token != held.token

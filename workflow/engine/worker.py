@@ -466,19 +466,20 @@ class Worker:
                 continue
             self._complaints.succeeded()
             if result.lease_lost:
-                self._lease_lost(item, bool(result.events))
+                self._lease_lost(item, bool(result.events), result.lease_holder)
             return list(result.leased)
 
-    def _lease_lost(self, item: WorkItem, recorded: bool) -> None:
+    def _lease_lost(self, item: WorkItem, recorded: bool, holder: str | None) -> None:
         """Say that a result was refused; a world records it as ``StepDiscarded``
         unless an earlier try of this very commit had landed (then all is well)."""
         if recorded:
+            now_held = "nobody holds it now" if holder is None else f"worker {holder} holds it now"
             log.warning(
                 "worker %s: the result of %s was refused and discarded: its lease was lost"
-                " (it ran past its lease, or its run was cancelled, and another attempt"
-                " or the run's end took over)",
+                " (%s: it ran past its lease, or its run was cancelled)",
                 self.worker_id,
                 describe(item),
+                now_held,
             )
 
     async def _retry_workflow_task(self, item: WorkItem) -> list[WorkItem]:

@@ -54,11 +54,14 @@ def closed(status: RunStatus, discard: EventKind | None = None) -> CommitResult:
     return CommitResult(ok=False, status=status, events=() if discard is None else (discard,))
 
 
-def lost(status: RunStatus, discard: EventKind | None = None) -> CommitResult:
+def lost(status: RunStatus, holder: str | None, discard: EventKind | None = None) -> CommitResult:
     """The result of a commit whose lease (id, worker, fencing token) is no longer
-    held: refused, with the zombie's recorded ``StepDiscarded`` if one was stored."""
+    held: refused, naming the lease's ``holder`` now, with the zombie's recorded
+    ``StepDiscarded`` if one was stored."""
     events = () if discard is None else (discard,)
-    return CommitResult(ok=False, status=status, events=events, lease_lost=True)
+    return CommitResult(
+        ok=False, status=status, events=events, lease_lost=True, lease_holder=holder
+    )
 
 
 def after_ack(kind: str, rewake: bool) -> Literal["rewake", "delete"]:

@@ -133,8 +133,9 @@ def commit_params(
 def commit_result(
     request: CommitRequest, rows: Sequence[Record], args: CommitRunArgs
 ) -> CommitResult | None:
-    """The result of a ``COMMIT_RUN`` call; ``None`` when the run was closed or the
-    lease lost and ``request.discard`` must be appended by the general path."""
+    """The result of a ``COMMIT_RUN`` call; ``None`` when the general path must
+    answer: the lease was lost (it names the holder), or the run was closed and
+    ``request.discard`` must be appended."""
     last = rows[-1]
     outcome, status, base, at = last["outcome"], last["status"], last["last_seq"], last["at"]
     if outcome == "missing":
@@ -144,9 +145,7 @@ def commit_result(
             return None
         return CommitResult(ok=False, status=RunStatus(status))
     if outcome == "lost":
-        if request.discard is not None:
-            return None  # the general path records the refused result
-        return CommitResult(ok=False, status=RunStatus(status), lease_lost=True)
+        return None  # rare: the general path names the holder and records a discard
     events = tuple(
         msgspec.structs.replace(event, seq=base + n, at=at)
         for n, event in enumerate(request.events, start=1)

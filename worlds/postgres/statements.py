@@ -184,6 +184,8 @@ REWAKE_ON_ACK = (
     "WHERE id = $1"
 )
 DELETE_WORK = "DELETE FROM work WHERE id = $1"
+# Who holds an item's lease now (named when a commit lost it).
+LEASE_HOLDER = "SELECT owner FROM work WHERE id = $1"
 # A cancelling run's steps and timers go; each says whether an attempt was in flight.
 DROP_CANCELLED_WORK = """
 DELETE FROM work WHERE run_id = $1 AND kind IN ('step', 'timer')
@@ -198,15 +200,16 @@ LEASE_ONE = (
 # fresh tokens, and appends StepStarted for each step (seq 0 in the data: the
 # columns give seq and at; the data is built here from ``STEP_STARTED_PARTS``).
 # An expired lease is taken over only once the server has been up for one
-# lease length: a restart's downtime must not count against the holders, who
-# reconnect and renew or commit what they finished meanwhile.
+# lease length (at most 5 s): a restart's downtime must not count against the
+# holders, who reconnect and renew or commit what they finished meanwhile.
 LEASE = """
 WITH due AS (
     SELECT w.id, r.last_seq, greatest($2, r.last_at) AS at
     FROM work w JOIN runs r ON r.id = w.run_id
     WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
       AND (w.owner IS NULL OR (w.expires_at <= least($2, statement_timestamp())
-           AND pg_postmaster_start_time() + ($5::timestamptz - $2::timestamptz)
+           AND pg_postmaster_start_time()
+               + least($5::timestamptz - $2::timestamptz, interval '5 seconds')
                <= statement_timestamp()))
     ORDER BY w.available_at, w.run_id, w.id
     LIMIT $3

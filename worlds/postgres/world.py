@@ -346,16 +346,17 @@ class PostgresWorld(ClosesOnExit):
                     sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
                 )
                 if held is None:
+                    holder: str | None = await tx.conn.fetchval(sql.LEASE_HOLDER, lease.id)
                     discard = request.discard
                     if discard is None:
-                        return commits.lost(run.status)
+                        return commits.lost(run.status, holder)
                     rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, 0)
                     logged = (codecs.decode_event(row["data"]) for row in rows)
                     if settled(logged, discard.step, discard.attempt):
-                        return commits.lost(run.status)
+                        return commits.lost(run.status, holder)
                     run, stored = tx.stamp(run, discard)
                     await tx.save_run(run, attributes)
-                    return commits.lost(run.status, stored)
+                    return commits.lost(run.status, holder, stored)
             item = None if held is None else (held["kind"], bool(held["rewake"]))
             done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
             if done.attributes:

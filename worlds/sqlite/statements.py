@@ -116,6 +116,8 @@ REWAKE_ON_ACK = (
     "WHERE run_id = ? AND id = ?"
 )
 DELETE_WORK = "DELETE FROM work WHERE run_id = ? AND id = ?"
+# Who holds an item's lease now (named when a commit lost it).
+LEASE_HOLDER = "SELECT owner FROM work WHERE run_id = ? AND id = ?"
 DROP_RUN_WORK = "DELETE FROM work WHERE run_id = ?"
 # A cancelling run loses its steps and timers; the step attempts still in flight
 # come back so each gets a StepDiscarded.

@@ -186,19 +186,21 @@ class SqliteWorld(ClosesOnExit):
                 return commits.closed(run.status, stored)
             held_kind, rewake = row["kind"], row["rewake"]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
+                owner = db.execute(sql.LEASE_HOLDER, (lease.run_id, lease.id)).fetchone()
+                holder = None if owner is None else owner["owner"]
                 discard = request.discard
                 if discard is None:
-                    return commits.lost(run.status)
+                    return commits.lost(run.status, holder)
                 logged = db.execute(sql.READ_EVENTS, (run.id, 0)).fetchall()
                 if settled(
                     (codecs.decode_event(row["data"]) for row in logged),
                     discard.step,
                     discard.attempt,
                 ):
-                    return commits.lost(run.status)
+                    return commits.lost(run.status, holder)
                 run, stored = tx.stamp(run, discard)
                 tx.save_run(run, attributes)
-                return commits.lost(run.status, stored)
+                return commits.lost(run.status, holder, stored)
             held = None if lease is None else (held_kind, bool(rewake))
             done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
             if done.attributes:

@@ -281,6 +281,7 @@ class WorkConformance(ConformanceBase):
         )
         refused = await world.commit(late)
         assert not refused.ok and refused.lease_lost
+        assert refused.lease_holder == "w2", "a lost lease's result names who holds it now"
         (recorded,) = refused.events
         assert isinstance(recorded, StepDiscarded) and recorded.seq > 0
         assert (recorded.step, recorded.attempt, recorded.outcome) == (1, 1, "StepCompleted")
@@ -295,6 +296,7 @@ class WorkConformance(ConformanceBase):
         assert (await world.commit(landed)).ok
         again = await world.commit(landed)  # its reply was lost, say, and it is retried
         assert not again.ok and again.lease_lost and again.events == ()
+        assert again.lease_holder is None  # the item is done: nobody holds it
         logged = await world.read_events(run.id)
         assert [(e.step, e.attempt) for e in logged if isinstance(e, StepDiscarded)] == [(1, 1)]
         assert [e.attempt for e in logged if isinstance(e, StepCompleted)] == [2]
