@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import contextvars
 import functools
 import random as _random
@@ -74,22 +73,13 @@ _NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError)
 """Errors that fail a step attempt for good: a fatal error, or API misuse that
 no retry can fix (``workflow.sleep()`` in a step, say)."""
 
-_RUN_FACTS_CACHED = 4096
-_run_facts: collections.OrderedDict[str, RunMetadata] = collections.OrderedDict()
-
 
 async def _run_metadata(world: World, run_id: str) -> RunMetadata:
-    """The run's id, workflow and creation time (they never change), read once per run."""
-    facts = _run_facts.get(run_id)
-    if facts is None:
-        record = await world.get_run(run_id)
-        if record is None:
-            raise LookupError(f"run {run_id} of this step attempt no longer exists")
-        facts = RunMetadata(record.id, record.workflow, record.created_at)
-        _run_facts[run_id] = facts
-        while len(_run_facts) > _RUN_FACTS_CACHED:
-            _run_facts.popitem(last=False)
-    return facts
+    """The run's id, workflow and creation time, read from the world."""
+    record = await world.get_run(run_id)
+    if record is None:
+        raise LookupError(f"run {run_id} of this step attempt no longer exists")
+    return RunMetadata(record.id, record.workflow, record.created_at)
 
 
 class StepRuntime(_runtime.Runtime):
@@ -211,8 +201,12 @@ async def run_step(
     cancel_scope: anyio.CancelScope,
     lease_seconds: float,
     wake_eagerly: bool,
+    run: RunMetadata | None = None,
 ) -> CommitRequest:
     """Run one attempt of ``step`` and return the commit that records its outcome.
+
+    ``run`` is what the worker already knows about the step's run (from its
+    cached workflow instance); without it, it is read from the world.
 
     With ``wake_eagerly`` the commit asks for the run's workflow item to be
     leased to this worker at once, so the run continues without a poll.
@@ -226,7 +220,8 @@ async def run_step(
     try:
         with cancel_scope:
             try:
-                run = await _run_metadata(world, item.run_id)
+                if run is None:
+                    run = await _run_metadata(world, item.run_id)
                 runtime = StepRuntime(world, worker_id, item, step.name, run)
                 runtime_token = _runtime.installed(runtime)
                 value = await _call(step, item.payload)

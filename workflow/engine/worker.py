@@ -128,7 +128,9 @@ class Worker:
         self._stop_requested = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._complaints = Complaints(log, self.worker_id)
-        # longest wait for one world call before it counts as failed (hung connection)
+        # Longest wait for a renewal before it counts as failed. Leasing and
+        # commits are not timed here, on the hot path: a world detects its own
+        # hung connections (PostgreSQL: command timeout and TCP keepalives).
         self._call_timeout = max(lease_seconds / 3, 2.0)
         self.failure: WorldMisconfiguredError | None = None
         """The error that stopped this worker, if the world cannot be used."""
@@ -270,14 +272,9 @@ class Worker:
                 continue
             self._reserved += free
             try:
-                # a hung connection must not stall leasing for good
-                with anyio.fail_after(max(self.lease_seconds, 10.0)):
-                    items = await self.world.lease(
-                        self.worker_id,
-                        names=self.names,
-                        limit=free,
-                        lease_seconds=self.lease_seconds,
-                    )
+                items = await self.world.lease(
+                    self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
+                )
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     self._fail(fatal)
@@ -427,8 +424,16 @@ class Worker:
             )
             return await self._commit(item, request)
         # the run this step wakes continues in the step's own slot, unless stopping
+        cached = self._cache.get(item.run_id)
         request = await run_step(
-            self.world, self.worker_id, item, step, scope, self.lease_seconds, not self._stopping
+            self.world,
+            self.worker_id,
+            item,
+            step,
+            scope,
+            self.lease_seconds,
+            not self._stopping,
+            None if cached is None else cached.run_metadata(),
         )
         return await self._commit(item, request)
 
@@ -445,9 +450,7 @@ class Worker:
         poisoned = 0
         while True:
             try:
-                # a hung connection counts as a failure: the retry is safe
-                with anyio.fail_after(self._call_timeout):
-                    result = await self.world.commit(request)
+                result = await self.world.commit(request)
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
@@ -491,8 +494,7 @@ class Worker:
         poisoned = 0
         while True:
             try:
-                with anyio.fail_after(self.lease_seconds):
-                    return await self._run_workflow_task(item)
+                return await self._run_workflow_task(item)
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
