@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any
 
+from worlds._rules.terms import index_terms
 from worlds.postgres.statements import RUN_COLUMNS
 from worlds.query import (
     And,
-    AttrRef,
     Compare,
     Expr,
     FieldRef,
@@ -47,7 +46,9 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
 
     attributes, rest = dict(query.attributes), query.where
     if rest is not None:
-        attributes, rest = _index_terms(attributes, rest)
+        attributes, rest = index_terms(
+            attributes, rest, indexable=lambda key, value: not _unstorable(key, index_value(value))
+        )
     source, order = "runs r", "r.id"
     others = list(attributes.items())
     if others:
@@ -74,26 +75,6 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     limit = param(query.limit + 1)
     return f"SELECT {RUN_COLUMNS} FROM {source}{clause} ORDER BY {order} DESC LIMIT {limit}", params
-
-
-def _index_terms(attributes: dict[str, Any], where: Expr) -> tuple[dict[str, Any], Expr | None]:
-    """Move ``where``'s top-level ``attribute = value`` terms into ``attributes``."""
-    check(where)
-    merged = dict(attributes)
-    rest: list[Expr] = []
-    for term in where.items if isinstance(where, And) else (where,):
-        if (
-            isinstance(term, Compare)
-            and term.op == "="
-            and isinstance(term.left, AttrRef)
-            and term.left.key not in merged
-            and not _unstorable(term.left.key, index_value(term.value))
-        ):
-            merged[term.left.key] = term.value
-        else:
-            rest.append(term)
-    remaining = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
-    return merged, remaining
 
 
 # PostgreSQL text cannot hold NUL, so no stored key or value contains one: a
