@@ -2,7 +2,7 @@
 two results, no result without a finished body, no unique pair held twice.
 
 Re-executions of finished steps and time to drain are measured by the suite
-(``python benchmarks/chaos.py``, figures in RFC 0008), not asserted here.
+(``python benchmarks/chaos.py``, figures in RFC 0013), not asserted here.
 """
 
 from __future__ import annotations
