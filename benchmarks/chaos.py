@@ -34,7 +34,7 @@ completed); ``reexec``, ``drain_s`` and ``log_lines`` measure manners.
 Usage::
 
     python benchmarks/chaos.py [--quick] [--worlds sqlite,postgres]
-        [--scenarios kill_storm,zombie,...] [--json results.json]
+        [--scenarios kill_storm,zombie,...] [--json results.json] [--keep]
 
 Exits 1 if an invariant is violated. ``--quick`` runs a small scale (the test
 suite runs it); the default scale takes a few minutes on 2 cores.
@@ -486,6 +486,7 @@ async def suite(kinds: list[str], names: list[str], scale: Scale, root: Path) ->
         if server_dir is not None:
             pg_server.thaw(server_dir)
             pg_server.stop(server_dir)
+            shutil.copy(server_dir / "server.log", root / "server.log")
             shutil.rmtree(server_dir, ignore_errors=True)
     return results
 
@@ -500,6 +501,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--worlds", default="sqlite,postgres")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the journals and worker logs (path printed)"
+    )
     args = parser.parse_args(argv)
     kinds = [kind for kind in args.worlds.split(",") if kind]
     names = [name for name in args.scenarios.split(",") if name]
@@ -510,7 +514,10 @@ def main(argv: list[str]) -> int:
     try:
         results = anyio.run(suite, kinds, names, QUICK if args.quick else FULL, root)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep:
+            print(f"journals and worker logs kept in {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))

@@ -199,16 +199,20 @@ LEASE_ONE = (
 # transaction holds are skipped, so leasing never waits), takes the leases with
 # fresh tokens, and appends StepStarted for each step (seq 0 in the data: the
 # columns give seq and at; the data is built here from ``STEP_STARTED_PARTS``).
-# An expired lease is taken over only once the server has been up for one
-# lease length (at most 5 s): a restart's downtime must not count against the
-# holders, who reconnect and renew or commit what they finished meanwhile.
+# An expired lease is taken over only once the server has been accepting
+# connections for one lease length (at most 5 s): a restart's downtime, crash
+# recovery included, must not count against the holders, who reconnect and
+# renew or commit what they finished meanwhile. The oldest client connection
+# is the server's readiness: none survives a restart, and none opens before
+# recovery ends (the postmaster's start time comes before the recovery).
 LEASE = """
 WITH due AS (
     SELECT w.id, r.last_seq, greatest($2, r.last_at) AS at
     FROM work w JOIN runs r ON r.id = w.run_id
     WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
       AND (w.owner IS NULL OR (w.expires_at <= least($2, statement_timestamp())
-           AND pg_postmaster_start_time()
+           AND (SELECT min(backend_start) FROM pg_stat_activity
+                WHERE backend_type = 'client backend')
                + least($5::timestamptz - $2::timestamptz, interval '5 seconds')
                <= statement_timestamp()))
     ORDER BY w.available_at, w.run_id, w.id
