@@ -9,7 +9,19 @@ from typing import Any
 from worlds.query import And, AttrRef, Compare, Expr, check
 from worlds.types import AttributeValue, RunQuery, RunRecord
 
-__all__ = ["index_terms", "index_value", "matches"]
+__all__ = ["SELECTIVITY_CAP", "index_terms", "index_value", "matches"]
+
+SELECTIVITY_CAP = 1000
+"""How far a world counts each attribute filter's matches to choose the one to scan.
+
+With several ``attribute = value`` filters, a world with an attribute index
+scans the filter with the fewest matching runs (newest first) and probes the
+others for each run it meets: scanning a filter with ``n`` matches costs at
+most ``n`` index rows, whatever the filters' order in the query. Matches are
+counted through the index up to this many, so choosing costs at most this
+many index rows per filter; filters that reach it, or tie, keep the query's
+order.
+"""
 
 
 def index_value(value: AttributeValue) -> str:
