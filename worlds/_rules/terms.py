@@ -20,7 +20,9 @@ others for each run it meets: scanning a filter with ``n`` matches costs at
 most ``n`` index rows, whatever the filters' order in the query. Matches are
 counted through the index up to this many, so choosing costs at most this
 many index rows per filter; filters that reach it, or tie, keep the query's
-order.
+order. (The SQLite world counts; PostgreSQL's planner already orders the
+filters by its per-value statistics, and counting there cost more than it
+saved: ``benchmarks/search.py``.)
 """
 
 

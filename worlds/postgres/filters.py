@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
-from worlds._rules.terms import SELECTIVITY_CAP, index_terms
+from worlds._rules.terms import index_terms
 from worlds.postgres.statements import RUN_COLUMNS
 from worlds.query import (
     And,
@@ -28,10 +28,14 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     """The statement and parameters listing runs that match ``query``, newest first.
 
     With attribute filters (``query.attributes`` and the top-level
-    ``attribute = value`` terms of ``query.where``), the one with the fewest
-    matches (``terms.SELECTIVITY_CAP``) drives the scan through the
-    ``attributes_value`` index in descending run id order (the cursor is a
-    range bound on it); every filter is probed for each run met. The rest of
+    ``attribute = value`` terms of ``query.where``), the first one is joined
+    through the ``attributes_value`` index in descending run id order (the
+    cursor is a range bound on it) and the others are ``EXISTS`` probes, which
+    the server turns into joins and orders by its own per-value statistics
+    (the values are parameters of a custom plan), so the query's order does
+    not decide which filter is scanned (``terms.SELECTIVITY_CAP`` explains the
+    rule; ``benchmarks/search.py`` measures it: scanning the most selective
+    filter explicitly cost more here than the planner's choice). The rest of
     ``query.where`` compiles to a parameterised condition (``where_sql``).
     ``LIMIT`` is ``query.limit + 1`` so the caller can tell whether there is more.
 
@@ -50,18 +54,12 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
         attributes, rest = index_terms(
             attributes, rest, indexable=lambda key, value: not _unstorable(key, index_value(value))
         )
-    source, order, head = "runs r", "r.id", ""
+    source, order = "runs r", "r.id"
     others = list(attributes.items())
-    if len(others) == 1:
+    if others:
         (key, value), *others = others
         source, order = "attributes a JOIN runs r ON r.id = a.run_id", "a.run_id"
         where.append(f"a.key = {param(key)} AND a.ivalue = {param(index_value(value))}")
-    elif others:
-        head = _driver_sql(
-            param([key for key, _ in others]), param([index_value(v) for _, v in others])
-        )
-        source, order = "attributes a JOIN runs r ON r.id = a.run_id", "a.run_id"
-        where.append("a.key = (SELECT k FROM driver) AND a.ivalue = (SELECT v FROM driver)")
     if before_id is not None:
         where.append(f"{order} < {param(before_id)}")
     if query.workflow is not None:
@@ -81,24 +79,7 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
         where.append(where_sql(rest, params))
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     limit = param(query.limit + 1)
-    statement = f"{head}SELECT {RUN_COLUMNS} FROM {source}{clause} ORDER BY {order} DESC"
-    return f"{statement} LIMIT {limit}", params
-
-
-def _driver_sql(keys: str, values: str) -> str:
-    """A ``driver`` row: the attribute filter with the fewest matches (``SELECTIVITY_CAP``).
-
-    The scan's index condition compares with this row's columns, which the
-    server computes once before the scan (an init plan), so the one statement
-    scans the most selective filter whatever the query's order.
-    """
-    return (
-        "WITH driver AS MATERIALIZED (SELECT f.k, f.v "
-        f"FROM unnest({keys}::text[], {values}::text[]) WITH ORDINALITY AS f(k, v, pos) "
-        "ORDER BY (SELECT count(*) FROM (SELECT 1 FROM attributes c "
-        f"WHERE c.key = f.k AND c.ivalue = f.v LIMIT {SELECTIVITY_CAP}) AS m), f.pos "
-        "LIMIT 1) "
-    )
+    return f"SELECT {RUN_COLUMNS} FROM {source}{clause} ORDER BY {order} DESC LIMIT {limit}", params
 
 
 # PostgreSQL text cannot hold NUL, so no stored key or value contains one: a
