@@ -24,8 +24,19 @@ from __future__ import annotations
 import asyncio
 import struct
 from types import TracebackType
+from urllib.parse import parse_qsl, urlsplit
 
-__all__ = ["RoundTripProxy"]
+__all__ = ["RoundTripProxy", "server_address"]
+
+
+def server_address(url: str) -> tuple[str, int]:
+    """The TCP host and port of the server at ``url`` (a unix-socket URL of
+    ``tests/pg_server.py``: its 127.0.0.1 listener on the same port)."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    host = query.get("host") or parts.hostname or "127.0.0.1"
+    port = int(query.get("port") or parts.port or 5432)
+    return ("127.0.0.1" if host.startswith("/") else host), port
 
 
 class RoundTripProxy:
@@ -39,6 +50,10 @@ class RoundTripProxy:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def url(self, user: str = "postgres", database: str = "postgres") -> str:
+        """A URL that reaches the server through this proxy (TLS off)."""
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database}?sslmode=disable"
 
     async def __aenter__(self) -> RoundTripProxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)

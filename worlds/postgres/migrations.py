@@ -19,6 +19,11 @@ workflow)``, where outcome is ok, missing, closed or lost.
 Migration 4: the function's time is never later than the server's clock
 (``statement_timestamp()``), and an item scheduled without a due time (NULL in
 ``p_available``) is due at it.
+
+Migration 5: ``create_run``, a run with unique pairs to claim or a deadline
+timer, in one round trip: it claims every pair (in the order given) or, on the
+first one held, raises SQLSTATE ``WF001``, which undoes the whole call; the
+caller then takes the general path, which decides by the start policy.
 """
 
 from __future__ import annotations
@@ -386,6 +391,58 @@ BEGIN
         PERFORM pg_notify(p_channel, 'work');
     END IF;
     RETURN QUERY SELECT 'ok', coalesce(p_status, r.status), r.last_seq, v_now, r.workflow;
+END
+$fn$
+""",
+    ),
+    5: (
+        # A run that claims unique pairs or has a deadline, created in one call
+        # when every pair is free; a held pair raises WF001 (nothing written)
+        # and the caller takes the general path (start policies, conflicts).
+        """
+CREATE OR REPLACE FUNCTION create_run(
+    p_run text, p_workflow text, p_now timestamptz, p_attributes bytea, p_keys text[],
+    p_ivalues text[], p_event bytea, p_item text, p_channel text, p_claim_keys text[],
+    p_claim_ivalues text[], p_claim_values bytea[], p_timer_id text, p_timer_number integer,
+    p_timer_attempt integer, p_timer_payload bytea, p_timer_at timestamptz
+) RETURNS void
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(p_claim_keys), 0) LOOP
+        INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
+        VALUES (p_claim_keys[i], p_claim_ivalues[i], p_claim_values[i], p_run, 1, NULL, NULL)
+        ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value,
+            run_id = excluded.run_id, generation = claims.generation + 1, step = NULL,
+            attempt = NULL
+        WHERE claims.run_id IS NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'pair held' USING ERRCODE = 'WF001';
+        END IF;
+    END LOOP;
+    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
+    VALUES (p_run, p_workflow, 'pending', p_now, 1, p_now, p_attributes);
+    INSERT INTO attributes (run_id, key, ivalue)
+    SELECT p_run, k, v FROM unnest(p_keys, p_ivalues) AS a(k, v)
+    ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue;
+    INSERT INTO events (run_id, seq, kind, data, at)
+    VALUES (p_run, 1, 'run_created', p_event, p_now);
+    INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
+        ever_leased)
+    VALUES (p_item, p_run, 'workflow', p_workflow, 0, 1, '', p_now, 0, false)
+    ON CONFLICT (id) DO NOTHING;
+    IF p_timer_id IS NOT NULL THEN
+        INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at,
+            owner, token, expires_at, ever_leased)
+        VALUES (p_timer_id, p_run, 'timer', p_workflow, p_timer_number, p_timer_attempt,
+            p_timer_payload, p_timer_at, NULL, 0, NULL, false)
+        ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name,
+            number = excluded.number, attempt = excluded.attempt, payload = excluded.payload,
+            available_at = excluded.available_at, owner = excluded.owner,
+            token = excluded.token, expires_at = excluded.expires_at, rewake = false,
+            ever_leased = excluded.ever_leased;
+    END IF;
+    PERFORM pg_notify(p_channel, 'work');
 END
 $fn$
 """,

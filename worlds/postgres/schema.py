@@ -114,6 +114,8 @@ REFERENCE: tuple[str, ...] = (
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
     # ``commit_run``, the one-round-trip commit (``fast.py``): its text is
     # ``MIGRATIONS[4]``, the last migration that replaced it.
+    # ``create_run``, the one-round-trip start of a run with claims or a
+    # deadline (``world.py``): its text is ``MIGRATIONS[5]``.
 )
 """The current tables and indexes (functions aside), for reading; see the module docstring."""
 

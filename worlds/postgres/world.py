@@ -281,6 +281,13 @@ class PostgresWorld(ClosesOnExit):
                 tx = Tx(conn, self._channel, self._clock.now)
                 await tx.insert_run(run_id, request.workflow, request.args, attributes)
             return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
+        async with (await self._connect()).acquire() as conn:
+            # every pair free (the usual case): one call; else the general path
+            tx = Tx(conn, self._channel, self._clock.now)
+            if await retry(tx.insert_run_claiming, request):
+                return CreateRunResult(
+                    run=runs.new_run(run_id, request.workflow, attributes, tx.now)
+                )
 
         async def body(tx: Tx) -> CreateRunResult:
             superseded = None
