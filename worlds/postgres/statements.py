@@ -51,7 +51,7 @@ WITH new_run AS (
     VALUES ($8, $1, 'workflow', $2, 0, 1, '', $3, 0, false)
     ON CONFLICT (id) DO NOTHING
 )
-SELECT pg_notify($9, 'work')
+SELECT pg_notify($9, 'work') WHERE $9 IS NOT NULL
 """
 
 # Appends events and stores the run's new state; a closed run loses its work and hooks.

@@ -62,10 +62,11 @@ class Tx:
     """One write transaction: its connection, clock, pending events and signals."""
 
     def __init__(
-        self, conn: Connection, channel: str, clock: Callable[[], datetime] = utcnow
+        self, conn: Connection, channel: str | None, clock: Callable[[], datetime] = utcnow
     ) -> None:
         self.conn = conn
         self.channel = channel
+        """The work channel, or ``None``: the caller notifies ``signals`` after the commit."""
         self.clock = clock
         """The world's clock (the server's, as the world estimates it)."""
         self.now = clock()
@@ -201,6 +202,7 @@ class Tx:
             if exc.sqlstate == sql.PAIR_HELD:
                 return False
             raise
+        self.signals.add(WORK_TOPIC)
         return True
 
     async def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
