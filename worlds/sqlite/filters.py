@@ -16,16 +16,16 @@ from worlds._rules.terms import SELECTIVITY_CAP, index_terms
 from worlds.semantics import index_value
 from worlds.sqlite.codecs import to_micros
 from worlds.sqlite.statements import RUN_COLUMNS
-from worlds.types import RunQuery
+from worlds.types import AttributeValue, RunQuery
 
 
 def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[object]]:
     """The statement and parameters that list runs matching ``query``, newest first.
 
-    With attribute filters, the one with the fewest matches
-    (``terms.SELECTIVITY_CAP``) drives the scan through the ``attributes_value``
-    index in descending run id order (the cursor is a range bound on it) and
-    the others are primary-key probes. Without them, several
+    With attribute filters, the first one drives the scan through the
+    ``attributes_value`` index in descending run id order (the cursor is a range
+    bound on it) and the others are primary-key probes; the world puts the
+    most selective first (``match_counts_sql``, ``terms.most_selective_first``). Without them, several
     statuses become one ``runs_status`` scan each, merged in id order. ``LIMIT``
     is ``query.limit + 1`` so the caller can tell whether another page exists.
 
@@ -77,44 +77,35 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     return sql, [*arms, query.limit + 1]
 
 
+def match_counts_sql(attributes: dict[str, AttributeValue]) -> tuple[str, list[object]]:
+    """The statement counting each attribute filter's matching runs, up to
+    ``SELECTIVITY_CAP``, through the ``attributes_value`` index (one row, one
+    column per filter, in ``attributes`` order)."""
+    count = (
+        "(SELECT count(*) FROM (SELECT 1 FROM attributes WHERE key = ? AND ivalue = ? "
+        f"LIMIT {SELECTIVITY_CAP}))"
+    )
+    params: list[object] = []
+    for key, value in attributes.items():
+        params += [key, index_value(value)]
+    return "SELECT " + ", ".join([count] * len(attributes)), params
+
+
 def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[str], list[object]]:
-    pairs = [(key, index_value(value)) for key, value in query.attributes.items()]
-    head, params, others = "", list[object](), list[tuple[str, str]]()
-    if len(pairs) == 1:
-        where = ["a.key = ? AND a.ivalue = ?"]
-        params += pairs[0]
-    else:
-        head = _driver_sql(len(pairs))
-        params += [item for position, pair in enumerate(pairs) for item in (position, *pair)]
-        where = ["a.key = (SELECT k FROM driver) AND a.ivalue = (SELECT v FROM driver)"]
-        others = pairs
+    (key, value), *others = query.attributes.items()
+    where = ["a.key = ? AND a.ivalue = ?"]
+    params: list[object] = [key, index_value(value)]
     if before_id is not None:
         where.append("a.run_id < ?")
         params.append(before_id)
     where.append("r.id = a.run_id")
-    for key, ivalue in others:
+    for key, value in others:
         where.append(
             "EXISTS (SELECT 1 FROM attributes b "
             "WHERE b.run_id = a.run_id AND b.key = ? AND b.ivalue = ?)"
         )
-        params += [key, ivalue]
-    return f"{head}SELECT {RUN_COLUMNS} FROM attributes a CROSS JOIN runs r", where, params
-
-
-def _driver_sql(count: int) -> str:
-    """A ``driver`` row: of ``count`` attribute filters (position, key, value
-    parameters), the one with the fewest matches (``SELECTIVITY_CAP``).
-
-    The scan's index condition compares with this row's columns, which SQLite
-    computes once before the scan, so the one statement scans the most
-    selective filter whatever the query's order.
-    """
-    rows = ", ".join(["(?, ?, ?)"] * count)
-    return (
-        f"WITH f(pos, k, v) AS (VALUES {rows}), driver AS MATERIALIZED (SELECT k, v FROM f "
-        "ORDER BY (SELECT count(*) FROM (SELECT 1 FROM attributes c "
-        f"WHERE c.key = f.k AND c.ivalue = f.v LIMIT {SELECTIVITY_CAP})), pos LIMIT 1) "
-    )
+        params += [key, index_value(value)]
+    return f"SELECT {RUN_COLUMNS} FROM attributes a CROSS JOIN runs r", where, params
 
 
 Leaf: TypeAlias = q.Compare | q.In | q.StartsWith | q.IsNull
