@@ -15,7 +15,12 @@ median counts.
 Workloads: ``one_step_sequential`` (start, await the result, N times) and
 ``one_step_concurrent`` at ``--in-flight`` (default 64) workflows in flight.
 The step returns ``x + 1``: the figures are the cost of each runtime's
-durable bookkeeping. With ``--round-trips``, ours also runs once through
+durable bookkeeping. Next to each throughput, the server's own counters say
+what one workflow cost it (``pg_stat_wal.wal_sync``: WAL flushes, each an
+``fdatasync``; ``pg_stat_database.xact_commit``: transactions, reads
+included), counted over the whole measurement, warm-up workflows included
+(5 of 300 or 20 of 2,000): these do not depend on how busy the machine is.
+With ``--round-trips``, ours also runs once through
 ``tests/pg_round_trips.RoundTripProxy`` and reports the protocol round trips
 per workflow (sequential), counted as the server's ``ReadyForQuery`` messages.
 
@@ -75,11 +80,35 @@ def _last_json(command: list[str]) -> dict[str, Any]:
     return result
 
 
+async def server_counters(url: str) -> dict[str, int]:
+    """The server's WAL flushes and committed transactions so far (all databases)."""
+    conn = await asyncpg.connect(url)
+    try:
+        return {
+            "wal_syncs": int(await conn.fetchval("SELECT wal_sync FROM pg_stat_wal")),
+            "commits": int(await conn.fetchval("SELECT sum(xact_commit) FROM pg_stat_database")),
+        }
+    finally:
+        await conn.close()
+
+
+def _counted(url: str, n: int, command: list[str]) -> dict[str, Any]:
+    """Run ``command`` and add the server's WAL flushes and commits per workflow."""
+    time.sleep(1.0)  # let the stats of the previous measurement reach the counters
+    before = asyncio.run(server_counters(url))
+    result = _last_json(command)
+    time.sleep(1.0)
+    after = asyncio.run(server_counters(url))
+    for name in before:
+        result[f"{name}_per_workflow"] = round((after[name] - before[name]) / n, 2)
+    return result
+
+
 def measure_ours(url: str, workload: str, n: int, in_flight: int) -> dict[str, Any]:
     """Our workflows/s, one process (worker and client), in a fresh schema of ``url``."""
     command = [sys.executable, str(ROOT / "benchmarks" / "ours.py"), workload, "--n", str(n)]
     command += ["--concurrency", str(in_flight), "--world", with_schema(url)]
-    return _last_json(command)
+    return _counted(url, n, command)
 
 
 def measure_dbos(tcp_url: str, workload: str, n: int, in_flight: int) -> dict[str, Any]:
@@ -87,7 +116,7 @@ def measure_dbos(tcp_url: str, workload: str, n: int, in_flight: int) -> dict[st
     pg_url = tcp_url.rsplit("/", 1)[0] + f"/dbos_{uuid.uuid4().hex[:8]}"
     command = [sys.executable, str(ROOT / "benchmarks" / "dbos_peer.py"), workload]
     command += ["--n", str(n), "--concurrency", str(in_flight), "--pg-url", pg_url]
-    return _last_json(command)
+    return _counted(tcp_url, n, command)
 
 
 async def count_round_trips(host: str, port: int, n: int) -> dict[str, Any]:
@@ -167,11 +196,18 @@ def main() -> None:
     def median(results: list[dict[str, Any]]) -> float:
         return float(statistics.median(r["workflows_per_second"] for r in results))
 
+    def per_workflow(results: list[dict[str, Any]], name: str) -> float:
+        return float(statistics.median(r[f"{name}_per_workflow"] for r in results))
+
     table = {
         workload: {
             "ours_workflows_per_second": median(both["ours"]),
             "dbos_workflows_per_second": median(both["dbos"]),
             "ratio": round(median(both["ours"]) / median(both["dbos"]), 2),
+            "ours_wal_syncs_per_workflow": per_workflow(both["ours"], "wal_syncs"),
+            "dbos_wal_syncs_per_workflow": per_workflow(both["dbos"], "wal_syncs"),
+            "ours_commits_per_workflow": per_workflow(both["ours"], "commits"),
+            "dbos_commits_per_workflow": per_workflow(both["dbos"], "commits"),
         }
         for workload, both in runs.items()
     }
@@ -188,11 +224,16 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"server: {settings}")
-    print("| workload | ours wf/s | DBOS wf/s | ours / DBOS |\n|---|---|---|---|")
+    print(
+        "| workload | ours wf/s | DBOS wf/s | ours / DBOS | WAL flushes per workflow "
+        "(ours / DBOS) | transactions per workflow (ours / DBOS) |\n|---|---|---|---|---|---|"
+    )
     for workload, row in table.items():
         print(
             f"| {workload} | {row['ours_workflows_per_second']:.1f} "
-            f"| {row['dbos_workflows_per_second']:.1f} | {row['ratio']}x |"
+            f"| {row['dbos_workflows_per_second']:.1f} | {row['ratio']}x "
+            f"| {row['ours_wal_syncs_per_workflow']} / {row['dbos_wal_syncs_per_workflow']} "
+            f"| {row['ours_commits_per_workflow']} / {row['dbos_commits_per_workflow']} |"
         )
     if trips is not None:
         print(f"round trips per 1-step workflow (sequential): {trips['round_trips_per_workflow']}")
