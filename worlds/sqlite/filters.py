@@ -25,9 +25,10 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     With attribute filters, the first one drives the scan through the
     ``attributes_value`` index in descending run id order (the cursor is a range
     bound on it) and the others are primary-key probes; the world puts the
-    most selective first (``match_counts_sql``, ``terms.most_selective_first``). Without them, several
-    statuses become one ``runs_status`` scan each, merged in id order. ``LIMIT``
-    is ``query.limit + 1`` so the caller can tell whether another page exists.
+    most selective first (``match_counts_sql``, ``terms.most_selective_first``).
+    Without them, several statuses become one ``runs_status`` scan each, merged
+    in id order. ``LIMIT`` is ``query.limit + 1`` so the caller can tell whether
+    another page exists.
 
     ``query.where`` compiles to a parameterised condition (``where_sql``); its
     top-level ``attribute = value`` terms join the attribute filters, so they
