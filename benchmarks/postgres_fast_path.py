@@ -10,8 +10,11 @@ Workloads: ``one_step_sequential`` (start one workflow of one step, wait for
 its result, N times) and ``steps_10`` (workflows of ten sequential steps, so
 commits dominate).
 
-Starts a throwaway server with ``tests/pg_server.py`` unless ``--pg-url`` is
-given. Writes ``benchmarks/results/postgres_fast_path.json``.
+Starts a throwaway durable server with ``tests/pg_server.py`` (``fsync``,
+``synchronous_commit`` and ``full_page_writes`` on; ``--fsync-off`` for the
+test server's settings) unless ``--pg-url`` is given; the settings in force
+are read back into the results. Writes
+``benchmarks/results/postgres_fast_path.json``.
 
 Usage::
 
@@ -93,9 +96,13 @@ def main() -> None:
         "--workloads", default=",".join(WORKLOADS), help="comma-separated, of " + str(WORKLOADS)
     )
     parser.add_argument("--pg-url", help="a PostgreSQL URL (default: start a server)")
+    parser.add_argument(
+        "--fsync-off", action="store_true", help="start the server with fsync off (tests' settings)"
+    )
     parser.add_argument("--out", default=None, help="results file (default: results/...json)")
     args = parser.parse_args()
 
+    from benchmarks.postgres_durable import server_settings
     from tests import pg_server
 
     directory = None
@@ -103,7 +110,9 @@ def main() -> None:
         url = args.pg_url
     else:
         directory = tempfile.mkdtemp(prefix="wf-pg-fast-")
-        url = pg_server.start(directory).socket_url
+        url = pg_server.start(directory, durable=not args.fsync_off).socket_url
+    settings = anyio.run(server_settings, url)
+    print(json.dumps({"server": settings}), file=sys.stderr)
     workloads = [w for w in args.workloads.split(",") if w]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
         w: {"fast": [], "general": []} for w in workloads
@@ -126,6 +135,7 @@ def main() -> None:
     summary: dict[str, Any] = {
         "n": args.n,
         "repeat": args.repeat,
+        "server": settings,
         "cpu_count": os.cpu_count(),
         "workloads": {},
         "runs": runs,

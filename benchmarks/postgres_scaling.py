@@ -10,8 +10,17 @@ from the first start to the last result. DBOS runs the same workload
 (``benchmarks/dbos_peer.py one_step_io_concurrent``) on the same server in the
 same run, at several in-flight limits; its best counts.
 
-Starts a throwaway server with ``tests/pg_server.py`` unless ``--pg-url`` is
-given. Writes ``benchmarks/results/postgres_scaling.json``.
+Starts a throwaway durable server with ``tests/pg_server.py`` (``fsync``,
+``synchronous_commit`` and ``full_page_writes`` on, as ``postgres_durable.py``;
+``--fsync-off`` for the test server's settings) unless ``--pg-url`` is given;
+the settings in force are read back from the server into the results. Writes
+``benchmarks/results/postgres_scaling.json``.
+
+On a machine with fewer cores than worker processes (2 cores here, shared by
+the server, the workers and the client), the processes share the cores: the
+figures show whether adding processes adds throughput when each worker is
+limited by its own concurrency and the step's I/O (``--concurrency`` small),
+not how 4 processes scale on 4 cores.
 
 Usage::
 
@@ -134,8 +143,12 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="results file (default: results/...json)")
     parser.add_argument("--repeat", type=int, default=2, help="measurements per setting")
     parser.add_argument("--pg-url", help="a TCP PostgreSQL URL (default: start a server)")
+    parser.add_argument(
+        "--fsync-off", action="store_true", help="start the server with fsync off (tests' settings)"
+    )
     args = parser.parse_args()
 
+    from benchmarks.postgres_durable import server_settings
     from tests import pg_server
 
     directory = None
@@ -143,9 +156,11 @@ def main() -> None:
         tcp_url = url = args.pg_url
     else:
         directory = tempfile.mkdtemp(prefix="wf-pg-bench-")
-        server = pg_server.start(directory)
+        server = pg_server.start(directory, durable=not args.fsync_off)
         tcp_url, url = server.url, server.socket_url
     try:
+        settings = asyncio.run(server_settings(tcp_url))
+        print(json.dumps({"server": settings}), file=sys.stderr)
         counts = [int(c) for c in args.processes.split(",") if c]
         limits = [int(c) for c in args.dbos_in_flight.split(",") if c]
         ours: dict[int, list[dict[str, Any]]] = {count: [] for count in counts}
@@ -171,6 +186,7 @@ def main() -> None:
     top = max(rates)
     summary = {
         "workload": "one-step workflows, the step awaits 10 ms of I/O",
+        "server": settings,
         "n": args.n,
         "repeat": args.repeat,
         "concurrency_per_process": args.concurrency,
@@ -186,6 +202,7 @@ def main() -> None:
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / "postgres_scaling.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"server: {settings}")
     print("| setting | workflows/s |\n|---|---|")
     for count, rate in rates.items():
         print(f"| ours, {count} worker process(es) x {args.concurrency} | {rate:.1f} |")

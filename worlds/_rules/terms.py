@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from worlds.query import And, AttrRef, Compare, Expr, check
 from worlds.types import AttributeValue, RunQuery, RunRecord
 
-__all__ = ["index_terms", "index_value", "matches"]
+__all__ = ["SELECTIVITY_CAP", "index_terms", "index_value", "matches", "most_selective_first"]
+
+SELECTIVITY_CAP = 1000
+"""How far a world counts each attribute filter's matches to choose the one to scan.
+
+With several ``attribute = value`` filters, a world with an attribute index
+scans the filter with the fewest matching runs (newest first) and probes the
+others for each run it meets: scanning a filter with ``n`` matches costs at
+most ``n`` index rows, whatever the filters' order in the query. Matches are
+counted through the index up to this many, so choosing costs at most this
+many index rows per filter; filters that reach it, or tie, keep the query's
+order (``most_selective_first``). The SQLite world counts; PostgreSQL's
+planner already orders the filters by its per-value statistics, and counting
+there cost more than it saved (``benchmarks/search.py``).
+"""
 
 
 def index_value(value: AttributeValue) -> str:
@@ -47,6 +61,20 @@ def matches(run: RunRecord, query: RunQuery) -> bool:
         if key not in run.attributes or index_value(run.attributes[key]) != index_value(value):
             return False
     return True
+
+
+def most_selective_first(
+    attributes: dict[str, AttributeValue], counts: Sequence[int]
+) -> dict[str, AttributeValue]:
+    """``attributes`` reordered by their ``counts`` of matching runs (each counted
+    up to ``SELECTIVITY_CAP``), fewest first; ties keep their order."""
+    if len(counts) != len(attributes):
+        raise ValueError(f"{len(counts)} counts for {len(attributes)} attribute filters")
+    order = sorted(
+        range(len(counts)), key=lambda index: (min(counts[index], SELECTIVITY_CAP), index)
+    )
+    pairs = list(attributes.items())
+    return dict(pairs[index] for index in order)
 
 
 def index_terms(

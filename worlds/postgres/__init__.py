@@ -6,8 +6,11 @@ allocated under the run row's lock (``SELECT ... FOR UPDATE``), unique claims
 are rows of a table keyed by the (key, value) pair, and work is leased with
 ``FOR UPDATE SKIP LOCKED`` so leasing workers never wait for each other.
 Transactions that enqueue work or close a run send a notification
-(``pg_notify``, delivered when they commit); a dedicated listener connection
-turns notifications into ``wait`` wake-ups, so idle workers wake at once.
+(``pg_notify``, delivered when they commit; in the transaction, or right
+after it while the world object has other writes in flight, so that
+notifying commits still share WAL flushes: ``notices``); a dedicated listener
+connection turns notifications into ``wait`` wake-ups, so idle workers wake
+at once.
 
 One clock: the server's. Lease expiry and the due times of timers and work
 items are decided by the database server's clock, never by a worker's: the

@@ -66,8 +66,8 @@ class CommitRunArgs(NamedTuple):
     tokens: list[int]
     expires: datetime
     starts: list[bytes]
-    channel: str
-    run_channel: str
+    channel: str | None
+    run_channel: str | None
 
 
 def _qualifies(event: EventKind) -> bool:

@@ -28,9 +28,14 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     """The statement and parameters listing runs that match ``query``, newest first.
 
     With attribute filters (``query.attributes`` and the top-level
-    ``attribute = value`` terms of ``query.where``), the first one drives the
-    scan through the ``attributes_value`` index in descending run id order (the
-    cursor is a range bound on it); the others are probes. The rest of
+    ``attribute = value`` terms of ``query.where``), the first one is joined
+    through the ``attributes_value`` index in descending run id order (the
+    cursor is a range bound on it) and the others are ``EXISTS`` probes, which
+    the server turns into joins and orders by its own per-value statistics
+    (the values are parameters of a custom plan), so the query's order does
+    not decide which filter is scanned (``terms.SELECTIVITY_CAP`` explains the
+    rule; ``benchmarks/search.py`` measures it: scanning the most selective
+    filter explicitly cost more here than the planner's choice). The rest of
     ``query.where`` compiles to a parameterised condition (``where_sql``).
     ``LIMIT`` is ``query.limit + 1`` so the caller can tell whether there is more.
 

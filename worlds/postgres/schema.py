@@ -112,8 +112,9 @@ REFERENCE: tuple[str, ...] = (
         PRIMARY KEY (token, resume_id)
     )""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
-    # ``commit_run``, the one-round-trip commit (``fast.py``): its text is
-    # ``MIGRATIONS[4]``, the last migration that replaced it.
+    # ``commit_run``, the one-round-trip commit (``fast.py``), and ``create_run``,
+    # the one-round-trip start of a run with claims or a deadline: their text
+    # is in ``MIGRATIONS[5]``, the last migration that replaced them.
 )
 """The current tables and indexes (functions aside), for reading; see the module docstring."""
 

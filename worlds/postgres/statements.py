@@ -13,6 +13,12 @@ COMMIT_RUN = (
     "$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
 )
 
+CREATE_RUN_CLAIMING = (
+    "SELECT create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+)
+PAIR_HELD = "WF001"
+"""The SQLSTATE ``create_run`` raises when a pair to claim is held (nothing was written)."""
+
 # ---------------------------------------------------------------------------- runs
 
 RUN_COLUMNS = (
@@ -45,7 +51,7 @@ WITH new_run AS (
     VALUES ($8, $1, 'workflow', $2, 0, 1, '', $3, 0, false)
     ON CONFLICT (id) DO NOTHING
 )
-SELECT pg_notify($9, 'work')
+SELECT pg_notify($9, 'work') WHERE $9 IS NOT NULL
 """
 
 # Appends events and stores the run's new state; a closed run loses its work and hooks.

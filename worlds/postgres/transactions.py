@@ -35,6 +35,7 @@ from worlds.types import (
     AttributeSet,
     AttributeValue,
     CommitRequest,
+    CreateRunRequest,
     EventKind,
     HookConflict,
     HookCreated,
@@ -61,10 +62,11 @@ class Tx:
     """One write transaction: its connection, clock, pending events and signals."""
 
     def __init__(
-        self, conn: Connection, channel: str, clock: Callable[[], datetime] = utcnow
+        self, conn: Connection, channel: str | None, clock: Callable[[], datetime] = utcnow
     ) -> None:
         self.conn = conn
         self.channel = channel
+        """The work channel, or ``None``: the caller notifies ``signals`` after the commit."""
         self.clock = clock
         """The world's clock (the server's, as the world estimates it)."""
         self.now = clock()
@@ -159,6 +161,49 @@ class Tx:
                 raise requests.run_exists(run_id) from None
             raise
         self.signals.add(WORK_TOPIC)
+
+    async def insert_run_claiming(self, request: CreateRunRequest) -> bool:
+        """``insert_run`` for ``request``, with its unique pairs claimed and its
+        deadline timer, in one call of the schema's ``create_run`` function.
+
+        Returns ``False``, with nothing written, when a pair is held: the caller
+        then takes the general path, which decides by the start policy.
+        """
+        attributes = dict(request.attributes)
+        stored = runs.created_event(request.workflow, request.args, attributes, self.now)
+        keys, claimed = list(attributes), sorted(request.unique)
+        timer = runs.deadline_item(request)
+        try:
+            await self.conn.execute(
+                sql.CREATE_RUN_CLAIMING,
+                request.run_id,
+                request.workflow,
+                self.now,
+                codecs.encode(attributes),
+                keys,
+                [index_value(attributes[key]) for key in keys],
+                codecs.encode(stored),
+                workflow_item_id(request.run_id),
+                self.channel,
+                claimed,
+                [index_value(attributes[key]) for key in claimed],
+                [codecs.encode(attributes[key]) for key in claimed],
+                None if timer is None else work_item_id(request.run_id, timer),
+                None if timer is None else timer.number,
+                None if timer is None else timer.attempt,
+                None if timer is None else timer.payload,
+                None if timer is None else timer.available_at,
+            )
+        except asyncpg.exceptions.UniqueViolationError as exc:
+            if _is_run_id_taken(exc):
+                raise requests.run_exists(request.run_id) from None
+            raise
+        except asyncpg.exceptions.PostgresError as exc:
+            if exc.sqlstate == sql.PAIR_HELD:
+                return False
+            raise
+        self.signals.add(WORK_TOPIC)
+        return True
 
     async def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
         """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""

@@ -35,8 +35,9 @@ from worlds.postgres.connection import (
     set_keepalive,
 )
 from worlds.postgres.fast import commit_params, commit_result
+from worlds.postgres.notices import Notices
 from worlds.postgres.transactions import Tx
-from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.semantics import (
     decode_cursor,
     encode_cursor,
@@ -128,6 +129,7 @@ class PostgresWorld(ClosesOnExit):
         self._subscribing: anyio.Lock | None = None
         """Serialises use of the listener connection (one operation at a time)."""
         self._hub = SignalHub()
+        self._notices = Notices()
         self._closed = False
         self._listen_again_at = 0.0
 
@@ -139,6 +141,8 @@ class PostgresWorld(ClosesOnExit):
         self._closed = True
         self._hub.wake_all()
         listener, self._listener = self._listener, None
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.command_timeout):
+            await self._notices.drain()
         pool, self._pool = self._pool, None
         with anyio.CancelScope(shield=True):
             if listener is not None and not listener.is_closed():
@@ -240,30 +244,47 @@ class PostgresWorld(ClosesOnExit):
         if self._listener is conn:
             self._listener = None
 
+    def _post(self, topics: Collection[str]) -> None:
+        """Notify ``topics`` right after this commit, in the background (``notices``)."""
+        if topics and self._pool is not None:
+            self._notices.post(self._notify, topics)
+
+    async def _notify(self, topics: list[str]) -> None:
+        pool = self._pool
+        if pool is not None:
+            await pool.execute(sql.NOTIFY, self._channel, self._run_channel, topics)
+
     async def _write(self, body: Callable[[Tx], Awaitable[T]]) -> T:
-        """Run ``body`` as one transaction, again if it lost a deadlock or serialization race."""
+        """Run ``body`` as one transaction, again if it lost a deadlock or serialization race.
+
+        Its notifications go in the transaction when it is this world object's
+        only write in flight, else right after it commits (``notices``).
+        """
         pool = await self._connect()
-        for attempt in range(RETRIES):
-            try:
-                async with pool.acquire() as conn:
-                    try:
-                        async with conn.transaction():
-                            tx = Tx(conn, self._channel, self._clock.now)
-                            result = await body(tx)
-                            if tx.signals:
-                                await conn.execute(
-                                    sql.NOTIFY,
-                                    self._channel,
-                                    self._run_channel,
-                                    sorted(tx.signals),
-                                )
-                    except RollbackError as rollback:
-                        return cast(T, rollback.result)
-                return result
-            except RETRYABLE:
-                if attempt == RETRIES - 1:
-                    raise
-                await anyio.sleep(backoff(attempt))
+        with self._notices.writing() as inline:
+            for attempt in range(RETRIES):
+                try:
+                    async with pool.acquire() as conn:
+                        try:
+                            async with conn.transaction():
+                                tx = Tx(conn, self._channel if inline else None, self._clock.now)
+                                result = await body(tx)
+                                if tx.signals and inline:
+                                    await conn.execute(
+                                        sql.NOTIFY,
+                                        self._channel,
+                                        self._run_channel,
+                                        sorted(tx.signals),
+                                    )
+                        except RollbackError as rollback:
+                            return cast(T, rollback.result)
+                    if not inline:
+                        self._post(tx.signals)
+                    return result
+                except RETRYABLE:
+                    if attempt == RETRIES - 1:
+                        raise
+                    await anyio.sleep(backoff(attempt))
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ runs
@@ -275,11 +296,20 @@ class PostgresWorld(ClosesOnExit):
         attributes = dict(request.attributes)
         policy = request.policy
         run_id = request.run_id
-        if not request.unique and request.timeout_at is None:
-            # nothing to claim: one statement, its own transaction
-            async with (await self._connect()).acquire() as conn:
-                tx = Tx(conn, self._channel, self._clock.now)
-                await tx.insert_run(run_id, request.workflow, request.args, attributes)
+        pool = await self._connect()
+        with self._notices.writing() as inline:
+            async with pool.acquire() as conn:
+                tx = Tx(conn, self._channel if inline else None, self._clock.now)
+                if not request.unique and request.timeout_at is None:
+                    # nothing to claim: one statement, its own transaction
+                    await tx.insert_run(run_id, request.workflow, request.args, attributes)
+                    created = True
+                else:
+                    # every pair free (the usual case): one call; else the general path
+                    created = await retry(tx.insert_run_claiming, request)
+        if created:
+            if not inline:
+                self._post(tx.signals)
             return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
 
         async def body(tx: Tx) -> CreateRunResult:
@@ -323,7 +353,13 @@ class PostgresWorld(ClosesOnExit):
             args = commit_params(request, self._clock.now(), self._channel, self._run_channel)
         if args is not None:
             pool = await self._connect()
-            rows = await retry(pool.fetch, sql.COMMIT_RUN, *args)
+            with self._notices.writing() as inline:
+                if not inline:
+                    args = args._replace(channel=None, run_channel=None)
+                rows = await retry(pool.fetch, sql.COMMIT_RUN, *args)
+            if not inline and rows[-1]["outcome"] == "ok":
+                closed = [run_topic(request.run_id)] if args.closed is not None else []
+                self._post([WORK_TOPIC, *closed] if rows[-1]["notify"] else closed)
             result = commit_result(request, rows, args)
             if result is not None:
                 return result

@@ -12,11 +12,11 @@ from typing import TypeAlias, get_args
 import msgspec
 
 from worlds import query as q
-from worlds._rules.terms import index_terms
+from worlds._rules.terms import SELECTIVITY_CAP, index_terms
 from worlds.semantics import index_value
 from worlds.sqlite.codecs import to_micros
 from worlds.sqlite.statements import RUN_COLUMNS
-from worlds.types import RunQuery
+from worlds.types import AttributeValue, RunQuery
 
 
 def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[object]]:
@@ -24,9 +24,11 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
 
     With attribute filters, the first one drives the scan through the
     ``attributes_value`` index in descending run id order (the cursor is a range
-    bound on it) and the others are primary-key probes. Without them, several
-    statuses become one ``runs_status`` scan each, merged in id order. ``LIMIT``
-    is ``query.limit + 1`` so the caller can tell whether another page exists.
+    bound on it) and the others are primary-key probes; the world puts the
+    most selective first (``match_counts_sql``, ``terms.most_selective_first``).
+    Without them, several statuses become one ``runs_status`` scan each, merged
+    in id order. ``LIMIT`` is ``query.limit + 1`` so the caller can tell whether
+    another page exists.
 
     ``query.where`` compiles to a parameterised condition (``where_sql``); its
     top-level ``attribute = value`` terms join the attribute filters, so they
@@ -74,6 +76,20 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     sql = " UNION ALL ".join([arm] * len(statuses)) + " ORDER BY 1 DESC LIMIT ?"
     arms = [value for status in statuses for value in (status, *head, *params)]
     return sql, [*arms, query.limit + 1]
+
+
+def match_counts_sql(attributes: dict[str, AttributeValue]) -> tuple[str, list[object]]:
+    """The statement counting each attribute filter's matching runs, up to
+    ``SELECTIVITY_CAP``, through the ``attributes_value`` index (one row, one
+    column per filter, in ``attributes`` order)."""
+    count = (
+        "(SELECT count(*) FROM (SELECT 1 FROM attributes WHERE key = ? AND ivalue = ? "
+        f"LIMIT {SELECTIVITY_CAP}))"
+    )
+    params: list[object] = []
+    for key, value in attributes.items():
+        params += [key, index_value(value)]
+    return "SELECT " + ", ".join([count] * len(attributes)), params
 
 
 def _attribute_scan(query: RunQuery, before_id: str | None) -> tuple[str, list[str], list[object]]:

@@ -11,8 +11,10 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
+import msgspec
+
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import claims, commits, requests, runs
+from worlds._rules import claims, commits, requests, runs, terms
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -27,7 +29,7 @@ from worlds.semantics import (
 from worlds.sqlite import codecs
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
-from worlds.sqlite.filters import list_runs_sql
+from worlds.sqlite.filters import list_runs_sql, match_counts_sql
 from worlds.sqlite.schema import SCHEMA_VERSION
 from worlds.sqlite.transactions import RollbackError, Writer, new_token, run_once
 from worlds.types import (
@@ -347,14 +349,29 @@ class SqliteWorld(ClosesOnExit):
         return await self._connection.read(body)
 
     async def list_runs(self, query: RunQuery) -> RunPage:
-        """See ``World.list_runs``."""
+        """See ``World.list_runs``.
+
+        With several attribute filters (``query.attributes`` and the top-level
+        ``attribute = value`` terms of ``query.where``), the one with the
+        fewest matches drives the scan (``terms.most_selective_first``), the
+        matches counted in the same read.
+        """
         self._connection.check_open()
         if query.limit < 1:
             raise ValueError(f"limit must be at least 1, not {query.limit}")
         before = decode_cursor(query.cursor) if query.cursor else None
-        statement, params = list_runs_sql(query, before)
+        if query.where is not None:
+            attributes, rest = terms.index_terms(query.attributes, query.where)
+            query = msgspec.structs.replace(query, attributes=attributes, where=rest)
+        list_runs_sql(query, before)  # a malformed filter raises here, not in the reader
 
         def body(db: sqlite3.Connection) -> list[RunRecord]:
+            ordered = query
+            if len(query.attributes) > 1:
+                counts = db.execute(*match_counts_sql(query.attributes)).fetchone()
+                attributes = terms.most_selective_first(query.attributes, tuple(counts))
+                ordered = msgspec.structs.replace(query, attributes=attributes)
+            statement, params = list_runs_sql(ordered, before)
             return [codecs.run_from_row(row) for row in db.execute(statement, params)]
 
         found = await self._connection.read(body)

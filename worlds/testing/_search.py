@@ -245,6 +245,36 @@ class SearchConformance(WhereConformance):
         assert listed.status == RunStatus.COMPLETED and listed.result == b""
 
     @pytest.mark.anyio
+    async def test_several_attribute_filters_agree_in_any_order(self, world: World) -> None:
+        """Filters of very different selectivity find the same runs and pages in any order.
+
+        A world may scan the most selective filter first (``terms.SELECTIVITY_CAP``);
+        which one it scans never changes what it finds, or the cursors.
+        """
+        wanted: list[str] = []
+        for n in range(24):
+            attributes: dict[str, AttributeValue] = {"tenant": "t1", "n": n % 2}
+            if n % 3 == 0:
+                attributes["customer"] = "c1"
+            run = await create_run(world, attributes=attributes)
+            if n % 6 == 0:
+                wanted.append(run.id)
+        await create_run(world, attributes={"tenant": "t2", "customer": "c1", "n": 0})
+        expected = wanted[::-1]
+        pairs: list[tuple[str, AttributeValue]] = [("tenant", "t1"), ("customer", "c1"), ("n", 0)]
+        for ordered in (pairs, pairs[::-1], [pairs[1], pairs[0], pairs[2]]):
+            for limit in (1, 2, 3, 5):
+                query = RunQuery(attributes=dict(ordered), limit=limit)
+                found = await _every_page(world, query, max_pages=10)
+                assert found == expected, f"order {ordered}, limit {limit}"
+                terms = And(tuple(Compare(_attr(key), "=", value) for key, value in ordered))
+                found = await _every_page(world, RunQuery(where=terms, limit=limit), max_pages=10)
+                assert found == expected, f"where {ordered}, limit {limit}"
+        two = RunQuery(attributes={"tenant": "t1", "customer": "c1"})
+        assert len(await _ids(world, two)) == 8
+        assert await _ids(world, RunQuery(attributes={"tenant": "t2", "n": 1})) == []
+
+    @pytest.mark.anyio
     async def test_an_empty_status_set_matches_nothing(self, world: World) -> None:
         """``statuses=frozenset()`` is a filter no run passes (not "any status")."""
         await create_run(world)
