@@ -18,15 +18,15 @@ Needs the ``ui`` extra: ``pip install 'attribute-workflows[ui]'``.
 
 from __future__ import annotations
 
-import importlib.util
-
-_MISSING = [name for name in ("starlette", "jinja2") if importlib.util.find_spec(name) is None]
-if _MISSING:
+try:
+    import jinja2  # noqa: F401
+    import starlette  # noqa: F401
+except ImportError as exc:
     raise ImportError(
-        f"workflow.ui needs {' and '.join(_MISSING)}, which the 'ui' extra installs: "
-        "pip install 'attribute-workflows[ui]'"
-    )
+        f"workflow.ui needs {exc.name or 'starlette and jinja2'}, which the 'ui' extra "
+        "installs: pip install 'attribute-workflows[ui]'"
+    ) from exc
 
-from workflow.ui._app import create_app  # noqa: E402 - after the dependency check
+from workflow.ui._app import create_app
 
 __all__ = ["create_app"]

@@ -31,9 +31,7 @@ PAGE_SIZE = 50
 class Ui:
     """What every handler shares: the world, the templates, the guard and the options."""
 
-    def __init__(
-        self, world: World, guard: Guard, *, read_only: bool, live_seconds: float
-    ) -> None:
+    def __init__(self, world: World, guard: Guard, *, read_only: bool, live_seconds: float) -> None:
         self.world = world
         self.guard = guard
         self.read_only = read_only

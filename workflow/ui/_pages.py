@@ -12,7 +12,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from workflow.client import RunList, find_run, get_run, list_runs
 from workflow.errors import QuerySyntaxError
-from workflow.query import And, AttrRef, Compare, Expr, format, parse
+from workflow.query import And, AttrRef, Compare, Expr, parse
+from workflow.query import format as format_query
 from workflow.ui._app import PAGE_SIZE, Ui
 from workflow.views import (
     EventWindow,
@@ -73,7 +74,7 @@ class Filter:
             combined = And((parse(self.q), term)) if self.q else term
         except QuerySyntaxError:
             combined = term
-        return self.url(q=format(combined))
+        return self.url(q=format_query(combined))
 
     async def page(self, ui: Ui, limit: int = PAGE_SIZE) -> RunList:
         """The runs this filter selects, one page.

@@ -39,7 +39,7 @@ HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
 OPEN_PATHS = ("/login", "/static/")
@@ -141,13 +141,20 @@ class SecurityMiddleware:
 
 
 def _same_origin(headers: dict[bytes, bytes]) -> bool:
-    """False for a browser POST sent from another site (``Origin`` names another host)."""
+    """False for a browser POST sent from another site.
+
+    Browsers say where a request comes from in ``Sec-Fetch-Site`` (and in
+    ``Origin``); a client that sends neither is no browser, and still needs the
+    CSRF token.
+    """
+    site = headers.get(b"sec-fetch-site")
+    if site is not None:
+        return site in (b"same-origin", b"none")
     origin = headers.get(b"origin")
-    if origin is None or origin == b"null":
-        return origin is None
-    return urlsplit(origin.decode("latin-1")).netloc.lower() == (
-        headers.get(b"host", b"").decode("latin-1").lower()
-    )
+    if origin is None:
+        return True
+    host = headers.get(b"host", b"").decode("latin-1").lower()
+    return urlsplit(origin.decode("latin-1")).netloc.lower() == host
 
 
 async def _plain(send: Send, status: int, text: str) -> None:
