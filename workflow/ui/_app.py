@@ -121,7 +121,7 @@ def create_app(
     routes: list[Route | Mount] = [
         Route("/", bind(_pages.runs_page)),
         Route("/fragments/counts", bind(_pages.counts_fragment)),
-        Route("/runs/by/{key}/{value}", bind(_pages.run_by_pair)),
+        Route("/runs/by/{key}/{value:path}", bind(_pages.run_by_pair)),
         Route("/runs/{run_id}", bind(_pages.run_page)),
         Route("/api/runs", bind(_pages.runs_json)),
         Route("/api/runs/{run_id}", bind(_pages.run_json)),
