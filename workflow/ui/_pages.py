@@ -20,10 +20,20 @@ from workflow.views import (
     RunDetails,
     decode_payload,
     event_summary,
+    format_duration,
     gather_details,
     run_to_json,
 )
-from worlds.types import EventKind, RunContinued, RunRecord, RunStatus
+from worlds.types import (
+    EventKind,
+    RunContinued,
+    RunRecord,
+    RunStatus,
+    StepCompleted,
+    StepFailed,
+    StepRetrying,
+    StepStarted,
+)
 
 __all__ = [
     "counts_fragment",
@@ -210,17 +220,28 @@ async def run_page(ui: Ui, request: Request) -> Response:
     run = get_run(record.id, world=ui.world)
     claims = await run.claims()
     shown, omitted = details.window.select(details.events)
+    started = {
+        (event.step, event.attempt): event.at
+        for event in details.events
+        if isinstance(event, StepStarted)
+    }
     timeline = []
     for event in shown:
         kind = str(type(event).__struct_config__.tag)
         offset = max(0.0, (event.at - record.created_at).total_seconds())
+        summary = event_summary(event)
+        if isinstance(event, (StepCompleted, StepRetrying, StepFailed)):
+            began = started.get((event.step, event.attempt))
+            if began is not None:
+                took = max(0.0, (event.at - began).total_seconds())
+                summary = f"{summary} · took {format_duration(took)}"
         timeline.append(
             {
                 "seq": event.seq,
                 "at": event.at,
                 "offset": offset,
                 "kind": kind,
-                "summary": event_summary(event),
+                "summary": summary,
                 "tone": _TONE.get(kind, ""),
                 "gap_before": omitted is not None and event.seq == omitted[1] + 1,
             }
