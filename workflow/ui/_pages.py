@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote_plus
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -50,6 +51,14 @@ RESULT_SHOWN = 20_000
 """Characters of a result or payload shown in a page (the JSON API has all)."""
 
 
+_FIELDS = ("q", "status", "workflow", "cursor")
+
+
+@lru_cache(maxsize=4096)
+def _encoded(value: str) -> str:
+    return quote_plus(value)
+
+
 @dataclass(frozen=True)
 class Filter:
     """The list's filters, as they appear in its URL (so a search can be shared)."""
@@ -72,18 +81,25 @@ class Filter:
 
     def url(self, **changes: str) -> str:
         """This list's URL with ``changes`` (and the cursor dropped unless given)."""
-        fields = {"q": self.q, "status": self.status, "workflow": self.workflow, "cursor": ""}
-        fields.update(changes)
-        query = urlencode({k: v for k, v in fields.items() if v})
-        return f"/?{query}" if query else "/"
+        parts = []
+        for name in _FIELDS:
+            value = changes.get(name, "" if name == "cursor" else getattr(self, name))
+            if value:
+                parts.append(f"{name}={_encoded(value)}")
+        return "/?" + "&".join(parts) if parts else "/"
+
+    @cached_property
+    def parsed(self) -> Expr | None:
+        """The query's tree, or None if there is none or it is malformed."""
+        try:
+            return parse(self.q) if self.q else None
+        except QuerySyntaxError:
+            return None
 
     def with_term(self, key: str, value: Any) -> str:
         """The URL that also requires attribute ``key`` = ``value`` (an attribute chip)."""
         term: Expr = Compare(AttrRef(key), "=", value)
-        try:
-            combined = And((parse(self.q), term)) if self.q else term
-        except QuerySyntaxError:
-            combined = term
+        combined = term if self.parsed is None else And((self.parsed, term))
         return self.url(q=format_query(combined))
 
     async def page(self, ui: Ui, limit: int = PAGE_SIZE) -> RunList:
