@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from workflow import (
+    FatalError,
     RetryableError,
     continue_as_new,
     create_hook,
@@ -34,6 +35,17 @@ async def checkout(customer: str, cents: int) -> dict[str, str]:
     return {"payment": payment, "shipment": await ship(customer)}
 
 
+@step
+async def refund_card(customer: str) -> str:
+    raise FatalError(f"payment provider refused the refund for {customer}: card expired")
+
+
+@workflow
+async def refund(customer: str) -> str:
+    await set_attribute("stage", "refunding")
+    return await refund_card(customer)
+
+
 @workflow
 async def approval(order: str) -> object:
     await set_attribute("order", order, unique=True)
@@ -50,4 +62,4 @@ async def countdown(n: int) -> int:
     return n
 
 
-WORKFLOWS = [checkout, approval, countdown]
+WORKFLOWS = [checkout, approval, countdown, refund]
