@@ -16,9 +16,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.apps.uiapp import approval, checkout, countdown
@@ -55,13 +56,20 @@ def _search(driver: webdriver.Chrome, query: str) -> None:
     box = driver.find_element(By.ID, "q")
     box.clear()
     box.send_keys(query)
-    driver.find_element(By.ID, "search-button").click()
+    _follow(driver, driver.find_element(By.ID, "search-button"))
 
 
 def _wait_text(driver: webdriver.Chrome, element_id: str, text: str) -> None:
-    WebDriverWait(driver, WAIT).until(
+    WebDriverWait(driver, WAIT, ignored_exceptions=[StaleElementReferenceException]).until(
         lambda d: d.find_element(By.ID, element_id).text.strip() == text
     )
+
+
+def _follow(driver: webdriver.Chrome, element: WebElement) -> None:
+    """Click ``element`` and wait until the page it loads has replaced this one."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, WAIT).until(expected_conditions.staleness_of(page))
 
 
 def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.Chrome) -> None:
@@ -124,12 +132,12 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
     chip = next(
         c for c in browser.find_elements(By.CSS_SELECTOR, "a.chip") if c.text == "customer=c-1"
     )
-    chip.click()
+    _follow(browser, chip)
     assert [row.get_attribute("data-run") for row in _rows(browser)] == [ids["c-1"]]
     assert parse_qs(urlsplit(browser.current_url).query)["q"] == ["customer = 'c-1'"]
 
     # A run's page: its timeline shows the retry with its error, the timer, the result.
-    _rows(browser)[0].find_element(By.CSS_SELECTOR, "a.run-link").click()
+    _follow(browser, _rows(browser)[0].find_element(By.CSS_SELECTOR, "a.run-link"))
     assert browser.find_element(By.ID, "run-status").text == "completed"
     kinds = [
         e.get_attribute("data-kind") for e in browser.find_elements(By.CSS_SELECTOR, "tr.event")
@@ -144,7 +152,7 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
     browser.get(served.base + f"/runs/{ids['chain']}")
     chain = browser.find_elements(By.CSS_SELECTOR, "#chain li a")
     assert len(chain) == 2
-    chain[-1].click()
+    _follow(browser, chain[-1])
     assert browser.find_element(By.ID, "run-status").text == "completed"
     claim = browser.find_element(By.CSS_SELECTOR, "#claims tr.claim")
     assert "job=count" in claim.text
@@ -157,9 +165,9 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
 
     # Cancel, confirmed; the page follows the run to its end without a reload.
     browser.find_element(By.ID, "cancel-reason").send_keys("customer asked")
-    browser.find_element(By.ID, "cancel-button").click()
-    assert "Cancel run" in browser.find_element(By.TAG_NAME, "h1").text
-    browser.find_element(By.ID, "confirm-button").click()
+    _follow(browser, browser.find_element(By.ID, "cancel-button"))
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Cancel run")
+    _follow(browser, browser.find_element(By.ID, "confirm-button"))
     _wait_text(browser, "run-status", "cancelled")
     assert served.call(get_run(ids["o-1"], world=world).status()) is RunStatus.CANCELLED
     assert "customer asked" in browser.find_element(By.ID, "timeline").text
@@ -169,8 +177,9 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
     payload = browser.find_element(By.CSS_SELECTOR, "textarea.payload")
     payload.clear()
     payload.send_keys('{"approved": true, "by": "ana"}')
-    browser.find_element(By.CSS_SELECTOR, "button.resume-button").click()
-    browser.find_element(By.ID, "confirm-button").click()
+    _follow(browser, browser.find_element(By.CSS_SELECTOR, "button.resume-button"))
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Resume hook")
+    _follow(browser, browser.find_element(By.ID, "confirm-button"))
     _wait_text(browser, "run-status", "completed")
     assert '"by": "ana"' in browser.find_element(By.ID, "run-result").text
 

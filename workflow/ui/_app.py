@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -17,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 import worlds
 from workflow.errors import RunNotFoundError
 from workflow.ui._security import LOOPBACK, Guard, SecurityMiddleware
-from workflow.views import format_age, format_duration, format_value
+from workflow.views import format_duration, format_value
 from worlds.errors import WorldError, as_world_error
 from worlds.protocol import World
 
@@ -26,6 +27,12 @@ __all__ = ["Ui", "create_app"]
 _HERE = Path(__file__).parent
 PAGE_SIZE = 50
 """Runs on one page of the list."""
+
+
+def _moment(moment: datetime) -> str:
+    """``2024-05-01 12:00:07``, in UTC: fixed text, so a live refresh changes nothing
+    until the runs do (an age such as ``5s`` would change every second)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 class Ui:
@@ -41,7 +48,7 @@ class Ui:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.templates.filters["age"] = format_age
+        self.templates.filters["moment"] = _moment
         self.templates.filters["duration"] = format_duration
         self.templates.filters["value"] = format_value
         self.templates.filters["pathpart"] = lambda text: quote(str(text), safe="")
