@@ -13,9 +13,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import worlds
@@ -24,7 +27,10 @@ from tests.apps.uiapp import approval, checkout
 from tests.conftest import world_url
 from tests.ui_server import UiServer
 from workflow import Unique, list_hooks, start
+from workflow.query import And, AttrRef, Compare, parse
+from workflow.query import format as format_query
 from workflow.ui import create_app
+from workflow.ui._pages import Filter
 
 HOSTILE = "<script>alert(1)</script>"
 CSP_PARTS = ("script-src 'self'", "frame-ancestors 'none'", "default-src 'none'")
@@ -227,3 +233,29 @@ def test_a_missing_extra_is_named() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'attribute-workflows[ui]'" in done.stderr
+
+
+_CHARS = st.characters(exclude_categories=["Cs"])
+keys = st.text(_CHARS, min_size=1, max_size=12)
+values = st.one_of(
+    st.text(_CHARS, max_size=20),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+)
+
+
+@given(key=keys, value=values, first=st.one_of(st.none(), st.tuples(keys, values)))
+def test_a_chip_adds_exactly_its_pair_to_the_query(
+    key: str, value: Any, first: tuple[str, Any] | None
+) -> None:
+    base = (
+        Filter()
+        if first is None
+        else Filter(q=format_query(Compare(AttrRef(first[0]), "=", first[1])))
+    )
+    url = base.with_term(key, value)
+    (query,) = parse_qs(urlsplit(url).query)["q"]
+    term = Compare(AttrRef(key), "=", value)
+    expected = term if first is None else And((parse(base.q), term))
+    assert parse(query) == expected
