@@ -1,4 +1,4 @@
-"""Server time of the web UI's pages over a world of 1,000,000 runs (SQLite).
+"""Server time of the web UI's pages over a world of 1,000,000 runs (SQLite, or PostgreSQL).
 
 1. Fills a SQLite world with N runs (default 1,000,000) through ``start``: each
    has a ``tenant`` (100 values), a ``customer`` (5,000 values) and a unique
@@ -13,6 +13,7 @@ Prints one JSON object (median and p95 in ms per page); ``--out`` writes it too.
 Usage::
 
     python -m benchmarks.ui_list [--runs 1000000] [--db /tmp/ui-bench.db] [--out FILE]
+    python -m benchmarks.ui_list --postgres [--runs 100000] [--out FILE]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import tempfile
 import time
@@ -159,10 +161,28 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--db", type=Path, help="keep (or reuse) the world in this file")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="measure a PostgreSQL world on a throwaway server (tests/pg_server.py) instead",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        db = args.db or Path(tmp) / "ui.db"
-        report = anyio.run(measure, f"sqlite:///{db}", args.runs, args.samples)
+    if args.postgres:
+        from tests import pg_server
+
+        directory = tempfile.mkdtemp(prefix="wf-pg-ui-bench-")
+        try:
+            server = pg_server.start(directory)
+            report = anyio.run(measure, server.socket_url, args.runs, args.samples)
+        finally:
+            pg_server.stop(directory)
+            shutil.rmtree(directory, ignore_errors=True)
+        report["world"] = "postgresql"
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = args.db or Path(tmp) / "ui.db"
+            report = anyio.run(measure, f"sqlite:///{db}", args.runs, args.samples)
+        report["world"] = "sqlite"
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
