@@ -117,6 +117,7 @@ def test_pages_escape_user_data_and_carry_security_headers(served: UiServer) -> 
         assert headers["x-frame-options"] == "DENY"
         assert headers["x-content-type-options"] == "nosniff"
         assert HOSTILE not in body
+        assert not re.search(r'(src|href|action)="(https?:)?//', body)  # served offline
         assert "<script>" not in body.replace('<script src="/static/ui.js" defer></script>', "")
     _, _, listing = served.get("/")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in listing
