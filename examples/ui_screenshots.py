@@ -53,7 +53,7 @@ async def seed(server: UiServer) -> dict[str, str]:
 
 def shoot(driver: object, path: Path) -> None:
     height = driver.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
-    driver.set_window_size(1280, max(600, int(height) + 40))  # type: ignore[attr-defined]
+    driver.set_window_size(1280, max(600, int(height) + 120))  # type: ignore[attr-defined]
     driver.save_screenshot(str(path))  # type: ignore[attr-defined]
     print(f"wrote {path}")
 

@@ -125,7 +125,14 @@ async def login_page(ui: Ui, request: Request) -> Response:
     if not ui.guard.check_token(form.get("token", "")):
         return ui.page(request, "login.html", 401, next=target, failed=True)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(COOKIE, ui.guard.session, httponly=True, samesite="strict", path="/")
+    response.set_cookie(
+        COOKIE,
+        ui.guard.session,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",  # behind TLS, never sent in clear
+    )
     return response
 
 
