@@ -120,21 +120,23 @@ class Filter:
         )
 
 
-async def _listing(ui: Ui, request: Request) -> tuple[Filter, RunList | None, str | None]:
-    chosen = Filter.of(request)
+async def _select(ui: Ui, chosen: Filter, limit: int = PAGE_SIZE) -> RunList | str:
+    """A page of the runs ``chosen`` selects, or the message saying why there is none."""
     try:
-        return chosen, await chosen.page(ui), None
+        return await chosen.page(ui, limit)
     except QuerySyntaxError as exc:
-        return chosen, None, f"malformed query: {exc}"
+        return f"malformed query: {exc}"
     except NotImplementedError as exc:
-        return chosen, None, f"this world cannot serve that query: {exc}"
+        return f"this world cannot serve that query: {exc}"
     except ValueError as exc:
-        return chosen, None, str(exc)
+        return str(exc)
 
 
 async def runs_page(ui: Ui, request: Request) -> Response:
     """``/``: runs, newest first, filtered by ``q``, ``status`` and ``workflow``."""
-    chosen, page, error = await _listing(ui, request)
+    chosen = Filter.of(request)
+    selected = await _select(ui, chosen)
+    page, error = (None, selected) if isinstance(selected, str) else (selected, None)
     records = [run.record for run in page or [] if run.record is not None]
     return ui.page(
         request,
@@ -161,14 +163,9 @@ async def runs_json(ui: Ui, request: Request) -> Response:
     limit_text = request.query_params.get("limit", str(PAGE_SIZE))
     if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
         return ui.error(request, 400, f"limit must be 1-1000, got {limit_text!r}")
-    try:
-        page = await chosen.page(ui, int(limit_text))
-    except QuerySyntaxError as exc:
-        return ui.error(request, 400, f"malformed query: {exc}")
-    except NotImplementedError as exc:
-        return ui.error(request, 400, f"this world cannot serve that query: {exc}")
-    except ValueError as exc:
-        return ui.error(request, 400, str(exc))
+    page = await _select(ui, chosen, int(limit_text))
+    if isinstance(page, str):
+        return ui.error(request, 400, page)
     records = [run.record for run in page if run.record is not None]
     return JSONResponse(
         {
