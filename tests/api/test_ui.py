@@ -102,6 +102,8 @@ def test_api_errors_are_json(served: UiServer) -> None:
     assert error.startswith("malformed query") and error.rstrip().endswith("^")
     status, _, body = served.get("/api/runs?limit=5000")
     assert (status, json.loads(body)) == (400, {"error": "limit must be 1-1000, got '5000'"})
+    status, _, body = served.get("/api/runs/no-such-run?events=x")
+    assert status == 400 and "events= takes all, or a range of seqs" in json.loads(body)["error"]
     status, _, body = served.get("/api/runs/no-such-run")
     assert (status, json.loads(body)) == (404, {"error": "no run 'no-such-run' in this world"})
 

@@ -175,18 +175,21 @@ async def runs_json(ui: Ui, request: Request) -> Response:
     )
 
 
-async def _details(ui: Ui, request: Request) -> RunDetails:
-    spec = request.query_params.get("events")
+async def _details(ui: Ui, request: Request) -> RunDetails | str:
+    """The run's details, or why ``?events=`` cannot be read."""
     try:
-        window = EventWindow.parse(spec)
-    except ValueError:
-        window = EventWindow()
+        window = EventWindow.parse(request.query_params.get("events"))
+    except ValueError as exc:
+        return str(exc).replace("--events", "events=")
     return await gather_details(get_run(request.path_params["run_id"], world=ui.world), window)
 
 
 async def run_json(ui: Ui, request: Request) -> Response:
     """``/api/runs/{id}``: the document ``wf runs show --json`` prints (``?events=all``)."""
-    return JSONResponse((await _details(ui, request)).to_json())
+    details = await _details(ui, request)
+    if isinstance(details, str):
+        return ui.error(request, 400, details)
+    return JSONResponse(details.to_json())
 
 
 async def _chain(ui: Ui, record: RunRecord, events: list[EventKind]) -> list[RunRecord]:
@@ -229,6 +232,8 @@ _TONE = {
 async def run_page(ui: Ui, request: Request) -> Response:
     """``/runs/{id}``: status, attributes, claims, chain, steps, hooks and the timeline."""
     details = await _details(ui, request)
+    if isinstance(details, str):
+        return ui.error(request, 400, details)
     record = details.record
     run = get_run(record.id, world=ui.world)
     claims = await run.claims()
