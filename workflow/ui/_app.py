@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,12 +23,17 @@ from workflow.ui._security import LOOPBACK, Guard, SecurityMiddleware
 from workflow.views import format_duration, format_value
 from worlds.errors import WorldError, as_world_error
 from worlds.protocol import World
+from worlds.types import RunStatus
 
 __all__ = ["Ui", "create_app"]
 
 _HERE = Path(__file__).parent
 PAGE_SIZE = 50
 """Runs on one page of the list."""
+COUNTS_FRESH = 2.0
+"""Seconds a count of runs per status is reused, at least."""
+COUNTS_REUSE = 30
+"""A count is reused for this many times as long as it took to make."""
 
 
 def _moment(moment: datetime) -> str:
@@ -52,6 +59,8 @@ class Ui:
         self.templates.filters["duration"] = format_duration
         self.templates.filters["value"] = format_value
         self.templates.filters["pathpart"] = lambda text: quote(str(text), safe="")
+        self._counts: tuple[float, dict[str, int]] | None = None
+        self._counts_lock = asyncio.Lock()
         url = getattr(world, "url", None)
         self.world_name = worlds.redact_url(url) if isinstance(url, str) else type(world).__name__
 
@@ -67,6 +76,24 @@ class Ui:
         )
         html = self.templates.get_template(name).render(**context)
         return HTMLResponse(html, status_code=code)
+
+    async def counts(self) -> dict[str, int]:
+        """Runs per status in the whole world (``World.info``), cached.
+
+        Counting a large world scans it, so a count is reused for
+        ``COUNTS_REUSE`` times as long as it took, and at least
+        ``COUNTS_FRESH`` seconds: open pages polling every few seconds cost one
+        count between them, however many there are.
+        """
+        async with self._counts_lock:
+            now = time.monotonic()
+            if self._counts is not None and now < self._counts[0]:
+                return self._counts[1]
+            facts = await self.world.info()
+            took = time.monotonic() - now
+            counts = {s.value: int(facts.get(f"runs.{s.value}", 0)) for s in RunStatus}
+            self._counts = (now + max(COUNTS_FRESH, COUNTS_REUSE * took), counts)
+            return counts
 
     def error(self, request: Request, status: int, message: str) -> Response:
         """An error page (or JSON ``{"error": ...}`` under ``/api/``)."""

@@ -152,8 +152,7 @@ async def runs_page(ui: Ui, request: Request) -> Response:
 
 async def counts_fragment(ui: Ui, request: Request) -> Response:
     """``/fragments/counts``: runs per status in the whole world, as links to filter."""
-    facts = await ui.world.info()
-    counts = [(s.value, int(facts.get(f"runs.{s.value}", 0))) for s in RunStatus]
+    counts = list((await ui.counts()).items())
     return ui.page(request, "counts.html", counts=counts, filter=Filter.of(request))
 
 
