@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -28,7 +29,7 @@ CUSTOMERS = [("c-9", "eu", 2), ("c-17", "us", 1), ("c-42", "eu", 3), ("c-7", "ap
 
 async def seed(server: UiServer) -> dict[str, str]:
     world = server.world
-    done: list[Run[object]] = []
+    done: list[Run[Any]] = []
     for n, (customer, region, tier) in enumerate(CUSTOMERS * 2):
         attributes = {
             "customer": customer,
