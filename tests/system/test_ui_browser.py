@@ -195,3 +195,24 @@ def test_the_list_updates_live(served: UiServer, browser: webdriver.Chrome) -> N
         lambda d: [r.get_attribute("data-run") for r in _rows(d)] == [run.id]
     )
     assert browser.execute_script("return window.wfNoReload;") == 1  # no reload happened
+
+
+@pytest.mark.parametrize("world_kind", ["sqlite"])
+def test_a_browser_logs_in_with_the_token(ui_url: str, browser: webdriver.Chrome) -> None:
+    with UiServer(ui_url, token="open-sesame") as server:
+        run = server.call(start(approval, "o-login", world=server.world))
+        browser.delete_all_cookies()
+        browser.get(server.base + f"/runs/{run.id}")
+        assert urlsplit(browser.current_url).path == "/login"
+        browser.find_element(By.ID, "token").send_keys("wrong")
+        _follow(browser, browser.find_element(By.ID, "login-button"))
+        assert "not the token" in browser.find_element(By.ID, "login-error").text
+        browser.find_element(By.ID, "token").send_keys("open-sesame")
+        _follow(browser, browser.find_element(By.ID, "login-button"))
+        assert browser.find_element(By.ID, "run-id").text == run.id  # back where it started
+        session = browser.get_cookie("wf_ui_session")
+        assert session is not None and session["httpOnly"] and session["sameSite"] == "Strict"
+        assert browser.execute_script("return document.cookie") == ""  # scripts cannot read it
+        _follow(browser, browser.find_element(By.CSS_SELECTOR, "header form button"))
+        browser.get(server.base + "/")
+        assert urlsplit(browser.current_url).path == "/login"
