@@ -18,14 +18,22 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from worlds.types import EventKind, RunRecord, RunStatus
+from workflow.views import (
+    decode_payload,
+    event_to_json,
+    format_age,
+    format_duration,
+    format_value,
+    run_to_json,
+    to_builtins,
+)
+from worlds.types import RunRecord, RunStatus
 
 __all__ = [
     "attributes_text",
@@ -120,92 +128,10 @@ def json_text(value: Any) -> str:
     )
 
 
-def to_builtins(value: Any) -> Any:
-    """``value`` as JSON-ready builtins (datetimes as ISO text, bytes as base64)."""
-    return msgspec.to_builtins(value)
-
-
 def print_json(value: Any) -> None:
     """Write ``value`` as indented JSON to stdout."""
     sys.stdout.write(json_text(value) + "\n")
     sys.stdout.flush()
-
-
-def decode_payload(data: bytes) -> Any:
-    """A msgpack payload as JSON-ready builtins, or ``{"base64": ...}`` if it is not msgpack."""
-    try:
-        return to_builtins(msgspec.msgpack.decode(data))
-    except (msgspec.DecodeError, TypeError, ValueError):
-        return {"base64": to_builtins(data)}
-
-
-def run_to_json(record: RunRecord, *, result: bool = True) -> dict[str, Any]:
-    """A run as a JSON object: id, workflow, status, times, attributes, result/error.
-
-    With ``result=False`` (listings) the result is left out, however large:
-    ``has_result`` says whether there is one (``wf runs show`` prints it).
-    """
-    out: dict[str, Any] = {
-        "id": record.id,
-        "workflow": record.workflow,
-        "status": record.status.value,
-        "created_at": to_builtins(record.created_at),
-        "started_at": to_builtins(record.started_at),
-        "closed_at": to_builtins(record.closed_at),
-        "attributes": to_builtins(record.attributes),
-    }
-    if not result:
-        out["has_result"] = record.result is not None
-    elif record.result is not None:
-        out["result"] = decode_payload(record.result)
-    if record.error is not None:
-        out["error"] = {"type": record.error.type, "message": record.error.message}
-    return out
-
-
-def event_to_json(event: EventKind) -> dict[str, Any]:
-    """An event as a JSON object: kind, seq, at, then its fields (payloads decoded)."""
-    out: dict[str, Any] = {
-        "kind": type(event).__struct_config__.tag,
-        "seq": event.seq,
-        "at": to_builtins(event.at),
-    }
-    for name in event.__struct_fields__:
-        if name in ("seq", "at"):
-            continue
-        value = getattr(event, name)
-        out[name] = decode_payload(value) if isinstance(value, bytes) else to_builtins(value)
-    return out
-
-
-def format_age(moment: datetime | None, now: datetime | None = None) -> str:
-    """``moment`` as a short age: ``42s``, ``5m``, ``3h``, ``2d``."""
-    if moment is None:
-        return "-"
-    seconds = max(0.0, ((now or datetime.now(UTC)) - moment).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
-
-
-def format_value(value: Any) -> str:
-    """An attribute value as the CLI accepts it back (``k=v`` syntax)."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
-
-
-def format_duration(seconds: float) -> str:
-    """A duration: ``12ms``, ``3.4s``, ``5m 2s``."""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes}m {rest}s"
 
 
 def status_text(status: RunStatus) -> Text:

@@ -15,6 +15,7 @@ from typer.core import TyperOption
 
 from cli import attributes, hooks, runs, world
 from cli.start import start_command
+from cli.ui import ui_command
 from cli.worker import worker_command
 
 _display_type_rich = TyperOption.display_type_rich
@@ -46,6 +47,7 @@ def _root() -> None:
 
 app.command("start")(start_command)
 app.command("worker")(worker_command)
+app.command("ui")(ui_command)
 app.add_typer(runs.app, name="runs")
 app.add_typer(attributes.app, name="attributes")
 app.add_typer(hooks.app, name="hooks")

@@ -82,3 +82,27 @@ def test_other_public_packages_are_pinned() -> None:
         "start_or_get_run",
         "start_with_policy",
     ]
+
+
+def test_ui_and_views_are_pinned() -> None:
+    import workflow.ui
+    import workflow.views
+
+    assert workflow.ui.__all__ == ["create_app"]
+    assert workflow.views.__all__ == sorted(workflow.views.__all__)
+    assert workflow.views.__all__ == [
+        "EVENTS_SHOWN",
+        "EventWindow",
+        "HookSummary",
+        "RunDetails",
+        "StepSummary",
+        "decode_payload",
+        "event_summary",
+        "event_to_json",
+        "format_age",
+        "format_duration",
+        "format_value",
+        "gather_details",
+        "run_to_json",
+        "to_builtins",
+    ]

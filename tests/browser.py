@@ -1,0 +1,59 @@
+"""Headless Chromium for the web UI's tests: Debian's ``chromium`` driven by Selenium.
+
+The browser and its driver come from the system (``.ci/run`` installs the Debian
+packages); both paths are given explicitly, so Selenium never downloads anything.
+Without them the browser tests are skipped, except when ``$CI`` is set: then they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def _find(names: tuple[str, ...]) -> str | None:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def start_browser(width: int = 1280, height: int = 900) -> webdriver.Chrome:
+    """A headless Chromium, or a skip (a failure under ``$CI``) if none is installed."""
+    binary = _find(BROWSERS)
+    driver = _find(("chromedriver",))
+    if binary is None or driver is None:
+        message = "no chromium and chromedriver (apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and {message}")
+        pytest.skip(message)
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(argument)
+    return webdriver.Chrome(options=options, service=Service(executable_path=driver))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[webdriver.Chrome]:
+    """One headless Chromium for the session (each test starts by loading a page)."""
+    driver = start_browser()
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()

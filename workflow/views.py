@@ -1,0 +1,357 @@
+"""JSON-ready views of runs and their event logs, shared by ``wf`` and ``wf ui``.
+
+``wf runs list --json`` / ``GET /api/runs`` print ``run_to_json`` of each run;
+``wf runs show --json`` / ``GET /api/runs/{id}`` print ``RunDetails.to_json``.
+Both read the world only through the public ``Run`` handle, so the terminal and
+the browser show the same thing, serialised by the same code.
+
+::
+
+    from workflow import get_run
+    from workflow.views import gather_details
+
+    details = await gather_details(get_run(run_id, world=world))
+    details.to_json()          # {"run": ..., "claims": ..., "steps": ..., "events": ...}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from workflow.client import Run
+from worlds.semantics import CLOSING_EVENTS
+from worlds.types import (
+    AttributeConflict,
+    AttributeSet,
+    Claim,
+    EventKind,
+    HookConflict,
+    HookCreated,
+    HookReceived,
+    RunCancelled,
+    RunContinued,
+    RunFailed,
+    RunRecord,
+    StepCompleted,
+    StepCreated,
+    StepDiscarded,
+    StepFailed,
+    StepRetrying,
+    StepStarted,
+    WaitCompleted,
+    WaitCreated,
+)
+
+__all__ = [
+    "EVENTS_SHOWN",
+    "EventWindow",
+    "HookSummary",
+    "RunDetails",
+    "StepSummary",
+    "decode_payload",
+    "event_summary",
+    "event_to_json",
+    "format_age",
+    "format_duration",
+    "format_value",
+    "gather_details",
+    "run_to_json",
+    "to_builtins",
+]
+
+EVENTS_SHOWN = 20
+"""By default ``wf runs show`` prints this many events from each end of a longer log."""
+
+
+def to_builtins(value: Any) -> Any:
+    """``value`` as JSON-ready builtins (datetimes as ISO text, bytes as base64)."""
+    return msgspec.to_builtins(value)
+
+
+def decode_payload(data: bytes) -> Any:
+    """A msgpack payload as JSON-ready builtins, or ``{"base64": ...}`` if it is not msgpack."""
+    try:
+        return to_builtins(msgspec.msgpack.decode(data))
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return {"base64": to_builtins(data)}
+
+
+def run_to_json(record: RunRecord, *, result: bool = True) -> dict[str, Any]:
+    """A run as a JSON object: id, workflow, status, times, attributes, result/error.
+
+    With ``result=False`` (listings) the result is left out, however large:
+    ``has_result`` says whether there is one (``wf runs show`` prints it).
+    """
+    out: dict[str, Any] = {
+        "id": record.id,
+        "workflow": record.workflow,
+        "status": record.status.value,
+        "created_at": to_builtins(record.created_at),
+        "started_at": to_builtins(record.started_at),
+        "closed_at": to_builtins(record.closed_at),
+        "attributes": to_builtins(record.attributes),
+    }
+    if not result:
+        out["has_result"] = record.result is not None
+    elif record.result is not None:
+        out["result"] = decode_payload(record.result)
+    if record.error is not None:
+        out["error"] = {"type": record.error.type, "message": record.error.message}
+    return out
+
+
+def event_to_json(event: EventKind) -> dict[str, Any]:
+    """An event as a JSON object: kind, seq, at, then its fields (payloads decoded)."""
+    out: dict[str, Any] = {
+        "kind": type(event).__struct_config__.tag,
+        "seq": event.seq,
+        "at": to_builtins(event.at),
+    }
+    for name in event.__struct_fields__:
+        if name in ("seq", "at"):
+            continue
+        value = getattr(event, name)
+        out[name] = decode_payload(value) if isinstance(value, bytes) else to_builtins(value)
+    return out
+
+
+def format_age(moment: datetime | None, now: datetime | None = None) -> str:
+    """``moment`` as a short age: ``42s``, ``5m``, ``3h``, ``2d``."""
+    if moment is None:
+        return "-"
+    seconds = max(0.0, ((now or datetime.now(UTC)) - moment).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def format_value(value: Any) -> str:
+    """An attribute value as the CLI accepts it back (``k=v`` syntax)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def format_duration(seconds: float) -> str:
+    """A duration: ``12ms``, ``3.4s``, ``5m 2s``."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m {rest}s"
+
+
+@dataclass(frozen=True)
+class EventWindow:
+    """Which events of a log to print: all, a seq range, or both ends of a long log."""
+
+    first: int | None = None
+    last: int | None = None
+    everything: bool = False
+
+    @classmethod
+    def parse(cls, spec: str | None) -> EventWindow:
+        """``None`` (both ends), ``all``, or ``A-B`` / ``A-`` / ``-B`` (seqs, inclusive).
+
+        Raises:
+            ValueError: any other spelling.
+        """
+        if spec is None:
+            return cls()
+        if spec.strip().lower() == "all":
+            return cls(everything=True)
+        low, sep, high = spec.partition("-")
+        try:
+            if not sep or not (low.strip() or high.strip()):
+                raise ValueError
+            first = int(low) if low.strip() else None
+            last = int(high) if high.strip() else None
+        except ValueError:
+            raise ValueError(
+                f"--events takes all, or a range of seqs like 100-200, 100- or -50; got {spec!r}"
+            ) from None
+        return cls(first, last)
+
+    def select(self, events: list[EventKind]) -> tuple[list[EventKind], tuple[int, int] | None]:
+        """The events to print, and the (first, last) seq left out between them, if any."""
+        if self.everything:
+            return events, None
+        if self.first is not None or self.last is not None:
+            low = self.first if self.first is not None else 0
+            high = self.last if self.last is not None else len(events) + 1_000_000
+            return [e for e in events if low <= e.seq <= high], None
+        if len(events) <= 2 * EVENTS_SHOWN + 10:
+            return events, None
+        head, tail = events[:EVENTS_SHOWN], events[-EVENTS_SHOWN:]
+        return [*head, *tail], (head[-1].seq + 1, tail[0].seq - 1)
+
+
+@dataclass
+class StepSummary:
+    """One step of a run, folded from its events."""
+
+    number: int
+    name: str
+    status: str = "created"
+    attempts: int = 0
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    error: str | None = None
+
+    def duration(self) -> float | None:
+        """Seconds from the first attempt's start to the outcome, if both happened."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.started_at).total_seconds()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "step": self.number,
+            "name": self.name,
+            "status": self.status,
+            "attempts": self.attempts,
+            "duration_seconds": self.duration(),
+            "error": self.error,
+        }
+
+
+@dataclass
+class HookSummary:
+    """One hook of a run."""
+
+    number: int
+    token: str
+    status: str = "waiting"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {"hook": self.number, "token": self.token, "status": self.status}
+
+
+@dataclass
+class RunDetails:
+    """A run with its claims, steps, hooks and log: what ``wf runs show`` and the UI show."""
+
+    record: RunRecord
+    claims: dict[str, Claim]
+    events: list[EventKind]
+    steps: list[StepSummary] = field(default_factory=list)
+    hooks: list[HookSummary] = field(default_factory=list)
+    window: EventWindow = field(default_factory=EventWindow)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document (``events`` as the window selects them)."""
+        shown, omitted = self.window.select(self.events)
+        return {
+            "run": run_to_json(self.record),
+            "claims": {
+                key: {"value": format_value(claim.value), "generation": claim.generation}
+                for key, claim in sorted(self.claims.items())
+            },
+            "steps": [step.to_json() for step in self.steps],
+            "hooks": [hook.to_json() for hook in self.hooks],
+            "events": [event_to_json(event) for event in shown],
+            "events_total": len(self.events),
+            "events_omitted": None if omitted is None else {"from": omitted[0], "to": omitted[1]},
+        }
+
+
+def _fold_steps(events: list[EventKind]) -> list[StepSummary]:
+    steps: dict[int, StepSummary] = {}
+    for event in events:
+        if isinstance(event, StepCreated):
+            steps[event.step] = StepSummary(event.step, event.name)
+            continue
+        if not isinstance(
+            event, (StepStarted, StepCompleted, StepRetrying, StepFailed, StepDiscarded)
+        ):
+            continue
+        step = steps.setdefault(event.step, StepSummary(event.step, "?"))
+        step.attempts = max(step.attempts, event.attempt)
+        if isinstance(event, StepStarted):
+            step.status = "running"
+            step.started_at = step.started_at or event.at
+        elif isinstance(event, StepCompleted):
+            step.status, step.ended_at = "completed", event.at
+        elif isinstance(event, StepRetrying):
+            step.status = "retrying"
+            step.error = f"{event.error.type}: {event.error.message}"
+        elif isinstance(event, StepFailed):
+            step.status, step.ended_at = "failed", event.at
+            step.error = f"{event.error.type}: {event.error.message}"
+        else:
+            step.status = f"discarded ({event.outcome})"
+    return [steps[number] for number in sorted(steps)]
+
+
+def _fold_hooks(events: list[EventKind]) -> list[HookSummary]:
+    hooks: dict[int, HookSummary] = {}
+    for event in events:
+        if isinstance(event, HookCreated):
+            hooks[event.hook] = HookSummary(event.hook, event.token)
+        elif isinstance(event, HookReceived) and event.hook in hooks:
+            hooks[event.hook].status = "received"
+        elif isinstance(event, HookConflict):
+            hooks[event.hook] = HookSummary(
+                event.hook, event.token, f"conflict (held by {event.holder_run_id})"
+            )
+        if isinstance(event, CLOSING_EVENTS):  # closing a run disposes of its hooks
+            for hook in hooks.values():
+                if hook.status in ("waiting", "received"):
+                    hook.status = "disposed"
+    return [hooks[number] for number in sorted(hooks)]
+
+
+async def gather_details(run: Run[Any], window: EventWindow | None = None) -> RunDetails:
+    """Read the run, its claims and its log, and fold steps and hooks from the log."""
+    events = await run.events()
+    record = run.record
+    assert record is not None  # events() read the record first
+    claims = {claim.key: claim for claim in await run.claims() if claim.step is None}
+    return RunDetails(
+        record, claims, events, _fold_steps(events), _fold_hooks(events), window or EventWindow()
+    )
+
+
+def event_summary(event: EventKind) -> str:
+    """One line about an event, for a timeline (its kind and seq are shown apart)."""
+    if isinstance(event, (StepCreated,)):
+        return f"step {event.step} {event.name}"
+    if isinstance(event, (StepStarted, StepCompleted)):
+        return f"step {event.step} attempt {event.attempt}"
+    if isinstance(event, (StepRetrying, StepFailed)):
+        error = f"{event.error.type}: {event.error.message}"
+        return f"step {event.step} attempt {event.attempt}: {error}"
+    if isinstance(event, StepDiscarded):
+        return f"step {event.step} attempt {event.attempt} ({event.outcome})"
+    if isinstance(event, AttributeSet):
+        unique = f" unique gen {event.generation}" if event.unique else ""
+        scope = f" (step {event.step})" if event.step is not None else ""
+        return f"{event.key}={format_value(event.value)}{unique}{scope}"
+    if isinstance(event, AttributeConflict):
+        return f"{event.key}={format_value(event.value)} held by {event.holder_run_id}"
+    if isinstance(event, (WaitCreated,)):
+        return f"timer {event.wait} until {event.until.isoformat()}"
+    if isinstance(event, WaitCompleted):
+        return f"timer {event.wait}"
+    if isinstance(event, (HookCreated, HookConflict)):
+        return f"hook {event.hook} token {event.token}"
+    if isinstance(event, HookReceived):
+        return f"hook {event.hook}"
+    if isinstance(event, RunFailed):
+        return f"{event.error.type}: {event.error.message}"
+    if isinstance(event, RunCancelled):
+        return event.reason or ""
+    if isinstance(event, RunContinued):
+        return f"next run {event.next_run_id}"
+    return ""
