@@ -274,6 +274,27 @@ def test_urls_are_checked_when_the_world_is_created(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_commits_are_durable_by_default_and_normal_is_opt_in(tmp_path: Path) -> None:
+    """``synchronous=FULL`` unless the URL trades it away; the level is the one the
+    connection really runs at, read back from SQLite."""
+    for query, level in (
+        ("", "full"),
+        ("?synchronous=normal", "normal"),
+        ("?synchronous=FULL", "full"),
+    ):
+        async with worlds.open(f"sqlite:///{tmp_path}/{level}{len(query)}.db{query}") as world:
+            await create(world)
+            assert (await world.info())["synchronous"] == level
+
+
+def test_an_unknown_synchronous_level_is_refused_at_open(tmp_path: Path) -> None:
+    for bad in ("off", "extra", "", "2", "fast"):
+        with pytest.raises(ValueError, match="'full'.*'normal'"):
+            worlds.open(f"sqlite:///{tmp_path}/w.db?synchronous={bad}")
+    assert not list(tmp_path.iterdir()), "a refused URL touched the disk"
+
+
+@pytest.mark.anyio
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path, url: str) -> None:
     db = sqlite3.connect(tmp_path / "world.db")
     db.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")

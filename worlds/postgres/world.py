@@ -153,15 +153,21 @@ class PostgresWorld(ClosesOnExit):
             return await self._migrate(conn)
 
     async def info(self) -> dict[str, str | int]:
-        """Scheme, schema, schema version and run counts per status."""
+        """Scheme, schema, schema version, the server's ``fsync`` and
+        ``synchronous_commit`` as this world's sessions see them (the world
+        never changes them), and run counts per status."""
         pool = await self._connect()
         async with pool.acquire() as conn:
             version = await conn.fetchval(schema.APPLIED_VERSION)
             counts = await conn.fetch(sql.COUNT_RUNS_BY_STATUS)
+            fsync = await conn.fetchval("SHOW fsync")
+            synchronous_commit = await conn.fetchval("SHOW synchronous_commit")
         facts: dict[str, str | int] = {
             "scheme": "postgresql",
             "schema": self.schema,
             "schema_version": int(version),
+            "fsync": str(fsync),
+            "synchronous_commit": str(synchronous_commit),
         }
         facts.update({f"runs.{row['status']}": int(row["count"]) for row in counts})
         return facts

@@ -38,7 +38,7 @@ from worlds.sqlite.transactions import (
     transact,
 )
 
-__all__ = ["Checkpointer", "Connection", "parse_url"]
+__all__ = ["SYNCHRONOUS", "Checkpointer", "Connection", "parse_url"]
 
 T = TypeVar("T")
 
@@ -48,12 +48,20 @@ _BACKSTOP_PAGES = 10_000
 """WAL pages after which a writer checkpoints itself (the background one fell behind)."""
 
 
+SYNCHRONOUS = {"full": 2.0, "normal": 1.0}
+"""The values of the ``synchronous`` URL option, as SQLite numbers them."""
+
+
 def parse_url(url: str) -> tuple[str, dict[str, float]]:
     """The absolute path (or ``:memory:``) and the options of an SQLite world URL.
 
+    ``synchronous`` (``full``, the default, or ``normal``) becomes its SQLite
+    number (2 or 1); every other option is a number.
+
     Raises:
         ValueError: ``url`` is not an SQLite world URL, has no path, or an
-            unknown, non-numeric or negative option.
+            unknown, non-numeric or negative option, or a ``synchronous``
+            other than ``full`` and ``normal``.
     """
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower().split("+", 1)[0] != "sqlite":
@@ -65,10 +73,25 @@ def parse_url(url: str) -> tuple[str, dict[str, float]]:
             "or sqlite:////absolute.db"
         )
     path = unquote(location[1:])
-    options = {"poll": 0.05, "busy_timeout": 10.0, "inline": 1.0, "max_pages": 0.0}
+    options = {
+        "poll": 0.05,
+        "busy_timeout": 10.0,
+        "inline": 1.0,
+        "max_pages": 0.0,
+        "synchronous": SYNCHRONOUS["full"],
+    }
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name not in options:
             raise ValueError(f"unknown option {name!r} in {url!r}; known: {sorted(options)}")
+        if name == "synchronous":
+            if value.lower() not in SYNCHRONOUS:
+                raise ValueError(
+                    f"option 'synchronous' in {url!r} must be 'full' (the default: an"
+                    " acknowledged commit survives power loss) or 'normal' (faster; a"
+                    f" power loss may roll back the last commits), not {value!r}"
+                )
+            options[name] = SYNCHRONOUS[value.lower()]
+            continue
         try:
             options[name] = float(value)
         except ValueError:
@@ -111,6 +134,9 @@ class Connection:
         self._busy_pragma = f"PRAGMA busy_timeout = {int(options['busy_timeout'] * 1000)}"
         self._inline = bool(options["inline"])
         self._max_pages = int(options["max_pages"])
+        self.synchronous = next(
+            name for name, level in SYNCHRONOUS.items() if level == options["synchronous"]
+        )
         self._guard = threading.Lock()
         self._conn: aiosqlite.Connection | None = None
         self._checkpointer: Checkpointer | None = None
@@ -142,7 +168,7 @@ class Connection:
         if self._max_pages:
             db.execute(f"PRAGMA max_page_count = {self._max_pages}")
         retrying(lambda: db.execute("PRAGMA journal_mode = WAL"))
-        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
         transact(db, apply_schema, blocking=True)
         if self.path != ":memory:":
             db.execute(f"PRAGMA wal_autocheckpoint = {_BACKSTOP_PAGES}")

@@ -94,17 +94,23 @@ class SqliteWorld(ClosesOnExit):
         return SCHEMA_VERSION
 
     async def info(self) -> dict[str, str | int]:
-        """Path, schema version and run counts per status."""
+        """Path, schema version, ``synchronous`` (as the connection runs it: ``full``
+        unless the URL traded durability away) and run counts per status."""
 
-        def body(db: sqlite3.Connection) -> list[tuple[str, int]]:
-            return [(row["status"], row["runs"]) for row in db.execute(sql.COUNT_RUNS_BY_STATUS)]
+        def body(db: sqlite3.Connection) -> tuple[int, list[tuple[str, int]]]:
+            level = int(db.execute("PRAGMA synchronous").fetchone()[0])
+            counts = [(row["status"], row["runs"]) for row in db.execute(sql.COUNT_RUNS_BY_STATUS)]
+            return level, counts
 
+        level, counts = await self._connection.read(body)
+        names = {0: "off", 1: "normal", 2: "full", 3: "extra"}
         facts: dict[str, str | int] = {
             "scheme": "sqlite",
             "path": self.path,
             "schema_version": SCHEMA_VERSION,
+            "synchronous": names.get(level, str(level)),
         }
-        for status, count in await self._connection.read(body):
+        for status, count in counts:
             facts[f"runs.{status}"] = count
         return facts
 
