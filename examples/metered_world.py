@@ -74,6 +74,9 @@ class MeteredWorld:
     async def migrate(self) -> int:
         return await self.inner.migrate()
 
+    def now(self) -> datetime:
+        return self.inner.now()
+
     async def info(self) -> dict[str, str | int]:
         facts = await self.inner.info()
         return {**facts, **{f"calls.{name}": count for name, count in self.calls.items()}}

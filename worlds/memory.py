@@ -372,6 +372,10 @@ class MemoryWorld(ClosesOnExit):
                 if discard is None or settled(run.events, discard.step, discard.attempt):
                     return commits.lost(run.record.status, holder)
                 return commits.lost(run.record.status, holder, self._append(run, discard, now))
+        if request.expect_seq is not None:
+            later = [event for event in run.events if event.seq > request.expect_seq]
+            if commits.stale(request, later):
+                return commits.stale_result(run.record.status)
         for successor in commits.successors(request):
             if successor in self._runs:
                 raise requests.successor_exists(successor)
@@ -509,6 +513,10 @@ class MemoryWorld(ClosesOnExit):
             if item is not None:
                 item.owner, item.expires_at = None, None
         self._signal(WORK_TOPIC)
+
+    def now(self) -> datetime:
+        """See ``World.now``: the clock this world was given."""
+        return self._clock()
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``."""

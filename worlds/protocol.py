@@ -167,6 +167,15 @@ class World(Protocol):
         """Give leased items back so another worker can take them at once."""
         ...
 
+    def now(self) -> datetime:
+        """The world's current time (aware UTC), as this object stamps events.
+
+        A worker that shows a time to a workflow before the event carrying it
+        is stored (``CommitRequest.at``) takes it from here, so events carry
+        the world's clock, not the worker's.
+        """
+        ...
+
     async def wait(self, topic: str, timeout: float) -> None:
         """Return when ``topic`` may have been signalled, or after ``timeout`` seconds.
 

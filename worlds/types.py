@@ -501,6 +501,17 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``discard`` is appended (a late step result) and ``ok`` is False; under a
     lost lease not even that when the log already holds an outcome or a
     discard of that attempt (the retry of a commit that had landed).
+
+    ``expect_seq`` makes the commit conditional (one transaction per step: a
+    worker that fed a step's outcome straight into its cached workflow commits
+    the outcome with the workflow's next commands): it is applied only if
+    every event after number ``expect_seq`` is a step attempt's own record
+    (``StepStarted``, ``StepRetrying``, ``StepDiscarded``, or a step's
+    ``AttributeSet``/``AttributeConflict``), which the workflow never sees,
+    and, with ``at``, none of them is later than ``at``. Otherwise nothing is
+    written and the result is ``stale``. ``at`` stamps the events with that
+    time instead of the world's clock (the time the workflow already saw; it
+    comes from ``World.now``).
     """
 
     run_id: str
@@ -511,6 +522,8 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
     ack: bool = True
     discard: StepDiscarded | None = None
     lease_seconds: float = 30.0
+    expect_seq: int | None = None
+    at: datetime | None = None
 
 
 class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -522,7 +535,9 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
     ``StepStarted`` of an eager lease is in the log but not here); ``leased``
     the items leased to the committing worker. With ``lease_lost``,
     ``lease_holder`` names the worker that holds the item's lease now (``None``
-    when nobody does: the item finished or went with its run).
+    when nobody does: the item finished or went with its run). ``stale``: a
+    conditional commit (``CommitRequest.expect_seq``) found events the
+    committer had not seen, and wrote nothing.
     """
 
     ok: bool
@@ -531,6 +546,7 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
     leased: tuple[WorkItem, ...] = ()
     lease_lost: bool = False
     lease_holder: str | None = None
+    stale: bool = False
 
 
 class RunQuery(msgspec.Struct, frozen=True, kw_only=True):

@@ -45,7 +45,9 @@ from worlds.types import (
     CommitRequest,
     NewWorkItem,
     RunStatus,
+    StepCompleted,
     StepDiscarded,
+    StepFailed,
     WorkItem,
 )
 
@@ -435,7 +437,75 @@ class Worker:
             not self._stopping,
             None if cached is None else cached.run_metadata(),
         )
+        combined = await self._commit_with_workflow(item, request)
+        if combined is not None:
+            return combined
         return await self._commit(item, request)
+
+    async def _commit_with_workflow(
+        self, item: WorkItem, request: CommitRequest
+    ) -> list[WorkItem] | None:
+        """One transaction per step: feed the outcome in ``request`` straight into the
+        run's cached workflow and commit it with the workflow's next commands.
+
+        The commit is conditional (``expect_seq``): if anything the workflow would
+        see reached the log meanwhile, the world writes nothing, the instance
+        (which has seen the outcome too early) is dropped and ``None`` tells the
+        caller to commit ``request`` the ordinary way, as it does when the run is
+        not cached here or the commit fails. A crash before the commit leaves
+        the step's lease to expire: only that step runs again.
+        """
+        outcome = request.events[0] if len(request.events) == 1 else None
+        if self._stopping or not isinstance(outcome, (StepCompleted, StepFailed)):
+            return None
+        instance = self._cache.get(item.run_id)
+        horizon = None if instance is None else instance.horizon()
+        if instance is None or horizon is None:
+            return None
+        del self._cache[item.run_id]
+        try:
+            at = max(self.world.now(), instance.latest_at)
+            instance.feed_outcome(msgspec.structs.replace(outcome, at=at))
+            blocked = instance.advance()
+            commit = instance.take_commit()
+            self._steps.update(instance.step_definitions)
+            schedule, extra_slots = self._mark_eager(commit.schedule)
+            if blocked:  # a unique claim to settle first: the workflow task goes on
+                schedule += (NewWorkItem(kind="workflow"),)
+            self._reserve(item, extra_slots)
+            result = await self.world.commit(
+                msgspec.structs.replace(
+                    request,
+                    events=(outcome, *commit.events),
+                    schedule=schedule,
+                    expect_seq=horizon,
+                    at=at,
+                )
+            )
+        except Exception:
+            instance.dispose()
+            return None
+        if result.stale:
+            instance.dispose()
+            return None
+        if not result.ok:
+            instance.dispose()
+            if result.lease_lost:
+                self._lease_lost(item, bool(result.events), result.lease_holder)
+            return list(result.leased)
+        instance.committed_outcome(result.events, horizon)
+        if instance.finished or blocked:
+            instance.dispose()
+        else:
+            self._keep(instance)
+        return list(result.leased)
+
+    def _keep(self, instance: WorkflowInstance) -> None:
+        """Cache ``instance`` as its run's newest, evicting the least recently used."""
+        self._cache[instance.run_id] = instance
+        while len(self._cache) > self._cache_size:
+            _, evicted = self._cache.popitem(last=False)
+            evicted.dispose()
 
     async def _commit(self, item: WorkItem, request: CommitRequest) -> list[WorkItem]:
         """Commit the outcome of ``item``, riding out a world that is unavailable.
@@ -567,10 +637,7 @@ class Worker:
         if instance.finished:
             instance.dispose()
         else:
-            self._cache[item.run_id] = instance
-            while len(self._cache) > self._cache_size:
-                _, evicted = self._cache.popitem(last=False)
-                evicted.dispose()
+            self._keep(instance)
         return leased
 
     def _mark_eager(self, schedule: list[NewWorkItem]) -> tuple[tuple[NewWorkItem, ...], int]:

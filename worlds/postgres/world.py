@@ -325,7 +325,8 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.commit``."""
         self._check_open()
         args = None
-        if self._fast_commits:
+        # A conditional commit (one transaction per step) takes the general path.
+        if self._fast_commits and request.expect_seq is None and request.at is None:
             args = commit_params(request, self._clock.now(), self._channel, self._run_channel)
         if args is not None:
             pool = await self._connect()
@@ -363,6 +364,11 @@ class PostgresWorld(ClosesOnExit):
                     run, stored = tx.stamp(run, discard)
                     await tx.save_run(run, attributes)
                     return commits.lost(run.status, holder, stored)
+            if request.expect_seq is not None:
+                rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, request.expect_seq)
+                later = (codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows)
+                if commits.stale(request, later):
+                    return commits.stale_result(run.status)
             item = None if held is None else (held["kind"], bool(held["rewake"]))
             done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
             if done.attributes:
@@ -486,6 +492,10 @@ class PostgresWorld(ClosesOnExit):
             self._channel,
             WORK_TOPIC,
         )
+
+    def now(self) -> datetime:
+        """See ``World.now``: this process's clock corrected to the server's."""
+        return self._clock.now()
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``.

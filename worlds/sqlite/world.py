@@ -207,6 +207,10 @@ class SqliteWorld(ClosesOnExit):
                 run, stored = tx.stamp(run, discard)
                 tx.save_run(run, attributes)
                 return commits.lost(run.status, holder, stored)
+            if request.expect_seq is not None:
+                rows = db.execute(sql.READ_EVENTS, (run.id, request.expect_seq)).fetchall()
+                if commits.stale(request, (codecs.decode_event(r["data"]) for r in rows)):
+                    return commits.stale_result(run.status)
             held = None if lease is None else (held_kind, bool(rewake))
             done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
             if done.attributes:
@@ -318,6 +322,10 @@ class SqliteWorld(ClosesOnExit):
             tx.signals.add(WORK_TOPIC)
 
         await self._connection.write(body)
+
+    def now(self) -> datetime:
+        """See ``World.now``: the host's clock."""
+        return utcnow()
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``.
