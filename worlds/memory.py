@@ -344,12 +344,15 @@ class MemoryWorld(ClosesOnExit):
             self._claims[claim_key] = Claim(
                 key=key, value=value, run_id=request.run_id, generation=generation
             )
-        wake = NewWorkItem(kind="workflow", name=request.workflow)
-        self._enqueue(request.run_id, wake, "", now, 0)
+        eager = request.lease_to is not None
+        wake = NewWorkItem(kind="workflow", name=request.workflow, lease=eager)
+        leased = self._enqueue(
+            request.run_id, wake, request.lease_to or "", now, request.lease_seconds
+        )
         deadline = runs.deadline_item(request)
         if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
-        return CreateRunResult(run=run.record, superseded_run_id=superseded)
+        return CreateRunResult(run=run.record, superseded_run_id=superseded, leased=leased)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -373,7 +376,7 @@ class MemoryWorld(ClosesOnExit):
                     return commits.lost(run.record.status, holder)
                 return commits.lost(run.record.status, holder, self._append(run, discard, now))
         if request.expect_seq is not None:
-            later = [event for event in run.events if event.seq > request.expect_seq]
+            later = [event for event in run.events if event.seq >= request.expect_seq]
             if commits.stale(request, later):
                 return commits.stale_result(run.record.status)
         for successor in commits.successors(request):

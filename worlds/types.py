@@ -454,7 +454,12 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``unique`` names the keys of ``attributes`` that are claimed across the
     world; ``policy`` (whose key must be in ``unique``) may take one over.
     With ``timeout_at``, the world also enqueues the run's deadline timer
-    (``RUN_DEADLINE_TIMER``) due then.
+    (``RUN_DEADLINE_TIMER``) due then. With ``lease_to`` (a worker id: the run
+    is started in a process whose worker runs it), the world may lease the
+    run's workflow item to that worker for ``lease_seconds`` in the same
+    transaction and return it as ``CreateRunResult.leased``, so no worker has
+    to find it by polling; a world that does not stays correct by enqueueing
+    it as usual.
     """
 
     run_id: str
@@ -464,18 +469,22 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     unique: frozenset[str] = frozenset()
     policy: StartPolicy | None = None
     timeout_at: datetime | None = None
+    lease_to: str | None = None
+    lease_seconds: float = 30.0
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of ``create_run``: the new run, or the claim that refused it.
 
     ``superseded_run_id`` names the run a ``terminate_existing`` takeover
-    cancelled, if any.
+    cancelled, if any; ``leased`` the workflow item leased to
+    ``CreateRunRequest.lease_to``, if the world did so.
     """
 
     run: RunRecord | None = None
     conflict: ClaimConflict | None = None
     superseded_run_id: str | None = None
+    leased: WorkItem | None = None
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -508,7 +517,8 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
     every event after number ``expect_seq`` is a step attempt's own record
     (``StepStarted``, ``StepRetrying``, ``StepDiscarded``, or a step's
     ``AttributeSet``/``AttributeConflict``), which the workflow never sees,
-    and, with ``at``, none of them is later than ``at``. Otherwise nothing is
+    and, with ``at``, neither they nor event ``expect_seq`` is later than
+    ``at``. Otherwise nothing is
     written and the result is ``stale``. ``at`` stamps the events with that
     time instead of the world's clock (the time the workflow already saw; it
     comes from ``World.now``).

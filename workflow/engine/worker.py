@@ -19,6 +19,7 @@ import collections
 import logging
 import os
 import socket
+import threading
 import types
 import uuid
 from collections.abc import Iterable
@@ -125,10 +126,12 @@ class Worker:
         # an eager commit in flight at the same time cannot overfill the worker.
         self._reserved = 0
         self._reserved_by: dict[str, int] = {}
+        self._leasing = 0
         self._capacity = anyio.Event()
         self._stopping = False
         self._stop_requested = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._thread = threading.get_ident()
         self._complaints = Complaints(log, self.worker_id)
         # Longest wait for a renewal before it counts as failed. Leasing and
         # commits are not timed here, on the hot path: a world detects its own
@@ -172,7 +175,10 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
-        serve_world(self.world)  # client calls without world= now check against it
+        # client calls without world= now check against it, and start() hands
+        # this worker the first task of the runs it can run
+        serve_world(self.world, self)
+        self._thread = threading.get_ident()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._dispatch)
@@ -193,7 +199,7 @@ class Worker:
             await self._task_group.__aexit__(exc_type, exc, tb)
             self._task_group = None
         finally:
-            stop_serving_world(self.world)
+            stop_serving_world(self.world, self)
 
     async def run(self) -> None:
         """Run until ``stop()``, then shut down gracefully.
@@ -213,6 +219,31 @@ class Worker:
         self._stopping = True
         self._capacity.set()
         self._stop_requested.set()
+
+    def reserve(self, world: World, workflow: str) -> bool:
+        """Hold a slot for a run of ``workflow`` that ``start`` is creating in this
+        worker's world, on this worker's thread; False if it cannot take it."""
+        if (
+            world is not self.world
+            or self._stopping
+            or self._task_group is None
+            or workflow not in self._workflows
+            or self._thread != threading.get_ident()
+            or self._free_slots() + self._leasing <= 0
+        ):
+            return False
+        self._reserved += 1
+        return True
+
+    def adopt(self, item: WorkItem | None) -> None:
+        """Run the workflow item leased to this worker as its run was created, in
+        the slot ``reserve`` held (``None``: give the slot back). An item that
+        comes after the worker closed is left to its lease's expiry."""
+        self._reserved -= 1
+        if item is not None and self._task_group is not None:
+            self._spawn(item)
+        else:
+            self._capacity.set()
 
     def _fail(self, error: WorldMisconfiguredError) -> None:
         if self.failure is None:
@@ -273,6 +304,7 @@ class Worker:
                 await self._capacity.wait()
                 continue
             self._reserved += free
+            self._leasing = free  # runs started here meanwhile may take these slots
             try:
                 items = await self.world.lease(
                     self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
@@ -289,12 +321,21 @@ class Worker:
                 continue
             finally:
                 self._reserved -= free
+                self._leasing = 0
             backoff.reset()
             self._complaints.succeeded()
             if self._stopping:
                 with anyio.CancelScope(shield=True):
                     await self.world.release(self.worker_id, items)
                 return
+            room = max(self._free_slots(), 0)
+            if len(items) > room:  # runs started here took slots while we leased
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.world.release(self.worker_id, items[room:])
+                    except Exception as exc:
+                        self._complaints.failed("release its leases", exc, None)
+                items = items[:room]
             for item in items:
                 self._spawn(item)
             if not items:
@@ -482,10 +523,19 @@ class Worker:
                     at=at,
                 )
             )
-        except Exception:
+        except Exception as exc:
+            log.debug(
+                "worker %s: committing %s with its workflow failed: %r",
+                self.worker_id,
+                describe(item),
+                exc,
+            )
             instance.dispose()
             return None
         if result.stale:
+            log.debug(
+                "worker %s: %s moved on meanwhile: committed alone", self.worker_id, describe(item)
+            )
             instance.dispose()
             return None
         if not result.ok:

@@ -69,12 +69,16 @@ def lost(status: RunStatus, holder: str | None, discard: EventKind | None = None
 
 
 def stale(request: CommitRequest, later: Iterable[EventKind]) -> bool:
-    """Whether conditional ``request`` must be refused, given the run's events after
-    ``request.expect_seq``: one the committer's workflow would have seen (not a
-    step attempt's own record), or one later than ``request.at``."""
+    """Whether conditional ``request`` must be refused, given the run's events from
+    number ``request.expect_seq`` on: one after it that the committer's workflow
+    would have seen (not a step attempt's own record), or, with ``request.at``,
+    one later than ``at`` (a log's times never go back)."""
+    assert request.expect_seq is not None
     for event in later:
         if request.at is not None and event.at > request.at:
             return True
+        if event.seq <= request.expect_seq:
+            continue
         if isinstance(event, (StepStarted, StepRetrying, StepDiscarded)):
             continue
         if isinstance(event, (AttributeSet, AttributeConflict)) and event.step is not None:

@@ -365,7 +365,7 @@ class PostgresWorld(ClosesOnExit):
                     await tx.save_run(run, attributes)
                     return commits.lost(run.status, holder, stored)
             if request.expect_seq is not None:
-                rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, request.expect_seq)
+                rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, request.expect_seq - 1)
                 later = (codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows)
                 if commits.stale(request, later):
                     return commits.stale_result(run.status)

@@ -159,14 +159,19 @@ class SqliteWorld(ClosesOnExit):
             stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
             tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
             tx.flush_events()
-            item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
-            db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
-            tx.signals.add(WORK_TOPIC)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+            leased = None
+            if request.lease_to is None:
+                item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
+                tx.signals.add(WORK_TOPIC)
+            else:
+                wake = NewWorkItem(kind="workflow", lease=True)
+                run, leased = tx.enqueue(run, wake, request.lease_to, request.lease_seconds)
             deadline = runs.deadline_item(request)
             if deadline is not None:
                 tx.enqueue(run, deadline, "", 0.0)
-            return CreateRunResult(run=run, superseded_run_id=superseded)
+            return CreateRunResult(run=run, superseded_run_id=superseded, leased=leased)
 
         return await self._connection.write(body)
 
@@ -208,7 +213,7 @@ class SqliteWorld(ClosesOnExit):
                 tx.save_run(run, attributes)
                 return commits.lost(run.status, holder, stored)
             if request.expect_seq is not None:
-                rows = db.execute(sql.READ_EVENTS, (run.id, request.expect_seq)).fetchall()
+                rows = db.execute(sql.READ_EVENTS, (run.id, request.expect_seq - 1)).fetchall()
                 if commits.stale(request, (codecs.decode_event(r["data"]) for r in rows)):
                     return commits.stale_result(run.status)
             held = None if lease is None else (held_kind, bool(rewake))
