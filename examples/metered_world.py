@@ -95,6 +95,15 @@ class MeteredWorld:
         finally:
             self._timed("commit", began)
 
+    async def commit_many(
+        self, requests: Sequence[CommitRequest]
+    ) -> list[CommitResult | Exception]:
+        began = time.perf_counter()
+        try:
+            return await self.inner.commit_many(requests)
+        finally:
+            self._timed("commit_many", began)
+
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         began = time.perf_counter()
         try:

@@ -17,7 +17,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import batches, cancel, claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -415,6 +415,11 @@ class MemoryWorld(ClosesOnExit):
                 reply = (run.record, got)
             else:
                 assert_never(need)
+
+    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+        """See ``World.commit_many``: each request as by ``commit``, at once (nothing
+        else runs in between, and this world has nothing to make durable)."""
+        return await batches.one_by_one(requests, self.commit)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""

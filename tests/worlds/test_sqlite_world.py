@@ -289,7 +289,7 @@ async def test_commits_are_durable_by_default_and_normal_is_opt_in(tmp_path: Pat
 
 def test_an_unknown_synchronous_level_is_refused_at_open(tmp_path: Path) -> None:
     for bad in ("off", "extra", "", "2", "fast"):
-        with pytest.raises(ValueError, match="'full'.*'normal'"):
+        with pytest.raises(ValueError, match=r"'full'.*'normal'"):
             worlds.open(f"sqlite:///{tmp_path}/w.db?synchronous={bad}")
     assert not list(tmp_path.iterdir()), "a refused URL touched the disk"
 

@@ -17,7 +17,7 @@ import anyio
 import asyncpg
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import claims, commits, requests, runs
+from worlds._rules import batches, claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
@@ -380,6 +380,11 @@ class PostgresWorld(ClosesOnExit):
             return done.result
 
         return await self._write(body)
+
+    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+        """See ``World.commit_many``. Not one round trip yet: each request is
+        committed alone (its own transaction), in order."""
+        return await batches.one_by_one(requests, self.commit)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import claims, commits, requests, runs
+from worlds._rules import batches, claims, commits, requests, runs
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -29,7 +29,13 @@ from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.filters import list_runs_sql
 from worlds.sqlite.schema import SCHEMA_VERSION
-from worlds.sqlite.transactions import RollbackError, Writer, new_token, run_once
+from worlds.sqlite.transactions import (
+    RollbackError,
+    WouldBlockError,
+    Writer,
+    new_token,
+    run_once,
+)
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -178,6 +184,34 @@ class SqliteWorld(ClosesOnExit):
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._connection.check_open()
+        return await self._connection.write(lambda tx: self._commit_in(tx, request))
+
+    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+        """See ``World.commit_many``: one transaction (one fsync) for the batch, each
+        request in a savepoint of its own, so a failing one leaves no trace."""
+        self._connection.check_open()
+        batch = batches.check_batch(requests)
+
+        def body(tx: Writer) -> list[batches.Outcome]:
+            outcomes: list[batches.Outcome] = []
+            for request in batch:
+                signals, rows = set(tx.signals), list(tx.rows)
+                tx.db.execute("SAVEPOINT request")
+                try:
+                    outcomes.append(self._commit_in(tx, request))
+                except Exception as exc:
+                    if isinstance(exc, WouldBlockError) or batches.is_world_failure(exc):
+                        raise
+                    tx.db.execute("ROLLBACK TO request")
+                    tx.signals, tx.rows = signals, rows
+                    outcomes.append(exc)
+                tx.db.execute("RELEASE request")
+            return outcomes
+
+        return await self._connection.write(body)
+
+    def _commit_in(self, tx: Writer, request: CommitRequest) -> CommitResult:
+        """``request`` applied in transaction ``tx``."""
         lease = request.lease
         lease_key = (
             (None, None, None) if lease is None else (lease.id, request.worker_id, lease.token)
@@ -225,7 +259,7 @@ class SqliteWorld(ClosesOnExit):
             tx.save_run(done.run, attributes)
             return done.result
 
-        return await self._connection.write(body)
+        return body(tx)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""

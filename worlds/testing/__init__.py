@@ -37,6 +37,7 @@ import pytest
 
 pytest.register_assert_rewrite(
     "worlds.testing._base",
+    "worlds.testing._batches",
     "worlds.testing._cancel",
     "worlds.testing._claims",
     "worlds.testing._clock",
@@ -52,6 +53,7 @@ pytest.register_assert_rewrite(
 )
 
 from worlds.testing._base import WorldFactory  # noqa: E402
+from worlds.testing._batches import BatchCommitConformance  # noqa: E402
 from worlds.testing._cancel import CancelConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
@@ -80,6 +82,7 @@ class WorldConformance(
     ValueConformance,
     ModelConformance,
     ConditionalCommitConformance,
+    BatchCommitConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
@@ -98,5 +101,6 @@ class WorldConformance(
     (``CancelConformance``), the whole range of values the SDK accepts
     (``ValueConformance``), a
     hypothesis state machine checked against a model (``ModelConformance``) and
-    conditional commits (``ConditionalCommitConformance``).
+    conditional commits (``ConditionalCommitConformance``) and group commit
+    (``BatchCommitConformance``).
     """
