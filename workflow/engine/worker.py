@@ -38,6 +38,7 @@ from workflow.engine._commits import (
     timer_commit,
 )
 from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
+from workflow.engine._group import GroupCommitter
 from workflow.engine._instance import WorkflowInstance
 from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from worlds.errors import WorldMisconfiguredError
@@ -133,6 +134,7 @@ class Worker:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._thread = threading.get_ident()
         self._complaints = Complaints(log, self.worker_id)
+        self._committer = GroupCommitter(world)
         # Longest wait for a renewal before it counts as failed. Leasing and
         # commits are not timed here, on the hot path: a world detects its own
         # hung connections (PostgreSQL: command timeout and TCP keepalives).
@@ -514,7 +516,7 @@ class Worker:
             if blocked:  # a unique claim to settle first: the workflow task goes on
                 schedule += (NewWorkItem(kind="workflow"),)
             self._reserve(item, extra_slots)
-            result = await self.world.commit(
+            result = await self._committer.commit(
                 msgspec.structs.replace(
                     request,
                     events=(outcome, *commit.events),
@@ -570,7 +572,7 @@ class Worker:
         poisoned = 0
         while True:
             try:
-                result = await self.world.commit(request)
+                result = await self._committer.commit(request)
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
@@ -662,7 +664,7 @@ class Worker:
                 self._steps.update(instance.step_definitions)
                 schedule, extra_slots = self._mark_eager(commit.schedule)
                 self._reserve(item, extra_slots)
-                result = await self.world.commit(
+                result = await self._committer.commit(
                     CommitRequest(
                         run_id=item.run_id,
                         worker_id=self.worker_id,
