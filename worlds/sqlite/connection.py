@@ -27,7 +27,7 @@ import anyio.to_thread
 
 from worlds._lifecycle import WorldClosedError
 from worlds._signals import SignalHub
-from worlds.errors import WorldMisconfiguredError
+from worlds.errors import WorldMisconfiguredError, as_world_error
 from worlds.sqlite.schema import apply_schema
 from worlds.sqlite.transactions import (
     RollbackError,
@@ -145,6 +145,9 @@ class Connection:
         self._connecting: anyio.Lock | None = None
         self._closed = False
         self.hub = _hub_for(path)
+        self._queue: list[_Write] = []
+        self.batches = 0
+        """Transactions that carried more than one write (group commit)."""
 
     def check_open(self) -> None:
         """Raise ``WorldClosedError`` once the world was closed."""
@@ -256,28 +259,113 @@ class Connection:
         return await _execute(conn, blocking)
 
     async def write(self, body: Callable[[Writer], T]) -> T:
-        """Run ``body`` as one transaction; deliver its signals once it committed."""
+        """Run ``body`` as one transaction; deliver its signals once it committed.
 
-        def transaction(db: sqlite3.Connection) -> tuple[T, set[str]]:
-            writer = Writer(db)
-            try:
-                return body(writer), writer.signals
-            except RollbackError as rollback:
-                raise RollbackError((rollback.result, set())) from None
+        Group commit: the writes of one loop turn share one transaction (one
+        fsync), each in a savepoint of its own. A body that raises (or rolls
+        back) undoes only its own savepoint and its caller alone gets the
+        outcome; a world failure fails the whole batch. Nobody's write returns
+        before the transaction holding it has committed.
+        """
+        entry = _Write(body)
+        self._queue.append(entry)
+        if len(self._queue) > 1:  # the leader of this turn writes it
+            await entry.done.wait()
+            return cast(T, entry.outcome())
+        await anyio.sleep(0)  # let the other writes ready this turn join
+        batch, self._queue = self._queue, []
+        with anyio.CancelScope(shield=True):  # the batch's other callers wait on it
+            await self._write_batch(batch)
+        return cast(T, entry.outcome())
 
-        result, signals = await self.run(
-            lambda db, blocking: transact(db, transaction, blocking=blocking)
-        )
+    async def _write_batch(self, batch: list[_Write]) -> None:
+        """Run the bodies of ``batch`` in one transaction and settle each entry."""
+        if len(batch) == 1:
+
+            def transaction(db: sqlite3.Connection) -> tuple[list[_Outcome], set[str]]:
+                writer = Writer(db)
+                try:
+                    return [(True, batch[0].body(writer))], writer.signals
+                except RollbackError as rollback:
+                    raise RollbackError(([(True, rollback.result)], set())) from None
+
+        else:
+
+            def transaction(db: sqlite3.Connection) -> tuple[list[_Outcome], set[str]]:
+                return _in_savepoints(db, batch)
+
+        try:
+            outcomes, signals = await self.run(
+                lambda db, blocking: transact(db, transaction, blocking=blocking)
+            )
+        except BaseException as exc:
+            for entry in batch:
+                entry.settle((False, exc))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for entry, outcome in zip(batch, outcomes, strict=True):
+            entry.settle(outcome)
         for topic in signals:
             self.hub.signal(topic)
         self._writes += 1
+        self.batches += len(batch) > 1
         if self._writes % _CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
             self._checkpointer.request()
-        return result
 
     async def read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` outside any write transaction, retrying while the file is locked."""
         return await self.run(lambda db, blocking: run_once(lambda: body(db), blocking))
+
+
+_Outcome = tuple[bool, object]
+"""A write's outcome: ``(True, result)`` or ``(False, exception)``."""
+
+
+class _Write:
+    """One caller's write body waiting for its batch, and its outcome."""
+
+    def __init__(self, body: Callable[[Writer], object]) -> None:
+        self.body = body
+        self.done = anyio.Event()
+        self._outcome: _Outcome | None = None
+
+    def settle(self, outcome: _Outcome) -> None:
+        self._outcome = outcome
+        self.done.set()
+
+    def outcome(self) -> object:
+        assert self._outcome is not None, "read only once settled"
+        ok, value = self._outcome
+        if not ok:
+            assert isinstance(value, BaseException)
+            raise value
+        return value
+
+
+def _in_savepoints(db: sqlite3.Connection, batch: list[_Write]) -> tuple[list[_Outcome], set[str]]:
+    """Run each body of ``batch`` in a savepoint of the open transaction: a body
+    that raises or rolls back undoes only itself. A world failure, or a lock that
+    must be waited for, is raised for the whole batch."""
+    outcomes: list[_Outcome] = []
+    signals: set[str] = set()
+    for entry in batch:
+        writer = Writer(db)
+        db.execute("SAVEPOINT write")
+        try:
+            outcomes.append((True, entry.body(writer)))
+        except RollbackError as rollback:
+            db.execute("ROLLBACK TO write")
+            outcomes.append((True, rollback.result))
+        except Exception as exc:
+            if isinstance(exc, WouldBlockError) or as_world_error(exc) is not None:
+                raise
+            db.execute("ROLLBACK TO write")
+            outcomes.append((False, exc))
+        else:
+            signals |= writer.signals
+        db.execute("RELEASE write")
+    return outcomes, signals
 
 
 async def _execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:
