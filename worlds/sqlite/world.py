@@ -222,12 +222,12 @@ class SqliteWorld(ClosesOnExit):
             row = db.execute(sql.GET_RUN_FOR_COMMIT, (request.run_id, *lease_key)).fetchone()
             if row is None:
                 raise LookupError(f"unknown run {request.run_id}")
-            run, attributes = codecs.run_from_row(row), row["attributes"]
+            run = codecs.run_from_row(row)
             if run.status.is_closed:
                 if request.discard is None:
                     return commits.closed(run.status)
                 run, stored = tx.stamp(run, request.discard)
-                tx.save_run(run, attributes)
+                tx.save_run(run, None)
                 return commits.closed(run.status, stored)
             held_kind, rewake = row["kind"], row["rewake"]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
@@ -244,7 +244,7 @@ class SqliteWorld(ClosesOnExit):
                 ):
                     return commits.lost(run.status, holder)
                 run, stored = tx.stamp(run, discard)
-                tx.save_run(run, attributes)
+                tx.save_run(run, None)
                 return commits.lost(run.status, holder, stored)
             if request.expect_seq is not None:
                 rows = db.execute(sql.READ_EVENTS, (run.id, request.expect_seq - 1)).fetchall()
@@ -252,11 +252,12 @@ class SqliteWorld(ClosesOnExit):
                     return commits.stale_result(run.status)
             held = None if lease is None else (held_kind, bool(rewake))
             done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
+            changed = None
             if done.attributes:
                 rows = [(run.id, key, index_value(v)) for key, v in done.attributes.items()]
                 db.executemany(sql.UPSERT_ATTRIBUTE, rows)
-                attributes = codecs.encode(done.run.attributes)
-            tx.save_run(done.run, attributes)
+                changed = codecs.encode(done.run.attributes)
+            tx.save_run(done.run, changed)
             return done.result
 
         return body(tx)
@@ -452,7 +453,7 @@ class SqliteWorld(ClosesOnExit):
             )
             run, _ = tx.stamp(run, received)
             run, _ = tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
-            tx.save_run(run, row["attributes"])
+            tx.save_run(run, None)
             return str(run_id)
 
         return await self._connection.write(body)
