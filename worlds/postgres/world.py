@@ -334,6 +334,10 @@ class PostgresWorld(ClosesOnExit):
             result = commit_result(request, rows, args)
             if result is not None:
                 return result
+        return await self._write(lambda tx: self._commit_in(tx, request))
+
+    async def _commit_in(self, tx: Tx, request: CommitRequest) -> CommitResult:
+        """``request`` applied in transaction ``tx`` (the general path)."""
         lease = request.lease
 
         async def body(tx: Tx) -> CommitResult:
@@ -379,12 +383,37 @@ class PostgresWorld(ClosesOnExit):
             await tx.save_run(done.run, attributes)
             return done.result
 
-        return await self._write(body)
+        return await body(tx)
 
     async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
-        """See ``World.commit_many``. Not one round trip yet: each request is
-        committed alone (its own transaction), in order."""
-        return await batches.one_by_one(requests, self.commit)
+        """See ``World.commit_many``: one transaction (one WAL flush at commit) for the
+        batch, each request in a savepoint of its own on the general path; not one
+        round trip (each request takes its own statements)."""
+        self._check_open()
+        batch = batches.check_batch(requests)
+        if len(batch) < 2:
+            return await batches.one_by_one(batch, self.commit)
+
+        async def body(tx: Tx) -> list[batches.Outcome]:
+            outcomes: list[batches.Outcome] = []
+            for request in batch:
+                signals, pending = set(tx.signals), {k: list(v) for k, v in tx.pending.items()}
+                savepoint = tx.conn.transaction()
+                await savepoint.start()
+                try:
+                    outcome: batches.Outcome = await self._commit_in(tx, request)
+                except Exception as exc:
+                    if isinstance(exc, RETRYABLE) or batches.is_world_failure(exc):
+                        raise
+                    await savepoint.rollback()
+                    tx.signals, tx.pending = signals, pending
+                    outcomes.append(exc)
+                    continue
+                await savepoint.commit()
+                outcomes.append(outcome)
+            return outcomes
+
+        return await self._write(body)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""
