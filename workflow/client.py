@@ -44,6 +44,7 @@ from worlds.types import (
     AttributeValue,
     Claim,
     CreateRunRequest,
+    CreateRunResult,
     EventKind,
     HookRecord,
     RunCancelled,
@@ -51,7 +52,6 @@ from worlds.types import (
     RunQuery,
     RunRecord,
     RunStatus,
-    WorkItem,
 )
 
 __all__ = [
@@ -135,9 +135,14 @@ class EagerStarter(Protocol):
         """Hold a slot for a new run of ``workflow`` in ``world``; False if it cannot."""
         ...
 
-    def adopt(self, item: WorkItem | None) -> None:
-        """Run ``item``, the workflow item leased for the slot ``reserve`` held
-        (``None``: nothing was leased; the slot is free again)."""
+    def first_task(self, request: CreateRunRequest) -> CreateRunRequest:
+        """``request`` (after ``reserve``) with ``lease_to`` set, and with the run's
+        first workflow task run ahead (``first``) where it can be."""
+        ...
+
+    def adopt(self, request: CreateRunRequest, created: CreateRunResult | None) -> None:
+        """Take over what creating ``request`` leased to this worker (``created``
+        None: it raised); the slot ``reserve`` held is free again."""
         ...
 
 
@@ -362,16 +367,16 @@ async def start(
         attributes=values,
         unique=unique,
         timeout_at=timeout_at,
-        lease_to=None if starter is None else starter.worker_id,
-        lease_seconds=30.0 if starter is None else starter.lease_seconds,
     )
-    leased = None
-    try:
+    if starter is None:
         created = await target.create_run(request)
-        leased = created.leased
-    finally:
-        if starter is not None:
-            starter.adopt(leased)
+    else:
+        outcome = None
+        try:
+            request = starter.first_task(request)
+            created = outcome = await target.create_run(request)
+        finally:
+            starter.adopt(request, outcome)
     if created.conflict is not None:
         holder: Run[R] = Run(created.conflict.holder_run_id, world=world, workflow=fn)
         if created.conflict.key == IDEMPOTENCY_KEY:

@@ -325,7 +325,12 @@ class MemoryWorld(ClosesOnExit):
             if isinstance(takeover, ClaimConflict):
                 return CreateRunResult(conflict=takeover)
             taken[claim_key] = (held.run_id, takeover)
-        now = self._clock()
+        task = runs.first_task_commit(request)
+        if task is not None:
+            for successor in commits.successors(task):
+                if successor in self._runs:
+                    raise requests.successor_exists(successor)
+        now = self._clock() if request.first is None else request.first.at
         superseded = None
         for holder_id, takeover in taken.values():
             if takeover.cancel_reason is not None:
@@ -344,14 +349,17 @@ class MemoryWorld(ClosesOnExit):
             self._claims[claim_key] = Claim(
                 key=key, value=value, run_id=request.run_id, generation=generation
             )
+        deadline = runs.deadline_item(request)
+        if deadline is not None:
+            self._enqueue(request.run_id, deadline, "", now, 0)
+        if task is not None:
+            first = await self.commit(task)
+            return CreateRunResult(run=run.record, superseded_run_id=superseded, first=first)
         eager = request.lease_to is not None
         wake = NewWorkItem(kind="workflow", name=request.workflow, lease=eager)
         leased = self._enqueue(
             request.run_id, wake, request.lease_to or "", now, request.lease_seconds
         )
-        deadline = runs.deadline_item(request)
-        if deadline is not None:
-            self._enqueue(request.run_id, deadline, "", now, 0)
         return CreateRunResult(run=run.record, superseded_run_id=superseded, leased=leased)
 
     async def commit(self, request: CommitRequest) -> CommitResult:

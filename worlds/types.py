@@ -36,6 +36,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "EventKind",
+    "FirstTask",
     "HookConflict",
     "HookCreated",
     "HookReceived",
@@ -448,6 +449,16 @@ class StartPolicy(msgspec.Struct, frozen=True, kw_only=True):
     reuse: ReuseRule = "allow_duplicate"
 
 
+class FirstTask(msgspec.Struct, frozen=True, kw_only=True):
+    """A new run's first workflow task, run before the run exists (see
+    ``CreateRunRequest.first``): its events, the work it schedules, and the
+    time its ``RunCreated`` and events carry (from ``World.now``)."""
+
+    events: tuple[EventKind, ...]
+    schedule: tuple[NewWorkItem, ...] = ()
+    at: datetime
+
+
 class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything ``World.create_run`` writes in one transaction.
 
@@ -460,6 +471,16 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     transaction and return it as ``CreateRunResult.leased``, so no worker has
     to find it by polling; a world that does not stays correct by enqueueing
     it as usual.
+
+    With ``first`` (and ``lease_to``), the worker has already run the
+    workflow's first task against the ``RunCreated`` it will have: the world
+    stamps ``RunCreated`` and the task's events with ``first.at``, applies the
+    task as a ``commit`` without a lease would (its step items leased to
+    ``lease_to`` when they ask), enqueues no workflow item, and returns the
+    task's ``CommitResult`` as ``CreateRunResult.first``: start and first task
+    in one transaction. A world that does not do this returns no ``first``
+    and enqueues the workflow item as usual (the worker then runs the task
+    again, from the log).
     """
 
     run_id: str
@@ -471,6 +492,7 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     timeout_at: datetime | None = None
     lease_to: str | None = None
     lease_seconds: float = 30.0
+    first: FirstTask | None = None
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -485,6 +507,7 @@ class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     conflict: ClaimConflict | None = None
     superseded_run_id: str | None = None
     leased: WorkItem | None = None
+    first: CommitResult | None = None
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -45,7 +45,11 @@ from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
 from worlds.types import (
     CommitRequest,
+    CreateRunRequest,
+    CreateRunResult,
+    FirstTask,
     NewWorkItem,
+    RunCreated,
     RunStatus,
     StepCompleted,
     StepDiscarded,
@@ -128,6 +132,8 @@ class Worker:
         self._reserved = 0
         self._reserved_by: dict[str, int] = {}
         self._leasing = 0
+        # runs being created whose first workflow task ran ahead, and their extra slots
+        self._early: dict[str, tuple[WorkflowInstance, int]] = {}
         self._capacity = anyio.Event()
         self._stopping = False
         self._stop_requested = anyio.Event()
@@ -237,15 +243,64 @@ class Worker:
         self._reserved += 1
         return True
 
-    def adopt(self, item: WorkItem | None) -> None:
-        """Run the workflow item leased to this worker as its run was created, in
-        the slot ``reserve`` held (``None``: give the slot back). An item that
-        comes after the worker closed is left to its lease's expiry."""
-        self._reserved -= 1
-        if item is not None and self._task_group is not None:
-            self._spawn(item)
+    def first_task(self, request: CreateRunRequest) -> CreateRunRequest:
+        """``request`` leased to this worker, with the run's first workflow task run
+        ahead against the ``RunCreated`` it will have, so that starting the run
+        and its first task are one transaction (not when the task must wait for
+        a unique claim or a hook token: then only the lease)."""
+        request = msgspec.structs.replace(
+            request, lease_to=self.worker_id, lease_seconds=self.lease_seconds
+        )
+        at = self.world.now()
+        created = RunCreated(
+            workflow=request.workflow,
+            args=request.args,
+            attributes=dict(request.attributes),
+            seq=1,
+            at=at,
+        )
+        instance = WorkflowInstance(request.run_id, self._workflows[request.workflow], self.world)
+        try:
+            instance.feed([created])
+            blocked = instance.advance()
+            commit = instance.take_commit()
+        except Exception:
+            blocked = True
+        if blocked:
+            instance.dispose()
+            return request
+        self._steps.update(instance.step_definitions)
+        schedule, extra_slots = self._mark_eager(commit.schedule)
+        self._reserved += extra_slots
+        self._early[request.run_id] = (instance, extra_slots)
+        first = FirstTask(events=tuple(commit.events), schedule=schedule, at=at)
+        return msgspec.structs.replace(request, first=first)
+
+    def adopt(self, request: CreateRunRequest, created: CreateRunResult | None) -> None:
+        """Run what creating ``request`` leased to this worker, in the slots
+        ``reserve`` and ``first_task`` held, and cache the run's workflow if its
+        first task was committed with it. What comes after the worker closed is
+        left to its lease's expiry."""
+        instance, extra_slots = self._early.pop(request.run_id, (None, 0))
+        self._reserved -= 1 + extra_slots
+        items: list[WorkItem] = []
+        first = None if created is None else created.first
+        if instance is not None and first is not None and first.ok:
+            items = list(first.leased)
+            instance.committed(first.events)
+            if instance.finished or self._task_group is None:
+                instance.dispose()
+            else:
+                self._keep(instance)
         else:
-            self._capacity.set()
+            if instance is not None:
+                instance.dispose()
+            if created is not None and created.leased is not None:
+                items = [created.leased]
+        if self._task_group is not None:
+            for item in items:
+                self._spawn(item)
+        self._capacity.set()
 
     def _fail(self, error: WorldMisconfiguredError) -> None:
         if self.failure is None:

@@ -129,8 +129,12 @@ class SqliteWorld(ClosesOnExit):
         attributes = dict(request.attributes)
         ivalues = {key: index_value(value) for key, value in attributes.items()}
 
+        task = runs.first_task_commit(request)
+
         def body(tx: Writer) -> CreateRunResult:
             db, run_id = tx.db, request.run_id
+            if request.first is not None and task is not None:
+                tx.now, tx.now_us = request.first.at, codecs.to_micros(request.first.at)
             try:
                 db.execute(
                     sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
@@ -167,6 +171,12 @@ class SqliteWorld(ClosesOnExit):
             tx.flush_events()
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)
             leased = None
+            if task is not None:
+                deadline = runs.deadline_item(request)
+                if deadline is not None:
+                    run, _ = tx.enqueue(run, deadline, "", 0.0)
+                first = self._commit_in(tx, task)
+                return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
             if request.lease_to is None:
                 item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
                 db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
