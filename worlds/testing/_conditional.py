@@ -7,11 +7,24 @@ from datetime import datetime, timedelta
 import pytest
 
 from worlds.protocol import World
-from worlds.testing._base import WORKER, ConformanceBase, assert_dense, run_with_steps
+from worlds.testing._base import (
+    STEP,
+    WF,
+    WORKER,
+    ConformanceBase,
+    assert_dense,
+    new_run_id,
+    run_with_steps,
+)
 from worlds.types import (
     CommitRequest,
+    CreateRunRequest,
     EventKind,
+    FirstTask,
+    NewWorkItem,
     RunCompleted,
+    RunCreated,
+    RunStarted,
     RunStatus,
     StepCompleted,
     StepCreated,
@@ -107,3 +120,35 @@ class ConditionalCommitConformance(ConformanceBase):
         result = await world.commit(_outcome(item, horizon, at=early))
         assert result.stale and not result.ok
         assert_dense(await world.read_events(run.id))
+
+    @pytest.mark.anyio
+    async def test_a_runs_first_task_may_come_with_its_creation(self, world: World) -> None:
+        """``create_run`` with ``first``: the task's events follow ``RunCreated``, all
+        stamped ``first.at``, its step is leased to ``lease_to``, and no workflow
+        item waits. A world that ignores ``first`` queues the workflow item instead."""
+        at = world.now()
+        first = FirstTask(
+            events=(RunStarted(), StepCreated(step=1, name=STEP, args=b"")),
+            schedule=(NewWorkItem(kind="step", name=STEP, number=1, lease=True),),
+            at=at,
+        )
+        request = CreateRunRequest(
+            run_id=new_run_id(), workflow=WF, args=b"", lease_to=WORKER, first=first
+        )
+        created = await world.create_run(request)
+        assert created.run is not None and created.conflict is None
+        log = await world.read_events(request.run_id)
+        assert_dense(log)
+        if created.first is None:
+            assert [type(e) for e in log] == [RunCreated]
+            (item,) = await world.lease("other", names={WF}, limit=10, lease_seconds=30.0)
+            assert item.run_id == request.run_id
+            return
+        assert created.first.ok and created.first.status is RunStatus.RUNNING
+        assert [type(e) for e in log] == [RunCreated, RunStarted, StepCreated, StepStarted]
+        assert all(e.at == at for e in log[:3])
+        (step,) = created.first.leased
+        assert (step.kind, step.number, step.run_id) == ("step", 1, request.run_id)
+        assert await world.lease("other", names={WF, STEP}, limit=10, lease_seconds=30.0) == []
+        done = await world.commit(_outcome(step, 3, then=(RunCompleted(result=b"x"),)))
+        assert done.ok and done.status is RunStatus.COMPLETED
