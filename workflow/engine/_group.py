@@ -76,9 +76,9 @@ class GroupCommitter:
         if len(self._pending) > 1:  # a leader of this turn will send it
             await entry.done.wait()
             return entry.outcome()
-        await anyio.sleep(0)  # let the other tasks ready this turn add theirs
-        batch, self._pending = self._pending, []
         with anyio.CancelScope(shield=True):  # followers wait on this batch
+            await anyio.sleep(0)  # let the other tasks ready this turn add theirs
+            batch, self._pending = self._pending, []
             await self._send(batch)
         return entry.outcome()
 

@@ -272,9 +272,9 @@ class Connection:
         if len(self._queue) > 1:  # the leader of this turn writes it
             await entry.done.wait()
             return cast(T, entry.outcome())
-        await anyio.sleep(0)  # let the other writes ready this turn join
-        batch, self._queue = self._queue, []
         with anyio.CancelScope(shield=True):  # the batch's other callers wait on it
+            await anyio.sleep(0)  # let the other writes ready this turn join
+            batch, self._queue = self._queue, []
             await self._write_batch(batch)
         return cast(T, entry.outcome())
 
