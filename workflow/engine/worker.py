@@ -247,7 +247,8 @@ class Worker:
         """``request`` leased to this worker, with the run's first workflow task run
         ahead against the ``RunCreated`` it will have, so that starting the run
         and its first task are one transaction (not when the task must wait for
-        a unique claim or a hook token: then only the lease)."""
+        a unique claim or a hook token, or would close the run: then only the
+        lease)."""
         request = msgspec.structs.replace(
             request, lease_to=self.worker_id, lease_seconds=self.lease_seconds
         )
@@ -266,7 +267,9 @@ class Worker:
             commit = instance.take_commit()
         except Exception:
             blocked = True
-        if blocked:
+        # A run that would close in its first task is left to be started (and
+        # cancelled, say) as it always was: only its lease is eager.
+        if blocked or instance.finished:
             instance.dispose()
             return request
         self._steps.update(instance.step_definitions)
