@@ -148,15 +148,18 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     args.out.parent.mkdir(exist_ok=True)
+    durability = dict(DURABILITY)
+    if args.ours_tree is not None:
+        durability["ours"] = f"the default of the checkout {args.ours_tree}"
     report = {
         "repeat": args.repeat,
         "in_flight": IN_FLIGHT,
-        "durability": DURABILITY,
+        "durability": durability,
         "commit_ceiling": limit,
         "rows": rows,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"ours: {DURABILITY['ours']}; DBOS: {DURABILITY['dbos']}")
+    print(f"ours: {durability['ours']}; DBOS: {durability['dbos']}")
     print(f"raw commit ceiling: {limit['full']}/s at FULL, {limit['normal']}/s at NORMAL")
     print()
     print(
