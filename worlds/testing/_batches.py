@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+
 import anyio
+import anyio.from_thread
+import anyio.to_thread
+import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from worlds.protocol import World
 from worlds.testing._base import (
@@ -110,3 +117,60 @@ class BatchCommitConformance(ConformanceBase):
         assert any(isinstance(e, StepDiscarded) for e in log)
         finished = await world.commit(_done(fresh, worker="fresh"))
         assert finished.ok, "the fresh lease holder commits after the fenced zombie"
+
+    @pytest.mark.anyio
+    async def test_a_batch_answers_each_request_as_it_would_alone(self, world: World) -> None:
+        """Any mix of good requests, requests to unknown or closed runs and requests
+        under a lease that is not held: each gets the outcome ``commit`` would give
+        it, and only the good ones write."""
+        kinds = st.lists(
+            st.sampled_from(["good", "unknown", "closed", "lost"]), min_size=1, max_size=6
+        )
+
+        @settings(
+            max_examples=20,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        )
+        @given(kinds)
+        def check(batch: list[str]) -> None:
+            anyio.from_thread.run(_check_batch, world, batch)
+
+        await anyio.to_thread.run_sync(check)
+
+
+async def _check_batch(world: World, kinds: list[str]) -> None:
+    """Build one request of each kind, send them as one batch, check every outcome."""
+    workflow = f"batch-{uuid.uuid4().hex}"
+    requests: list[CommitRequest] = []
+    for kind in kinds:
+        if kind == "unknown":
+            requests.append(
+                CommitRequest(run_id=f"no-{uuid.uuid4().hex}", worker_id=WORKER, events=())
+            )
+            continue
+        run, _, started = await run_with_steps(world, workflow=workflow, lease_steps=True)
+        (item,) = started.leased
+        if kind == "closed":
+            await world.commit(
+                CommitRequest(run_id=run.id, worker_id=WORKER, events=(RunCompleted(result=b""),))
+            )
+        if kind == "lost":
+            item = msgspec.structs.replace(item, token=item.token + 1)
+        requests.append(_done(item))
+    outcomes = await world.commit_many(requests)
+    assert len(outcomes) == len(requests)
+    for kind, request, outcome in zip(kinds, requests, outcomes, strict=True):
+        if kind == "unknown":
+            assert isinstance(outcome, LookupError), outcome
+            continue
+        assert isinstance(outcome, CommitResult), outcome
+        log = await world.read_events(request.run_id)
+        assert_dense(log)
+        completed = [e for e in log if isinstance(e, StepCompleted)]
+        if kind == "good":
+            assert outcome.ok and len(completed) == 1
+        elif kind == "closed":
+            assert not outcome.ok and outcome.status is RunStatus.COMPLETED and not completed
+        else:
+            assert not outcome.ok and outcome.lease_lost and not completed
