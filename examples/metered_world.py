@@ -74,6 +74,9 @@ class MeteredWorld:
     async def migrate(self) -> int:
         return await self.inner.migrate()
 
+    def now(self) -> datetime:
+        return self.inner.now()
+
     async def info(self) -> dict[str, str | int]:
         facts = await self.inner.info()
         return {**facts, **{f"calls.{name}": count for name, count in self.calls.items()}}
@@ -91,6 +94,15 @@ class MeteredWorld:
             return await self.inner.commit(request)
         finally:
             self._timed("commit", began)
+
+    async def commit_many(
+        self, requests: Sequence[CommitRequest]
+    ) -> list[CommitResult | Exception]:
+        began = time.perf_counter()
+        try:
+            return await self.inner.commit_many(requests)
+        finally:
+            self._timed("commit_many", began)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         began = time.perf_counter()

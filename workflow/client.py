@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 
@@ -44,6 +44,7 @@ from worlds.types import (
     AttributeValue,
     Claim,
     CreateRunRequest,
+    CreateRunResult,
     EventKind,
     HookRecord,
     RunCancelled,
@@ -123,15 +124,53 @@ def _storage(world: World) -> object:
     return world  # in-memory storage: only the object itself
 
 
-def serve_world(world: World) -> None:
-    """Note that a Worker in this process serves ``world`` (until ``stop_serving_world``)."""
+class EagerStarter(Protocol):
+    """A Worker in this process that takes the first workflow task of the runs
+    started here that it can run, leased to it as the run is created."""
+
+    worker_id: str
+    lease_seconds: float
+
+    def reserve(self, world: World, workflow: str) -> bool:
+        """Hold a slot for a new run of ``workflow`` in ``world``; False if it cannot."""
+        ...
+
+    def first_task(self, request: CreateRunRequest) -> CreateRunRequest:
+        """``request`` (after ``reserve``) with ``lease_to`` set, and with the run's
+        first workflow task run ahead (``first``) where it can be."""
+        ...
+
+    def adopt(self, request: CreateRunRequest, created: CreateRunResult | None) -> None:
+        """Take over what creating ``request`` leased to this worker (``created``
+        None: it raised); the slot ``reserve`` held is free again."""
+        ...
+
+
+_starters: list[EagerStarter] = []
+
+
+def serve_world(world: World, starter: EagerStarter | None = None) -> None:
+    """Note that a Worker in this process serves ``world`` (until ``stop_serving_world``);
+    with ``starter``, ``start`` hands it the first task of runs it can run."""
     _served.append(world)
+    if starter is not None:
+        _starters.append(starter)
 
 
-def stop_serving_world(world: World) -> None:
-    """Undo one ``serve_world(world)``."""
+def stop_serving_world(world: World, starter: EagerStarter | None = None) -> None:
+    """Undo one ``serve_world(world, starter)``."""
     if world in _served:
         _served.remove(world)
+    if starter in _starters:
+        _starters.remove(starter)
+
+
+def _eager_starter(world: World, workflow: str) -> EagerStarter | None:
+    """A Worker here that reserved a slot for a new run of ``workflow`` in ``world``."""
+    for starter in _starters:
+        if starter.reserve(world, workflow):
+            return starter
+    return None
 
 
 class Run(Generic[R]):
@@ -320,6 +359,7 @@ async def start(
             else now + timedelta(seconds=seconds)
         )
     target = resolve_world(world)
+    starter = _eager_starter(target, fn.name)
     request = CreateRunRequest(
         run_id=new_run_id(),
         workflow=fn.name,
@@ -328,7 +368,15 @@ async def start(
         unique=unique,
         timeout_at=timeout_at,
     )
-    created = await target.create_run(request)
+    if starter is None:
+        created = await target.create_run(request)
+    else:
+        outcome = None
+        try:
+            request = starter.first_task(request)
+            created = outcome = await target.create_run(request)
+        finally:
+            starter.adopt(request, outcome)
     if created.conflict is not None:
         holder: Run[R] = Run(created.conflict.holder_run_id, world=world, workflow=fn)
         if created.conflict.key == IDEMPOTENCY_KEY:

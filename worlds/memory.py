@@ -17,7 +17,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import batches, cancel, claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -325,7 +325,12 @@ class MemoryWorld(ClosesOnExit):
             if isinstance(takeover, ClaimConflict):
                 return CreateRunResult(conflict=takeover)
             taken[claim_key] = (held.run_id, takeover)
-        now = self._clock()
+        task = runs.first_task_commit(request)
+        if task is not None:
+            for successor in commits.successors(task):
+                if successor in self._runs:
+                    raise requests.successor_exists(successor)
+        now = self._clock() if request.first is None else request.first.at
         superseded = None
         for holder_id, takeover in taken.values():
             if takeover.cancel_reason is not None:
@@ -344,12 +349,18 @@ class MemoryWorld(ClosesOnExit):
             self._claims[claim_key] = Claim(
                 key=key, value=value, run_id=request.run_id, generation=generation
             )
-        wake = NewWorkItem(kind="workflow", name=request.workflow)
-        self._enqueue(request.run_id, wake, "", now, 0)
         deadline = runs.deadline_item(request)
         if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
-        return CreateRunResult(run=run.record, superseded_run_id=superseded)
+        if task is not None:
+            first = await self.commit(task)
+            return CreateRunResult(run=run.record, superseded_run_id=superseded, first=first)
+        eager = request.lease_to is not None
+        wake = NewWorkItem(kind="workflow", name=request.workflow, lease=eager)
+        leased = self._enqueue(
+            request.run_id, wake, request.lease_to or "", now, request.lease_seconds
+        )
+        return CreateRunResult(run=run.record, superseded_run_id=superseded, leased=leased)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -372,6 +383,10 @@ class MemoryWorld(ClosesOnExit):
                 if discard is None or settled(run.events, discard.step, discard.attempt):
                     return commits.lost(run.record.status, holder)
                 return commits.lost(run.record.status, holder, self._append(run, discard, now))
+        if request.expect_seq is not None:
+            later = [event for event in run.events if event.seq >= request.expect_seq]
+            if commits.stale(request, later):
+                return commits.stale_result(run.record.status)
         for successor in commits.successors(request):
             if successor in self._runs:
                 raise requests.successor_exists(successor)
@@ -408,6 +423,11 @@ class MemoryWorld(ClosesOnExit):
                 reply = (run.record, got)
             else:
                 assert_never(need)
+
+    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+        """See ``World.commit_many``: each request as by ``commit``, at once (nothing
+        else runs in between, and this world has nothing to make durable)."""
+        return await batches.one_by_one(requests, self.commit)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""
@@ -509,6 +529,10 @@ class MemoryWorld(ClosesOnExit):
             if item is not None:
                 item.owner, item.expires_at = None, None
         self._signal(WORK_TOPIC)
+
+    def now(self) -> datetime:
+        """See ``World.now``: the clock this world was given."""
+        return self._clock()
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``."""

@@ -96,6 +96,23 @@ class World(Protocol):
         """Apply a ``CommitRequest`` atomically (its docstring gives the rules)."""
         ...
 
+    async def commit_many(
+        self, requests: Sequence[CommitRequest]
+    ) -> list[CommitResult | Exception]:
+        """Apply each request as ``commit`` would, in order, and report each outcome
+        separately: its result, or the exception ``commit`` would have raised for
+        it (then nothing of that request is written). A request's outcome never
+        depends on whether another in the batch failed.
+
+        Group commit: a world makes the whole batch durable at once where it can
+        (one transaction and one fsync: memory, SQLite) and returns only once all
+        of it is durable. An exception raised by the call itself (the world is
+        unavailable) leaves every outcome unknown: each request may have been
+        applied, and is retried like a ``commit`` that raised (a commit under a
+        lease never applies twice). ``worlds._rules.batches`` has the rules.
+        """
+        ...
+
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """Close an open run as cancelled and drop its pending work, atomically.
 
@@ -165,6 +182,15 @@ class World(Protocol):
 
     async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
         """Give leased items back so another worker can take them at once."""
+        ...
+
+    def now(self) -> datetime:
+        """The world's current time (aware UTC), as this object stamps events.
+
+        A worker that shows a time to a workflow before the event carrying it
+        is stored (``CommitRequest.at``) takes it from here, so events carry
+        the world's clock, not the worker's.
+        """
         ...
 
     async def wait(self, topic: str, timeout: float) -> None:

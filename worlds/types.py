@@ -36,6 +36,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "EventKind",
+    "FirstTask",
     "HookConflict",
     "HookCreated",
     "HookReceived",
@@ -448,13 +449,38 @@ class StartPolicy(msgspec.Struct, frozen=True, kw_only=True):
     reuse: ReuseRule = "allow_duplicate"
 
 
+class FirstTask(msgspec.Struct, frozen=True, kw_only=True):
+    """A new run's first workflow task, run before the run exists (see
+    ``CreateRunRequest.first``): its events, the work it schedules, and the
+    time its ``RunCreated`` and events carry (from ``World.now``)."""
+
+    events: tuple[EventKind, ...]
+    schedule: tuple[NewWorkItem, ...] = ()
+    at: datetime
+
+
 class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything ``World.create_run`` writes in one transaction.
 
     ``unique`` names the keys of ``attributes`` that are claimed across the
     world; ``policy`` (whose key must be in ``unique``) may take one over.
     With ``timeout_at``, the world also enqueues the run's deadline timer
-    (``RUN_DEADLINE_TIMER``) due then.
+    (``RUN_DEADLINE_TIMER``) due then. With ``lease_to`` (a worker id: the run
+    is started in a process whose worker runs it), the world may lease the
+    run's workflow item to that worker for ``lease_seconds`` in the same
+    transaction and return it as ``CreateRunResult.leased``, so no worker has
+    to find it by polling; a world that does not stays correct by enqueueing
+    it as usual.
+
+    With ``first`` (and ``lease_to``), the worker has already run the
+    workflow's first task against the ``RunCreated`` it will have: the world
+    stamps ``RunCreated`` and the task's events with ``first.at``, applies the
+    task as a ``commit`` without a lease would (its step items leased to
+    ``lease_to`` when they ask), enqueues no workflow item, and returns the
+    task's ``CommitResult`` as ``CreateRunResult.first``: start and first task
+    in one transaction. A world that does not do this returns no ``first``
+    and enqueues the workflow item as usual (the worker then runs the task
+    again, from the log).
     """
 
     run_id: str
@@ -464,18 +490,24 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     unique: frozenset[str] = frozenset()
     policy: StartPolicy | None = None
     timeout_at: datetime | None = None
+    lease_to: str | None = None
+    lease_seconds: float = 30.0
+    first: FirstTask | None = None
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of ``create_run``: the new run, or the claim that refused it.
 
     ``superseded_run_id`` names the run a ``terminate_existing`` takeover
-    cancelled, if any.
+    cancelled, if any; ``leased`` the workflow item leased to
+    ``CreateRunRequest.lease_to``, if the world did so.
     """
 
     run: RunRecord | None = None
     conflict: ClaimConflict | None = None
     superseded_run_id: str | None = None
+    leased: WorkItem | None = None
+    first: CommitResult | None = None
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -501,6 +533,18 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``discard`` is appended (a late step result) and ``ok`` is False; under a
     lost lease not even that when the log already holds an outcome or a
     discard of that attempt (the retry of a commit that had landed).
+
+    ``expect_seq`` makes the commit conditional (one transaction per step: a
+    worker that fed a step's outcome straight into its cached workflow commits
+    the outcome with the workflow's next commands): it is applied only if
+    every event after number ``expect_seq`` is a step attempt's own record
+    (``StepStarted``, ``StepRetrying``, ``StepDiscarded``, or a step's
+    ``AttributeSet``/``AttributeConflict``), which the workflow never sees,
+    and, with ``at``, neither they nor event ``expect_seq`` is later than
+    ``at``. Otherwise nothing is
+    written and the result is ``stale``. ``at`` stamps the events with that
+    time instead of the world's clock (the time the workflow already saw; it
+    comes from ``World.now``).
     """
 
     run_id: str
@@ -511,6 +555,8 @@ class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):
     ack: bool = True
     discard: StepDiscarded | None = None
     lease_seconds: float = 30.0
+    expect_seq: int | None = None
+    at: datetime | None = None
 
 
 class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -522,7 +568,9 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
     ``StepStarted`` of an eager lease is in the log but not here); ``leased``
     the items leased to the committing worker. With ``lease_lost``,
     ``lease_holder`` names the worker that holds the item's lease now (``None``
-    when nobody does: the item finished or went with its run).
+    when nobody does: the item finished or went with its run). ``stale``: a
+    conditional commit (``CommitRequest.expect_seq``) found events the
+    committer had not seen, and wrote nothing.
     """
 
     ok: bool
@@ -531,6 +579,7 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
     leased: tuple[WorkItem, ...] = ()
     lease_lost: bool = False
     lease_holder: str | None = None
+    stale: bool = False
 
 
 class RunQuery(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import types
+from typing import Any
 
 import anyio
 import pytest
@@ -36,6 +37,24 @@ async def test_concurrency_is_bounded(world: World) -> None:
     async with Worker(world, [fan], concurrency=3):
         run = await start(fan, 12, world=world)
         assert await run.result(timeout=20) == sum(range(12))
+    assert 1 <= in_flight["peak"] <= 3
+
+
+async def test_concurrency_is_bounded_when_runs_start_beside_the_worker(world: World) -> None:
+    """Runs started in the worker's process take their first task (and steps)
+    straight to the worker, and many starting at once still respect its bound."""
+    in_flight.update(now=0, peak=0)
+    async with Worker(world, [fan], concurrency=3):
+        runs: list[Any] = []
+
+        async def begin(n: int) -> None:
+            runs.append((n, await start(fan, n, world=world)))
+
+        async with anyio.create_task_group() as group:
+            for n in range(1, 9):
+                group.start_soon(begin, n)
+        for n, run in runs:
+            assert await run.result(timeout=30) == sum(range(n))
     assert 1 <= in_flight["peak"] <= 3
 
 

@@ -109,6 +109,27 @@ async def test_migrations_are_idempotent_and_safe_concurrently(postgres_world_ur
         await conn.close()
 
 
+async def test_the_world_leaves_the_servers_durability_settings_alone(
+    postgres_world_url: str,
+) -> None:
+    """Whatever ``fsync`` and ``synchronous_commit`` the server runs with, the world's
+    sessions run with the same: it never weakens (or otherwise changes) them."""
+    world = PostgresWorld(postgres_world_url)
+    try:
+        await world.create_run(CreateRunRequest(run_id="r-durable", workflow="w", args=b""))
+        info = await world.info()
+    finally:
+        await world.close()
+    conn = await asyncpg.connect(world.dsn)
+    try:
+        server = {
+            name: await conn.fetchval(f"SHOW {name}") for name in ("fsync", "synchronous_commit")
+        }
+    finally:
+        await conn.close()
+    assert {name: info[name] for name in server} == server
+
+
 async def test_an_older_schema_is_migrated_and_a_newer_one_refused(postgres_url: str) -> None:
     schema = fresh_schema()
     url = with_schema(postgres_url, schema)

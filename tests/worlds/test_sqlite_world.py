@@ -274,6 +274,58 @@ def test_urls_are_checked_when_the_world_is_created(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_commits_are_durable_by_default_and_normal_is_opt_in(tmp_path: Path) -> None:
+    """``synchronous=FULL`` unless the URL trades it away; the level is the one the
+    connection really runs at, read back from SQLite."""
+    for query, level in (
+        ("", "full"),
+        ("?synchronous=normal", "normal"),
+        ("?synchronous=FULL", "full"),
+    ):
+        async with worlds.open(f"sqlite:///{tmp_path}/{level}{len(query)}.db{query}") as world:
+            await create(world)
+            assert (await world.info())["synchronous"] == level
+
+
+def test_an_unknown_synchronous_level_is_refused_at_open(tmp_path: Path) -> None:
+    for bad in ("off", "extra", "", "2", "fast"):
+        with pytest.raises(ValueError, match=r"'full'.*'normal'"):
+            worlds.open(f"sqlite:///{tmp_path}/w.db?synchronous={bad}")
+    assert not list(tmp_path.iterdir()), "a refused URL touched the disk"
+
+
+@pytest.mark.anyio
+async def test_writes_of_one_loop_turn_share_a_transaction_and_fail_alone(url: str) -> None:
+    """Group commit: concurrent creates go to SQLite as one transaction; a duplicate
+    run id among them fails its own caller only, and everyone else's run exists."""
+    ids = [new_run_id() for _ in range(20)]
+    async with worlds.open(url) as world:
+        assert isinstance(world, SqliteWorld)
+
+        def request(run_id: str) -> CreateRunRequest:
+            return CreateRunRequest(run_id=run_id, workflow=WF, args=b"\x90")
+
+        await world.create_run(request(ids[0]))
+        outcomes: dict[str, BaseException | None] = {}
+
+        async def one(index: int, run_id: str) -> None:
+            try:
+                await world.create_run(request(run_id))
+                outcomes[f"{index}"] = None
+            except ValueError as exc:
+                outcomes[f"{index}"] = exc
+
+        async with anyio.create_task_group() as group:
+            for index, run_id in enumerate([ids[0], *ids[1:], ids[5]]):
+                group.start_soon(one, index, run_id)
+        failed = sorted(int(key) for key, exc in outcomes.items() if exc is not None)
+        assert failed == [0, 20], outcomes
+        for run_id in ids:
+            assert await world.get_run(run_id) is not None
+        assert world._connection.batches >= 1, "no transaction carried two writes"
+
+
+@pytest.mark.anyio
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path, url: str) -> None:
     db = sqlite3.connect(tmp_path / "world.db")
     db.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")

@@ -141,6 +141,8 @@ class WorkflowInstance(_runtime.Runtime):
         # asyncio's I/O methods stay abstract on purpose: workflow code must not do I/O
         self.loop = WorkflowLoop(self._on_timer, self._on_loop_error)  # type: ignore[abstract]
         self.last_seq = 0
+        self.latest_at = datetime.fromtimestamp(0, UTC)
+        """The time of the latest event this instance read or wrote."""
         self.finished = False
         self.failure: BaseException | None = None
         self.step_definitions: dict[str, StepDefinition[..., Any]] = {}
@@ -194,6 +196,32 @@ class WorkflowInstance(_runtime.Runtime):
             else:
                 self._externals.append(event)
             self.last_seq = max(self.last_seq, event.seq)
+            self.latest_at = max(self.latest_at, event.at)
+
+    def horizon(self) -> int | None:
+        """The last sequence number up to which this instance knows the whole log
+        (what it read, then what it wrote right after); None when a gap it has not
+        read lies below something it wrote."""
+        seq = self.last_seq
+        while seq + 1 in self._own_seqs:
+            seq += 1
+        return None if any(own > seq for own in self._own_seqs) else seq
+
+    def feed_outcome(self, event: StepCompleted | StepFailed) -> None:
+        """Take a step's outcome before it is stored (one transaction per step): it
+        is delivered by the next ``advance``; ``committed_outcome`` follows."""
+        self._externals.append(event)
+        self.latest_at = max(self.latest_at, event.at)
+
+    def committed_outcome(self, appended: tuple[EventKind, ...], horizon: int) -> None:
+        """Record what the world appended for a step outcome fed by ``feed_outcome``
+        (first) and the commands ``take_commit`` handed over after it. The world
+        checked that nothing the body would see came after ``horizon``."""
+        self.committed(appended[1:])
+        self.last_seq = max(horizon, *(event.seq for event in appended))
+        self._own_seqs = {seq for seq in self._own_seqs if seq > self.last_seq}
+        for event in appended:
+            self.latest_at = max(self.latest_at, event.at)
 
     def advance(self) -> bool:
         """Run the workflow as far as it can go without I/O.
@@ -234,6 +262,7 @@ class WorkflowInstance(_runtime.Runtime):
         """Record what the world appended for the last ``take_commit``."""
         for event in appended:
             self._own_seqs.add(event.seq)
+            self.latest_at = max(self.latest_at, event.at)
         for call in self._calls:
             if call.outcome is None:
                 outcome = appended[call.outbox_index]

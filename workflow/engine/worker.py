@@ -19,6 +19,7 @@ import collections
 import logging
 import os
 import socket
+import threading
 import types
 import uuid
 from collections.abc import Iterable
@@ -37,15 +38,22 @@ from workflow.engine._commits import (
     timer_commit,
 )
 from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
+from workflow.engine._group import GroupCommitter
 from workflow.engine._instance import WorkflowInstance
 from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
 from worlds.types import (
     CommitRequest,
+    CreateRunRequest,
+    CreateRunResult,
+    FirstTask,
     NewWorkItem,
+    RunCreated,
     RunStatus,
+    StepCompleted,
     StepDiscarded,
+    StepFailed,
     WorkItem,
 )
 
@@ -123,11 +131,16 @@ class Worker:
         # an eager commit in flight at the same time cannot overfill the worker.
         self._reserved = 0
         self._reserved_by: dict[str, int] = {}
+        self._leasing = 0
+        # runs being created whose first workflow task ran ahead, and their extra slots
+        self._early: dict[str, tuple[WorkflowInstance, int]] = {}
         self._capacity = anyio.Event()
         self._stopping = False
         self._stop_requested = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._thread = threading.get_ident()
         self._complaints = Complaints(log, self.worker_id)
+        self._committer = GroupCommitter(world)
         # Longest wait for a renewal before it counts as failed. Leasing and
         # commits are not timed here, on the hot path: a world detects its own
         # hung connections (PostgreSQL: command timeout and TCP keepalives).
@@ -170,7 +183,10 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
-        serve_world(self.world)  # client calls without world= now check against it
+        # client calls without world= now check against it, and start() hands
+        # this worker the first task of the runs it can run
+        serve_world(self.world, self)
+        self._thread = threading.get_ident()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._task_group.start_soon(self._dispatch)
@@ -191,7 +207,7 @@ class Worker:
             await self._task_group.__aexit__(exc_type, exc, tb)
             self._task_group = None
         finally:
-            stop_serving_world(self.world)
+            stop_serving_world(self.world, self)
 
     async def run(self) -> None:
         """Run until ``stop()``, then shut down gracefully.
@@ -211,6 +227,83 @@ class Worker:
         self._stopping = True
         self._capacity.set()
         self._stop_requested.set()
+
+    def reserve(self, world: World, workflow: str) -> bool:
+        """Hold a slot for a run of ``workflow`` that ``start`` is creating in this
+        worker's world, on this worker's thread; False if it cannot take it."""
+        if (
+            world is not self.world
+            or self._stopping
+            or self._task_group is None
+            or workflow not in self._workflows
+            or self._thread != threading.get_ident()
+            or self._free_slots() + self._leasing <= 0
+        ):
+            return False
+        self._reserved += 1
+        return True
+
+    def first_task(self, request: CreateRunRequest) -> CreateRunRequest:
+        """``request`` leased to this worker, with the run's first workflow task run
+        ahead against the ``RunCreated`` it will have, so that starting the run
+        and its first task are one transaction (not when the task must wait for
+        a unique claim or a hook token, or would close the run: then only the
+        lease)."""
+        request = msgspec.structs.replace(
+            request, lease_to=self.worker_id, lease_seconds=self.lease_seconds
+        )
+        at = self.world.now()
+        created = RunCreated(
+            workflow=request.workflow,
+            args=request.args,
+            attributes=dict(request.attributes),
+            seq=1,
+            at=at,
+        )
+        instance = WorkflowInstance(request.run_id, self._workflows[request.workflow], self.world)
+        try:
+            instance.feed([created])
+            blocked = instance.advance()
+            commit = instance.take_commit()
+        except Exception:
+            blocked = True
+        # A run that would close in its first task is left to be started (and
+        # cancelled, say) as it always was: only its lease is eager.
+        if blocked or instance.finished:
+            instance.dispose()
+            return request
+        self._steps.update(instance.step_definitions)
+        schedule, extra_slots = self._mark_eager(commit.schedule)
+        self._reserved += extra_slots
+        self._early[request.run_id] = (instance, extra_slots)
+        first = FirstTask(events=tuple(commit.events), schedule=schedule, at=at)
+        return msgspec.structs.replace(request, first=first)
+
+    def adopt(self, request: CreateRunRequest, created: CreateRunResult | None) -> None:
+        """Run what creating ``request`` leased to this worker, in the slots
+        ``reserve`` and ``first_task`` held, and cache the run's workflow if its
+        first task was committed with it. What comes after the worker closed is
+        left to its lease's expiry."""
+        instance, extra_slots = self._early.pop(request.run_id, (None, 0))
+        self._reserved -= 1 + extra_slots
+        items: list[WorkItem] = []
+        first = None if created is None else created.first
+        if instance is not None and first is not None and first.ok:
+            items = list(first.leased)
+            instance.committed(first.events)
+            if instance.finished or self._task_group is None:
+                instance.dispose()
+            else:
+                self._keep(instance)
+        else:
+            if instance is not None:
+                instance.dispose()
+            if created is not None and created.leased is not None:
+                items = [created.leased]
+        if self._task_group is not None:
+            for item in items:
+                self._spawn(item)
+        self._capacity.set()
 
     def _fail(self, error: WorldMisconfiguredError) -> None:
         if self.failure is None:
@@ -271,6 +364,7 @@ class Worker:
                 await self._capacity.wait()
                 continue
             self._reserved += free
+            self._leasing = free  # runs started here meanwhile may take these slots
             try:
                 items = await self.world.lease(
                     self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
@@ -287,12 +381,21 @@ class Worker:
                 continue
             finally:
                 self._reserved -= free
+                self._leasing = 0
             backoff.reset()
             self._complaints.succeeded()
             if self._stopping:
                 with anyio.CancelScope(shield=True):
                     await self.world.release(self.worker_id, items)
                 return
+            room = max(self._free_slots(), 0)
+            if len(items) > room:  # runs started here took slots while we leased
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.world.release(self.worker_id, items[room:])
+                    except Exception as exc:
+                        self._complaints.failed("release its leases", exc, None)
+                items = items[:room]
             for item in items:
                 self._spawn(item)
             if not items:
@@ -435,7 +538,84 @@ class Worker:
             not self._stopping,
             None if cached is None else cached.run_metadata(),
         )
+        combined = await self._commit_with_workflow(item, request)
+        if combined is not None:
+            return combined
         return await self._commit(item, request)
+
+    async def _commit_with_workflow(
+        self, item: WorkItem, request: CommitRequest
+    ) -> list[WorkItem] | None:
+        """One transaction per step: feed the outcome in ``request`` straight into the
+        run's cached workflow and commit it with the workflow's next commands.
+
+        The commit is conditional (``expect_seq``): if anything the workflow would
+        see reached the log meanwhile, the world writes nothing, the instance
+        (which has seen the outcome too early) is dropped and ``None`` tells the
+        caller to commit ``request`` the ordinary way, as it does when the run is
+        not cached here or the commit fails. A crash before the commit leaves
+        the step's lease to expire: only that step runs again.
+        """
+        outcome = request.events[0] if len(request.events) == 1 else None
+        if self._stopping or not isinstance(outcome, (StepCompleted, StepFailed)):
+            return None
+        instance = self._cache.get(item.run_id)
+        horizon = None if instance is None else instance.horizon()
+        if instance is None or horizon is None:
+            return None
+        del self._cache[item.run_id]
+        try:
+            at = max(self.world.now(), instance.latest_at)
+            instance.feed_outcome(msgspec.structs.replace(outcome, at=at))
+            blocked = instance.advance()
+            commit = instance.take_commit()
+            self._steps.update(instance.step_definitions)
+            schedule, extra_slots = self._mark_eager(commit.schedule)
+            if blocked:  # a unique claim to settle first: the workflow task goes on
+                schedule += (NewWorkItem(kind="workflow"),)
+            self._reserve(item, extra_slots)
+            result = await self._committer.commit(
+                msgspec.structs.replace(
+                    request,
+                    events=(outcome, *commit.events),
+                    schedule=schedule,
+                    expect_seq=horizon,
+                    at=at,
+                )
+            )
+        except Exception as exc:
+            log.debug(
+                "worker %s: committing %s with its workflow failed: %r",
+                self.worker_id,
+                describe(item),
+                exc,
+            )
+            instance.dispose()
+            return None
+        if result.stale:
+            log.debug(
+                "worker %s: %s moved on meanwhile: committed alone", self.worker_id, describe(item)
+            )
+            instance.dispose()
+            return None
+        if not result.ok:
+            instance.dispose()
+            if result.lease_lost:
+                self._lease_lost(item, bool(result.events), result.lease_holder)
+            return list(result.leased)
+        instance.committed_outcome(result.events, horizon)
+        if instance.finished or blocked:
+            instance.dispose()
+        else:
+            self._keep(instance)
+        return list(result.leased)
+
+    def _keep(self, instance: WorkflowInstance) -> None:
+        """Cache ``instance`` as its run's newest, evicting the least recently used."""
+        self._cache[instance.run_id] = instance
+        while len(self._cache) > self._cache_size:
+            _, evicted = self._cache.popitem(last=False)
+            evicted.dispose()
 
     async def _commit(self, item: WorkItem, request: CommitRequest) -> list[WorkItem]:
         """Commit the outcome of ``item``, riding out a world that is unavailable.
@@ -450,7 +630,7 @@ class Worker:
         poisoned = 0
         while True:
             try:
-                result = await self.world.commit(request)
+                result = await self._committer.commit(request)
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
@@ -542,7 +722,7 @@ class Worker:
                 self._steps.update(instance.step_definitions)
                 schedule, extra_slots = self._mark_eager(commit.schedule)
                 self._reserve(item, extra_slots)
-                result = await self.world.commit(
+                result = await self._committer.commit(
                     CommitRequest(
                         run_id=item.run_id,
                         worker_id=self.worker_id,
@@ -567,10 +747,7 @@ class Worker:
         if instance.finished:
             instance.dispose()
         else:
-            self._cache[item.run_id] = instance
-            while len(self._cache) > self._cache_size:
-                _, evicted = self._cache.popitem(last=False)
-                evicted.dispose()
+            self._keep(instance)
         return leased
 
     def _mark_eager(self, schedule: list[NewWorkItem]) -> tuple[tuple[NewWorkItem, ...], int]:

@@ -14,6 +14,7 @@ from typing import Any, Literal, NamedTuple
 
 from worlds._rules import runs
 from worlds.types import (
+    AttributeConflict,
     AttributeSet,
     AttributeValue,
     CommitRequest,
@@ -28,6 +29,7 @@ from worlds.types import (
     StepDiscarded,
     StepFailed,
     StepRetrying,
+    StepStarted,
     WorkItem,
 )
 
@@ -45,6 +47,8 @@ __all__ = [
     "drive",
     "lost",
     "settled",
+    "stale",
+    "stale_result",
     "successors",
 ]
 
@@ -62,6 +66,30 @@ def lost(status: RunStatus, holder: str | None, discard: EventKind | None = None
     return CommitResult(
         ok=False, status=status, events=events, lease_lost=True, lease_holder=holder
     )
+
+
+def stale(request: CommitRequest, later: Iterable[EventKind]) -> bool:
+    """Whether conditional ``request`` must be refused, given the run's events from
+    number ``request.expect_seq`` on: one after it that the committer's workflow
+    would have seen (not a step attempt's own record), or, with ``request.at``,
+    one later than ``at`` (a log's times never go back)."""
+    assert request.expect_seq is not None
+    for event in later:
+        if request.at is not None and event.at > request.at:
+            return True
+        if event.seq <= request.expect_seq:
+            continue
+        if isinstance(event, (StepStarted, StepRetrying, StepDiscarded)):
+            continue
+        if isinstance(event, (AttributeSet, AttributeConflict)) and event.step is not None:
+            continue
+        return True
+    return False
+
+
+def stale_result(status: RunStatus) -> CommitResult:
+    """The result of a conditional commit refused by ``stale``: nothing written."""
+    return CommitResult(ok=False, status=status, stale=True)
 
 
 def after_ack(kind: str, rewake: bool) -> Literal["rewake", "delete"]:
@@ -133,12 +161,15 @@ def commit_flow(
     """The steps of a commit to an open ``run`` whose lease (if any) is held.
 
     ``held`` is the leased item's kind and rewake mark (``None``: no lease).
+    Events are stamped ``request.at`` when given, else ``now``.
     A world drives the generator in its transaction, doing what each yielded
     ``Need`` asks and sending back the reply it names, synchronously or with
     ``await``; the generator returns what the world then stores.
     """
     appended: list[EventKind] = []
     attributes: dict[str, AttributeValue] = {}
+    if request.at is not None:
+        now = request.at
     for event in request.events:
         if (isinstance(event, AttributeSet) and event.unique) or isinstance(event, HookCreated):
             event = yield Settle(run.id, event)

@@ -9,6 +9,7 @@ import msgspec
 from worlds.types import (
     AttributeSet,
     AttributeValue,
+    CommitRequest,
     CreateRunRequest,
     EventKind,
     NewWorkItem,
@@ -29,6 +30,7 @@ __all__ = [
     "apply_to_run",
     "created_event",
     "deadline_item",
+    "first_task_commit",
     "new_run",
     "stamped",
 ]
@@ -102,4 +104,19 @@ def deadline_item(request: CreateRunRequest) -> NewWorkItem | None:
         name=request.workflow,
         number=RUN_DEADLINE_TIMER,
         available_at=request.timeout_at,
+    )
+
+
+def first_task_commit(request: CreateRunRequest) -> CommitRequest | None:
+    """The commit that applies ``request.first`` (a new run's first workflow task)
+    right after the run is created, in the same transaction; None without one."""
+    if request.first is None or request.lease_to is None:
+        return None
+    return CommitRequest(
+        run_id=request.run_id,
+        worker_id=request.lease_to,
+        events=request.first.events,
+        schedule=request.first.schedule,
+        lease_seconds=request.lease_seconds,
+        at=request.first.at,
     )

@@ -17,7 +17,7 @@ import anyio
 import asyncpg
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import claims, commits, requests, runs
+from worlds._rules import batches, claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
@@ -157,15 +157,21 @@ class PostgresWorld(ClosesOnExit):
             return await self._migrate(conn)
 
     async def info(self) -> dict[str, str | int]:
-        """Scheme, schema, schema version and run counts per status."""
+        """Scheme, schema, schema version, the server's ``fsync`` and
+        ``synchronous_commit`` as this world's sessions see them (the world
+        never changes them), and run counts per status."""
         pool = await self._connect()
         async with pool.acquire() as conn:
             version = await conn.fetchval(schema.APPLIED_VERSION)
             counts = await conn.fetch(sql.COUNT_RUNS_BY_STATUS)
+            fsync = await conn.fetchval("SHOW fsync")
+            synchronous_commit = await conn.fetchval("SHOW synchronous_commit")
         facts: dict[str, str | int] = {
             "scheme": "postgresql",
             "schema": self.schema,
             "schema_version": int(version),
+            "fsync": str(fsync),
+            "synchronous_commit": str(synchronous_commit),
         }
         facts.update({f"runs.{row['status']}": int(row["count"]) for row in counts})
         return facts
@@ -349,7 +355,8 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.commit``."""
         self._check_open()
         args = None
-        if self._fast_commits:
+        # A conditional commit (one transaction per step) takes the general path.
+        if self._fast_commits and request.expect_seq is None and request.at is None:
             args = commit_params(request, self._clock.now(), self._channel, self._run_channel)
         if args is not None:
             pool = await self._connect()
@@ -363,6 +370,10 @@ class PostgresWorld(ClosesOnExit):
             result = commit_result(request, rows, args)
             if result is not None:
                 return result
+        return await self._write(lambda tx: self._commit_in(tx, request))
+
+    async def _commit_in(self, tx: Tx, request: CommitRequest) -> CommitResult:
+        """``request`` applied in transaction ``tx`` (the general path)."""
         lease = request.lease
 
         async def body(tx: Tx) -> CommitResult:
@@ -393,6 +404,11 @@ class PostgresWorld(ClosesOnExit):
                     run, stored = tx.stamp(run, discard)
                     await tx.save_run(run, attributes)
                     return commits.lost(run.status, holder, stored)
+            if request.expect_seq is not None:
+                rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, request.expect_seq - 1)
+                later = (codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows)
+                if commits.stale(request, later):
+                    return commits.stale_result(run.status)
             item = None if held is None else (held["kind"], bool(held["rewake"]))
             done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
             if done.attributes:
@@ -402,6 +418,36 @@ class PostgresWorld(ClosesOnExit):
                 attributes = codecs.encode(done.run.attributes)
             await tx.save_run(done.run, attributes)
             return done.result
+
+        return await body(tx)
+
+    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+        """See ``World.commit_many``: one transaction (one WAL flush at commit) for the
+        batch, each request in a savepoint of its own on the general path; not one
+        round trip (each request takes its own statements)."""
+        self._check_open()
+        batch = batches.check_batch(requests)
+        if len(batch) < 2:
+            return await batches.one_by_one(batch, self.commit)
+
+        async def body(tx: Tx) -> list[batches.Outcome]:
+            outcomes: list[batches.Outcome] = []
+            for request in batch:
+                signals, pending = set(tx.signals), {k: list(v) for k, v in tx.pending.items()}
+                savepoint = tx.conn.transaction()
+                await savepoint.start()
+                try:
+                    outcome: batches.Outcome = await self._commit_in(tx, request)
+                except Exception as exc:
+                    if isinstance(exc, RETRYABLE) or batches.is_world_failure(exc):
+                        raise
+                    await savepoint.rollback()
+                    tx.signals, tx.pending = signals, pending
+                    outcomes.append(exc)
+                    continue
+                await savepoint.commit()
+                outcomes.append(outcome)
+            return outcomes
 
         return await self._write(body)
 
@@ -516,6 +562,10 @@ class PostgresWorld(ClosesOnExit):
             self._channel,
             WORK_TOPIC,
         )
+
+    def now(self) -> datetime:
+        """See ``World.now``: this process's clock corrected to the server's."""
+        return self._clock.now()
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``.

@@ -2,7 +2,9 @@
 
 Same semantics as ``worlds.memory``, stored in one SQLite file that any number
 of processes on one machine may share. The file runs in WAL mode with
-``synchronous=NORMAL``; every write is one ``BEGIN IMMEDIATE`` transaction, so
+``synchronous=FULL``: every acknowledged write (a started run, a recorded
+step result, a closed run) has been fsynced and survives a power loss or an
+OS crash. Every write is one ``BEGIN IMMEDIATE`` transaction, so
 writers from several processes queue on SQLite's write lock instead of losing
 updates, and a lock that is still busy after the busy timeout is retried.
 
@@ -23,7 +25,13 @@ processes; ``busy_timeout`` (seconds, default 10), how long a statement waits
 for another process's lock; ``inline`` (1 or 0, default 1), whether
 operations may run on the event loop; ``max_pages`` (default 0, no limit), the
 most pages (4 KiB each by default) the file may grow to, SQLite's
-``max_page_count``.
+``max_page_count``; ``synchronous`` (``full``, the default, or ``normal``).
+``?synchronous=normal`` trades durability for speed: a process crash still
+loses nothing, but a power loss or OS crash can roll back the commits since
+the last checkpoint, so a run whose result a client already saw can revert
+to an earlier state or vanish, and its steps run again. Any other value is
+refused with ``ValueError`` when the world is opened. ``info()`` reports the
+level the connection runs at.
 
 Errors: the driver's errors leave every operation as the ``worlds.errors``
 tree. A full disk (or ``max_pages`` reached) raises ``WorldFullError`` and

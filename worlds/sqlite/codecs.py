@@ -113,6 +113,19 @@ def run_update_params(run: RunRecord, attributes: bytes) -> tuple[object, ...]:
     )
 
 
+def run_state_params(run: RunRecord) -> tuple[object, ...]:
+    """Parameters of ``UPDATE_RUN_STATE`` that store ``run`` but its attributes."""
+    return (
+        run.status.value,
+        None if run.started_at is None else to_micros(run.started_at),
+        None if run.closed_at is None else to_micros(run.closed_at),
+        run.last_seq,
+        run.result,
+        None if run.error is None else encode(run.error),
+        run.id,
+    )
+
+
 _EVENT_DECODER = msgspec.msgpack.Decoder(EventKind)
 
 EVENT_TAGS: dict[type, str] = {cls: cls.__struct_config__.tag for cls in get_args(EventKind)}

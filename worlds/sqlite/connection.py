@@ -27,7 +27,7 @@ import anyio.to_thread
 
 from worlds._lifecycle import WorldClosedError
 from worlds._signals import SignalHub
-from worlds.errors import WorldMisconfiguredError
+from worlds.errors import WorldMisconfiguredError, as_world_error
 from worlds.sqlite.schema import apply_schema
 from worlds.sqlite.transactions import (
     RollbackError,
@@ -38,7 +38,7 @@ from worlds.sqlite.transactions import (
     transact,
 )
 
-__all__ = ["Checkpointer", "Connection", "parse_url"]
+__all__ = ["SYNCHRONOUS", "Checkpointer", "Connection", "parse_url"]
 
 T = TypeVar("T")
 
@@ -48,12 +48,20 @@ _BACKSTOP_PAGES = 10_000
 """WAL pages after which a writer checkpoints itself (the background one fell behind)."""
 
 
+SYNCHRONOUS = {"full": 2.0, "normal": 1.0}
+"""The values of the ``synchronous`` URL option, as SQLite numbers them."""
+
+
 def parse_url(url: str) -> tuple[str, dict[str, float]]:
     """The absolute path (or ``:memory:``) and the options of an SQLite world URL.
 
+    ``synchronous`` (``full``, the default, or ``normal``) becomes its SQLite
+    number (2 or 1); every other option is a number.
+
     Raises:
         ValueError: ``url`` is not an SQLite world URL, has no path, or an
-            unknown, non-numeric or negative option.
+            unknown, non-numeric or negative option, or a ``synchronous``
+            other than ``full`` and ``normal``.
     """
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower().split("+", 1)[0] != "sqlite":
@@ -65,10 +73,25 @@ def parse_url(url: str) -> tuple[str, dict[str, float]]:
             "or sqlite:////absolute.db"
         )
     path = unquote(location[1:])
-    options = {"poll": 0.05, "busy_timeout": 10.0, "inline": 1.0, "max_pages": 0.0}
+    options = {
+        "poll": 0.05,
+        "busy_timeout": 10.0,
+        "inline": 1.0,
+        "max_pages": 0.0,
+        "synchronous": SYNCHRONOUS["full"],
+    }
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name not in options:
             raise ValueError(f"unknown option {name!r} in {url!r}; known: {sorted(options)}")
+        if name == "synchronous":
+            if value.lower() not in SYNCHRONOUS:
+                raise ValueError(
+                    f"option 'synchronous' in {url!r} must be 'full' (the default: an"
+                    " acknowledged commit survives power loss) or 'normal' (faster; a"
+                    f" power loss may roll back the last commits), not {value!r}"
+                )
+            options[name] = SYNCHRONOUS[value.lower()]
+            continue
         try:
             options[name] = float(value)
         except ValueError:
@@ -111,6 +134,9 @@ class Connection:
         self._busy_pragma = f"PRAGMA busy_timeout = {int(options['busy_timeout'] * 1000)}"
         self._inline = bool(options["inline"])
         self._max_pages = int(options["max_pages"])
+        self.synchronous = next(
+            name for name, level in SYNCHRONOUS.items() if level == options["synchronous"]
+        )
         self._guard = threading.Lock()
         self._conn: aiosqlite.Connection | None = None
         self._checkpointer: Checkpointer | None = None
@@ -119,6 +145,9 @@ class Connection:
         self._connecting: anyio.Lock | None = None
         self._closed = False
         self.hub = _hub_for(path)
+        self._queue: list[_Write] = []
+        self.batches = 0
+        """Transactions that carried more than one write (group commit)."""
 
     def check_open(self) -> None:
         """Raise ``WorldClosedError`` once the world was closed."""
@@ -142,7 +171,7 @@ class Connection:
         if self._max_pages:
             db.execute(f"PRAGMA max_page_count = {self._max_pages}")
         retrying(lambda: db.execute("PRAGMA journal_mode = WAL"))
-        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
         transact(db, apply_schema, blocking=True)
         if self.path != ":memory:":
             db.execute(f"PRAGMA wal_autocheckpoint = {_BACKSTOP_PAGES}")
@@ -230,28 +259,113 @@ class Connection:
         return await _execute(conn, blocking)
 
     async def write(self, body: Callable[[Writer], T]) -> T:
-        """Run ``body`` as one transaction; deliver its signals once it committed."""
+        """Run ``body`` as one transaction; deliver its signals once it committed.
 
-        def transaction(db: sqlite3.Connection) -> tuple[T, set[str]]:
-            writer = Writer(db)
-            try:
-                return body(writer), writer.signals
-            except RollbackError as rollback:
-                raise RollbackError((rollback.result, set())) from None
+        Group commit: the writes of one loop turn share one transaction (one
+        fsync), each in a savepoint of its own. A body that raises (or rolls
+        back) undoes only its own savepoint and its caller alone gets the
+        outcome; a world failure fails the whole batch. Nobody's write returns
+        before the transaction holding it has committed.
+        """
+        entry = _Write(body)
+        self._queue.append(entry)
+        if len(self._queue) > 1:  # the leader of this turn writes it
+            await entry.done.wait()
+            return cast(T, entry.outcome())
+        with anyio.CancelScope(shield=True):  # the batch's other callers wait on it
+            await anyio.sleep(0)  # let the other writes ready this turn join
+            batch, self._queue = self._queue, []
+            await self._write_batch(batch)
+        return cast(T, entry.outcome())
 
-        result, signals = await self.run(
-            lambda db, blocking: transact(db, transaction, blocking=blocking)
-        )
+    async def _write_batch(self, batch: list[_Write]) -> None:
+        """Run the bodies of ``batch`` in one transaction and settle each entry."""
+        if len(batch) == 1:
+
+            def transaction(db: sqlite3.Connection) -> tuple[list[_Outcome], set[str]]:
+                writer = Writer(db)
+                try:
+                    return [(True, batch[0].body(writer))], writer.signals
+                except RollbackError as rollback:
+                    raise RollbackError(([(True, rollback.result)], set())) from None
+
+        else:
+
+            def transaction(db: sqlite3.Connection) -> tuple[list[_Outcome], set[str]]:
+                return _in_savepoints(db, batch)
+
+        try:
+            outcomes, signals = await self.run(
+                lambda db, blocking: transact(db, transaction, blocking=blocking)
+            )
+        except BaseException as exc:
+            for entry in batch:
+                entry.settle((False, exc))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for entry, outcome in zip(batch, outcomes, strict=True):
+            entry.settle(outcome)
         for topic in signals:
             self.hub.signal(topic)
         self._writes += 1
+        self.batches += len(batch) > 1
         if self._writes % _CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
             self._checkpointer.request()
-        return result
 
     async def read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` outside any write transaction, retrying while the file is locked."""
         return await self.run(lambda db, blocking: run_once(lambda: body(db), blocking))
+
+
+_Outcome = tuple[bool, object]
+"""A write's outcome: ``(True, result)`` or ``(False, exception)``."""
+
+
+class _Write:
+    """One caller's write body waiting for its batch, and its outcome."""
+
+    def __init__(self, body: Callable[[Writer], object]) -> None:
+        self.body = body
+        self.done = anyio.Event()
+        self._outcome: _Outcome | None = None
+
+    def settle(self, outcome: _Outcome) -> None:
+        self._outcome = outcome
+        self.done.set()
+
+    def outcome(self) -> object:
+        assert self._outcome is not None, "read only once settled"
+        ok, value = self._outcome
+        if not ok:
+            assert isinstance(value, BaseException)
+            raise value
+        return value
+
+
+def _in_savepoints(db: sqlite3.Connection, batch: list[_Write]) -> tuple[list[_Outcome], set[str]]:
+    """Run each body of ``batch`` in a savepoint of the open transaction: a body
+    that raises or rolls back undoes only itself. A world failure, or a lock that
+    must be waited for, is raised for the whole batch."""
+    outcomes: list[_Outcome] = []
+    signals: set[str] = set()
+    for entry in batch:
+        writer = Writer(db)
+        db.execute("SAVEPOINT write")
+        try:
+            outcomes.append((True, entry.body(writer)))
+        except RollbackError as rollback:
+            db.execute("ROLLBACK TO write")
+            outcomes.append((True, rollback.result))
+        except Exception as exc:
+            if isinstance(exc, WouldBlockError) or as_world_error(exc) is not None:
+                raise
+            db.execute("ROLLBACK TO write")
+            outcomes.append((False, exc))
+        else:
+            signals |= writer.signals
+        db.execute("RELEASE write")
+    return outcomes, signals
 
 
 async def _execute(conn: aiosqlite.Connection, function: Callable[[], T]) -> T:

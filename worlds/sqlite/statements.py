@@ -26,6 +26,11 @@ UPDATE_RUN = (
     "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
     "attributes = ?, result = ?, error = ? WHERE id = ?"
 )
+# The common commit: the attributes did not change, so their blob is not written.
+UPDATE_RUN_STATE = (
+    "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
+    "result = ?, error = ? WHERE id = ?"
+)
 BUMP_LAST_SEQ = "UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq"
 
 INSERT_EVENT = "INSERT INTO events (run_id, seq, kind, data) VALUES (?, ?, ?, ?)"

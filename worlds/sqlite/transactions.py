@@ -194,9 +194,13 @@ class Writer:
             self.db.executemany(sql.INSERT_EVENT, self.rows)
             self.rows = []
 
-    def save_run(self, run: RunRecord, attributes: bytes) -> None:
+    def save_run(self, run: RunRecord, attributes: bytes | None) -> None:
+        """Store ``run``'s queued events and state; ``attributes`` None: unchanged."""
         self.flush_events()
-        self.db.execute(sql.UPDATE_RUN, codecs.run_update_params(run, attributes))
+        if attributes is None:
+            self.db.execute(sql.UPDATE_RUN_STATE, codecs.run_state_params(run))
+        else:
+            self.db.execute(sql.UPDATE_RUN, codecs.run_update_params(run, attributes))
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
@@ -224,7 +228,7 @@ class Writer:
                     run, _ = self.stamp(run, discard)
             run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
             run, _ = self.enqueue(run, plan.timer, "", 0.0)
-        self.save_run(run, row["attributes"])
+        self.save_run(run, None)
         return run
 
     def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
@@ -247,7 +251,7 @@ class Writer:
         event = cancel.cancel_now(run.status, reason)
         if event is not None:
             run, _ = self.stamp(run, event)
-            self.save_run(run, row["attributes"])
+            self.save_run(run, None)
         return run
 
     def continue_run(self, old: RunRecord, event: RunContinued) -> None:

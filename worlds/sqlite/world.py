@@ -14,7 +14,7 @@ from datetime import datetime
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import claims, commits, requests, runs, terms
+from worlds._rules import batches, claims, commits, requests, runs, terms
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -31,7 +31,13 @@ from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.filters import list_runs_sql, match_counts_sql
 from worlds.sqlite.schema import SCHEMA_VERSION
-from worlds.sqlite.transactions import RollbackError, Writer, new_token, run_once
+from worlds.sqlite.transactions import (
+    RollbackError,
+    WouldBlockError,
+    Writer,
+    new_token,
+    run_once,
+)
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -96,17 +102,23 @@ class SqliteWorld(ClosesOnExit):
         return SCHEMA_VERSION
 
     async def info(self) -> dict[str, str | int]:
-        """Path, schema version and run counts per status."""
+        """Path, schema version, ``synchronous`` (as the connection runs it: ``full``
+        unless the URL traded durability away) and run counts per status."""
 
-        def body(db: sqlite3.Connection) -> list[tuple[str, int]]:
-            return [(row["status"], row["runs"]) for row in db.execute(sql.COUNT_RUNS_BY_STATUS)]
+        def body(db: sqlite3.Connection) -> tuple[int, list[tuple[str, int]]]:
+            level = int(db.execute("PRAGMA synchronous").fetchone()[0])
+            counts = [(row["status"], row["runs"]) for row in db.execute(sql.COUNT_RUNS_BY_STATUS)]
+            return level, counts
 
+        level, counts = await self._connection.read(body)
+        names = {0: "off", 1: "normal", 2: "full", 3: "extra"}
         facts: dict[str, str | int] = {
             "scheme": "sqlite",
             "path": self.path,
             "schema_version": SCHEMA_VERSION,
+            "synchronous": names.get(level, str(level)),
         }
-        for status, count in await self._connection.read(body):
+        for status, count in counts:
             facts[f"runs.{status}"] = count
         return facts
 
@@ -119,8 +131,12 @@ class SqliteWorld(ClosesOnExit):
         attributes = dict(request.attributes)
         ivalues = {key: index_value(value) for key, value in attributes.items()}
 
+        task = runs.first_task_commit(request)
+
         def body(tx: Writer) -> CreateRunResult:
             db, run_id = tx.db, request.run_id
+            if request.first is not None and task is not None:
+                tx.now, tx.now_us = request.first.at, codecs.to_micros(request.first.at)
             try:
                 db.execute(
                     sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
@@ -155,20 +171,59 @@ class SqliteWorld(ClosesOnExit):
             stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
             tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
             tx.flush_events()
-            item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
-            db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
-            tx.signals.add(WORK_TOPIC)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+            leased = None
+            if task is not None:
+                deadline = runs.deadline_item(request)
+                if deadline is not None:
+                    run, _ = tx.enqueue(run, deadline, "", 0.0)
+                first = self._commit_in(tx, task)
+                return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
+            if request.lease_to is None:
+                item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
+                tx.signals.add(WORK_TOPIC)
+            else:
+                wake = NewWorkItem(kind="workflow", lease=True)
+                run, leased = tx.enqueue(run, wake, request.lease_to, request.lease_seconds)
             deadline = runs.deadline_item(request)
             if deadline is not None:
                 tx.enqueue(run, deadline, "", 0.0)
-            return CreateRunResult(run=run, superseded_run_id=superseded)
+            return CreateRunResult(run=run, superseded_run_id=superseded, leased=leased)
 
         return await self._connection.write(body)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._connection.check_open()
+        return await self._connection.write(lambda tx: self._commit_in(tx, request))
+
+    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+        """See ``World.commit_many``: one transaction (one fsync) for the batch, each
+        request in a savepoint of its own, so a failing one leaves no trace."""
+        self._connection.check_open()
+        batch = batches.check_batch(requests)
+
+        def body(tx: Writer) -> list[batches.Outcome]:
+            outcomes: list[batches.Outcome] = []
+            for request in batch:
+                signals, rows = set(tx.signals), list(tx.rows)
+                tx.db.execute("SAVEPOINT request")
+                try:
+                    outcomes.append(self._commit_in(tx, request))
+                except Exception as exc:
+                    if isinstance(exc, WouldBlockError) or batches.is_world_failure(exc):
+                        raise
+                    tx.db.execute("ROLLBACK TO request")
+                    tx.signals, tx.rows = signals, rows
+                    outcomes.append(exc)
+                tx.db.execute("RELEASE request")
+            return outcomes
+
+        return await self._connection.write(body)
+
+    def _commit_in(self, tx: Writer, request: CommitRequest) -> CommitResult:
+        """``request`` applied in transaction ``tx``."""
         lease = request.lease
         lease_key = (
             (None, None, None) if lease is None else (lease.id, request.worker_id, lease.token)
@@ -179,12 +234,12 @@ class SqliteWorld(ClosesOnExit):
             row = db.execute(sql.GET_RUN_FOR_COMMIT, (request.run_id, *lease_key)).fetchone()
             if row is None:
                 raise LookupError(f"unknown run {request.run_id}")
-            run, attributes = codecs.run_from_row(row), row["attributes"]
+            run = codecs.run_from_row(row)
             if run.status.is_closed:
                 if request.discard is None:
                     return commits.closed(run.status)
                 run, stored = tx.stamp(run, request.discard)
-                tx.save_run(run, attributes)
+                tx.save_run(run, None)
                 return commits.closed(run.status, stored)
             held_kind, rewake = row["kind"], row["rewake"]
             if lease is not None and (held_kind is None or lease.run_id != run.id):
@@ -201,18 +256,23 @@ class SqliteWorld(ClosesOnExit):
                 ):
                     return commits.lost(run.status, holder)
                 run, stored = tx.stamp(run, discard)
-                tx.save_run(run, attributes)
+                tx.save_run(run, None)
                 return commits.lost(run.status, holder, stored)
+            if request.expect_seq is not None:
+                rows = db.execute(sql.READ_EVENTS, (run.id, request.expect_seq - 1)).fetchall()
+                if commits.stale(request, (codecs.decode_event(r["data"]) for r in rows)):
+                    return commits.stale_result(run.status)
             held = None if lease is None else (held_kind, bool(rewake))
             done = tx.commit(commits.commit_flow(run, request, tx.now, held), request)
+            changed = None
             if done.attributes:
                 rows = [(run.id, key, index_value(v)) for key, v in done.attributes.items()]
                 db.executemany(sql.UPSERT_ATTRIBUTE, rows)
-                attributes = codecs.encode(done.run.attributes)
-            tx.save_run(done.run, attributes)
+                changed = codecs.encode(done.run.attributes)
+            tx.save_run(done.run, changed)
             return done.result
 
-        return await self._connection.write(body)
+        return body(tx)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""
@@ -315,6 +375,10 @@ class SqliteWorld(ClosesOnExit):
 
         await self._connection.write(body)
 
+    def now(self) -> datetime:
+        """See ``World.now``: the host's clock."""
+        return utcnow()
+
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``.
 
@@ -416,7 +480,7 @@ class SqliteWorld(ClosesOnExit):
             )
             run, _ = tx.stamp(run, received)
             run, _ = tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
-            tx.save_run(run, row["attributes"])
+            tx.save_run(run, None)
             return str(run_id)
 
         return await self._connection.write(body)

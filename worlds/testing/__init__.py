@@ -37,9 +37,11 @@ import pytest
 
 pytest.register_assert_rewrite(
     "worlds.testing._base",
+    "worlds.testing._batches",
     "worlds.testing._cancel",
     "worlds.testing._claims",
     "worlds.testing._clock",
+    "worlds.testing._conditional",
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._prune",
@@ -51,9 +53,11 @@ pytest.register_assert_rewrite(
 )
 
 from worlds.testing._base import WorldFactory  # noqa: E402
+from worlds.testing._batches import BatchCommitConformance  # noqa: E402
 from worlds.testing._cancel import CancelConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
+from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
@@ -77,6 +81,8 @@ class WorldConformance(
     CancelConformance,
     ValueConformance,
     ModelConformance,
+    ConditionalCommitConformance,
+    BatchCommitConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
@@ -93,6 +99,8 @@ class WorldConformance(
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), the whole range of values the SDK accepts
-    (``ValueConformance``) and a
-    hypothesis state machine checked against a model (``ModelConformance``).
+    (``ValueConformance``), a
+    hypothesis state machine checked against a model (``ModelConformance``) and
+    conditional commits (``ConditionalCommitConformance``) and group commit
+    (``BatchCommitConformance``).
     """
