@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from workflow.types import Unique
-from worlds.types import AttributeValue
+from workflow.types import Limited, Unique
+from worlds.types import AttributeValue, Limit
 
 __all__ = [
     "IDEMPOTENCY_KEY",
@@ -166,19 +166,24 @@ def check_count(count: int, holder: str = "a run") -> None:
 
 def split_start_attributes(
     attributes: Mapping[str, Any] | None,
-) -> tuple[dict[str, AttributeValue], frozenset[str]]:
-    """Validate ``start``'s attributes; return plain values and the unique keys."""
+) -> tuple[dict[str, AttributeValue], frozenset[str], dict[str, Limit]]:
+    """Validate ``start``'s attributes; return plain values, the unique keys and the limits."""
     if attributes is None:
-        return {}, frozenset()
+        return {}, frozenset(), {}
     if not isinstance(attributes, Mapping):
         raise TypeError(f"attributes must be a mapping, not {type(attributes).__name__}")
     values: dict[str, AttributeValue] = {}
     unique: set[str] = set()
+    limits: dict[str, Limit] = {}
     for key, raw in attributes.items():
         is_unique = isinstance(raw, Unique)
-        key, value = check_pair(key, raw.value if isinstance(raw, Unique) else raw)
+        key, value = check_pair(key, raw.value if isinstance(raw, Unique | Limited) else raw)
         values[key] = value
-        if is_unique or key in ALWAYS_UNIQUE:
+        if isinstance(raw, Limited):
+            if key in ALWAYS_UNIQUE:
+                raise ValueError(f"attribute {key!r} is always unique; it cannot be Limited")
+            limits[key] = Limit(limit=raw.limit, on_full=raw.on_full)
+        elif is_unique or key in ALWAYS_UNIQUE:
             unique.add(key)
     check_count(len(values))
-    return values, frozenset(unique)
+    return values, frozenset(unique), limits

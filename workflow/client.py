@@ -283,42 +283,37 @@ async def start(
     attributes: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
     timeout: float | timedelta | None = None,
+    delay: float | timedelta | None = None,
     world: World | None = None,
 ) -> Run[R]:
     """Create a run of workflow ``fn`` with ``args``; a worker will execute it.
 
     Every ``Unique`` value in ``attributes`` is claimed in the same atomic
-    operation that creates the run. With ``idempotency_key``, a second start with
+    operation that creates the run, and every ``Limited`` value takes a slot of
+    its pair (or, when the pair is full, the run waits, pending, until one
+    frees; see ``Limited``). With ``delay``, the run stays pending that long
+    before a worker starts it (a run that waits for a slot starts when it gets
+    one). With ``idempotency_key``, a second start with
     the same key returns the first run instead of creating one. With
     ``timeout``, a run still open that long after its start fails with a
     ``TimeoutError`` (a durable timer in the world enforces it); a deadline
     past 9000-01-01 (``math.inf``, say) is clamped to that date, like timers.
 
     Raises:
-        AttributeConflictError: a unique pair is held by another run; nothing
-            was created.
+        AttributeConflictError: a unique pair is held by another run, or a
+            ``Limited(..., on_full="fail")`` pair is full; nothing was created.
         TypeError / ValueError: bad arguments or attributes; nothing was written.
     """
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"start() needs a @workflow function, got {fn!r}")
     payload = encode_call(args)
-    values, unique = split_start_attributes(attributes)
+    values, unique, limits = split_start_attributes(attributes)
+    start_at = None if delay is None else _later("delay", delay, allow_zero=True)
     if idempotency_key is not None:
         check_pair(IDEMPOTENCY_KEY, idempotency_key)
         values[IDEMPOTENCY_KEY] = idempotency_key
         unique |= {IDEMPOTENCY_KEY}
-    timeout_at = None
-    if timeout is not None:
-        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
-        if not seconds > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        latest = datetime(9000, 1, 1, tzinfo=UTC)  # far enough to mean "never", as timers
-        now = datetime.now(UTC)
-        timeout_at = (
-            latest
-            if seconds >= (latest - now).total_seconds()
-            else now + timedelta(seconds=seconds)
-        )
+    timeout_at = None if timeout is None else _later("timeout", timeout, allow_zero=False)
     target = resolve_world(world)
     request = CreateRunRequest(
         run_id=new_run_id(),
@@ -327,14 +322,32 @@ async def start(
         attributes=values,
         unique=unique,
         timeout_at=timeout_at,
+        limits=limits,
+        start_at=start_at,
     )
     created = await target.create_run(request)
     if created.conflict is not None:
-        holder: Run[R] = Run(created.conflict.holder_run_id, world=world, workflow=fn)
-        if created.conflict.key == IDEMPOTENCY_KEY:
+        refused = created.conflict
+        holder: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
+        if refused.key == IDEMPOTENCY_KEY:
             return holder
-        raise AttributeConflictError(created.conflict.key, created.conflict.value, holder)
+        raise AttributeConflictError(refused.key, refused.value, holder, limit=refused.limit)
     return Run(request.run_id, world=world, workflow=fn, record=created.run)
+
+
+def _later(what: str, span: float | timedelta, *, allow_zero: bool) -> datetime:
+    """Now plus ``span`` seconds, clamped to 9000-01-01 (far enough to mean "never")."""
+    if isinstance(span, bool) or not isinstance(span, int | float | timedelta):
+        raise TypeError(f"{what} is seconds or a timedelta, not {type(span).__name__}")
+    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
+    if math.isnan(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{what} must be {bound} seconds, got {span}")
+    latest = datetime(9000, 1, 1, tzinfo=UTC)
+    now = datetime.now(UTC)
+    if seconds >= (latest - now).total_seconds():
+        return latest
+    return now + timedelta(seconds=seconds)
 
 
 def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:

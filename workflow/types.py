@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
-__all__ = ["RunMetadata", "StepMetadata", "Unique"]
+__all__ = ["Limited", "RunMetadata", "StepMetadata", "Unique"]
 
 V = TypeVar("V")
 
@@ -20,6 +20,35 @@ class Unique(Generic[V]):
     """
 
     value: V
+
+
+@dataclass(frozen=True, slots=True)
+class Limited(Generic[V]):
+    """Marks a start-time attribute value as a pair at most ``limit`` open runs hold.
+
+    ``start(fn, attributes={"tenant": Limited("acme", 3)})`` takes one of the
+    three slots of ``tenant=acme`` in the same atomic operation that creates the
+    run. When all are held, ``on_full="queue"`` (the default) still creates the
+    run, pending, and it waits (holding no worker) until a slot frees: waiting
+    runs of one pair start first in first out, and a full pair never delays runs
+    of other pairs. A slot frees when its holder closes, whatever the outcome.
+    ``on_full="fail"`` makes ``start`` raise ``AttributeConflictError`` naming
+    a holder instead, creating nothing. The value is stored as a plain
+    attribute, so ``list_runs(attributes={"tenant": "acme"})`` finds holders and
+    waiters alike.
+    """
+
+    value: V
+    limit: int
+    on_full: Literal["queue", "fail"] = "queue"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int):
+            raise TypeError(f"Limited's limit is an int, not {type(self.limit).__name__}")
+        if not 1 <= self.limit <= 1_000_000:
+            raise ValueError(f"Limited's limit must be 1-1000000, got {self.limit}")
+        if self.on_full not in ("queue", "fail"):
+            raise ValueError(f"on_full must be 'queue' or 'fail', got {self.on_full!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import cancel, claims, commits, requests, runs, slots
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -54,6 +54,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     StepStarted,
     WorkItem,
     WorkKind,
@@ -81,9 +82,22 @@ class _Item:
 
 
 @dataclass
+class _Pair:
+    """A limited pair's rows: holders and waiters, each in arrival order."""
+
+    holders: dict[str, Slot] = field(default_factory=dict)
+    waiters: dict[str, Slot] = field(default_factory=dict)
+
+
+@dataclass
 class _Run:
     record: RunRecord
     events: list[EventKind] = field(default_factory=list)
+
+
+def _slot_order(slot: Slot) -> tuple[bool, int]:
+    """Holders first, then waiters, each in arrival order."""
+    return (not slot.holding, slot.position)
 
 
 class MemoryWorld(ClosesOnExit):
@@ -122,6 +136,9 @@ class MemoryWorld(ClosesOnExit):
         self._hooks: dict[str, HookRecord] = {}
         self._resumed: dict[tuple[str, str], str] = {}
         self._tokens = itertools.count(1)
+        self._pairs: dict[tuple[str, str], _Pair] = {}
+        self._run_pairs: dict[str, list[tuple[str, str]]] = {}
+        self._positions = itertools.count(1)
         self._hub = SignalHub()
 
     async def close(self) -> None:
@@ -157,7 +174,43 @@ class MemoryWorld(ClosesOnExit):
             self._drop_work(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
+                self._release_slots(run.record.id)
             self._signal(run_topic(run.record.id))
+
+    def _release_slots(self, run_id: str) -> None:
+        """Drop the closed run's slots and places in line; promote whom that admits."""
+        freed = self._run_pairs.pop(run_id, [])
+        for pair in freed:
+            rows = self._pairs[pair]
+            rows.holders.pop(run_id, None)
+            rows.waiters.pop(run_id, None)
+        slots.drive(slots.promote_flow(freed), self._promotion_step)
+        for pair in freed:
+            if not self._pairs[pair].holders and not self._pairs[pair].waiters:
+                del self._pairs[pair]
+
+    def _promotion_step(self, need: slots.Need) -> object:
+        match need:
+            case slots.Head(pair=pair):
+                rows = self._pairs.get(pair)
+                return next(iter(rows.waiters), None) if rows is not None else None
+            case slots.Views(run_id=run_id):
+                views = []
+                for pair in self._run_pairs.get(run_id, []):
+                    rows = self._pairs[pair]
+                    slot = rows.waiters[run_id]
+                    first = next(iter(rows.waiters))
+                    views.append(slots.PairView(pair, slot.limit, len(rows.holders), first))
+                return views
+            case slots.Promote(run_id=run_id, pairs=pairs):
+                for pair in pairs:
+                    rows = self._pairs[pair]
+                    slot = rows.waiters.pop(run_id)
+                    rows.holders[run_id] = msgspec.structs.replace(slot, holding=True)
+                self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
+                return None
+            case _:
+                assert_never(need)
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
@@ -246,6 +299,15 @@ class MemoryWorld(ClosesOnExit):
                     claim, run_id=event.next_run_id, generation=generation
                 )
         self._move_hooks(old, new, event, now)
+        moved = self._run_pairs.pop(record.id, [])
+        for pair in moved:
+            rows = self._pairs[pair]
+            slot = rows.holders.pop(record.id)
+            rows.holders[event.next_run_id] = msgspec.structs.replace(
+                slot, run_id=event.next_run_id
+            )
+        if moved:
+            self._run_pairs[event.next_run_id] = moved
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
 
     def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
@@ -325,6 +387,9 @@ class MemoryWorld(ClosesOnExit):
             if isinstance(takeover, ClaimConflict):
                 return CreateRunResult(conflict=takeover)
             taken[claim_key] = (held.run_id, takeover)
+        admitted = self._admit(request)
+        if isinstance(admitted, ClaimConflict):
+            return CreateRunResult(conflict=admitted)
         now = self._clock()
         superseded = None
         for holder_id, takeover in taken.values():
@@ -344,12 +409,43 @@ class MemoryWorld(ClosesOnExit):
             self._claims[claim_key] = Claim(
                 key=key, value=value, run_id=request.run_id, generation=generation
             )
-        wake = NewWorkItem(kind="workflow", name=request.workflow)
-        self._enqueue(request.run_id, wake, "", now, 0)
+        self._take_slots(request, holding=admitted == "hold")
+        if admitted == "hold":
+            wake = NewWorkItem(
+                kind="workflow", name=request.workflow, available_at=request.start_at
+            )
+            self._enqueue(request.run_id, wake, "", now, 0)
         deadline = runs.deadline_item(request)
         if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
         return CreateRunResult(run=run.record, superseded_run_id=superseded)
+
+    def _admit(self, request: CreateRunRequest) -> str | ClaimConflict:
+        """``slots.admit`` over the request's limited pairs as they are now."""
+        states = {}
+        for key in request.limits:
+            rows = self._pairs.get((key, index_value(request.attributes[key])), _Pair())
+            someone = next(iter(rows.holders), None) or next(iter(rows.waiters), None)
+            states[key] = slots.PairState(len(rows.holders), len(rows.waiters), someone)
+        return slots.admit(request, states)
+
+    def _take_slots(self, request: CreateRunRequest, *, holding: bool) -> None:
+        """The new run's row at each of its limited pairs: a slot, or a place in line."""
+        position = next(self._positions)
+        for key, limit in sorted(request.limits.items()):
+            value = request.attributes[key]
+            pair = (key, index_value(value))
+            slot = Slot(
+                key=key,
+                value=value,
+                run_id=request.run_id,
+                limit=limit.limit,
+                holding=holding,
+                position=position,
+            )
+            rows = self._pairs.setdefault(pair, _Pair())
+            (rows.holders if holding else rows.waiters)[request.run_id] = slot
+            self._run_pairs.setdefault(request.run_id, []).append(pair)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -551,6 +647,19 @@ class MemoryWorld(ClosesOnExit):
     async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
         """See ``World.find_claim``."""
         return self._claims.get((key, index_value(value)))
+
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """See ``World.list_slots``."""
+        rows = self._pairs.get((key, index_value(value)), _Pair())
+        return sorted([*rows.holders.values(), *rows.waiters.values()], key=_slot_order)
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """See ``World.run_slots``."""
+        found = []
+        for pair in self._run_pairs.get(run_id, []):
+            rows = self._pairs[pair]
+            found.append(rows.holders.get(run_id) or rows.waiters[run_id])
+        return sorted(found, key=lambda slot: (slot.key, index_value(slot.value)))
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""

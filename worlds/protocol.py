@@ -29,6 +29,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     WorkItem,
 )
 
@@ -84,6 +85,14 @@ class World(Protocol):
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """Create a pending run, its ``RunCreated`` event, its attributes and claims,
         and a workflow work item, atomically.
+
+        Limited pairs (``request.limits``) follow ``CreateRunRequest``: the run
+        takes a slot of each, or waits without a work item, or (a full
+        ``on_full="fail"`` pair) nothing is written and the result carries the
+        conflict. When a run closes (whatever the outcome) the world drops its
+        slots and places in line and, in that same operation, promotes the
+        waiters that frees (``worlds.semantics`` rules), giving each a workflow
+        work item; continue-as-new moves the slots to the next run.
 
         If any unique pair is held (and ``request.policy`` does not take it
         over), nothing is written and the result carries the conflict with the
@@ -200,6 +209,15 @@ class World(Protocol):
 
         A step's claim has ``Claim.step`` set; the run's own have it None.
         """
+        ...
+
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """The rows of the limited pair (key, value): holders, then waiters, each in
+        arrival order (the order waiters are promoted in)."""
+        ...
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """The limited pairs run ``run_id`` holds a slot of or waits in, by key then value."""
         ...
 
     # ------------------------------------------------------------------ retention

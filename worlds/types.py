@@ -40,7 +40,9 @@ __all__ = [
     "HookCreated",
     "HookReceived",
     "HookRecord",
+    "Limit",
     "NewWorkItem",
+    "OnFull",
     "ReuseRule",
     "RunCancelRequested",
     "RunCancelled",
@@ -53,6 +55,7 @@ __all__ = [
     "RunRecord",
     "RunStarted",
     "RunStatus",
+    "Slot",
     "StartPolicy",
     "StepCompleted",
     "StepCreated",
@@ -382,13 +385,47 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
 class ClaimConflict(msgspec.Struct, frozen=True, kw_only=True):
     """A unique pair was already held by ``holder_run_id``; nothing was written.
 
-    ``holder_status`` is the holder's status when the world decided.
+    ``holder_status`` is the holder's status when the world decided. With
+    ``limit`` set the pair is a limited one (``CreateRunRequest.limits``) whose
+    ``limit`` slots were all taken, ``holder_run_id`` being one of their holders.
     """
 
     key: str
     value: StoredValue
     holder_run_id: str
     holder_status: RunStatus | None = None
+    limit: int | None = None
+
+
+OnFull: TypeAlias = Literal["queue", "fail"]
+
+
+class Limit(msgspec.Struct, frozen=True, kw_only=True):
+    """At most ``limit`` open runs hold a slot of one (key, value) pair.
+
+    When every slot is taken, ``on_full="queue"`` creates the run pending and
+    waiting (no work item) until it is promoted, first in first out per pair;
+    ``on_full="fail"`` refuses the start (``CreateRunResult.conflict``).
+    """
+
+    limit: int
+    on_full: OnFull = "queue"
+
+
+class Slot(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's place at a limited (key, value) pair: holding a slot, or waiting.
+
+    ``position`` orders a pair's rows by arrival (first in, first out); the
+    waiters of a pair are promoted in that order. ``limit`` is the one the run
+    asked for.
+    """
+
+    key: str
+    value: StoredValue
+    run_id: str
+    limit: int
+    holding: bool
+    position: int
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]
@@ -455,6 +492,13 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     world; ``policy`` (whose key must be in ``unique``) may take one over.
     With ``timeout_at``, the world also enqueues the run's deadline timer
     (``RUN_DEADLINE_TIMER``) due then.
+
+    ``limits`` names keys of ``attributes`` (not unique ones) whose pair admits
+    a bounded number of open runs (see ``Limit``): the run takes a slot of
+    every such pair at once, or, when one is full, waits in all of them (no
+    slot held, no work item) until the world promotes it when slots free; a
+    full ``on_full="fail"`` pair refuses the start instead. ``start_at``
+    delays the run's first workflow work item until then.
     """
 
     run_id: str
@@ -464,6 +508,8 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     unique: frozenset[str] = frozenset()
     policy: StartPolicy | None = None
     timeout_at: datetime | None = None
+    limits: dict[str, Limit] = {}
+    start_at: datetime | None = None
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):

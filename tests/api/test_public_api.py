@@ -22,6 +22,7 @@ def test_workflow_exports_are_pinned() -> None:
     assert set(workflow.__all__) == BRIEF_NAMES | {
         "Hook",
         "HookNotFoundError",
+        "Limited",
         "NotInWorkflowError",
         "QuerySyntaxError",
         "RunList",

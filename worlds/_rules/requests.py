@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worlds._rules.slots import check_limits
 from worlds.types import CreateRunRequest
 
 __all__ = ["check_create", "run_exists", "successor_exists"]
@@ -10,8 +11,9 @@ __all__ = ["check_create", "run_exists", "successor_exists"]
 def check_create(request: CreateRunRequest) -> None:
     """Raise ``ValueError`` if ``request`` contradicts itself; nothing is written then.
 
-    Every unique key needs a value among the run's attributes, and a start
-    policy may only name one of the unique keys.
+    Every unique key needs a value among the run's attributes, a start
+    policy may only name one of the unique keys, and limited keys follow
+    ``slots.check_limits``.
     """
     missing = sorted(request.unique - request.attributes.keys())
     if missing:
@@ -25,6 +27,7 @@ def check_create(request: CreateRunRequest) -> None:
             f"the policy's key {policy.key!r} is not among the unique keys; "
             "add it to unique or choose another policy key"
         )
+    check_limits(request)
 
 
 def run_exists(run_id: str) -> ValueError:

@@ -23,6 +23,7 @@ from worlds.types import (
     NewWorkItem,
     RunRecord,
     RunStatus,
+    Slot,
     WorkItem,
 )
 
@@ -96,6 +97,18 @@ def claim_from_row(row: sqlite3.Row) -> Claim:
         generation=row["generation"],
         step=row["step"],
         attempt=row["attempt"],
+    )
+
+
+def slot_from_row(row: sqlite3.Row) -> Slot:
+    """A ``Slot`` from a row of ``LIST_SLOTS`` / ``RUN_SLOTS``."""
+    return Slot(
+        key=row["key"],
+        value=decode_value(row["value"]),
+        run_id=row["run_id"],
+        limit=row["lim"],
+        holding=bool(row["holding"]),
+        position=row["position"],
     )
 
 

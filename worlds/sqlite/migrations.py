@@ -111,5 +111,21 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ) WITHOUT ROWID""",
         "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
     ),
+    # 4: concurrency slots of limited pairs (holders and waiters, in arrival order).
+    4: (
+        """CREATE TABLE slots (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        value BLOB NOT NULL,
+        lim INTEGER NOT NULL,
+        holding INTEGER NOT NULL,
+        PRIMARY KEY (key, ivalue, position)
+    ) WITHOUT ROWID""",
+        "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding = 1",
+        "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE holding = 0",
+        "CREATE INDEX slots_run ON slots (run_id)",
+    ),
 }
 """The statements that produce each schema version from the one before."""

@@ -98,6 +98,21 @@ SCHEMA = (
         PRIMARY KEY (token, resume_id)
     ) WITHOUT ROWID""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # A limited pair's holders and waiters; ``position`` orders arrivals, so a
+    # pair's first waiter is the first row of ``slots_waiting``.
+    """CREATE TABLE slots (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        value BLOB NOT NULL,
+        lim INTEGER NOT NULL,
+        holding INTEGER NOT NULL,
+        PRIMARY KEY (key, ivalue, position)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding = 1",
+    "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE holding = 0",
+    "CREATE INDEX slots_run ON slots (run_id)",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

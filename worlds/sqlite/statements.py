@@ -153,3 +153,37 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
         f"AND available_at <= ?1 {tail}"
     )
     return free, expired
+
+
+# --------------------------------------------------------------------------- slots
+
+SLOT_STATE = (
+    "SELECT (SELECT count(*) FROM slots WHERE key = ?1 AND ivalue = ?2 AND holding = 1) "
+    "AS holding, "
+    "(SELECT run_id FROM slots WHERE key = ?1 AND ivalue = ?2 AND holding = 0 "
+    "ORDER BY position LIMIT 1) AS first_waiter, "
+    "(SELECT run_id FROM slots WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) "
+    "AS holder, "
+    "(SELECT coalesce(max(position), 0) + 1 FROM slots WHERE key = ?1 AND ivalue = ?2) "
+    "AS next_position"
+)
+INSERT_SLOT = (
+    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = ? RETURNING key, ivalue"
+FIRST_WAITER = (
+    "SELECT run_id FROM slots WHERE key = ? AND ivalue = ? AND holding = 0 "
+    "ORDER BY position LIMIT 1"
+)
+RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND holding = 0"
+COUNT_HOLDING = "SELECT count(*) FROM slots WHERE key = ? AND ivalue = ? AND holding = 1"
+PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND holding = 0"
+MOVE_RUN_SLOTS = "UPDATE slots SET run_id = ? WHERE run_id = ?"
+GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position"
+LIST_SLOTS = (
+    f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = ? AND ivalue = ? "
+    "ORDER BY holding DESC, position"
+)
+RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue"

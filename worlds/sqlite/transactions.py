@@ -16,7 +16,7 @@ from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs, work
+from worlds._rules import cancel, claims, commits, requests, runs, slots, work
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -30,7 +30,9 @@ from worlds.sqlite import statements as sql
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    ClaimConflict,
     CommitRequest,
+    CreateRunRequest,
     EventKind,
     HookConflict,
     HookCreated,
@@ -200,7 +202,72 @@ class Writer:
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
+            self.release_slots(run.id)
             self.signals.add(run_topic(run.id))
+
+    def admit(self, request: CreateRunRequest) -> tuple[str | ClaimConflict, dict[str, int]]:
+        """``slots.admit`` for a new run, and the position it takes at each pair."""
+        states, positions = {}, {}
+        for key in request.limits:
+            pair = (key, index_value(request.attributes[key]))
+            row = self.db.execute(sql.SLOT_STATE, pair).fetchone()
+            waiting = 0 if row["first_waiter"] is None else 1
+            someone = row["holder"] or row["first_waiter"]
+            states[key] = slots.PairState(row["holding"], waiting, someone)
+            positions[key] = row["next_position"]
+        return slots.admit(request, states), positions
+
+    def take_slots(
+        self, request: CreateRunRequest, positions: dict[str, int], holding: bool
+    ) -> None:
+        """The new run's row at each of its limited pairs: a slot, or a place in line."""
+        self.db.executemany(
+            sql.INSERT_SLOT,
+            [
+                (
+                    key,
+                    index_value(request.attributes[key]),
+                    positions[key],
+                    request.run_id,
+                    codecs.encode(request.attributes[key]),
+                    limit.limit,
+                    int(holding),
+                )
+                for key, limit in request.limits.items()
+            ],
+        )
+
+    def release_slots(self, run_id: str) -> None:
+        """Drop a closed run's slots and places in line; promote whom that admits."""
+        freed = [
+            (row["key"], row["ivalue"]) for row in self.db.execute(sql.DROP_RUN_SLOTS, (run_id,))
+        ]
+        if freed:
+            slots.drive(slots.promote_flow(freed), self._promotion_step)
+
+    def _promotion_step(self, need: slots.Need) -> object:
+        db = self.db
+        match need:
+            case slots.Head(pair=pair):
+                row = db.execute(sql.FIRST_WAITER, pair).fetchone()
+                return None if row is None else row["run_id"]
+            case slots.Views(run_id=run_id):
+                views = []
+                for row in db.execute(sql.RUN_WAITING, (run_id,)).fetchall():
+                    pair = (row["key"], row["ivalue"])
+                    (holding,) = db.execute(sql.COUNT_HOLDING, pair).fetchone()
+                    (first,) = db.execute(sql.FIRST_WAITER, pair).fetchone()
+                    views.append(slots.PairView(pair, row["lim"], holding, first))
+                return views
+            case slots.Promote(run_id=run_id):
+                db.execute(sql.PROMOTE_SLOTS, (run_id,))
+                (workflow,) = db.execute(sql.GET_WORKFLOW_NAME, (run_id,)).fetchone()
+                item = (run_id, workflow_item_id(run_id), "workflow", workflow, 0, 1)
+                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
+                self.signals.add(WORK_TOPIC)
+                return None
+            case _:
+                assert_never(need)
 
     def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
@@ -266,6 +333,7 @@ class Writer:
         stored = runs.created_event(old.workflow, event.args, old.attributes, self.now)
         self.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
         db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
+        db.execute(sql.MOVE_RUN_SLOTS, (run_id, old.id))
         self._move_hooks(old, event)
         item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
         db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))

@@ -45,6 +45,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     StepStarted,
     WorkItem,
     utcnow,
@@ -146,6 +147,11 @@ class SqliteWorld(ClosesOnExit):
                     superseded = holder_id
                 params = (*claim, encoded, run_id, taken.generation, None, None)
                 db.execute(sql.PUT_CLAIM, params)
+            admitted, positions = tx.admit(request) if request.limits else ("hold", {})
+            if isinstance(admitted, ClaimConflict):
+                raise RollbackError(CreateRunResult(conflict=admitted))
+            if request.limits:
+                tx.take_slots(request, positions, holding=admitted == "hold")
             if ivalues:
                 db.executemany(
                     sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]
@@ -153,9 +159,11 @@ class SqliteWorld(ClosesOnExit):
             stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
             tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
             tx.flush_events()
-            item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
-            db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
-            tx.signals.add(WORK_TOPIC)
+            if admitted == "hold":
+                item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+                due = tx.now_us if request.start_at is None else codecs.to_micros(request.start_at)
+                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", due, None, 0, None, 0))
+                tx.signals.add(WORK_TOPIC)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)
             deadline = runs.deadline_item(request)
             if deadline is not None:
@@ -423,6 +431,25 @@ class SqliteWorld(ClosesOnExit):
 
         def body(db: sqlite3.Connection) -> list[Claim]:
             return [codecs.claim_from_row(row) for row in db.execute(sql.RUN_CLAIMS, (run_id,))]
+
+        return await self._connection.read(body)
+
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """See ``World.list_slots``."""
+        self._connection.check_open()
+        pair = (key, index_value(value))
+
+        def body(db: sqlite3.Connection) -> list[Slot]:
+            return [codecs.slot_from_row(row) for row in db.execute(sql.LIST_SLOTS, pair)]
+
+        return await self._connection.read(body)
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """See ``World.run_slots``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[Slot]:
+            return [codecs.slot_from_row(row) for row in db.execute(sql.RUN_SLOTS, (run_id,))]
 
         return await self._connection.read(body)
 
