@@ -17,6 +17,7 @@ from worlds.types import (
     HookRecord,
     RunRecord,
     RunStatus,
+    Slot,
     WorkItem,
 )
 
@@ -114,6 +115,18 @@ def claim_from_row(row: Record, key: str, run_id: str | None = None) -> Claim:
         generation=row["generation"],
         step=row["step"],
         attempt=row["attempt"],
+    )
+
+
+def slot_from_row(row: Record) -> Slot:
+    """A ``Slot`` from a row of ``LIST_SLOTS`` / ``RUN_SLOTS``."""
+    return Slot(
+        key=row["key"],
+        value=decode_value(row["value"]),
+        run_id=row["run_id"],
+        limit=row["lim"],
+        holding=row["holding"],
+        position=row["position"],
     )
 
 

@@ -112,8 +112,23 @@ REFERENCE: tuple[str, ...] = (
         PRIMARY KEY (token, resume_id)
     )""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # Limited pairs: a row per holder or waiter; ``position`` orders arrivals.
+    """CREATE TABLE slots (
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        position bigint NOT NULL,
+        run_id text NOT NULL,
+        value bytea NOT NULL,
+        lim integer NOT NULL,
+        holding boolean NOT NULL,
+        PRIMARY KEY (key, ivalue, position)
+    )""",
+    "CREATE SEQUENCE slot_positions",
+    "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding",
+    "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE NOT holding",
+    "CREATE INDEX slots_run ON slots (run_id)",
     # ``commit_run``, the one-round-trip commit (``fast.py``): its text is
-    # ``MIGRATIONS[4]``, the last migration that replaced it.
+    # ``MIGRATIONS[5]``, the last migration that replaced it.
 )
 """The current tables and indexes (functions aside), for reading; see the module docstring."""
 

@@ -42,10 +42,11 @@ WITH new_run AS (
 ), new_work AS (
     INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
                       ever_leased)
-    VALUES ($8, $1, 'workflow', $2, 0, 1, '', $3, 0, false)
+    SELECT $8, $1, 'workflow', $2, 0, 1, '', $10::timestamptz, 0, false
+    WHERE $10::timestamptz IS NOT NULL
     ON CONFLICT (id) DO NOTHING
 )
-SELECT pg_notify($9, 'work')
+SELECT pg_notify($9, 'work') WHERE $10::timestamptz IS NOT NULL
 """
 
 # Appends events and stores the run's new state; a closed run loses its work and hooks.
@@ -253,3 +254,45 @@ WITH released AS (
 )
 SELECT pg_notify($4, $5)
 """
+
+# ---------------------------------------------------------------------------- slots
+
+# Serializes every change to the given limited pairs (in the order given: sorted).
+LOCK_PAIRS = (
+    "SELECT pg_advisory_xact_lock(hashtext(k), hashtext(v)) "
+    "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS p(k, v, n) ORDER BY n"
+)
+SLOT_STATE = """
+SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) AS holding,
+    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
+     ORDER BY position LIMIT 1) AS first_waiter,
+    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1) AS holder
+"""
+INSERT_SLOTS = """
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding)
+SELECT k, v, nextval('slot_positions'), $4, d, l, $6
+FROM unnest($1::text[], $2::text[], $3::bytea[], $5::integer[]) WITH ORDINALITY AS s(k, v, d, l, n)
+ORDER BY n
+"""
+RUN_SLOT_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
+DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = $1"
+FIRST_WAITER = (
+    "SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
+    "ORDER BY position LIMIT 1"
+)
+RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = $1 AND NOT holding"
+COUNT_HOLDING = "SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding"
+PROMOTE_SLOTS = "UPDATE slots SET holding = true WHERE run_id = $1 AND NOT holding"
+PROMOTE_WORK = """
+INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
+                  ever_leased)
+SELECT $2, id, 'workflow', workflow, 0, 1, '', $3, 0, false FROM runs WHERE id = $1
+ON CONFLICT (id) DO NOTHING
+"""
+MOVE_RUN_SLOTS = "UPDATE slots SET run_id = $1 WHERE run_id = $2"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position"
+LIST_SLOTS = (
+    f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = $1 AND ivalue = $2 "
+    "ORDER BY holding DESC, position"
+)
+RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue"

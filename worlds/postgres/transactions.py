@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import asyncpg
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import cancel, claims, commits, requests, runs, slots
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.protocol import WORK_TOPIC, run_topic
@@ -34,7 +34,9 @@ from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    ClaimConflict,
     CommitRequest,
+    CreateRunRequest,
     EventKind,
     HookConflict,
     HookCreated,
@@ -122,6 +124,8 @@ class Tx:
 
     async def save_run(self, run: RunRecord, attributes: bytes) -> None:
         """Append ``run``'s queued events and store its state (a closed run loses its work)."""
+        if run.status.is_closed:
+            await self.release_slots(run.id)  # first: its pairs' locks, then its work
         rows = self.pending.pop(run.id, [])
         await self.conn.execute(sql.SAVE_RUN, *codecs.save_params(run, attributes, rows, self.now))
         if run.status.is_closed:
@@ -136,9 +140,17 @@ class Tx:
         return None if row is None else (codecs.run_from_row(row), row["attributes"])
 
     async def insert_run(
-        self, run_id: str, workflow: str, args: bytes, attributes: dict[str, AttributeValue]
+        self,
+        run_id: str,
+        workflow: str,
+        args: bytes,
+        attributes: dict[str, AttributeValue],
+        *,
+        wake: bool = True,
+        start_at: datetime | None = None,
     ) -> None:
-        """A pending run with its attributes, ``RunCreated`` and workflow item."""
+        """A pending run with its attributes, ``RunCreated`` and (with ``wake``) its
+        workflow item, due at ``start_at`` (default: now)."""
         stored = runs.created_event(workflow, args, attributes, self.now)
         keys = list(attributes)
         try:
@@ -153,12 +165,88 @@ class Tx:
                 codecs.encode(stored),
                 workflow_item_id(run_id),
                 self.channel,
+                (start_at or self.now) if wake else None,
             )
         except asyncpg.exceptions.UniqueViolationError as exc:
             if _is_run_id_taken(exc):
                 raise requests.run_exists(run_id) from None
             raise
-        self.signals.add(WORK_TOPIC)
+        if wake:
+            self.signals.add(WORK_TOPIC)
+
+    async def lock_pairs(self, pairs: list[tuple[str, str]]) -> None:
+        """Take the transaction-long locks of limited ``pairs`` (sorted: no deadlock
+        between two transactions that each lock theirs at once)."""
+        ordered = sorted(set(pairs))
+        await self.conn.execute(sql.LOCK_PAIRS, [k for k, _ in ordered], [v for _, v in ordered])
+
+    async def admit(self, request: CreateRunRequest) -> str | ClaimConflict:
+        """Lock the new run's limited pairs and decide with ``slots.admit``."""
+        pairs = {key: (key, index_value(request.attributes[key])) for key in request.limits}
+        await self.lock_pairs(list(pairs.values()))
+        states = {}
+        for key, pair in pairs.items():
+            row = await self.conn.fetchrow(sql.SLOT_STATE, *pair)
+            assert row is not None
+            waiting = 0 if row["first_waiter"] is None else 1
+            someone = row["holder"] or row["first_waiter"]
+            states[key] = slots.PairState(row["holding"], waiting, someone)
+        return slots.admit(request, states)
+
+    async def take_slots(self, request: CreateRunRequest, holding: bool) -> None:
+        """The new run's row at each of its (locked) limited pairs."""
+        keys = sorted(request.limits)
+        values = [request.attributes[key] for key in keys]
+        await self.conn.execute(
+            sql.INSERT_SLOTS,
+            keys,
+            [index_value(value) for value in values],
+            [codecs.encode(value) for value in values],
+            request.run_id,
+            [request.limits[key].limit for key in keys],
+            holding,
+        )
+
+    async def release_slots(self, run_id: str) -> None:
+        """Drop a closing run's slots and places in line; promote whom that admits."""
+        rows = await self.conn.fetch(sql.RUN_SLOT_PAIRS, run_id)
+        if not rows:
+            return
+        freed = [(row["key"], row["ivalue"]) for row in rows]
+        await self.lock_pairs(freed)
+        await self.conn.execute(sql.DROP_RUN_SLOTS, run_id)
+        flow = slots.promote_flow(freed)
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration:
+                return
+            reply = await self._promotion_step(need)
+
+    async def _promotion_step(self, need: slots.Need) -> object:
+        conn = self.conn
+        match need:
+            case slots.Head(pair=pair):
+                head: str | None = await conn.fetchval(sql.FIRST_WAITER, *pair)
+                return head
+            case slots.Views(run_id=run_id):
+                waiting = await conn.fetch(sql.RUN_WAITING, run_id)
+                pairs = [(row["key"], row["ivalue"]) for row in waiting]
+                await self.lock_pairs(pairs)  # its other pairs; a deadlock is retried
+                views = []
+                for row, pair in zip(waiting, pairs, strict=True):
+                    holding = await conn.fetchval(sql.COUNT_HOLDING, *pair)
+                    first = await conn.fetchval(sql.FIRST_WAITER, *pair)
+                    views.append(slots.PairView(pair, row["lim"], holding, first))
+                return views
+            case slots.Promote(run_id=run_id):
+                await conn.execute(sql.PROMOTE_SLOTS, run_id)
+                await conn.execute(sql.PROMOTE_WORK, run_id, workflow_item_id(run_id), self.now)
+                self.signals.add(WORK_TOPIC)
+                return None
+            case _:
+                assert_never(need)
 
     async def cancel(self, run_id: str, reason: str | None) -> RunRecord | None:
         """Cancel run ``run_id`` unless it is closed; ``None`` if there is no such run."""
@@ -255,6 +343,7 @@ class Tx:
         except ValueError:
             raise requests.successor_exists(event.next_run_id) from None
         await self.conn.execute(sql.MOVE_RUN_CLAIMS, event.next_run_id, old.id)
+        await self.conn.execute(sql.MOVE_RUN_SLOTS, event.next_run_id, old.id)
         await self._move_hooks(old, event)
 
     async def _move_hooks(self, old: RunRecord, event: RunContinued) -> None:

@@ -62,6 +62,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     WorkItem,
     utcnow,
 )
@@ -275,7 +276,8 @@ class PostgresWorld(ClosesOnExit):
         attributes = dict(request.attributes)
         policy = request.policy
         run_id = request.run_id
-        if not request.unique and request.timeout_at is None:
+        plain = not request.unique and not request.limits and request.start_at is None
+        if plain and request.timeout_at is None:
             # nothing to claim: one statement, its own transaction
             async with (await self._connect()).acquire() as conn:
                 tx = Tx(conn, self._channel, self._clock.now)
@@ -306,7 +308,20 @@ class PostgresWorld(ClosesOnExit):
                     superseded = holder_id
                 params = (key, index_value(value), codecs.encode(value), run_id, taken.generation)
                 await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
-            await tx.insert_run(run_id, request.workflow, request.args, attributes)
+            admitted = await tx.admit(request) if request.limits else "hold"
+            if isinstance(admitted, ClaimConflict):
+                raise RollbackError(CreateRunResult(conflict=admitted))
+            wake = admitted == "hold"
+            await tx.insert_run(
+                run_id,
+                request.workflow,
+                request.args,
+                attributes,
+                wake=wake,
+                start_at=request.start_at,
+            )
+            if request.limits:
+                await tx.take_slots(request, holding=wake)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)
             deadline = runs.deadline_item(request)
             if deadline is not None:
@@ -556,6 +571,18 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id)
         return [codecs.claim_from_row(row, row["key"], run_id) for row in rows]
+
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """See ``World.list_slots``."""
+        self._check_open()
+        rows = await (await self._connect()).fetch(sql.LIST_SLOTS, key, index_value(value))
+        return [codecs.slot_from_row(row) for row in rows]
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """See ``World.run_slots``."""
+        self._check_open()
+        rows = await (await self._connect()).fetch(sql.RUN_SLOTS, run_id)
+        return [codecs.slot_from_row(row) for row in rows]
 
     # ------------------------------------------------------------------ retention
 

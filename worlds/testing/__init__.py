@@ -45,6 +45,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._prune",
     "worlds.testing._runs",
     "worlds.testing._search",
+    "worlds.testing._slots",
     "worlds.testing._takeovers",
     "worlds.testing._values",
     "worlds.testing._work",
@@ -59,6 +60,7 @@ from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
+from worlds.testing._slots import SlotsConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
@@ -76,6 +78,7 @@ class WorldConformance(
     HookConformance,
     CancelConformance,
     ValueConformance,
+    SlotsConformance,
     ModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
@@ -92,7 +95,8 @@ class WorldConformance(
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
-    (``CancelConformance``), the whole range of values the SDK accepts
+    (``CancelConformance``), limited pairs: slots, waiting and promotion
+    (``SlotsConformance``), the whole range of values the SDK accepts
     (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
