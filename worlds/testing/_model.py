@@ -1,10 +1,11 @@
 """A hypothesis state machine that drives a world next to a tiny in-Python model.
 
 Rules create runs (some claiming a pair at creation, some under a start
-policy that may take a claim over), claim pairs in commits, move runs through
-their statuses, cancel them and prune closed runs; after every step the world's
-claims (with their generations), statuses, run attributes and listing must
-agree with the model.
+policy that may take a claim over, some taking a slot of a limited pair or
+waiting for one), claim pairs in commits, move runs through their statuses,
+cancel them and prune closed runs; after every step the world's claims (with
+their generations), slots (holders and waiters in order), statuses, run
+attributes and listing must agree with the model.
 
 The machine runs in a worker thread (hypothesis is synchronous) and reaches the
 world on the test's own event loop through ``anyio.from_thread``, so the world
@@ -45,6 +46,7 @@ from worlds.types import (
     CreateRunRequest,
     ErrorInfo,
     EventKind,
+    Limit,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -61,6 +63,8 @@ _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 
 _KEYS = 2
+_LIMITS = (1, 2)
+"""The limit of each limited key of the model (``lk0``, ``lk1``)."""
 _VALUES: tuple[str | int, ...] = ("a", "b", 7)
 
 _SETTINGS = settings(
@@ -99,6 +103,57 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.claims: dict[tuple[int, int], str] = {}
             self.generations: dict[tuple[int, int], int] = {}
             self.attributes: dict[str, dict[str, AttributeValue]] = {}
+            self.holders: dict[tuple[int, int], list[str]] = {}
+            self.waiters: dict[tuple[int, int], list[str]] = {}
+            self.slot_of: dict[str, tuple[int, int]] = {}
+
+        def limited_pair(self, key: int, value: int) -> tuple[str, str | int]:
+            return f"{self.prefix}-lk{key}", _VALUES[value]
+
+        def closed(self, run_id: str) -> None:
+            """``run_id`` closed: its slot or place goes, and waiters move up in order."""
+            pair = self.slot_of.pop(run_id, None)
+            if pair is None:
+                return
+            holders, waiters = self.holders[pair], self.waiters[pair]
+            if run_id in holders:
+                holders.remove(run_id)
+            else:
+                waiters.remove(run_id)
+            while waiters and len(holders) < _LIMITS[pair[0]]:
+                holders.append(waiters.pop(0))
+
+        @rule(
+            key=st.integers(0, len(_LIMITS) - 1),
+            value=st.integers(0, len(_VALUES) - 1),
+            fail=st.booleans(),
+        )
+        def create_limited(self, key: int, value: int, fail: bool) -> None:
+            """A start into a limited pair: a slot, a place in line, or a refusal."""
+            name, held_value = self.limited_pair(key, value)
+            run_id = new_run_id()
+            limit = Limit(limit=_LIMITS[key], on_full="fail" if fail else "queue")
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=self.workflow,
+                args=b"",
+                attributes={name: held_value},
+                limits={name: limit},
+            )
+            result = _call(world.create_run, request)
+            holders = self.holders.setdefault((key, value), [])
+            waiters = self.waiters.setdefault((key, value), [])
+            full = len(holders) >= limit.limit or bool(waiters)
+            if full and fail:
+                assert result.run is None and result.conflict is not None, result
+                assert result.conflict.holder_run_id in holders
+                assert result.conflict.limit == limit.limit
+                return
+            assert result.conflict is None and result.run is not None, result
+            (waiters if full else holders).append(run_id)
+            self.slot_of[run_id] = (key, value)
+            self.statuses[run_id] = RunStatus.PENDING
+            self.attributes[run_id] = {name: held_value}
 
         def pair(self, key: int, value: int) -> tuple[str, str | int]:
             return f"{self.prefix}-k{key}", _VALUES[value]
@@ -187,6 +242,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             superseded = None
             if holder is not None and not self.statuses[holder].is_closed:
                 self.statuses[holder] = RunStatus.CANCELLED
+                self.closed(holder)
                 superseded = holder
             assert result.superseded_run_id == superseded
             self.statuses[run_id] = RunStatus.PENDING
@@ -251,6 +307,8 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                 return
             assert result.ok and result.status == target
             self.statuses[run_id] = target
+            if target.is_closed:
+                self.closed(run_id)
 
         @precondition(lambda self: bool(self.statuses))
         @rule(index=st.integers(0, 1000), reason=st.none() | st.just("stop"))
@@ -259,6 +317,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             record = _call(world.cancel_run, run_id, reason)
             if not self.statuses[run_id].is_closed:
                 self.statuses[run_id] = RunStatus.CANCELLED
+                self.closed(run_id)
             assert record is not None and record.status == self.statuses[run_id]
 
         @invariant()
@@ -274,6 +333,12 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                 record = _call(world.get_run, run_id)
                 assert record is not None and record.status == status, run_id
                 assert record.attributes == self.attributes[run_id], run_id
+            for (key, value), holders in self.holders.items():
+                rows = _call(world.list_slots, *self.limited_pair(key, value))
+                assert [r.run_id for r in rows if r.holding] == holders, f"holders {key}/{value}"
+                waiting = [r.run_id for r in rows if not r.holding]
+                assert waiting == self.waiters[(key, value)], f"waiters {key}/{value}"
+                assert len(holders) <= _LIMITS[key]
             page = _call(world.list_runs, RunQuery(workflow=self.workflow, limit=1000))
             assert {run.id: run.status for run in page.runs} == self.statuses
 
