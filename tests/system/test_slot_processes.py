@@ -38,6 +38,11 @@ def _spawn(url: str, value: str) -> list[subprocess.Popen[str]]:
     ]
 
 
+def _output(proc: subprocess.Popen[str]) -> str:
+    out, _ = proc.communicate(timeout=300)
+    return out
+
+
 async def _contend(url: str, value: str) -> None:
     procs = _spawn(url, value)
     samples: list[int] = []
@@ -50,7 +55,7 @@ async def _contend(url: str, value: str) -> None:
                 await anyio.sleep(0.01)
         finally:
             for proc in procs:
-                out, _ = await anyio.to_thread.run_sync(lambda p=proc: p.communicate(timeout=300))
+                out = await anyio.to_thread.run_sync(_output, proc)
                 assert proc.returncode == 0
                 started += json.loads(out)
         assert len(samples) > 10, "the processes finished before the pair could be sampled"
