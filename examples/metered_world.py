@@ -168,8 +168,10 @@ class MeteredWorld:
     async def run_slots(self, run_id: str) -> list[Slot]:
         return await self.inner.run_slots(run_id)
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
-        return await self.inner.prune_runs(closed_before, limit)
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
+        return await self.inner.prune_runs(closed_before, limit, release_claims=release_claims)
 
 
 def open_metered(url: str) -> MeteredWorld:

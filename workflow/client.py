@@ -307,7 +307,7 @@ async def start(
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"start() needs a @workflow function, got {fn!r}")
     payload = encode_call(args)
-    values, unique, limits = split_start_attributes(attributes)
+    values, unique, limits, windows = split_start_attributes(attributes)
     start_at = None if delay is None else _later("delay", delay, allow_zero=True)
     if idempotency_key is not None:
         check_pair(IDEMPOTENCY_KEY, idempotency_key)
@@ -324,6 +324,7 @@ async def start(
         timeout_at=timeout_at,
         limits=limits,
         start_at=start_at,
+        windows=windows,
     )
     created = await target.create_run(request)
     if created.conflict is not None:
@@ -331,7 +332,13 @@ async def start(
         holder: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
         if refused.key == IDEMPOTENCY_KEY:
             return holder
-        raise AttributeConflictError(refused.key, refused.value, holder, limit=refused.limit)
+        raise AttributeConflictError(
+            refused.key,
+            refused.value,
+            holder,
+            limit=refused.limit,
+            pruned=refused.holder_pruned,
+        )
     return Run(request.run_id, world=world, workflow=fn, record=created.run)
 
 
@@ -429,19 +436,32 @@ async def list_runs(
 
 
 async def prune_runs(
-    *, closed_before: datetime, limit: int = 1000, world: World | None = None
+    *,
+    closed_before: datetime,
+    limit: int = 1000,
+    release_claims: bool = False,
+    world: World | None = None,
 ) -> list[str]:
-    """Delete runs that closed before ``closed_before`` and release their claims.
+    """Delete runs that closed before ``closed_before``; keep their claims as tombstones.
 
-    Retention: a released unique pair may be claimed again (with a higher
-    generation). Deletes at most ``limit`` runs, oldest first, in one atomic
+    Retention is not uniqueness: each pruned run's unique claims stay as
+    tombstones (pair, run id, final status, generation), so a later start of
+    the pair is still refused, by an ``AttributeConflictError`` saying the
+    holder was pruned (policies see the holder's final status). With
+    ``release_claims=True`` the pairs are released instead and may be claimed
+    again (with a higher generation). Claims whose ``ttl`` lapsed are released
+    either way. Deletes at most ``limit`` runs, oldest first, in one atomic
     world operation; returns their ids. Call it again to prune more.
     """
     if closed_before.tzinfo is None:
         raise ValueError("closed_before must be timezone-aware")
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    return await resolve_world(world).prune_runs(closed_before, limit)
+    if not isinstance(release_claims, bool):
+        raise TypeError("release_claims is True or False")
+    return await resolve_world(world).prune_runs(
+        closed_before, limit, release_claims=release_claims
+    )
 
 
 async def resume_hook(

@@ -99,12 +99,26 @@ class AttributeConflictError(WorkflowError):
     Also raised by ``start(..., attributes={k: Limited(v, n, on_full="fail")})``
     when all ``n`` slots of the pair are held (``limit`` is then ``n`` and
     ``existing_run`` one of the holders); use ``on_full="queue"`` to wait instead.
+    ``holder_pruned`` is True when the holder was pruned and its claim is a
+    tombstone (``prune_runs(..., release_claims=True)`` would have freed it).
     """
 
     def __init__(
-        self, key: str, value: Any, existing_run: _RunHandle, *, limit: int | None = None
+        self,
+        key: str,
+        value: Any,
+        existing_run: _RunHandle,
+        *,
+        limit: int | None = None,
+        pruned: bool = False,
     ) -> None:
-        if limit is None:
+        if pruned:
+            message = (
+                f"attribute {key}={value!r} is held by run {existing_run.id}, which was pruned: "
+                "its claim is kept as a tombstone; prune_runs(..., release_claims=True) "
+                "releases such claims"
+            )
+        elif limit is None:
             message = f"attribute {key}={value!r} is held by run {existing_run.id}"
         else:
             message = (
@@ -116,6 +130,7 @@ class AttributeConflictError(WorkflowError):
         self.value = value
         self.existing_run = existing_run
         self.limit = limit
+        self.holder_pruned = pruned
 
     @property
     def existing_run_id(self) -> str:

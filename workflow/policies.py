@@ -99,7 +99,9 @@ async def start_with_policy(
     key, value = check_pair(key, value)
     if attributes is not None and key in attributes:
         raise ValueError(f"{key!r} is the policy's key; do not repeat it in attributes")
-    values, unique, limits = split_start_attributes({**(attributes or {}), key: Unique(value)})
+    values, unique, limits, windows = split_start_attributes(
+        {**(attributes or {}), key: Unique(value)}
+    )
     request = CreateRunRequest(
         run_id=new_run_id(),
         workflow=fn.name,
@@ -107,6 +109,7 @@ async def start_with_policy(
         attributes=values,
         unique=unique,
         limits=limits,
+        windows=windows,
         policy=StartPolicy(key=key, conflict=conflict.value, reuse=reuse.value),
     )
     result = await resolve_world(world).create_run(request)
@@ -116,7 +119,13 @@ async def start_with_policy(
     assert refused is not None
     existing: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
     if refused.key != key:
-        raise AttributeConflictError(refused.key, refused.value, existing, limit=refused.limit)
+        raise AttributeConflictError(
+            refused.key,
+            refused.value,
+            existing,
+            limit=refused.limit,
+            pruned=refused.holder_pruned,
+        )
     holder_open = refused.holder_status is not None and not refused.holder_status.is_closed
     if holder_open and conflict is ConflictPolicy.USE_EXISTING:
         return existing

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Generic, Literal, TypeVar
 
 __all__ = ["Limited", "RunMetadata", "StepMetadata", "Unique"]
@@ -16,10 +17,16 @@ class Unique(Generic[V]):
     """Marks a start-time attribute value as unique across the world.
 
     ``start(fn, attributes={"order": Unique("o-1")})`` claims ``order=o-1`` in the
-    same atomic operation that creates the run.
+    same atomic operation that creates the run. The claim stays with its holder
+    after it closes ("never run this order twice"), unless a reuse window frees
+    it: ``release_on={"failed", "cancelled"}`` releases it when the holder
+    closes with one of those statuses, ``ttl`` (seconds or a ``timedelta``) lets
+    it lapse that long after the holder closed.
     """
 
     value: V
+    ttl: float | timedelta | None = None
+    release_on: Collection[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

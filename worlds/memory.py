@@ -175,7 +175,21 @@ class MemoryWorld(ClosesOnExit):
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
                 self._release_slots(run.record.id)
+                self._close_claims(run.record)
             self._signal(run_topic(run.record.id))
+
+    def _close_claims(self, record: RunRecord) -> None:
+        """Apply each claim's reuse window now that its holder closed."""
+        assert record.closed_at is not None
+        for claim_key, claim in list(self._claims.items()):
+            if claim.run_id != record.id or (claim.ttl is None and not claim.release_on):
+                continue
+            fate = claims.on_close(record.status, record.closed_at, claim.ttl, claim.release_on)
+            if fate == "release":
+                del self._claims[claim_key]
+                self._released[claim_key] = claim.generation
+            elif fate is not None:
+                self._claims[claim_key] = msgspec.structs.replace(claim, lapses_at=fate)
 
     def _release_slots(self, run_id: str) -> None:
         """Drop the closed run's slots and places in line; promote whom that admits."""
@@ -252,7 +266,7 @@ class MemoryWorld(ClosesOnExit):
 
     def _try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         key = (event.key, index_value(event.value))
-        generation = claims.on_attribute_set(self._held(key), run_id, event)
+        generation = claims.on_attribute_set(self._held(key), run_id, event, self._clock())
         if isinstance(generation, AttributeConflict):
             return generation
         self._released.pop(key, None)
@@ -263,6 +277,8 @@ class MemoryWorld(ClosesOnExit):
             generation=generation,
             step=event.step,
             attempt=event.attempt,
+            ttl=event.ttl,
+            release_on=event.release_on,
         )
         return msgspec.structs.replace(event, generation=generation)
 
@@ -270,7 +286,9 @@ class MemoryWorld(ClosesOnExit):
         """The claim stored for ``key``, or its tombstone once its run was pruned."""
         held = self._claims.get(key)
         if held is not None:
-            return claims.HeldClaim(held.run_id, held.generation, held.step)
+            return claims.HeldClaim(
+                held.run_id, held.generation, held.step, held.lapses_at, held.pruned_status
+            )
         if key in self._released:
             return claims.HeldClaim(None, self._released[key])
         return None
@@ -379,11 +397,14 @@ class MemoryWorld(ClosesOnExit):
             value = request.attributes[key]
             claim_key = (key, index_value(value))
             held = self._claims.get(claim_key)
-            if held is None:
+            if held is None or claims.is_free(self._held(claim_key), self._clock()):
                 continue
-            status = self._runs[held.run_id].record.status
+            pruned = held.pruned_status is not None
+            status = held.pruned_status if pruned else self._runs[held.run_id].record.status
             holder = (held.run_id, held.generation)
-            takeover = claims.on_create(request.policy, key, value, holder, status, request.run_id)
+            takeover = claims.on_create(
+                request.policy, key, value, holder, status, request.run_id, pruned
+            )
             if isinstance(takeover, ClaimConflict):
                 return CreateRunResult(conflict=takeover)
             taken[claim_key] = (held.run_id, takeover)
@@ -406,8 +427,14 @@ class MemoryWorld(ClosesOnExit):
             else:
                 generation = claims.next_generation(self._held(claim_key))
             self._released.pop(claim_key, None)
+            window = request.windows.get(key)
             self._claims[claim_key] = Claim(
-                key=key, value=value, run_id=request.run_id, generation=generation
+                key=key,
+                value=value,
+                run_id=request.run_id,
+                generation=generation,
+                ttl=None if window is None else window.ttl,
+                release_on=frozenset() if window is None else window.release_on,
             )
         self._take_slots(request, holding=admitted == "hold")
         if admitted == "hold":
@@ -646,7 +673,10 @@ class MemoryWorld(ClosesOnExit):
 
     async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
         """See ``World.find_claim``."""
-        return self._claims.get((key, index_value(value)))
+        claim_key = (key, index_value(value))
+        if claims.is_free(self._held(claim_key), self._clock()):
+            return None
+        return self._claims[claim_key]
 
     async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
         """See ``World.list_slots``."""
@@ -663,12 +693,19 @@ class MemoryWorld(ClosesOnExit):
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""
-        held = [c for c in self._claims.values() if c.run_id == run_id]
+        now = self._clock()
+        held = [
+            c
+            for c in self._claims.values()
+            if c.run_id == run_id and not (c.lapses_at is not None and c.lapses_at <= now)
+        ]
         return sorted(held, key=lambda claim: (claim.key, index_value(claim.value)))
 
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """See ``World.prune_runs``."""
         closed = [
             run.record
@@ -678,11 +715,16 @@ class MemoryWorld(ClosesOnExit):
         if limit <= 0:
             return []
         closed.sort(key=lambda record: (record.closed_at or closed_before, record.id))
-        pruned = {record.id for record in closed[:limit]}
+        pruned = {record.id: record.status for record in closed[:limit]}
+        now = self._clock()
         for claim_key, claim in list(self._claims.items()):
-            if claim.run_id in pruned:
+            lapsed = claim.lapses_at is not None and claim.lapses_at <= now
+            if lapsed or (claim.run_id in pruned and release_claims):
                 del self._claims[claim_key]
                 self._released[claim_key] = claim.generation
+            elif claim.run_id in pruned:
+                tombstone = {"pruned_status": pruned[claim.run_id], "step": None, "attempt": None}
+                self._claims[claim_key] = msgspec.structs.replace(claim, **tombstone)
         for run_id in pruned:
             del self._runs[run_id]
             self._drop_work(run_id)

@@ -222,11 +222,17 @@ class World(Protocol):
 
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """Delete up to ``limit`` runs closed before ``closed_before``, atomically.
 
-        Their events, attributes and work go with them and their claims are
-        released; a released pair keeps its generation, so the next claim of it
-        gets a higher one (fencing tokens never go back). Returns the ids pruned.
+        Their events, attributes and work go with them. Their unique claims stay
+        as tombstones (``Claim.pruned_status``: the holder's id, final status and
+        generation), which keep refusing the pair, unless ``release_claims``:
+        then they are released. Claims whose ``lapses_at`` passed are released
+        too, whoever held them. A released pair keeps its generation, so the
+        next claim of it gets a higher one (fencing tokens never go back).
+        Returns the ids pruned.
         """
         ...

@@ -44,6 +44,7 @@ __all__ = [
     "NewWorkItem",
     "OnFull",
     "ReuseRule",
+    "ReuseWindow",
     "RunCancelRequested",
     "RunCancelled",
     "RunCompleted",
@@ -245,7 +246,8 @@ class StepDiscarded(Event, tag="step_discarded", frozen=True, kw_only=True):
 class AttributeSet(Event, tag="attribute_set", frozen=True, kw_only=True):
     """An attribute was set on the run, or on a step attempt when ``step`` is set.
 
-    For a unique pair, ``generation`` is the claim's fencing token.
+    For a unique pair, ``generation`` is the claim's fencing token, and ``ttl``
+    and ``release_on`` its reuse window (see ``ReuseWindow``).
     """
 
     key: str
@@ -254,6 +256,8 @@ class AttributeSet(Event, tag="attribute_set", frozen=True, kw_only=True):
     generation: int | None = None
     step: int | None = None
     attempt: int | None = None
+    ttl: float | None = None
+    release_on: frozenset[RunStatus] = frozenset()
 
 
 class AttributeConflict(Event, tag="attribute_conflict", frozen=True, kw_only=True):
@@ -366,12 +370,30 @@ class HookRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: datetime
 
 
+class ReuseWindow(msgspec.Struct, frozen=True, kw_only=True):
+    """When a unique claim frees itself after its holder closed.
+
+    A holder closing with a status in ``release_on`` releases the pair in the
+    same operation; otherwise, with ``ttl``, the claim lapses ``ttl`` seconds
+    after the holder closed (``Claim.lapses_at``) and the pair is free from
+    then on. Without either, the claim stays with its holder (and, once the
+    holder is pruned, with its tombstone). Continue-as-new keeps the window.
+    """
+
+    ttl: float | None = None
+    release_on: frozenset[RunStatus] = frozenset()
+
+
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
     """Who holds a unique (key, value) pair, and the claim's fencing token.
 
     A step claim (``set_attribute(..., unique=True)`` inside a step) has
     ``step`` set, with the ``attempt`` that claimed it last; the run's own
-    claims have ``step`` None.
+    claims have ``step`` None. ``ttl`` and ``release_on`` are its reuse window;
+    ``lapses_at`` is set once the holder closed (a claim past it is free and
+    no longer listed). ``pruned_status`` is set on a tombstone: the holder run
+    was pruned, it had closed with that status, and the claim still refuses
+    others (``prune_runs(..., release_claims=False)``).
     """
 
     key: str
@@ -380,12 +402,18 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     generation: int
     step: int | None = None
     attempt: int | None = None
+    ttl: float | None = None
+    release_on: frozenset[RunStatus] = frozenset()
+    lapses_at: datetime | None = None
+    pruned_status: RunStatus | None = None
 
 
 class ClaimConflict(msgspec.Struct, frozen=True, kw_only=True):
     """A unique pair was already held by ``holder_run_id``; nothing was written.
 
-    ``holder_status`` is the holder's status when the world decided. With
+    ``holder_status`` is the holder's status when the world decided;
+    ``holder_pruned`` says the holder is a tombstone (pruned, its final status
+    in ``holder_status``). With
     ``limit`` set the pair is a limited one (``CreateRunRequest.limits``) whose
     ``limit`` slots were all taken, ``holder_run_id`` being one of their holders.
     """
@@ -395,6 +423,7 @@ class ClaimConflict(msgspec.Struct, frozen=True, kw_only=True):
     holder_run_id: str
     holder_status: RunStatus | None = None
     limit: int | None = None
+    holder_pruned: bool = False
 
 
 OnFull: TypeAlias = Literal["queue", "fail"]
@@ -498,7 +527,8 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     every such pair at once, or, when one is full, waits in all of them (no
     slot held, no work item) until the world promotes it when slots free; a
     full ``on_full="fail"`` pair refuses the start instead. ``start_at``
-    delays the run's first workflow work item until then.
+    delays the run's first workflow work item until then. ``windows`` gives
+    unique keys a ``ReuseWindow``.
     """
 
     run_id: str
@@ -510,6 +540,7 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     timeout_at: datetime | None = None
     limits: dict[str, Limit] = {}
     start_at: datetime | None = None
+    windows: dict[str, ReuseWindow] = {}
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -608,7 +608,8 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
             Claim(key="order", value="o-1", run_id=holder.id, generation=1)
         ]
         await close(world, holder.id)
-        assert await world.prune_runs(datetime.now(UTC) + timedelta(seconds=1)) == [holder.id]
+        cutoff = datetime.now(UTC) + timedelta(seconds=1)
+        assert await world.prune_runs(cutoff, release_claims=True) == [holder.id]
         await create(world, {"order": "o-1"}, unique=["order"])
         claim = await world.find_claim("order", "o-1")
         assert claim is not None and claim.generation == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worlds._rules.claims import check_window
 from worlds._rules.slots import check_limits
 from worlds.types import CreateRunRequest
 
@@ -28,6 +29,12 @@ def check_create(request: CreateRunRequest) -> None:
             "add it to unique or choose another policy key"
         )
     check_limits(request)
+    for key, window in request.windows.items():
+        if key not in request.unique:
+            raise ValueError(
+                f"key {key!r} has a reuse window but is not unique; make it Unique(v, ...)"
+            )
+        check_window(key, window)
 
 
 def run_exists(run_id: str) -> ValueError:

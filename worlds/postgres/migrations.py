@@ -394,9 +394,10 @@ $fn$
 """,
     ),
     # Concurrency slots of limited pairs: holders and waiters in arrival order
-    # (``position`` from one sequence, taken under the pair's advisory lock), and
-    # ``commit_run`` answers 'slots' for a commit that closes a run with rows
-    # there: the general path releases and promotes.
+    # (``position`` from one sequence, taken under the pair's advisory lock);
+    # claims get reuse windows (ttl, release_on, lapses_at) and tombstones
+    # (pruned_status); ``commit_run`` answers 'slots' for a commit that closes a
+    # run with slots or windowed claims: the general path releases and promotes.
     5: (
         """CREATE TABLE slots (
             key text NOT NULL,
@@ -412,6 +413,11 @@ $fn$
         "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding",
         "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE NOT holding",
         "CREATE INDEX slots_run ON slots (run_id)",
+        "ALTER TABLE claims ADD COLUMN ttl double precision",
+        "ALTER TABLE claims ADD COLUMN release_on text",
+        "ALTER TABLE claims ADD COLUMN lapses_at timestamptz",
+        "ALTER TABLE claims ADD COLUMN pruned_status text",
+        "CREATE INDEX claims_lapsing ON claims (lapses_at) WHERE lapses_at IS NOT NULL",
         """
 CREATE OR REPLACE FUNCTION commit_run(
     p_run text, p_worker text, p_lease text, p_token bigint, p_ack boolean,
@@ -454,8 +460,13 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- closing a run that holds slots or waits for them promotes waiters: general path
-    IF p_closed IS NOT NULL AND EXISTS (SELECT 1 FROM slots WHERE slots.run_id = p_run) THEN
+    -- closing a run with slots (waiters to promote) or with claims that have a
+    -- reuse window (to release or date) is the general path's
+    IF p_closed IS NOT NULL AND (
+        EXISTS (SELECT 1 FROM slots WHERE slots.run_id = p_run)
+        OR EXISTS (SELECT 1 FROM claims WHERE claims.run_id = p_run
+                   AND (claims.ttl IS NOT NULL OR claims.release_on IS NOT NULL))
+    ) THEN
         RETURN QUERY SELECT 'slots', r.status, r.last_seq, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;

@@ -84,28 +84,43 @@ NOTIFY = (
 # Claims a free pair (a new row, or a released one whose generation goes up);
 # no row comes back when another run holds it, and the held row is then locked.
 CLAIM_IF_FREE = """
-INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
-VALUES ($1, $2, $3, $4, 1, $5, $6)
+INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt, ttl, release_on)
+VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $8)
 ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id,
-    generation = claims.generation + 1, step = excluded.step, attempt = excluded.attempt
+    generation = claims.generation + 1, step = excluded.step, attempt = excluded.attempt,
+    ttl = excluded.ttl, release_on = excluded.release_on, lapses_at = NULL,
+    pruned_status = NULL
 WHERE claims.run_id IS NULL
 RETURNING generation
 """
-GET_CLAIM = (
-    "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = $1 AND ivalue = $2"
+_CLAIM_COLUMNS = (
+    "run_id, generation, step, attempt, value, ttl, release_on, lapses_at, pruned_status"
 )
+GET_CLAIM = f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE key = $1 AND ivalue = $2"
 LOCK_CLAIM = f"{GET_CLAIM} FOR UPDATE"
 PUT_CLAIM = """
-INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt, ttl, release_on)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id,
-    generation = excluded.generation, step = excluded.step, attempt = excluded.attempt
+    generation = excluded.generation, step = excluded.step, attempt = excluded.attempt,
+    ttl = excluded.ttl, release_on = excluded.release_on, lapses_at = NULL,
+    pruned_status = NULL
 """
+WINDOWED_CLAIMS = (
+    "SELECT key, ivalue, ttl, release_on FROM claims WHERE run_id = $1 "
+    "AND (ttl IS NOT NULL OR release_on IS NOT NULL)"
+)
+RELEASE_CLAIM = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE key = $1 AND ivalue = $2"
+)
+SET_LAPSES_AT = "UPDATE claims SET lapses_at = $3 WHERE key = $1 AND ivalue = $2"
 MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = $1, generation = generation + 1 WHERE run_id = $2 AND step IS NULL"
 )
 RUN_CLAIMS = (
-    "SELECT key, value, generation, step, attempt FROM claims WHERE run_id = $1 "
+    "SELECT key, value, generation, step, attempt, ttl, release_on, lapses_at, pruned_status "
+    "FROM claims WHERE run_id = $1 AND (lapses_at IS NULL OR lapses_at > $2) "
     "ORDER BY key, ivalue"
 )
 
@@ -137,7 +152,7 @@ LIST_RUN_HOOKS = f"{_HOOK_COLUMNS} WHERE run_id = $1 ORDER BY created_at, run_id
 
 PRUNE = """
 WITH doomed AS (
-    SELECT id, closed_at FROM runs
+    SELECT id, closed_at, status FROM runs
     WHERE closed_at IS NOT NULL AND closed_at < $1
     ORDER BY closed_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), gone_events AS (
@@ -151,8 +166,14 @@ WITH doomed AS (
 ), gone_resumes AS (
     DELETE FROM hook_resumes WHERE run_id IN (SELECT id FROM doomed)
 ), released AS (
-    UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL
-    WHERE run_id IN (SELECT id FROM doomed)
+    UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
+        pruned_status = NULL
+    WHERE (run_id IN (SELECT id FROM doomed) AND $3)
+       OR (lapses_at IS NOT NULL AND lapses_at <= $4)
+), tombstoned AS (
+    UPDATE claims SET step = NULL, attempt = NULL, pruned_status = doomed.status
+    FROM doomed WHERE claims.run_id = doomed.id AND NOT $3
+        AND (claims.lapses_at IS NULL OR claims.lapses_at > $4)
 )
 DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, closed_at
 """

@@ -43,6 +43,7 @@ from worlds.types import (
     NewWorkItem,
     RunContinued,
     RunRecord,
+    RunStatus,
     StepStarted,
     WorkItem,
     utcnow,
@@ -126,6 +127,8 @@ class Tx:
         """Append ``run``'s queued events and store its state (a closed run loses its work)."""
         if run.status.is_closed:
             await self.release_slots(run.id)  # first: its pairs' locks, then its work
+            if run.status != RunStatus.CONTINUED:  # its claims moved to the next run
+                await self.close_claims(run)
         rows = self.pending.pop(run.id, [])
         await self.conn.execute(sql.SAVE_RUN, *codecs.save_params(run, attributes, rows, self.now))
         if run.status.is_closed:
@@ -173,6 +176,17 @@ class Tx:
             raise
         if wake:
             self.signals.add(WORK_TOPIC)
+
+    async def close_claims(self, run: RunRecord) -> None:
+        """Apply the reuse window of each claim ``run`` held, now that it closed."""
+        assert run.closed_at is not None
+        for row in await self.conn.fetch(sql.WINDOWED_CLAIMS, run.id):
+            release_on = claims.decode_release_on(row["release_on"])
+            fate = claims.on_close(run.status, run.closed_at, row["ttl"], release_on)
+            if fate == "release":
+                await self.conn.execute(sql.RELEASE_CLAIM, row["key"], row["ivalue"])
+            elif fate is not None:
+                await self.conn.execute(sql.SET_LAPSES_AT, row["key"], row["ivalue"], fate)
 
     async def lock_pairs(self, pairs: list[tuple[str, str]]) -> None:
         """Take the transaction-long locks of limited ``pairs`` (sorted: no deadlock
@@ -285,32 +299,46 @@ class Tx:
         return run
 
     async def claim_if_free(
-        self, run_id: str, key: str, value: AttributeValue, step: int | None, attempt: int | None
+        self,
+        run_id: str,
+        key: str,
+        value: AttributeValue,
+        step: int | None,
+        attempt: int | None,
+        ttl: float | None = None,
+        release_on: str | None = None,
     ) -> int | None:
         """Claim a free pair and return its generation; ``None`` (pair locked) if held."""
         generation: int | None = await self.conn.fetchval(
-            sql.CLAIM_IF_FREE, key, index_value(value), codecs.encode(value), run_id, step, attempt
+            sql.CLAIM_IF_FREE,
+            key,
+            index_value(value),
+            codecs.encode(value),
+            run_id,
+            step,
+            attempt,
+            ttl,
+            release_on,
         )
         return generation
 
     async def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
+        reuse = (event.ttl, claims.encode_release_on(event.release_on))
         generation = await self.claim_if_free(
-            run_id, event.key, event.value, event.step, event.attempt
+            run_id, event.key, event.value, event.step, event.attempt, *reuse
         )
         if generation is None:
             ivalue = index_value(event.value)
             row = await self.conn.fetchrow(sql.GET_CLAIM, event.key, ivalue)
             assert row is not None, "a pair claim_if_free found taken stays (its holder is locked)"
-            decided = claims.on_attribute_set(
-                claims.HeldClaim(row["run_id"], row["generation"], row["step"]), run_id, event
-            )
+            decided = claims.on_attribute_set(codecs.held_from_row(row), run_id, event, self.now)
             if isinstance(decided, AttributeConflict):
                 return decided
             generation = decided
             encoded = codecs.encode(event.value)
             params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
-            await self.conn.execute(sql.PUT_CLAIM, *params)
+            await self.conn.execute(sql.PUT_CLAIM, *params, *reuse)
         return msgspec.structs.replace(event, generation=generation)
 
     async def try_hook(self, run_id: str, event: HookCreated) -> EventKind:

@@ -59,6 +59,7 @@ from worlds.types import (
     HookReceived,
     HookRecord,
     NewWorkItem,
+    ReuseWindow,
     RunPage,
     RunQuery,
     RunRecord,
@@ -288,26 +289,37 @@ class PostgresWorld(ClosesOnExit):
             superseded = None
             for key in sorted(request.unique):
                 value = attributes[key]
-                if await tx.claim_if_free(run_id, key, value, None, None) is not None:
+                window = request.windows.get(key, ReuseWindow())
+                reuse = (window.ttl, claims.encode_release_on(window.release_on))
+                if await tx.claim_if_free(run_id, key, value, None, None, *reuse) is not None:
                     continue
                 row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
                 assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
-                holder_id, generation = row["run_id"], row["generation"]
-                if policy is None or policy.key != key:
-                    holder = await tx.conn.fetchrow(sql.GET_RUN, holder_id)
+                held = codecs.held_from_row(row)
+                holder_id = held.run_id
+                assert holder_id is not None  # claim_if_free takes released pairs
+                if claims.is_free(held, tx.now):
+                    generation = claims.next_generation(held)
                 else:
-                    holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
-                status = None if holder is None else codecs.run_from_row(holder).status
-                held = (holder_id, generation)
-                taken = claims.on_create(policy, key, value, held, status, run_id)
-                if isinstance(taken, ClaimConflict):
-                    raise RollbackError(CreateRunResult(conflict=taken))
-                if taken.cancel_reason is not None:
-                    tx.tick()
-                    await tx.cancel(holder_id, taken.cancel_reason)
-                    superseded = holder_id
-                params = (key, index_value(value), codecs.encode(value), run_id, taken.generation)
-                await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
+                    pruned = held.pruned_status is not None
+                    status = held.pruned_status
+                    if not pruned:
+                        lock = policy is not None and policy.key == key
+                        holder = await tx.conn.fetchrow(
+                            sql.LOCK_RUN if lock else sql.GET_RUN, holder_id
+                        )
+                        status = None if holder is None else codecs.run_from_row(holder).status
+                    pair = (holder_id, held.generation)
+                    taken = claims.on_create(policy, key, value, pair, status, run_id, pruned)
+                    if isinstance(taken, ClaimConflict):
+                        raise RollbackError(CreateRunResult(conflict=taken))
+                    if taken.cancel_reason is not None:
+                        tx.tick()
+                        await tx.cancel(holder_id, taken.cancel_reason)
+                        superseded = holder_id
+                    generation = taken.generation
+                params = (key, index_value(value), codecs.encode(value), run_id, generation)
+                await tx.conn.execute(sql.PUT_CLAIM, *params, None, None, *reuse)
             admitted = await tx.admit(request) if request.limits else "hold"
             if isinstance(admitted, ClaimConflict):
                 raise RollbackError(CreateRunResult(conflict=admitted))
@@ -562,14 +574,14 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         pool = await self._connect()
         row = await pool.fetchrow(sql.GET_CLAIM, key, index_value(value))
-        if row is None or row["run_id"] is None:  # never claimed, or released
-            return None
+        if row is None or claims.is_free(codecs.held_from_row(row), self._clock.now()):
+            return None  # never claimed, released or lapsed
         return codecs.claim_from_row(row, key)
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``; pairs with the same key come in value order."""
         self._check_open()
-        rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id)
+        rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id, self._clock.now())
         return [codecs.claim_from_row(row, row["key"], run_id) for row in rows]
 
     async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
@@ -586,7 +598,9 @@ class PostgresWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """See ``World.prune_runs``; the runs that closed first go first.
 
         Runs another transaction holds at that moment wait for a later prune.
@@ -594,5 +608,6 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         if limit <= 0:
             return []
-        rows = await (await self._connect()).fetch(sql.PRUNE, closed_before, limit)
+        pool = await self._connect()
+        rows = await pool.fetch(sql.PRUNE, closed_before, limit, release_claims, self._clock.now())
         return [row["id"] for row in sorted(rows, key=lambda row: (row["closed_at"], row["id"]))]

@@ -57,11 +57,18 @@ SCHEMA = (
         generation INTEGER NOT NULL,
         step INTEGER,
         attempt INTEGER,
+        ttl REAL,
+        release_on TEXT,
+        lapses_at INTEGER,
+        pruned_status TEXT,
         PRIMARY KEY (key, ivalue)
     ) WITHOUT ROWID""",
-    # A claim whose ``run_id`` is NULL was released (its run was pruned): the pair is
-    # free, and the row keeps its generation so the next claim gets a higher one.
+    # A claim whose ``run_id`` is NULL was released: the pair is free, and the row
+    # keeps its generation so the next claim gets a higher one. ``lapses_at`` (once
+    # the holder closed under a ttl) frees it from then on; ``pruned_status`` marks
+    # a tombstone: the holder was pruned and the claim still refuses others.
     "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL",
+    "CREATE INDEX claims_lapsing ON claims (lapses_at) WHERE lapses_at IS NOT NULL",
     """CREATE TABLE work (
         run_id TEXT NOT NULL,
         id TEXT NOT NULL,

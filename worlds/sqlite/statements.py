@@ -38,11 +38,16 @@ UPSERT_ATTRIBUTE = (
 
 # Claims a free pair: a new row, or a released one whose generation goes up.
 CLAIM_IF_FREE = (
-    "INSERT INTO claims (key, ivalue, value, run_id, generation) VALUES (?, ?, ?, ?, 1) "
+    "INSERT INTO claims (key, ivalue, value, run_id, generation, ttl, release_on) "
+    "VALUES (?, ?, ?, ?, 1, ?, ?) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id, "
-    "generation = generation + 1, step = NULL, attempt = NULL WHERE run_id IS NULL"
+    "generation = generation + 1, step = NULL, attempt = NULL, ttl = excluded.ttl, "
+    "release_on = excluded.release_on, lapses_at = NULL, pruned_status = NULL "
+    "WHERE run_id IS NULL"
 )
-CLAIM_COLUMNS = "key, value, run_id, generation, step, attempt"
+CLAIM_COLUMNS = (
+    "key, value, run_id, generation, step, attempt, ttl, release_on, lapses_at, pruned_status"
+)
 GET_CLAIM = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE key = ? AND ivalue = ?"
 COUNT_RUNS_BY_STATUS = "SELECT status, count(*) AS runs FROM runs GROUP BY status"
 INSERT_HOOK = (
@@ -69,12 +74,30 @@ MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = ?, generation = generation + 1 WHERE run_id = ? AND step IS NULL"
 )
 PUT_CLAIM = (
-    "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key, ivalue) DO UPDATE SET "
+    "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt, ttl, "
+    "release_on) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key, ivalue) DO UPDATE SET "
     "value = excluded.value, run_id = excluded.run_id, generation = excluded.generation, "
-    "step = excluded.step, attempt = excluded.attempt"
+    "step = excluded.step, attempt = excluded.attempt, ttl = excluded.ttl, "
+    "release_on = excluded.release_on, lapses_at = NULL, pruned_status = NULL"
 )
-RUN_CLAIMS = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE run_id = ? ORDER BY key, ivalue"
+RUN_CLAIMS = (
+    f"SELECT {CLAIM_COLUMNS} FROM claims WHERE run_id = ? "
+    "AND (lapses_at IS NULL OR lapses_at > ?) ORDER BY key, ivalue"
+)
+# The claims of a closing run that have a reuse window to apply.
+WINDOWED_CLAIMS = (
+    "SELECT key, ivalue, ttl, release_on FROM claims WHERE run_id = ? "
+    "AND (ttl IS NOT NULL OR release_on IS NOT NULL)"
+)
+RELEASE_CLAIM = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE key = ? AND ivalue = ?"
+)
+SET_LAPSES_AT = "UPDATE claims SET lapses_at = ? WHERE key = ? AND ivalue = ?"
+RELEASE_LAPSED_CLAIMS = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE lapses_at IS NOT NULL AND lapses_at <= ?"
+)
 
 PRUNABLE_RUNS = (
     "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
@@ -85,10 +108,18 @@ PRUNE_RUN = (
     "DELETE FROM attributes WHERE run_id = ?1",
     "DELETE FROM work WHERE run_id = ?1",
     "DELETE FROM hook_resumes WHERE run_id = ?1",
-    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL WHERE run_id = ?1",
     "DELETE FROM runs WHERE id = ?1",
 )
 """What pruning one closed run takes; each statement has the run id as its parameter."""
+RELEASE_RUN_CLAIMS = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE run_id = ?1"
+)
+TOMBSTONE_RUN_CLAIMS = (
+    "UPDATE claims SET step = NULL, attempt = NULL, "
+    "pruned_status = (SELECT status FROM runs WHERE id = ?1) WHERE run_id = ?1"
+)
+"""Pruning a run keeps its claims as tombstones (or releases them); before ``PRUNE_RUN``."""
 
 _WORK_COLUMNS = (
     "run_id, id, kind, name, number, attempt, payload, available_at, "

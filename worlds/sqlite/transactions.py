@@ -39,6 +39,7 @@ from worlds.types import (
     NewWorkItem,
     RunContinued,
     RunRecord,
+    RunStatus,
     StepStarted,
     WorkItem,
     utcnow,
@@ -203,7 +204,21 @@ class Writer:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
             self.release_slots(run.id)
+            if run.status != RunStatus.CONTINUED:  # its claims moved to the next run
+                self.close_claims(run)
             self.signals.add(run_topic(run.id))
+
+    def close_claims(self, run: RunRecord) -> None:
+        """Apply the reuse window of each claim ``run`` held, now that it closed."""
+        assert run.closed_at is not None
+        for row in self.db.execute(sql.WINDOWED_CLAIMS, (run.id,)).fetchall():
+            release_on = claims.decode_release_on(row["release_on"])
+            fate = claims.on_close(run.status, run.closed_at, row["ttl"], release_on)
+            pair = (row["key"], row["ivalue"])
+            if fate == "release":
+                self.db.execute(sql.RELEASE_CLAIM, pair)
+            elif fate is not None:
+                self.db.execute(sql.SET_LAPSES_AT, (codecs.to_micros(fate), *pair))
 
     def admit(self, request: CreateRunRequest) -> tuple[str | ClaimConflict, dict[str, int]]:
         """``slots.admit`` for a new run, and the position it takes at each pair."""
@@ -363,10 +378,8 @@ class Writer:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
         ivalue = index_value(event.value)
         row = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
-        held = (
-            None if row is None else claims.HeldClaim(row["run_id"], row["generation"], row["step"])
-        )
-        generation = claims.on_attribute_set(held, run_id, event)
+        held = None if row is None else codecs.held_from_row(row)
+        generation = claims.on_attribute_set(held, run_id, event, self.now)
         if isinstance(generation, AttributeConflict):
             return generation
         self.db.execute(
@@ -379,6 +392,8 @@ class Writer:
                 generation,
                 event.step,
                 event.attempt,
+                event.ttl,
+                claims.encode_release_on(event.release_on),
             ),
         )
         return msgspec.structs.replace(event, generation=generation)

@@ -42,6 +42,7 @@ from worlds.types import (
     HookReceived,
     HookRecord,
     NewWorkItem,
+    ReuseWindow,
     RunPage,
     RunQuery,
     RunRecord,
@@ -130,22 +131,37 @@ class SqliteWorld(ClosesOnExit):
             for key in sorted(request.unique):
                 value, claim = attributes[key], (key, ivalues[key])
                 encoded = codecs.encode(value)
-                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
+                window = request.windows.get(key, ReuseWindow())
+                reuse = (window.ttl, claims.encode_release_on(window.release_on))
+                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id, *reuse)).rowcount:
                     continue
-                holder = db.execute(sql.GET_CLAIM, claim).fetchone()
-                holder_id, generation = holder["run_id"], holder["generation"]
-                # a held claim's run exists: pruning a run releases its claims
-                status = codecs.run_from_row(
-                    db.execute(sql.GET_RUN, (holder_id,)).fetchone()
-                ).status
-                held = (holder_id, generation)
-                taken = claims.on_create(request.policy, key, value, held, status, run_id)
-                if isinstance(taken, ClaimConflict):
-                    raise RollbackError(CreateRunResult(conflict=taken))
-                if taken.cancel_reason is not None:
-                    tx.cancel(holder_id, taken.cancel_reason)
-                    superseded = holder_id
-                params = (*claim, encoded, run_id, taken.generation, None, None)
+                held = codecs.held_from_row(db.execute(sql.GET_CLAIM, claim).fetchone())
+                holder_id = held.run_id
+                assert holder_id is not None  # CLAIM_IF_FREE takes released pairs
+                if claims.is_free(held, tx.now):
+                    generation = claims.next_generation(held)
+                else:
+                    pruned = held.pruned_status is not None
+                    status = held.pruned_status
+                    if not pruned:
+                        row = db.execute(sql.GET_RUN, (holder_id,)).fetchone()
+                        status = codecs.run_from_row(row).status
+                    taken = claims.on_create(
+                        request.policy,
+                        key,
+                        value,
+                        (holder_id, held.generation),
+                        status,
+                        run_id,
+                        pruned,
+                    )
+                    if isinstance(taken, ClaimConflict):
+                        raise RollbackError(CreateRunResult(conflict=taken))
+                    if taken.cancel_reason is not None:
+                        tx.cancel(holder_id, taken.cancel_reason)
+                        superseded = holder_id
+                    generation = taken.generation
+                params = (*claim, encoded, run_id, generation, None, None, *reuse)
                 db.execute(sql.PUT_CLAIM, params)
             admitted, positions = tx.admit(request) if request.limits else ("hold", {})
             if isinstance(admitted, ClaimConflict):
@@ -377,8 +393,8 @@ class SqliteWorld(ClosesOnExit):
 
         def body(db: sqlite3.Connection) -> Claim | None:
             row = db.execute(sql.GET_CLAIM, params).fetchone()
-            if row is None or row["run_id"] is None:  # never claimed, or released
-                return None
+            if row is None or claims.is_free(codecs.held_from_row(row), utcnow()):
+                return None  # never claimed, released or lapsed
             return codecs.claim_from_row(row)
 
         return await self._connection.read(body)
@@ -430,7 +446,9 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
 
         def body(db: sqlite3.Connection) -> list[Claim]:
-            return [codecs.claim_from_row(row) for row in db.execute(sql.RUN_CLAIMS, (run_id,))]
+            now = codecs.to_micros(utcnow())
+            rows = db.execute(sql.RUN_CLAIMS, (run_id, now))
+            return [codecs.claim_from_row(row) for row in rows]
 
         return await self._connection.read(body)
 
@@ -455,7 +473,9 @@ class SqliteWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """See ``World.prune_runs``; the runs that closed first go first."""
         self._connection.check_open()
         if limit <= 0:
@@ -464,7 +484,9 @@ class SqliteWorld(ClosesOnExit):
 
         def body(tx: Writer) -> list[str]:
             pruned = [row["id"] for row in tx.db.execute(sql.PRUNABLE_RUNS, params)]
-            for statement in sql.PRUNE_RUN:
+            tx.db.execute(sql.RELEASE_LAPSED_CLAIMS, (tx.now_us,))
+            keep = sql.RELEASE_RUN_CLAIMS if release_claims else sql.TOMBSTONE_RUN_CLAIMS
+            for statement in (keep, *sql.PRUNE_RUN):
                 tx.db.executemany(statement, [(run_id,) for run_id in pruned])
             return pruned
 

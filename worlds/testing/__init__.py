@@ -43,6 +43,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._prune",
+    "worlds.testing._reuse",
     "worlds.testing._runs",
     "worlds.testing._search",
     "worlds.testing._slots",
@@ -58,6 +59,7 @@ from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: 
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
+from worlds.testing._reuse import ReuseConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
@@ -79,6 +81,7 @@ class WorldConformance(
     CancelConformance,
     ValueConformance,
     SlotsConformance,
+    ReuseConformance,
     ModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
@@ -96,7 +99,8 @@ class WorldConformance(
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), limited pairs: slots, waiting and promotion
-    (``SlotsConformance``), the whole range of values the SDK accepts
+    (``SlotsConformance``), reuse windows and tombstones (``ReuseConformance``),
+    the whole range of values the SDK accepts
     (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """

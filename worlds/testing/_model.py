@@ -1,9 +1,11 @@
 """A hypothesis state machine that drives a world next to a tiny in-Python model.
 
-Rules create runs (some claiming a pair at creation, some under a start
+Rules create runs (some claiming a pair at creation, with or without a reuse
+window, some under a start
 policy that may take a claim over, some taking a slot of a limited pair or
 waiting for one), claim pairs in commits, move runs through their statuses,
-cancel them and prune closed runs; after every step the world's claims (with
+cancel them and prune closed runs (keeping their claims as tombstones, or
+releasing them); after every step the world's claims (with
 their generations), slots (holders and waiters in order), statuses, run
 attributes and listing must agree with the model.
 
@@ -47,6 +49,7 @@ from worlds.types import (
     ErrorInfo,
     EventKind,
     Limit,
+    ReuseWindow,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -106,6 +109,29 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.holders: dict[tuple[int, int], list[str]] = {}
             self.waiters: dict[tuple[int, int], list[str]] = {}
             self.slot_of: dict[str, tuple[int, int]] = {}
+            self.windows: dict[tuple[int, int], ReuseWindow] = {}
+            self.tombstones: dict[str, RunStatus] = {}
+
+        def holder_status(self, holder: str) -> RunStatus:
+            return self.tombstones.get(holder) or self.statuses[holder]
+
+        def conflict(self, name: str, value: str | int, holder: str) -> ClaimConflict:
+            return ClaimConflict(
+                key=name,
+                value=value,
+                holder_run_id=holder,
+                holder_status=self.holder_status(holder),
+                holder_pruned=holder in self.tombstones,
+            )
+
+        def close_claims(self, run_id: str, status: RunStatus) -> None:
+            """``run_id`` closed with ``status``: apply its claims' reuse windows."""
+            for pair, holder in list(self.claims.items()):
+                window = self.windows.get(pair)
+                if holder != run_id or window is None:
+                    continue
+                if status in window.release_on or window.ttl == 0:
+                    del self.claims[pair]
 
         def limited_pair(self, key: int, value: int) -> tuple[str, str | int]:
             return f"{self.prefix}-lk{key}", _VALUES[value]
@@ -165,27 +191,32 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             key=st.integers(0, _KEYS - 1),
             value=st.integers(0, len(_VALUES) - 1),
             unique=st.booleans(),
+            window=st.none()
+            | st.builds(
+                ReuseWindow,
+                ttl=st.sampled_from([None, 0.0, 3600.0]),
+                release_on=st.frozensets(
+                    st.sampled_from([RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.COMPLETED])
+                ),
+            ),
         )
-        def create(self, key: int, value: int, unique: bool) -> None:
+        def create(self, key: int, value: int, unique: bool, window: ReuseWindow | None) -> None:
             name, held_value = self.pair(key, value)
             run_id = new_run_id()
+            windowed = unique and window is not None
             request = CreateRunRequest(
                 run_id=run_id,
                 workflow=self.workflow,
                 args=b"",
                 attributes={name: held_value},
                 unique=frozenset({name}) if unique else frozenset(),
+                windows={name: window} if windowed and window is not None else {},
             )
             result = _call(world.create_run, request)
             holder = self.claims.get((key, value)) if unique else None
             if holder is not None:
                 assert result.run is None
-                assert result.conflict == ClaimConflict(
-                    key=name,
-                    value=held_value,
-                    holder_run_id=holder,
-                    holder_status=self.statuses[holder],
-                )
+                assert result.conflict == self.conflict(name, held_value, holder)
                 return
             assert result.conflict is None and result.run is not None
             assert result.run.status == RunStatus.PENDING
@@ -193,6 +224,9 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.attributes[run_id] = {name: held_value}
             if unique:
                 self.take(key, value, run_id)
+                self.windows.pop((key, value), None)
+                if window is not None:
+                    self.windows[(key, value)] = window
 
         def take(self, key: int, value: int, run_id: str) -> None:
             """``run_id`` claims the pair anew: its generation goes up by one."""
@@ -223,24 +257,19 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             holder = self.claims.get((key, value))
             if holder is None:
                 takes_over = True
-            elif not self.statuses[holder].is_closed:
+            elif not self.holder_status(holder).is_closed:
                 takes_over = conflict == "terminate_existing"
             elif reuse == "allow_duplicate_failed_only":
-                takes_over = self.statuses[holder] in (RunStatus.FAILED, RunStatus.CANCELLED)
+                takes_over = self.holder_status(holder) in (RunStatus.FAILED, RunStatus.CANCELLED)
             else:
                 takes_over = reuse == "allow_duplicate"
             if not takes_over:
                 assert holder is not None and result.run is None
-                assert result.conflict == ClaimConflict(
-                    key=name,
-                    value=held_value,
-                    holder_run_id=holder,
-                    holder_status=self.statuses[holder],
-                )
+                assert result.conflict == self.conflict(name, held_value, holder)
                 return
             assert result.run is not None, result
             superseded = None
-            if holder is not None and not self.statuses[holder].is_closed:
+            if holder is not None and not self.holder_status(holder).is_closed:
                 self.statuses[holder] = RunStatus.CANCELLED
                 self.closed(holder)
                 superseded = holder
@@ -248,20 +277,24 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.statuses[run_id] = RunStatus.PENDING
             self.attributes[run_id] = {name: held_value}
             self.take(key, value, run_id)
+            self.windows.pop((key, value), None)
 
-        @rule()
-        def prune(self) -> None:
-            """Retention: closed runs go, and their claims are released."""
+        @rule(release=st.booleans())
+        def prune(self, release: bool) -> None:
+            """Retention: closed runs go; their claims stay as tombstones or are released."""
             cutoff = utcnow() + timedelta(seconds=1)
-            pruned = set(_call(world.prune_runs, cutoff, 100_000))
+            prune = functools.partial(world.prune_runs, release_claims=release)
+            pruned = set(_call(prune, cutoff, 100_000))
             closed = {run_id for run_id, status in self.statuses.items() if status.is_closed}
             assert closed <= pruned
+            for pair, holder in list(self.claims.items()):
+                if holder in closed and release:
+                    del self.claims[pair]
+                elif holder in closed:
+                    self.tombstones[holder] = self.statuses[holder]
             for run_id in closed:
                 del self.statuses[run_id]
                 del self.attributes[run_id]
-            for pair, holder in list(self.claims.items()):
-                if holder in closed:
-                    del self.claims[pair]
 
         @precondition(lambda self: bool(self.statuses))
         @rule(
@@ -309,6 +342,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.statuses[run_id] = target
             if target.is_closed:
                 self.closed(run_id)
+                self.close_claims(run_id, target)
 
         @precondition(lambda self: bool(self.statuses))
         @rule(index=st.integers(0, 1000), reason=st.none() | st.just("stop"))
@@ -318,6 +352,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             if not self.statuses[run_id].is_closed:
                 self.statuses[run_id] = RunStatus.CANCELLED
                 self.closed(run_id)
+                self.close_claims(run_id, RunStatus.CANCELLED)
             assert record is not None and record.status == self.statuses[run_id]
 
         @invariant()
@@ -329,6 +364,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                     assert (found.run_id if found else None) == holder, f"claim {key}/{value}"
                     if found is not None:
                         assert found.generation == self.generations[(key, value)]
+                        assert found.pruned_status == self.tombstones.get(found.run_id)
             for run_id, status in self.statuses.items():
                 record = _call(world.get_run, run_id)
                 assert record is not None and record.status == status, run_id
