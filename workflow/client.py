@@ -51,6 +51,7 @@ from worlds.types import (
     RunQuery,
     RunRecord,
     RunStatus,
+    Slot,
 )
 
 __all__ = [
@@ -189,6 +190,11 @@ class Run(Generic[R]):
         """The run's event log, in order."""
         await self._record()
         return await self.world.read_events(self._id)
+
+    async def slots(self) -> list[Slot]:
+        """The limited pairs this run holds a slot of (``slot.holding``) or waits in,
+        by key then value (see ``Limited``)."""
+        return await self.world.run_slots(self._id)
 
     async def claims(self) -> list[Claim]:
         """The unique pairs this run and its steps hold now, by key then value.

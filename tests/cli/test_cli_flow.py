@@ -1,0 +1,69 @@
+"""``wf`` and flow control: why a pending run waits, a pair's holders, pruning with tombstones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import worlds
+from tests.cli.test_cli import wf
+from workflow import Limited, Unique, start, workflow
+
+pytestmark = pytest.mark.anyio
+
+
+@workflow
+async def cli_flow_job(n: int) -> int:
+    return n
+
+
+async def test_show_says_why_a_pending_run_waits_and_holders_lists_the_line(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    async with worlds.open(url) as world:
+        runs = [
+            await start(cli_flow_job, n, attributes={"tenant": Limited("acme", 2)}, world=world)
+            for n in range(4)
+        ]
+    shown = wf(url, "runs", "show", runs[3].id)
+    assert shown.code == 0, shown.err
+    assert "waiting for tenant=acme: 2 of 2 slots held by" in shown.out
+    assert runs[0].id in shown.out and "(1 ahead in line)" in shown.out
+    document = wf(url, "runs", "show", runs[2].id, "--json").json()
+    (waiting,) = document["waiting"]
+    assert waiting["holders"] == [runs[0].id, runs[1].id] and waiting["ahead"] == 0
+    assert wf(url, "runs", "show", runs[0].id, "--json").json()["waiting"] == []
+
+    listed = wf(url, "runs", "list", "--query", "status = 'pending'", "--json").json()
+    assert len(listed["runs"]) == 4
+
+    holders = wf(url, "attributes", "holders", "tenant", "acme", "--json").json()
+    assert holders["limit"] == 2
+    assert holders["holders"] == [runs[0].id, runs[1].id]
+    assert holders["waiters"] == [runs[2].id, runs[3].id]
+    table = wf(url, "attributes", "holders", "tenant", "acme")
+    assert "2 of 2 slots held" in table.out and "waiting" in table.out
+    assert "nobody holds" in wf(url, "attributes", "holders", "tenant", "none").out
+
+
+async def test_prune_keeps_tombstones_unless_asked_to_release(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    async with worlds.open(url) as world:
+        run = await start(cli_flow_job, 1, attributes={"order": Unique("o-1")}, world=world)
+        await run.cancel("done with it")
+    later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
+    assert wf(url, "runs", "prune", "--before", later).code == 0
+    holders = wf(url, "attributes", "holders", "order", "o-1", "--json").json()
+    assert holders["claim"]["run_id"] == run.id
+    assert holders["claim"]["pruned_status"] == "cancelled"
+    assert "pruned (cancelled)" in wf(url, "attributes", "holders", "order", "o-1").out
+    assert wf(url, "runs", "prune", "--before", later, "--release-claims").code == 0
+    assert wf(url, "attributes", "holders", "order", "o-1", "--json").json()["claim"] is not None
+    async with worlds.open(url) as world:
+        again = await start(cli_flow_job, 2, attributes={"order": Unique("o-2")}, world=world)
+        await again.cancel()
+    assert wf(url, "runs", "prune", "--before", later, "--release-claims").code == 0
+    assert wf(url, "attributes", "holders", "order", "o-2", "--json").json()["claim"] is None
