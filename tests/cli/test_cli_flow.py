@@ -65,5 +65,6 @@ async def test_prune_keeps_tombstones_unless_asked_to_release(tmp_path: Path) ->
     async with worlds.open(url) as world:
         again = await start(cli_flow_job, 2, attributes={"order": Unique("o-2")}, world=world)
         await again.cancel()
+    later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
     assert wf(url, "runs", "prune", "--before", later, "--release-claims").code == 0
     assert wf(url, "attributes", "holders", "order", "o-2", "--json").json()["claim"] is None
