@@ -32,6 +32,7 @@ from worlds.semantics import (
     matches,
     settled,
     work_item_id,
+    workflow_item_id,
 )
 from worlds.types import (
     AttributeConflict,
@@ -402,6 +403,12 @@ class MemoryWorld(ClosesOnExit):
             pruned = held.pruned_status is not None
             status = held.pruned_status if pruned else self._runs[held.run_id].record.status
             holder = (held.run_id, held.generation)
+            if request.debounce is not None and request.debounce.key == key:
+                debounced = self._debounce(request, held, pruned)
+                if isinstance(debounced, CreateRunResult):
+                    return debounced
+                taken[claim_key] = (held.run_id, debounced)
+                continue
             takeover = claims.on_create(
                 request.policy, key, value, holder, status, request.run_id, pruned
             )
@@ -438,14 +445,46 @@ class MemoryWorld(ClosesOnExit):
             )
         self._take_slots(request, holding=admitted == "hold")
         if admitted == "hold":
-            wake = NewWorkItem(
-                kind="workflow", name=request.workflow, available_at=request.start_at
-            )
+            start_at = request.start_at
+            if request.debounce is not None:
+                start_at = claims.first_start(request.debounce, now)
+            wake = NewWorkItem(kind="workflow", name=request.workflow, available_at=start_at)
             self._enqueue(request.run_id, wake, "", now, 0)
         deadline = runs.deadline_item(request)
         if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
         return CreateRunResult(run=run.record, superseded_run_id=superseded)
+
+    def _debounce(
+        self, request: CreateRunRequest, held: Claim, pruned: bool
+    ) -> CreateRunResult | claims.Takeover:
+        """Debounce the pending holder (new arguments, later start), or take the pair over."""
+        assert request.debounce is not None
+        now = self._clock()
+        run = None if pruned else self._runs[held.run_id]
+        item = None if run is None else self._items.get(workflow_item_id(held.run_id))
+        untouched = (
+            run is not None and run.record.last_seq == 1 and (item is None or not item.ever_leased)
+        )
+        decided = claims.debounce(
+            request.debounce,
+            now,
+            None if run is None else run.record.status,
+            None if run is None else run.record.created_at,
+            untouched,
+            claims.HeldClaim(held.run_id, held.generation),
+        )
+        if isinstance(decided, claims.Takeover):
+            return decided
+        assert run is not None
+        record = run.record
+        run.events[0] = runs.created_event(
+            record.workflow, request.args, record.attributes, record.created_at
+        )
+        if item is not None:
+            item.available_at = decided.start_at
+            self._signal(WORK_TOPIC)
+        return CreateRunResult(run=record, debounced=True)
 
     def _admit(self, request: CreateRunRequest) -> str | ClaimConflict:
         """``slots.admit`` over the request's limited pairs as they are now."""

@@ -14,8 +14,8 @@ import threading
 import time
 from datetime import datetime, timedelta
 
-from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
 from worlds._rules import slots
+from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
 from worlds._rules.claims import is_free, may_take_over, on_close
 from worlds._rules.commits import settled
 from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run

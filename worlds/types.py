@@ -33,6 +33,7 @@ __all__ = [
     "ConflictRule",
     "CreateRunRequest",
     "CreateRunResult",
+    "Debounce",
     "ErrorInfo",
     "Event",
     "EventKind",
@@ -514,6 +515,22 @@ class StartPolicy(msgspec.Struct, frozen=True, kw_only=True):
     reuse: ReuseRule = "allow_duplicate"
 
 
+class Debounce(msgspec.Struct, frozen=True, kw_only=True):
+    """``create_run`` debounces on the unique attribute ``key``.
+
+    If the pair's holder is pending and was never handed to a worker (its log
+    is just ``RunCreated``), its ``RunCreated`` takes the request's arguments
+    and its start moves to ``min(now + delay, created_at + max_delay)``, and
+    nothing else is written. Otherwise the request's run is created delayed
+    by ``min(delay, max_delay)`` and takes the pair over (one generation up;
+    a holder still running keeps running). Seconds, by the world's clock.
+    """
+
+    key: str
+    delay: float
+    max_delay: float
+
+
 class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything ``World.create_run`` writes in one transaction.
 
@@ -541,18 +558,21 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     limits: dict[str, Limit] = {}
     start_at: datetime | None = None
     windows: dict[str, ReuseWindow] = {}
+    debounce: Debounce | None = None
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of ``create_run``: the new run, or the claim that refused it.
 
     ``superseded_run_id`` names the run a ``terminate_existing`` takeover
-    cancelled, if any.
+    cancelled, if any. ``debounced`` says a ``Debounce`` updated the pending
+    holder ``run`` instead of creating a run.
     """
 
     run: RunRecord | None = None
     conflict: ClaimConflict | None = None
     superseded_run_id: str | None = None
+    debounced: bool = False
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -23,17 +23,21 @@ from worlds.types import (
     AttributeSet,
     AttributeValue,
     ClaimConflict,
+    Debounce,
     ReuseWindow,
     RunStatus,
     StartPolicy,
 )
 
 __all__ = [
+    "Debounced",
     "HeldClaim",
     "Takeover",
     "check_window",
+    "debounce",
     "decode_release_on",
     "encode_release_on",
+    "first_start",
     "is_free",
     "may_take_over",
     "next_generation",
@@ -183,3 +187,36 @@ def on_attribute_set(
         step=event.step,
         attempt=event.attempt,
     )
+
+
+class Debounced(NamedTuple):
+    """A debounce updates the pending holder: new arguments, start at ``start_at``."""
+
+    start_at: datetime
+
+
+def debounce(
+    request: Debounce,
+    now: datetime,
+    holder_status: RunStatus | None,
+    holder_created_at: datetime | None,
+    untouched: bool,
+    held: HeldClaim,
+) -> Debounced | Takeover:
+    """A debounced start meets its pair held by a run (``is_free`` was False).
+
+    ``untouched``: the holder's log is only ``RunCreated`` and no worker ever
+    leased its workflow item. Such a pending holder is debounced: its start
+    moves to ``now + delay``, never past ``created_at + max_delay``. Any
+    other holder (running, closed, pruned, or already handed to a worker)
+    keeps running, and the new run takes the pair over, one generation up.
+    """
+    if holder_status is RunStatus.PENDING and untouched and holder_created_at is not None:
+        latest = holder_created_at + timedelta(seconds=request.max_delay)
+        return Debounced(min(now + timedelta(seconds=request.delay), latest))
+    return Takeover(next_generation(held), None)
+
+
+def first_start(request: Debounce, now: datetime) -> datetime:
+    """When a run created by a debounced start starts: ``min(delay, max_delay)`` from now."""
+    return now + timedelta(seconds=min(request.delay, request.max_delay))

@@ -35,6 +35,18 @@ def check_create(request: CreateRunRequest) -> None:
                 f"key {key!r} has a reuse window but is not unique; make it Unique(v, ...)"
             )
         check_window(key, window)
+    debounce = request.debounce
+    if debounce is not None:
+        if debounce.key not in request.unique or policy is not None:
+            raise ValueError(
+                f"the debounce key {debounce.key!r} must be unique, and a debounced start "
+                "takes no start policy"
+            )
+        if not 0 <= debounce.delay <= debounce.max_delay:
+            raise ValueError(
+                f"debounce needs 0 <= delay <= max_delay, got {debounce.delay} and "
+                f"{debounce.max_delay}"
+            )
 
 
 def run_exists(run_id: str) -> ValueError:

@@ -317,3 +317,8 @@ LIST_SLOTS = (
     "ORDER BY holding DESC, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
+
+# ---------------------------------------------------------------------------- debounce
+
+WORKFLOW_ITEM_LEASED = "SELECT ever_leased FROM work WHERE id = $1 FOR UPDATE"
+REWRITE_CREATED = "UPDATE events SET data = $2 WHERE run_id = $1 AND seq = 1"

@@ -37,6 +37,7 @@ from worlds.types import (
     ClaimConflict,
     CommitRequest,
     CreateRunRequest,
+    CreateRunResult,
     EventKind,
     HookConflict,
     HookCreated,
@@ -187,6 +188,51 @@ class Tx:
                 await self.conn.execute(sql.RELEASE_CLAIM, row["key"], row["ivalue"])
             elif fate is not None:
                 await self.conn.execute(sql.SET_LAPSES_AT, row["key"], row["ivalue"], fate)
+
+    async def debounce(self, request: CreateRunRequest) -> CreateRunResult | claims.Takeover | None:
+        """A debounced start meets its pair (locked): the pending holder updated (the
+        result), a takeover for the new run, or ``None`` (the pair is free)."""
+        debounce = request.debounce
+        assert debounce is not None
+        ivalue = index_value(request.attributes[debounce.key])
+        row = await self.conn.fetchrow(sql.LOCK_CLAIM, debounce.key, ivalue)
+        held = None if row is None else codecs.held_from_row(row)
+        if held is None or claims.is_free(held, self.now):
+            return None
+        record, item = None, None
+        if held.pruned_status is None:
+            found = await self.lock_run(str(held.run_id))
+            record = None if found is None else found[0]
+            if record is not None:
+                item = await self.conn.fetchrow(
+                    sql.WORKFLOW_ITEM_LEASED, workflow_item_id(record.id)
+                )
+        untouched = (
+            record is not None
+            and record.last_seq == 1
+            and (item is None or not item["ever_leased"])
+        )
+        decided = claims.debounce(
+            debounce,
+            self.now,
+            None if record is None else record.status,
+            None if record is None else record.created_at,
+            untouched,
+            held,
+        )
+        if isinstance(decided, claims.Takeover):
+            return decided
+        assert record is not None
+        created = runs.created_event(
+            record.workflow, request.args, record.attributes, record.created_at
+        )
+        await self.conn.execute(sql.REWRITE_CREATED, record.id, codecs.encode(created))
+        if item is not None:
+            await self.conn.execute(
+                sql.SET_AVAILABLE, workflow_item_id(record.id), decided.start_at
+            )
+            self.signals.add(WORK_TOPIC)
+        return CreateRunResult(run=record, debounced=True)
 
     async def lock_pairs(self, pairs: list[tuple[str, str]]) -> None:
         """Take the transaction-long locks of limited ``pairs`` (sorted: no deadlock

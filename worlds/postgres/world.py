@@ -72,6 +72,9 @@ __all__ = ["PostgresWorld", "WorldClosedError"]
 
 T = TypeVar("T")
 
+_RACED = CreateRunResult()
+"""A debounced start found its pair free, then taken: run the transaction again."""
+
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
 
@@ -287,6 +290,9 @@ class PostgresWorld(ClosesOnExit):
 
         async def body(tx: Tx) -> CreateRunResult:
             superseded = None
+            debounced = None if request.debounce is None else await tx.debounce(request)
+            if isinstance(debounced, CreateRunResult):
+                return debounced
             for key in sorted(request.unique):
                 value = attributes[key]
                 window = request.windows.get(key, ReuseWindow())
@@ -298,7 +304,12 @@ class PostgresWorld(ClosesOnExit):
                 held = codecs.held_from_row(row)
                 holder_id = held.run_id
                 assert holder_id is not None  # claim_if_free takes released pairs
-                if claims.is_free(held, tx.now):
+                debouncing = request.debounce is not None and key == request.debounce.key
+                if debouncing and debounced is None:
+                    raise RollbackError(_RACED)  # a concurrent debounce claimed it first
+                if debouncing and debounced is not None:
+                    generation = debounced.generation  # the holder keeps running
+                elif claims.is_free(held, tx.now):
                     generation = claims.next_generation(held)
                 else:
                     pruned = held.pruned_status is not None
@@ -324,13 +335,16 @@ class PostgresWorld(ClosesOnExit):
             if isinstance(admitted, ClaimConflict):
                 raise RollbackError(CreateRunResult(conflict=admitted))
             wake = admitted == "hold"
+            start_at = request.start_at
+            if request.debounce is not None:
+                start_at = claims.first_start(request.debounce, tx.now)
             await tx.insert_run(
                 run_id,
                 request.workflow,
                 request.args,
                 attributes,
                 wake=wake,
-                start_at=request.start_at,
+                start_at=start_at,
             )
             if request.limits:
                 await tx.take_slots(request, holding=wake)
@@ -340,7 +354,11 @@ class PostgresWorld(ClosesOnExit):
                 run, _ = await tx.enqueue(run, deadline, "", 0.0)
             return CreateRunResult(run=run, superseded_run_id=superseded)
 
-        return await self._write(body)
+        for _ in range(RETRIES):
+            result = await self._write(body)
+            if result is not _RACED:
+                return result
+        raise RuntimeError("create_run lost the debounce race too many times")
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""

@@ -218,3 +218,8 @@ LIST_SLOTS = (
     "ORDER BY holding DESC, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue"
+
+# --------------------------------------------------------------------------- debounce
+
+WORKFLOW_ITEM_LEASED = "SELECT ever_leased FROM work WHERE run_id = ? AND id = ?"
+REWRITE_CREATED = "UPDATE events SET data = ? WHERE run_id = ? AND seq = 1"

@@ -33,6 +33,7 @@ from worlds.types import (
     ClaimConflict,
     CommitRequest,
     CreateRunRequest,
+    CreateRunResult,
     EventKind,
     HookConflict,
     HookCreated,
@@ -219,6 +220,47 @@ class Writer:
                 self.db.execute(sql.RELEASE_CLAIM, pair)
             elif fate is not None:
                 self.db.execute(sql.SET_LAPSES_AT, (codecs.to_micros(fate), *pair))
+
+    def debounce(self, request: CreateRunRequest) -> CreateRunResult | claims.Takeover | None:
+        """A debounced start meets its pair: the pending holder updated (the result),
+        a takeover for the new run, or ``None`` (the pair is free)."""
+        debounce = request.debounce
+        assert debounce is not None
+        pair = (debounce.key, index_value(request.attributes[debounce.key]))
+        row = self.db.execute(sql.GET_CLAIM, pair).fetchone()
+        held = None if row is None else codecs.held_from_row(row)
+        if held is None or claims.is_free(held, self.now):
+            return None
+        record, item = None, None
+        if held.pruned_status is None:
+            record = codecs.run_from_row(self.db.execute(sql.GET_RUN, (held.run_id,)).fetchone())
+            key = (record.id, workflow_item_id(record.id))
+            item = self.db.execute(sql.WORKFLOW_ITEM_LEASED, key).fetchone()
+        untouched = (
+            record is not None
+            and record.last_seq == 1
+            and (item is None or not item["ever_leased"])
+        )
+        decided = claims.debounce(
+            debounce,
+            self.now,
+            None if record is None else record.status,
+            None if record is None else record.created_at,
+            untouched,
+            held,
+        )
+        if isinstance(decided, claims.Takeover):
+            return decided
+        assert record is not None
+        created = runs.created_event(
+            record.workflow, request.args, record.attributes, record.created_at
+        )
+        self.db.execute(sql.REWRITE_CREATED, (codecs.encode(created), record.id))
+        if item is not None:
+            due = codecs.to_micros(decided.start_at)
+            self.db.execute(sql.SET_AVAILABLE, (due, record.id, workflow_item_id(record.id)))
+            self.signals.add(WORK_TOPIC)
+        return CreateRunResult(run=record, debounced=True)
 
     def admit(self, request: CreateRunRequest) -> tuple[str | ClaimConflict, dict[str, int]]:
         """``slots.admit`` for a new run, and the position it takes at each pair."""

@@ -121,6 +121,9 @@ class SqliteWorld(ClosesOnExit):
 
         def body(tx: Writer) -> CreateRunResult:
             db, run_id = tx.db, request.run_id
+            debounced = None if request.debounce is None else tx.debounce(request)
+            if isinstance(debounced, CreateRunResult):
+                return debounced
             try:
                 db.execute(
                     sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
@@ -138,7 +141,9 @@ class SqliteWorld(ClosesOnExit):
                 held = codecs.held_from_row(db.execute(sql.GET_CLAIM, claim).fetchone())
                 holder_id = held.run_id
                 assert holder_id is not None  # CLAIM_IF_FREE takes released pairs
-                if claims.is_free(held, tx.now):
+                if debounced is not None and request.debounce and key == request.debounce.key:
+                    generation = debounced.generation  # the holder keeps running
+                elif claims.is_free(held, tx.now):
                     generation = claims.next_generation(held)
                 else:
                     pruned = held.pruned_status is not None
@@ -177,7 +182,10 @@ class SqliteWorld(ClosesOnExit):
             tx.flush_events()
             if admitted == "hold":
                 item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
-                due = tx.now_us if request.start_at is None else codecs.to_micros(request.start_at)
+                start_at = request.start_at
+                if request.debounce is not None:
+                    start_at = claims.first_start(request.debounce, tx.now)
+                due = tx.now_us if start_at is None else codecs.to_micros(start_at)
                 db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", due, None, 0, None, 0))
                 tx.signals.add(WORK_TOPIC)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)

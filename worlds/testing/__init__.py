@@ -59,7 +59,7 @@ from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: 
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
-from worlds.testing._reuse import ReuseConformance  # noqa: E402
+from worlds.testing._reuse import DebounceConformance, ReuseConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
@@ -82,6 +82,7 @@ class WorldConformance(
     ValueConformance,
     SlotsConformance,
     ReuseConformance,
+    DebounceConformance,
     ModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
@@ -99,7 +100,8 @@ class WorldConformance(
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), limited pairs: slots, waiting and promotion
-    (``SlotsConformance``), reuse windows and tombstones (``ReuseConformance``),
+    (``SlotsConformance``), reuse windows and tombstones (``ReuseConformance``), debounced
+    starts (``DebounceConformance``),
     the whole range of values the SDK accepts
     (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).

@@ -8,7 +8,15 @@ import anyio
 import pytest
 
 from worlds.protocol import World
-from worlds.testing._base import SHORT_DELAY, WF, ConformanceBase, new_run_id
+from worlds.testing._base import (
+    SHORT_DELAY,
+    WF,
+    ConformanceBase,
+    WorldFactory,
+    lease_all,
+    new_run_id,
+    open_worlds,
+)
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -16,18 +24,21 @@ from worlds.types import (
     CommitRequest,
     CreateRunRequest,
     CreateRunResult,
+    Debounce,
     ErrorInfo,
     EventKind,
     ReuseWindow,
     RunCompleted,
     RunContinued,
+    RunCreated,
     RunFailed,
+    RunQuery,
     RunStatus,
     StartPolicy,
     utcnow,
 )
 
-__all__ = ["ReuseConformance"]
+__all__ = ["DebounceConformance", "ReuseConformance"]
 
 
 async def _claim(
@@ -223,3 +234,68 @@ class ReuseConformance(ConformanceBase):
         tombstone = await world.find_claim("order", "o-3")
         assert tombstone is not None and tombstone.pruned_status == RunStatus.COMPLETED
         assert tombstone.lapses_at is not None
+
+
+def _debounced(value: str, args: bytes, delay: float = 30.0) -> CreateRunRequest:
+    return CreateRunRequest(
+        run_id=new_run_id(),
+        workflow=WF,
+        args=args,
+        attributes={"user": value},
+        unique=frozenset({"user"}),
+        debounce=Debounce(key="user", delay=delay, max_delay=60.0),
+    )
+
+
+class DebounceConformance(ConformanceBase):
+    """``CreateRunRequest.debounce``: update a pending holder, or take the pair over."""
+
+    @pytest.mark.anyio
+    async def test_a_pending_holder_gets_the_new_arguments(self, world: World) -> None:
+        """The holder's ``RunCreated`` takes the newest arguments; no run is created."""
+        first = await world.create_run(_debounced("u-1", b"\x91\x01"))
+        assert first.run is not None and not first.debounced
+        again = await world.create_run(_debounced("u-1", b"\x91\x02"))
+        assert again.debounced and again.run is not None and again.run.id == first.run.id
+        (created,) = await world.read_events(first.run.id)
+        assert isinstance(created, RunCreated) and created.args == b"\x91\x02"
+        assert created.at == first.run.created_at
+        assert len((await world.list_runs(RunQuery())).runs) == 1
+        assert await lease_all(world, {WF}) == []  # its start moved 30 s on
+
+    @pytest.mark.anyio
+    async def test_a_leased_holder_keeps_running_and_a_new_run_takes_the_pair(
+        self, world: World
+    ) -> None:
+        """Once a worker had the holder, a debounced start creates a run holding the pair."""
+        first = await world.create_run(_debounced("u-2", b"\x90", delay=0.0))
+        assert first.run is not None
+        (item,) = await lease_all(world, {WF})
+        assert item.run_id == first.run.id
+        second = await world.create_run(_debounced("u-2", b"\x90"))
+        assert second.run is not None and not second.debounced
+        assert second.run.id != first.run.id
+        claim = await world.find_claim("user", "u-2")
+        assert claim is not None and (claim.run_id, claim.generation) == (second.run.id, 2)
+        record = await world.get_run(first.run.id)
+        assert record is not None and record.status == RunStatus.PENDING
+
+    @pytest.mark.anyio
+    async def test_concurrent_debounces_leave_one_pending_run(
+        self, world_factory: WorldFactory
+    ) -> None:
+        """Many callers over several connections debounce one pair: one run, last args win."""
+        async with open_worlds(world_factory, 4) as opened:
+            results: list[CreateRunResult] = []
+
+            async def call(n: int) -> None:
+                request = _debounced("u-3", bytes([0x91, n]))
+                results.append(await opened[n % 4].create_run(request))
+
+            async with anyio.create_task_group() as group:
+                for n in range(16):
+                    group.start_soon(call, n)
+            ids = {result.run.id for result in results if result.run is not None}
+            assert len(ids) == 1 and sum(not r.debounced for r in results) == 1
+            page = await opened[0].list_runs(RunQuery(attributes={"user": "u-3"}))
+            assert [run.id for run in page.runs] == list(ids)
