@@ -188,13 +188,16 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------- slots
 
+# ``INDEXED BY``: without statistics the planner would walk the primary key, that
+# is every row of the pair, waiters included; the partial indexes make the
+# holder count read at most ``limit`` rows and the first waiter one row.
 SLOT_STATE = (
-    "SELECT (SELECT count(*) FROM slots WHERE key = ?1 AND ivalue = ?2 AND holding = 1) "
-    "AS holding, "
-    "(SELECT run_id FROM slots WHERE key = ?1 AND ivalue = ?2 AND holding = 0 "
-    "ORDER BY position LIMIT 1) AS first_waiter, "
-    "(SELECT run_id FROM slots WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) "
-    "AS holder, "
+    "SELECT (SELECT count(*) FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1) AS holding, "
+    "(SELECT run_id FROM slots INDEXED BY slots_waiting "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1) AS first_waiter, "
+    "(SELECT run_id FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder, "
     "(SELECT coalesce(max(position), 0) + 1 FROM slots WHERE key = ?1 AND ivalue = ?2) "
     "AS next_position"
 )
@@ -204,11 +207,14 @@ INSERT_SLOT = (
 )
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = ? RETURNING key, ivalue"
 FIRST_WAITER = (
-    "SELECT run_id FROM slots WHERE key = ? AND ivalue = ? AND holding = 0 "
-    "ORDER BY position LIMIT 1"
+    "SELECT run_id FROM slots INDEXED BY slots_waiting WHERE key = ? AND ivalue = ? "
+    "AND holding = 0 ORDER BY position LIMIT 1"
 )
 RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND holding = 0"
-COUNT_HOLDING = "SELECT count(*) FROM slots WHERE key = ? AND ivalue = ? AND holding = 1"
+COUNT_HOLDING = (
+    "SELECT count(*) FROM slots INDEXED BY slots_holding "
+    "WHERE key = ? AND ivalue = ? AND holding = 1"
+)
 PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND holding = 0"
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = ? WHERE run_id = ?"
 GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
