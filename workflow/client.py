@@ -371,7 +371,13 @@ def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:
 async def find_run(
     key: str, value: AttributeValue, *, world: World | None = None
 ) -> Run[Any] | None:
-    """The run holding the unique pair (``key``, ``value``), or ``None``."""
+    """The run holding the unique pair (``key``, ``value``), or ``None``.
+
+    A pair whose reuse window freed it (``Unique(..., ttl=, release_on=)``) has
+    no holder. A pruned holder's tombstone still answers with that run's id,
+    though the run itself is gone (``Run.status()`` raises ``RunNotFoundError``;
+    ``Run.claims()`` of a live holder show ``pruned_status`` None).
+    """
     key, value = check_pair(key, value)
     claim = await resolve_world(world).find_claim(key, value)
     return None if claim is None else Run(claim.run_id, world=world)
