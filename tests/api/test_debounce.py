@@ -96,8 +96,8 @@ async def test_bad_delays_are_refused(world: World) -> None:
             1,
             key="k",
             value="v",
-            delay="5",
+            delay="5",  # type: ignore[arg-type]
             max_delay=timedelta(1),
-            world=world,  # type: ignore[arg-type]
+            world=world,
         )
     assert len(await list_runs(world=world)) == 0
