@@ -46,6 +46,7 @@ from worlds.types import (
     ClaimConflict,
     CommitRequest,
     CreateRunRequest,
+    Debounce,
     ErrorInfo,
     EventKind,
     Limit,
@@ -111,6 +112,8 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.slot_of: dict[str, tuple[int, int]] = {}
             self.windows: dict[tuple[int, int], ReuseWindow] = {}
             self.tombstones: dict[str, RunStatus] = {}
+            self.touched: set[str] = set()
+            """Runs whose log holds more than ``RunCreated`` (a debounce no longer updates them)."""
 
         def holder_status(self, holder: str) -> RunStatus:
             return self.tombstones.get(holder) or self.statuses[holder]
@@ -279,6 +282,37 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.take(key, value, run_id)
             self.windows.pop((key, value), None)
 
+        @rule(key=st.integers(0, _KEYS - 1), value=st.integers(0, len(_VALUES) - 1))
+        def debounce(self, key: int, value: int) -> None:
+            """A debounced start: updates an untouched pending holder, else takes the pair."""
+            name, held_value = self.pair(key, value)
+            run_id = new_run_id()
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=self.workflow,
+                args=b"\x90",
+                attributes={name: held_value},
+                unique=frozenset({name}),
+                debounce=Debounce(key=name, delay=3600.0, max_delay=7200.0),
+            )
+            result = _call(world.create_run, request)
+            holder = self.claims.get((key, value))
+            if (
+                holder is not None
+                and holder not in self.tombstones
+                and self.statuses[holder] == RunStatus.PENDING
+                and holder not in self.touched
+            ):
+                assert result.debounced and result.run is not None, result
+                assert result.run.id == holder
+                return
+            assert result.run is not None and not result.debounced, result
+            assert result.run.id == run_id and result.superseded_run_id is None
+            self.statuses[run_id] = RunStatus.PENDING
+            self.attributes[run_id] = {name: held_value}
+            self.take(key, value, run_id)
+            self.windows.pop((key, value), None)
+
         @rule(release=st.booleans())
         def prune(self, release: bool) -> None:
             """Retention: closed runs go; their claims stay as tombstones or are released."""
@@ -313,6 +347,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             if status.is_closed:
                 assert not result.ok and result.status == status and result.events == ()
                 return
+            self.touched.add(run_id)
             assert result.ok and len(result.events) == 1
             appended = result.events[0]
             holder = self.claims.get((key, value))
@@ -338,6 +373,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             if status.is_closed:
                 assert not result.ok and result.status == status
                 return
+            self.touched.add(run_id)
             assert result.ok and result.status == target
             self.statuses[run_id] = target
             if target.is_closed:
