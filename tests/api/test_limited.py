@@ -141,7 +141,7 @@ async def test_bad_limits_are_refused_before_anything_is_written(world: World) -
 
 async def test_delayed_start_stays_pending_until_due(world: World) -> None:
     asked = datetime.now(UTC)
-    run = await start(tenant_job, "d", 3, delay=0.6, world=world)
+    run = await start(tenant_job, "d", 3, delay=1.5, world=world)
     async with Worker(world, [tenant_job], poll_interval=0.05):
         await anyio.sleep(0.3)
         assert await run.status() is RunStatus.PENDING
@@ -149,7 +149,7 @@ async def test_delayed_start_stays_pending_until_due(world: World) -> None:
             assert await run.result() == 3
     started = (await run.events())[1]
     assert isinstance(started, RunStarted)
-    assert (started.at - asked).total_seconds() >= 0.55  # 0.6, less a PostgreSQL clock estimate
+    assert (started.at - asked).total_seconds() >= 1.45  # 1.5, less a PostgreSQL clock estimate
 
 
 async def test_delay_is_checked(world: World) -> None:

@@ -68,11 +68,13 @@ async def test_release_on_in_a_workflow_frees_the_pair_when_the_run_fails(world:
 
 
 async def test_unique_with_a_ttl_lapses_after_the_holder_closed(world: World) -> None:
-    first = await start(plain, 1, attributes={"order": Unique("o-1", ttl=0.4)}, world=world)
+    first = await start(plain, 1, attributes={"order": Unique("o-1", ttl=2.0)}, world=world)
     await first.cancel()
     with pytest.raises(AttributeConflictError):
         await start(plain, 2, attributes={"order": Unique("o-1")}, world=world)
-    await anyio.sleep(0.5)
+    with anyio.fail_after(15):
+        while await find_run("order", "o-1", world=world) is not None:
+            await anyio.sleep(0.05)
     second = await start(
         plain, 3, attributes={"order": Unique("o-1", ttl=timedelta(hours=24))}, world=world
     )

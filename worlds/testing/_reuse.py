@@ -101,10 +101,12 @@ class ReuseConformance(ConformanceBase):
     async def test_a_ttl_claim_lapses_that_long_after_its_holder_closed(self, world: World) -> None:
         """With ``ttl`` the pair stays held while the holder is open and ``ttl`` seconds
         after it closed (``lapses_at``), then it is free, one generation up."""
-        ttl = SHORT_DELAY * 2
+        open_holder = await _holder(world, "o-0", ReuseWindow(ttl=0.05))
+        await anyio.sleep(SHORT_DELAY)  # an open holder never lapses, however long
+        refused = (await _claim(world, "o-0")).conflict
+        assert refused is not None and refused.holder_run_id == open_holder
+        ttl = 3.0  # long enough to check it is still held right after the close
         holder = await _holder(world, "o-1", ReuseWindow(ttl=ttl))
-        await anyio.sleep(ttl * 1.5)  # open holders never lapse
-        assert (await _claim(world, "o-1")).conflict is not None
         await _close(world, holder, RunCompleted(result=b""))
         record = await world.get_run(holder)
         assert record is not None and record.closed_at is not None
@@ -113,7 +115,7 @@ class ReuseConformance(ConformanceBase):
         assert claim.lapses_at == record.closed_at + timedelta(seconds=ttl)
         conflict = (await _claim(world, "o-1")).conflict
         assert conflict is not None and conflict.holder_run_id == holder
-        with anyio.fail_after(10):
+        with anyio.fail_after(ttl + 10):
             while await world.find_claim("order", "o-1") is not None:
                 await anyio.sleep(0.05)
         assert await world.run_claims(holder) == []
