@@ -68,3 +68,20 @@ async def test_prune_keeps_tombstones_unless_asked_to_release(tmp_path: Path) ->
     later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
     assert wf(url, "runs", "prune", "--before", later, "--release-claims").code == 0
     assert wf(url, "attributes", "holders", "order", "o-2", "--json").json()["claim"] is None
+
+
+def test_start_with_limit_and_delay(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    target = "tests.cli.test_cli_flow:cli_flow_job"
+    ids = []
+    for n in range(2):
+        started = wf(url, "start", target, str(n), "--limit", "lane=l-1:1", "--delay", "60")
+        assert started.code == 0, started.err
+        ids.append(started.out.strip())
+    holders = wf(url, "attributes", "holders", "lane", "l-1", "--json").json()
+    assert (holders["limit"], holders["holders"], holders["waiters"]) == (1, ids[:1], ids[1:])
+    for bad in ("lane=l-1", "lane=l-1:0", "lane=l-1:x"):
+        refused = wf(url, "start", target, "0", "--limit", bad)
+        assert refused.code == 2 and "--limit takes KEY=VALUE:N" in refused.err
+    twice = wf(url, "start", target, "0", "--attr", "lane=x", "--limit", "lane=l-1:1")
+    assert twice.code == 2 and "given twice" in twice.err
