@@ -301,10 +301,21 @@ FIRST_WAITER = (
     "SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
     "ORDER BY position LIMIT 1"
 )
-RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = $1 AND NOT holding"
-COUNT_HOLDING = "SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding"
-PROMOTE_SLOTS = "UPDATE slots SET holding = true WHERE run_id = $1 AND NOT holding"
-PROMOTE_WORK = """
+# Each pair a run waits in: its limit there, the slots held, the first waiter.
+# Read only once all those pairs are locked (the caller checks and re-reads).
+RUN_WAITING_VIEWS = """
+SELECT s.key, s.ivalue, s.lim,
+    (SELECT count(*) FROM slots h WHERE h.key = s.key AND h.ivalue = s.ivalue AND h.holding)
+        AS holding,
+    (SELECT w.run_id FROM slots w WHERE w.key = s.key AND w.ivalue = s.ivalue AND NOT w.holding
+     ORDER BY w.position LIMIT 1) AS first_waiter
+FROM slots s WHERE s.run_id = $1 AND NOT s.holding
+"""
+# The waiter takes its slots and gets its workflow item.
+PROMOTE = """
+WITH promoted AS (
+    UPDATE slots SET holding = true WHERE run_id = $1 AND NOT holding
+)
 INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
                   ever_leased)
 SELECT $2, id, 'workflow', workflow, 0, 1, '', $3, 0, false FROM runs WHERE id = $1

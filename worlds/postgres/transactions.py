@@ -74,6 +74,8 @@ class Tx:
         self.now = clock()
         self.signals: set[str] = set()
         self.pending: dict[str, list[tuple[int, str, bytes]]] = {}
+        self.locked_pairs: set[tuple[str, str]] = set()
+        """The limited pairs whose advisory locks this transaction holds."""
 
     def tick(self) -> None:
         """Read the clock again, after taking locks, so logs never go back in time."""
@@ -237,8 +239,11 @@ class Tx:
     async def lock_pairs(self, pairs: list[tuple[str, str]]) -> None:
         """Take the transaction-long locks of limited ``pairs`` (sorted: no deadlock
         between two transactions that each lock theirs at once)."""
-        ordered = sorted(set(pairs))
-        await self.conn.execute(sql.LOCK_PAIRS, [k for k, _ in ordered], [v for _, v in ordered])
+        ordered = sorted(set(pairs) - self.locked_pairs)
+        if ordered:
+            keys, values = [k for k, _ in ordered], [v for _, v in ordered]
+            await self.conn.execute(sql.LOCK_PAIRS, keys, values)
+            self.locked_pairs.update(ordered)
 
     async def admit(self, request: CreateRunRequest) -> str | ClaimConflict:
         """Lock the new run's limited pairs and decide with ``slots.admit``."""
@@ -291,18 +296,19 @@ class Tx:
                 head: str | None = await conn.fetchval(sql.FIRST_WAITER, *pair)
                 return head
             case slots.Views(run_id=run_id):
-                waiting = await conn.fetch(sql.RUN_WAITING, run_id)
-                pairs = [(row["key"], row["ivalue"]) for row in waiting]
-                await self.lock_pairs(pairs)  # its other pairs; a deadlock is retried
-                views = []
-                for row, pair in zip(waiting, pairs, strict=True):
-                    holding = await conn.fetchval(sql.COUNT_HOLDING, *pair)
-                    first = await conn.fetchval(sql.FIRST_WAITER, *pair)
-                    views.append(slots.PairView(pair, row["lim"], holding, first))
-                return views
+                rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id)
+                pairs = [(row["key"], row["ivalue"]) for row in rows]
+                if not set(pairs) <= self.locked_pairs:
+                    await self.lock_pairs(pairs)  # its other pairs; a deadlock is retried
+                    rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id)  # read under the locks
+                return [
+                    slots.PairView(
+                        (row["key"], row["ivalue"]), row["lim"], row["holding"], row["first_waiter"]
+                    )
+                    for row in rows
+                ]
             case slots.Promote(run_id=run_id):
-                await conn.execute(sql.PROMOTE_SLOTS, run_id)
-                await conn.execute(sql.PROMOTE_WORK, run_id, workflow_item_id(run_id), self.now)
+                await conn.execute(sql.PROMOTE, run_id, workflow_item_id(run_id), self.now)
                 self.signals.add(WORK_TOPIC)
                 return None
             case _:
