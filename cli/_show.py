@@ -53,6 +53,8 @@ def render_details(details: Details) -> None:
         )
     if record.result is not None:
         console.print(f"[bold]result[/] {markup_safe(_result_text(record.result))}")
+    for wait in details.waiting:
+        console.print(f"[yellow]{markup_safe(wait.reason())}[/]")
 
     attributes = Table(title="attributes", box=None, header_style="bold", title_justify="left")
     for column in ("KEY", "VALUE", "CLAIM"):

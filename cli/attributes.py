@@ -1,8 +1,10 @@
-"""``wf attributes``: which attribute keys runs carry, and which values a key takes.
+"""``wf attributes``: which attribute keys runs carry, which values a key takes,
+and who holds a pair.
 
-The world protocol has no key index to ask, so both commands page through
-``list_runs`` (narrowed by the usual filters) and count what they see, with
-progress on stderr. ``--max-runs`` bounds the scan on a large world.
+The world protocol has no key index to ask, so ``keys`` and ``values`` page
+through ``list_runs`` (narrowed by the usual filters) and count what they see,
+with progress on stderr. ``--max-runs`` bounds the scan on a large world.
+``holders`` asks the world for one pair's unique claim and its limited slots.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import typer
 from rich.table import Table
 
 from cli._output import console, err_console, format_value, markup_safe, print_json, progress, text
-from cli._resolve import WorldOption, execute, open_world
+from cli._resolve import WorldOption, execute, open_world, parse_value
 from workflow import list_runs
 from workflow.query import AttrRef, Expr, IsNull, parse
 from worlds import World
@@ -137,5 +139,79 @@ def values(
                 table.add_row(text(shown), kind, str(count))
             console.print(table if rows else f"no run has attribute {markup_safe(repr(key))}")
         _note_truncated(truncated, max_runs)
+
+    execute(body)
+
+
+@app.command()
+def holders(
+    key: Annotated[str, typer.Argument(help="The attribute key.", show_default=False)],
+    value: Annotated[
+        str,
+        typer.Argument(
+            help="The value (JSON numbers, true/false/null as such; else text).",
+            show_default=False,
+        ),
+    ],
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """Who holds the pair KEY=VALUE: its unique claim (with generation, and whether the
+    holder was pruned) and, for a Limited pair, the runs holding its slots and the
+    runs waiting for one, in the order they will be promoted.
+
+    Examples:
+
+        wf attributes holders tenant acme
+
+        wf attributes holders order o-17 --json
+    """
+
+    async def body() -> None:
+        parsed = parse_value(value)
+        async with open_world(world, create=False) as opened:
+            claim = await opened.find_claim(key, parsed)
+            slots = await opened.list_slots(key, parsed)
+        holding = [slot for slot in slots if slot.holding]
+        waiting = [slot for slot in slots if not slot.holding]
+        limit = max((slot.limit for slot in holding), default=None)
+        if as_json:
+            print_json(
+                {
+                    "key": key,
+                    "value": parsed,
+                    "claim": None
+                    if claim is None
+                    else {
+                        "run_id": claim.run_id,
+                        "generation": claim.generation,
+                        "step": claim.step,
+                        "pruned_status": claim.pruned_status,
+                        "lapses_at": claim.lapses_at,
+                    },
+                    "limit": limit,
+                    "holders": [slot.run_id for slot in holding],
+                    "waiters": [slot.run_id for slot in waiting],
+                }
+            )
+            return
+        shown = f"{markup_safe(key)}={markup_safe(format_value(parsed))}"
+        if claim is not None:
+            note = f", pruned ({claim.pruned_status})" if claim.pruned_status else ""
+            lapses = f", lapses {claim.lapses_at.isoformat()}" if claim.lapses_at else ""
+            console.print(
+                f"unique claim: run {claim.run_id} (generation {claim.generation}{note}{lapses})"
+            )
+        if slots:
+            console.print(f"{shown}: {len(holding)} of {limit or '?'} slots held")
+            table = Table(box=None, header_style="bold")
+            for column in ("#", "RUN", "STATE", "LIMIT"):
+                table.add_column(column)
+            for n, slot in enumerate([*holding, *waiting], 1):
+                state = "holding" if slot.holding else "waiting"
+                table.add_row(str(n), slot.run_id, state, str(slot.limit))
+            console.print(table)
+        if claim is None and not slots:
+            console.print(f"nobody holds {shown}")
 
     execute(body)

@@ -313,13 +313,21 @@ def prune(
         ),
     ],
     batch: Annotated[int, typer.Option(min=1, max=10000, help="Runs deleted per step.")] = 500,
+    release_claims: Annotated[
+        bool,
+        typer.Option(
+            "--release-claims",
+            help="Release the pruned runs' unique claims instead of keeping tombstones.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
-    """Delete closed runs (events, attributes, claims) that closed before WHEN.
+    """Delete closed runs (events, attributes, work) that closed before WHEN.
 
-    Their unique claims are released, so those pairs may be claimed again.
-    Open runs are never pruned.
+    Their unique claims stay as tombstones (a later start of such a pair is
+    still refused) unless --release-claims, which frees those pairs. Claims
+    whose ttl lapsed are released either way. Open runs are never pruned.
 
     Examples:
 
@@ -335,7 +343,12 @@ def prune(
             with progress() as bar:
                 task = bar.add_task("pruning runs", total=None)
                 while True:
-                    ids = await prune_runs(closed_before=cutoff, limit=batch, world=opened)
+                    ids = await prune_runs(
+                        closed_before=cutoff,
+                        limit=batch,
+                        release_claims=release_claims,
+                        world=opened,
+                    )
                     pruned += ids
                     bar.update(task, completed=len(pruned))
                     if len(ids) < batch:

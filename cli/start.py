@@ -12,7 +12,7 @@ import typer
 
 from cli._output import err_console, print_json, progress, run_to_json
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_pair
-from workflow import Run, RunCancelledError, RunFailedError, Unique, start
+from workflow import Limited, Run, RunCancelledError, RunFailedError, Unique, start
 from workflow.policies import ConflictPolicy, ReusePolicy, start_with_policy
 
 __all__ = ["POLICIES", "start_command"]
@@ -50,6 +50,23 @@ def unique_pairs(
             pairs.append((option, key, value))
     attributes = {key: value for option, key, value in pairs if option == "--attr"}
     return attributes, [(key, value) for option, key, value in pairs if option == "--unique"]
+
+
+def limited_pairs(limit: list[str], taken: set[str]) -> dict[str, Limited[Any]]:
+    """The ``--limit KEY=VALUE:N`` options as ``Limited`` values; usage errors otherwise."""
+    limited: dict[str, Limited[Any]] = {}
+    for item in limit:
+        pair, sep, count = item.rpartition(":")
+        if not sep or not count.isdigit() or int(count) < 1:
+            raise CliError(f"--limit takes KEY=VALUE:N with N >= 1, got {item!r}", EXIT_USAGE)
+        key, value = parse_pair(pair, "--limit")
+        if key in taken or key in limited:
+            raise CliError(
+                f"attribute {key!r} is given twice (--limit {item!r}); a run has one value per key",
+                EXIT_USAGE,
+            )
+        limited[key] = Limited(value, int(count))
+    return limited
 
 
 def load_workflow(target: str) -> Any:
@@ -109,6 +126,20 @@ def start_command(
         list[str],
         typer.Option("--unique", "-u", help="KEY=VALUE claimed uniquely across the world."),
     ] = [],  # noqa: B006
+    limit: Annotated[
+        list[str],
+        typer.Option(
+            "--limit",
+            "-l",
+            metavar="KEY=VALUE:N",
+            help="At most N open runs hold KEY=VALUE; this run waits (pending) for a slot "
+            "when all are held (repeatable).",
+        ),
+    ] = [],  # noqa: B006
+    delay: Annotated[
+        float | None,
+        typer.Option(min=0, help="Keep the run pending this many seconds before it starts."),
+    ] = None,
     policy: Annotated[
         str | None,
         typer.Option(
@@ -145,6 +176,8 @@ def start_command(
         wf start examples.quickstart:checkout '"o-1"' 2 1250 --unique order=o-1 --attr customer=c-9
 
         wf start myapp:charge '"o-1"' --unique order=o-1 --policy get --wait
+
+        wf start myapp:report '"acme"' --limit tenant=acme:3 --delay 30
     """
 
     async def body() -> tuple[Run[Any], bool, Any, bool]:
@@ -157,13 +190,18 @@ def start_command(
         fn = load_workflow(target)
         call_args = parse_args(args or [])
         attributes, pairs = unique_pairs(attr, unique)
+        attributes.update(limited_pairs(limit, {*attributes, *(key for key, _ in pairs)}))
         if policy is not None and len(pairs) != 1:
             raise CliError("--policy needs exactly one --unique KEY=VALUE", EXIT_USAGE)
         async with open_world(world) as opened:
             if policy is None:
                 attributes.update({key: Unique(value) for key, value in pairs})
-                run: Run[Any] = await start(fn, *call_args, attributes=attributes, world=opened)
+                run: Run[Any] = await start(
+                    fn, *call_args, attributes=attributes, delay=delay, world=opened
+                )
             else:
+                if delay is not None:
+                    raise CliError("--delay does not go with --policy", EXIT_USAGE)
                 key, value = pairs[0]
                 conflict, reuse_policy, error = POLICIES[policy]
                 run = await start_with_policy(

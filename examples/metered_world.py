@@ -37,6 +37,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     WorkItem,
 )
 
@@ -173,8 +174,16 @@ class MeteredWorld:
     async def run_claims(self, run_id: str) -> list[Claim]:
         return await self.inner.run_claims(run_id)
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
-        return await self.inner.prune_runs(closed_before, limit)
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        return await self.inner.list_slots(key, value)
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        return await self.inner.run_slots(run_id)
+
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
+        return await self.inner.prune_runs(closed_before, limit, release_claims=release_claims)
 
 
 def open_metered(url: str) -> MeteredWorld:

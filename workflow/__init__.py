@@ -57,7 +57,7 @@ from workflow.errors import (
     StepFailedError,
     WorkflowError,
 )
-from workflow.types import RunMetadata, StepMetadata, Unique
+from workflow.types import Limited, RunMetadata, StepMetadata, Unique
 from worlds.types import RunStatus
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "Hook",
     "HookConflictError",
     "HookNotFoundError",
+    "Limited",
     "NonDeterminismError",
     "NotInWorkflowError",
     "QuerySyntaxError",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
 
-from workflow.types import Unique
-from worlds.types import AttributeValue
+from workflow.types import Limited, Unique
+from worlds.types import AttributeValue, Limit, ReuseWindow, RunStatus
 
 __all__ = [
     "IDEMPOTENCY_KEY",
@@ -17,10 +17,12 @@ __all__ = [
     "MAX_INT",
     "MIN_INT",
     "NAME_KEY",
+    "StartAttributes",
     "check_count",
     "check_pair",
     "check_text",
     "check_token",
+    "reuse_window",
     "split_start_attributes",
 ]
 
@@ -164,21 +166,68 @@ def check_count(count: int, holder: str = "a run") -> None:
         )
 
 
-def split_start_attributes(
-    attributes: Mapping[str, Any] | None,
-) -> tuple[dict[str, AttributeValue], frozenset[str]]:
-    """Validate ``start``'s attributes; return plain values and the unique keys."""
+_RELEASE_STATUSES = ("completed", "failed", "cancelled")
+
+
+def reuse_window(
+    ttl: float | timedelta | None, release_on: Collection[str] | None
+) -> ReuseWindow | None:
+    """The ``ReuseWindow`` of a unique claim, checked (``None`` without one)."""
+    seconds = None
+    if ttl is not None:
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float | timedelta):
+            raise TypeError(f"ttl is seconds or a timedelta, not {type(ttl).__name__}")
+        seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+        if not 0 <= seconds <= 100 * 365 * 86400:
+            raise ValueError(f"ttl must be 0 seconds to 100 years, got {ttl}")
+    statuses: frozenset[RunStatus] = frozenset()
+    if release_on:
+        if isinstance(release_on, str):
+            raise TypeError("release_on is a collection of statuses, e.g. {'failed'}")
+        wrong = sorted(str(s) for s in release_on if str(s) not in _RELEASE_STATUSES)
+        if wrong:
+            raise ValueError(
+                f"release_on may name {list(_RELEASE_STATUSES)} (how the holder closed), "
+                f"not {wrong}"
+            )
+        statuses = frozenset(RunStatus(str(s)) for s in release_on)
+    if seconds is None and not statuses:
+        return None
+    return ReuseWindow(ttl=seconds, release_on=statuses)
+
+
+class StartAttributes(NamedTuple):
+    """``start``'s attributes, checked: values, unique keys, limits and reuse windows."""
+
+    values: dict[str, AttributeValue]
+    unique: frozenset[str]
+    limits: dict[str, Limit]
+    windows: dict[str, ReuseWindow]
+
+
+def split_start_attributes(attributes: Mapping[str, Any] | None) -> StartAttributes:
+    """Validate ``start``'s attributes; return plain values, the unique keys and the limits."""
     if attributes is None:
-        return {}, frozenset()
+        return StartAttributes({}, frozenset(), {}, {})
     if not isinstance(attributes, Mapping):
         raise TypeError(f"attributes must be a mapping, not {type(attributes).__name__}")
     values: dict[str, AttributeValue] = {}
     unique: set[str] = set()
+    limits: dict[str, Limit] = {}
+    windows: dict[str, ReuseWindow] = {}
     for key, raw in attributes.items():
         is_unique = isinstance(raw, Unique)
-        key, value = check_pair(key, raw.value if isinstance(raw, Unique) else raw)
+        key, value = check_pair(key, raw.value if isinstance(raw, Unique | Limited) else raw)
         values[key] = value
-        if is_unique or key in ALWAYS_UNIQUE:
+        if isinstance(raw, Limited):
+            if key in ALWAYS_UNIQUE:
+                raise ValueError(f"attribute {key!r} is always unique; it cannot be Limited")
+            limits[key] = Limit(limit=raw.limit, on_full=raw.on_full)
+        elif is_unique or key in ALWAYS_UNIQUE:
             unique.add(key)
+            if isinstance(raw, Unique):
+                window = reuse_window(raw.ttl, raw.release_on)
+                if window is not None:
+                    windows[key] = window
     check_count(len(values))
-    return values, frozenset(unique)
+    return StartAttributes(values, frozenset(unique), limits, windows)

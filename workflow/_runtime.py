@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from workflow._hooks import Hook
     from workflow.decorators import StepDefinition
     from worlds.protocol import World
-    from worlds.types import AttributeValue
+    from worlds.types import AttributeValue, ReuseWindow
 
 __all__ = ["Runtime", "current", "current_or_none", "default_world", "installed", "uninstall"]
 
@@ -57,8 +57,10 @@ class Runtime(ABC):
         """Record and schedule a step from workflow code; return its awaitable."""
 
     @abstractmethod
-    async def set_attribute(self, key: str, value: Any, unique: bool) -> AttributeValue:
-        """Set an attribute; see ``workflow.set_attribute``."""
+    async def set_attribute(
+        self, key: str, value: Any, unique: bool, window: ReuseWindow | None = None
+    ) -> AttributeValue:
+        """Set an attribute; see ``workflow.set_attribute`` (``window``: its reuse window)."""
 
     @abstractmethod
     async def get_attribute(self, key: str) -> AttributeValue:

@@ -6,12 +6,13 @@ from it on replay; inside a step they act on the current step attempt.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 from uuid import UUID
 
 from workflow import _runtime
+from workflow._attributes import reuse_window
 from workflow._hooks import Hook
 from workflow.types import RunMetadata, StepMetadata
 from worlds.types import AttributeValue
@@ -35,16 +36,26 @@ async def set_attribute(
     key: str,
     value: AttributeValue | Callable[[AttributeValue], AttributeValue],
     unique: bool = False,
+    *,
+    ttl: float | timedelta | None = None,
+    release_on: Collection[str] | None = None,
 ) -> AttributeValue:
     """Set an attribute on the current run (in a workflow) or step attempt (in a step).
 
     ``value`` may be a function ``current -> new``. With ``unique=True`` the pair
     is claimed across the whole world, or ``AttributeConflictError`` names the run
-    holding it. In a workflow, the outcome is recorded, so replay gives the same
-    answer. Attributes are visible metadata: never put secrets or personal data
-    in them. Returns the value set.
+    holding it; ``ttl`` and ``release_on`` give the claim a reuse window, as
+    ``Unique(value, ttl=..., release_on=...)`` does at start. In a workflow, the
+    outcome is recorded, so replay gives the same answer. Attributes are visible
+    metadata: never put secrets or personal data in them. Returns the value set.
+
+    Raises:
+        ValueError: ``ttl`` or ``release_on`` without ``unique=True``, or out of range.
     """
-    return await _runtime.current().set_attribute(key, value, unique)
+    window = reuse_window(ttl, release_on)
+    if window is not None and not unique:
+        raise ValueError("ttl and release_on are for unique claims: pass unique=True")
+    return await _runtime.current().set_attribute(key, value, unique, window)
 
 
 async def get_attribute(key: str) -> AttributeValue:

@@ -52,6 +52,7 @@ from worlds.types import (
     RunQuery,
     RunRecord,
     RunStatus,
+    Slot,
 )
 
 __all__ = [
@@ -229,6 +230,11 @@ class Run(Generic[R]):
         await self._record()
         return await self.world.read_events(self._id)
 
+    async def slots(self) -> list[Slot]:
+        """The limited pairs this run holds a slot of (``slot.holding``) or waits in,
+        by key then value (see ``Limited``)."""
+        return await self.world.run_slots(self._id)
+
     async def claims(self) -> list[Claim]:
         """The unique pairs this run and its steps hold now, by key then value.
 
@@ -322,44 +328,41 @@ async def start(
     attributes: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
     timeout: float | timedelta | None = None,
+    delay: float | timedelta | None = None,
     world: World | None = None,
 ) -> Run[R]:
     """Create a run of workflow ``fn`` with ``args``; a worker will execute it.
 
     Every ``Unique`` value in ``attributes`` is claimed in the same atomic
-    operation that creates the run. With ``idempotency_key``, a second start with
+    operation that creates the run, and every ``Limited`` value takes a slot of
+    its pair (or, when the pair is full, the run waits, pending, until one
+    frees; see ``Limited``). With ``delay``, the run stays pending that long
+    before a worker starts it (a run that waits for a slot starts when it gets
+    one). With ``idempotency_key``, a second start with
     the same key returns the first run instead of creating one. With
     ``timeout``, a run still open that long after its start fails with a
     ``TimeoutError`` (a durable timer in the world enforces it); a deadline
     past 9000-01-01 (``math.inf``, say) is clamped to that date, like timers.
 
     Raises:
-        AttributeConflictError: a unique pair is held by another run; nothing
-            was created.
+        AttributeConflictError: a unique pair is held by another run, or a
+            ``Limited(..., on_full="fail")`` pair is full; nothing was created.
         TypeError / ValueError: bad arguments or attributes; nothing was written.
     """
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"start() needs a @workflow function, got {fn!r}")
     payload = encode_call(args)
-    values, unique = split_start_attributes(attributes)
+    values, unique, limits, windows = split_start_attributes(attributes)
+    start_at = None if delay is None else _later("delay", delay, allow_zero=True)
     if idempotency_key is not None:
         check_pair(IDEMPOTENCY_KEY, idempotency_key)
         values[IDEMPOTENCY_KEY] = idempotency_key
         unique |= {IDEMPOTENCY_KEY}
-    timeout_at = None
-    if timeout is not None:
-        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
-        if not seconds > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        latest = datetime(9000, 1, 1, tzinfo=UTC)  # far enough to mean "never", as timers
-        now = datetime.now(UTC)
-        timeout_at = (
-            latest
-            if seconds >= (latest - now).total_seconds()
-            else now + timedelta(seconds=seconds)
-        )
+    timeout_at = None if timeout is None else _later("timeout", timeout, allow_zero=False)
     target = resolve_world(world)
-    starter = _eager_starter(target, fn.name)
+    # a run that may wait (a slot, a start time) is not run ahead
+    waits = bool(limits) or start_at is not None
+    starter = None if waits else _eager_starter(target, fn.name)
     request = CreateRunRequest(
         run_id=new_run_id(),
         workflow=fn.name,
@@ -367,6 +370,9 @@ async def start(
         attributes=values,
         unique=unique,
         timeout_at=timeout_at,
+        limits=limits,
+        start_at=start_at,
+        windows=windows,
     )
     if starter is None:
         created = await target.create_run(request)
@@ -378,11 +384,33 @@ async def start(
         finally:
             starter.adopt(request, outcome)
     if created.conflict is not None:
-        holder: Run[R] = Run(created.conflict.holder_run_id, world=world, workflow=fn)
-        if created.conflict.key == IDEMPOTENCY_KEY:
+        refused = created.conflict
+        holder: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
+        if refused.key == IDEMPOTENCY_KEY:
             return holder
-        raise AttributeConflictError(created.conflict.key, created.conflict.value, holder)
+        raise AttributeConflictError(
+            refused.key,
+            refused.value,
+            holder,
+            limit=refused.limit,
+            pruned=refused.holder_pruned,
+        )
     return Run(request.run_id, world=world, workflow=fn, record=created.run)
+
+
+def _later(what: str, span: float | timedelta, *, allow_zero: bool) -> datetime:
+    """Now plus ``span`` seconds, clamped to 9000-01-01 (far enough to mean "never")."""
+    if isinstance(span, bool) or not isinstance(span, int | float | timedelta):
+        raise TypeError(f"{what} is seconds or a timedelta, not {type(span).__name__}")
+    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
+    if math.isnan(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{what} must be {bound} seconds, got {span}")
+    latest = datetime(9000, 1, 1, tzinfo=UTC)
+    now = datetime.now(UTC)
+    if seconds >= (latest - now).total_seconds():
+        return latest
+    return now + timedelta(seconds=seconds)
 
 
 def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:
@@ -393,7 +421,13 @@ def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:
 async def find_run(
     key: str, value: AttributeValue, *, world: World | None = None
 ) -> Run[Any] | None:
-    """The run holding the unique pair (``key``, ``value``), or ``None``."""
+    """The run holding the unique pair (``key``, ``value``), or ``None``.
+
+    A pair whose reuse window freed it (``Unique(..., ttl=, release_on=)``) has
+    no holder. A pruned holder's tombstone still answers with that run's id,
+    though the run itself is gone (``Run.status()`` raises ``RunNotFoundError``;
+    ``Run.claims()`` of a live holder show ``pruned_status`` None).
+    """
     key, value = check_pair(key, value)
     claim = await resolve_world(world).find_claim(key, value)
     return None if claim is None else Run(claim.run_id, world=world)
@@ -464,19 +498,32 @@ async def list_runs(
 
 
 async def prune_runs(
-    *, closed_before: datetime, limit: int = 1000, world: World | None = None
+    *,
+    closed_before: datetime,
+    limit: int = 1000,
+    release_claims: bool = False,
+    world: World | None = None,
 ) -> list[str]:
-    """Delete runs that closed before ``closed_before`` and release their claims.
+    """Delete runs that closed before ``closed_before``; keep their claims as tombstones.
 
-    Retention: a released unique pair may be claimed again (with a higher
-    generation). Deletes at most ``limit`` runs, oldest first, in one atomic
+    Retention is not uniqueness: each pruned run's unique claims stay as
+    tombstones (pair, run id, final status, generation), so a later start of
+    the pair is still refused, by an ``AttributeConflictError`` saying the
+    holder was pruned (policies see the holder's final status). With
+    ``release_claims=True`` the pairs are released instead and may be claimed
+    again (with a higher generation). Claims whose ``ttl`` lapsed are released
+    either way. Deletes at most ``limit`` runs, oldest first, in one atomic
     world operation; returns their ids. Call it again to prune more.
     """
     if closed_before.tzinfo is None:
         raise ValueError("closed_before must be timezone-aware")
     if limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    return await resolve_world(world).prune_runs(closed_before, limit)
+    if not isinstance(release_claims, bool):
+        raise TypeError("release_claims is True or False")
+    return await resolve_world(world).prune_runs(
+        closed_before, limit, release_claims=release_claims
+    )
 
 
 async def resume_hook(

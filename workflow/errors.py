@@ -96,13 +96,41 @@ class AttributeConflictError(WorkflowError):
 
     Raised by ``start(..., attributes={k: Unique(v)})`` (nothing is created) and by
     ``set_attribute(k, v, unique=True)``. ``existing_run`` is a handle to the holder.
+    Also raised by ``start(..., attributes={k: Limited(v, n, on_full="fail")})``
+    when all ``n`` slots of the pair are held (``limit`` is then ``n`` and
+    ``existing_run`` one of the holders); use ``on_full="queue"`` to wait instead.
+    ``holder_pruned`` is True when the holder was pruned and its claim is a
+    tombstone (``prune_runs(..., release_claims=True)`` would have freed it).
     """
 
-    def __init__(self, key: str, value: Any, existing_run: _RunHandle) -> None:
-        super().__init__(f"attribute {key}={value!r} is held by run {existing_run.id}")
+    def __init__(
+        self,
+        key: str,
+        value: Any,
+        existing_run: _RunHandle,
+        *,
+        limit: int | None = None,
+        pruned: bool = False,
+    ) -> None:
+        if pruned:
+            message = (
+                f"attribute {key}={value!r} is held by run {existing_run.id}, which was pruned: "
+                "its claim is kept as a tombstone; prune_runs(..., release_claims=True) "
+                "releases such claims"
+            )
+        elif limit is None:
+            message = f"attribute {key}={value!r} is held by run {existing_run.id}"
+        else:
+            message = (
+                f"attribute {key}={value!r} is full: all {limit} slots are held "
+                f"(one by run {existing_run.id}); Limited(..., on_full='queue') waits instead"
+            )
+        super().__init__(message)
         self.key = key
         self.value = value
         self.existing_run = existing_run
+        self.limit = limit
+        self.holder_pruned = pruned
 
     @property
     def existing_run_id(self) -> str:

@@ -20,12 +20,16 @@ completed  ALLOW_DUPLICATE_FAILED_ONLY + error flag     ``RunAlreadyStartedError
 Each decision and its effect (create the new run, cancel the old one, move the
 claim and bump its generation) is one world operation: no helper reads, then
 decides, then writes. See ``rfcs/0004-start-policies.md``.
+
+``start_or_debounce`` debounces over a unique pair the same way: a pending
+holder gets the newest arguments and a later start (``rfcs/0008-flow-control.md``).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from workflow._attributes import check_pair, split_start_attributes
@@ -36,12 +40,13 @@ from workflow.errors import AttributeConflictError, RunAlreadyStartedError
 from workflow.types import Unique
 from worlds.protocol import World
 from worlds.semantics import new_run_id
-from worlds.types import AttributeValue, CreateRunRequest, StartPolicy
+from worlds.types import AttributeValue, CreateRunRequest, Debounce, StartPolicy
 
 __all__ = [
     "ConflictPolicy",
     "ReusePolicy",
     "start_or_cancel_run",
+    "start_or_debounce",
     "start_or_get_run",
     "start_with_policy",
 ]
@@ -99,13 +104,17 @@ async def start_with_policy(
     key, value = check_pair(key, value)
     if attributes is not None and key in attributes:
         raise ValueError(f"{key!r} is the policy's key; do not repeat it in attributes")
-    values, unique = split_start_attributes({**(attributes or {}), key: Unique(value)})
+    values, unique, limits, windows = split_start_attributes(
+        {**(attributes or {}), key: Unique(value)}
+    )
     request = CreateRunRequest(
         run_id=new_run_id(),
         workflow=fn.name,
         args=encode_call(args),
         attributes=values,
         unique=unique,
+        limits=limits,
+        windows=windows,
         policy=StartPolicy(key=key, conflict=conflict.value, reuse=reuse.value),
     )
     result = await resolve_world(world).create_run(request)
@@ -115,7 +124,13 @@ async def start_with_policy(
     assert refused is not None
     existing: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
     if refused.key != key:
-        raise AttributeConflictError(refused.key, refused.value, existing)
+        raise AttributeConflictError(
+            refused.key,
+            refused.value,
+            existing,
+            limit=refused.limit,
+            pruned=refused.holder_pruned,
+        )
     holder_open = refused.holder_status is not None and not refused.holder_status.is_closed
     if holder_open and conflict is ConflictPolicy.USE_EXISTING:
         return existing
@@ -172,3 +187,69 @@ async def start_or_cancel_run(
         attributes=attributes,
         world=world,
     )
+
+
+async def start_or_debounce(
+    fn: WorkflowDefinition[..., R],
+    *args: Any,
+    key: str,
+    value: AttributeValue,
+    delay: float | timedelta,
+    max_delay: float | timedelta,
+    attributes: Mapping[str, Any] | None = None,
+    world: World | None = None,
+) -> Run[R]:
+    """Debounce ``fn`` on the unique pair (``key``, ``value``): run it once things settle.
+
+    If a run holding the pair has not started yet, its arguments become
+    ``args`` and its start moves to now + ``delay``, but never past its first
+    debounce + ``max_delay``; otherwise (no holder, or it started already) a
+    run delayed by ``delay`` is created holding the pair (a holder still
+    running keeps running). Atomic inside the world, whatever the number of
+    concurrent callers. Every call returns the run that will execute; its
+    attributes are the first call's.
+
+    Raises:
+        AttributeConflictError: another unique pair in ``attributes`` is held.
+        TypeError / ValueError: bad arguments, or ``delay`` > ``max_delay``;
+            nothing was written.
+    """
+    if not isinstance(fn, WorkflowDefinition):
+        raise TypeError(f"start_or_debounce() needs a @workflow function, got {fn!r}")
+    key, value = check_pair(key, value)
+    if attributes is not None and key in attributes:
+        raise ValueError(f"{key!r} is the debounce key; do not repeat it in attributes")
+    wait, longest = _seconds("delay", delay), _seconds("max_delay", max_delay)
+    if wait > longest:
+        raise ValueError(f"delay ({wait} s) must not exceed max_delay ({longest} s)")
+    values, unique, limits, windows = split_start_attributes(
+        {**(attributes or {}), key: Unique(value)}
+    )
+    request = CreateRunRequest(
+        run_id=new_run_id(),
+        workflow=fn.name,
+        args=encode_call(args),
+        attributes=values,
+        unique=unique,
+        limits=limits,
+        windows=windows,
+        debounce=Debounce(key=key, delay=wait, max_delay=longest),
+    )
+    result = await resolve_world(world).create_run(request)
+    if result.run is not None:
+        return Run(result.run.id, world=world, workflow=fn, record=result.run)
+    refused = result.conflict
+    assert refused is not None
+    existing: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
+    raise AttributeConflictError(
+        refused.key, refused.value, existing, limit=refused.limit, pruned=refused.holder_pruned
+    )
+
+
+def _seconds(what: str, span: float | timedelta) -> float:
+    if isinstance(span, bool) or not isinstance(span, int | float | timedelta):
+        raise TypeError(f"{what} is seconds or a timedelta, not {type(span).__name__}")
+    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
+    if not 0 <= seconds <= 100 * 365 * 86400:
+        raise ValueError(f"{what} must be 0 seconds to 100 years, got {span}")
+    return seconds

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Generic, TypeVar
+from datetime import datetime, timedelta
+from typing import Generic, Literal, TypeVar
 
-__all__ = ["RunMetadata", "StepMetadata", "Unique"]
+__all__ = ["Limited", "RunMetadata", "StepMetadata", "Unique"]
 
 V = TypeVar("V")
 
@@ -16,10 +17,45 @@ class Unique(Generic[V]):
     """Marks a start-time attribute value as unique across the world.
 
     ``start(fn, attributes={"order": Unique("o-1")})`` claims ``order=o-1`` in the
-    same atomic operation that creates the run.
+    same atomic operation that creates the run. The claim stays with its holder
+    after it closes ("never run this order twice"), unless a reuse window frees
+    it: ``release_on={"failed", "cancelled"}`` releases it when the holder
+    closes with one of those statuses, ``ttl`` (seconds or a ``timedelta``) lets
+    it lapse that long after the holder closed.
     """
 
     value: V
+    ttl: float | timedelta | None = None
+    release_on: Collection[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Limited(Generic[V]):
+    """Marks a start-time attribute value as a pair at most ``limit`` open runs hold.
+
+    ``start(fn, attributes={"tenant": Limited("acme", 3)})`` takes one of the
+    three slots of ``tenant=acme`` in the same atomic operation that creates the
+    run. When all are held, ``on_full="queue"`` (the default) still creates the
+    run, pending, and it waits (holding no worker) until a slot frees: waiting
+    runs of one pair start first in first out, and a full pair never delays runs
+    of other pairs. A slot frees when its holder closes, whatever the outcome.
+    ``on_full="fail"`` makes ``start`` raise ``AttributeConflictError`` naming
+    a holder instead, creating nothing. The value is stored as a plain
+    attribute, so ``list_runs(attributes={"tenant": "acme"})`` finds holders and
+    waiters alike.
+    """
+
+    value: V
+    limit: int
+    on_full: Literal["queue", "fail"] = "queue"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int):
+            raise TypeError(f"Limited's limit is an int, not {type(self.limit).__name__}")
+        if not 1 <= self.limit <= 1_000_000:
+            raise ValueError(f"Limited's limit must be 1-1000000, got {self.limit}")
+        if self.on_full not in ("queue", "fail"):
+            raise ValueError(f"on_full must be 'queue' or 'fail', got {self.on_full!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,6 +239,36 @@ class HookSummary:
 
 
 @dataclass
+class Waiting:
+    """A limited pair a pending run waits in: who holds its slots, how many wait ahead."""
+
+    key: str
+    value: Any
+    limit: int
+    holders: list[str]
+    ahead: int
+
+    def reason(self) -> str:
+        """The sentence ``wf runs show`` prints."""
+        shown = ", ".join(self.holders[:5]) + (", ..." if len(self.holders) > 5 else "")
+        held = f"held by {shown}" if self.holders else "none held yet"
+        line = f" ({self.ahead} ahead in line)" if self.ahead else ""
+        pair = f"{self.key}={format_value(self.value)}"
+        return f"waiting for {pair}: {len(self.holders)} of {self.limit} slots {held}{line}"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return {
+            "key": self.key,
+            "value": self.value,
+            "limit": self.limit,
+            "holders": self.holders,
+            "ahead": self.ahead,
+            "reason": self.reason(),
+        }
+
+
+@dataclass
 class RunDetails:
     """A run with its claims, steps, hooks and log: what ``wf runs show`` and the UI show."""
 
@@ -248,6 +278,7 @@ class RunDetails:
     steps: list[StepSummary] = field(default_factory=list)
     hooks: list[HookSummary] = field(default_factory=list)
     window: EventWindow = field(default_factory=EventWindow)
+    waiting: list[Waiting] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document (``events`` as the window selects them)."""
@@ -260,6 +291,7 @@ class RunDetails:
             },
             "steps": [step.to_json() for step in self.steps],
             "hooks": [hook.to_json() for hook in self.hooks],
+            "waiting": [wait.to_json() for wait in self.waiting],
             "events": [event_to_json(event) for event in shown],
             "events_total": len(self.events),
             "events_omitted": None if omitted is None else {"from": omitted[0], "to": omitted[1]},
@@ -313,13 +345,27 @@ def _fold_hooks(events: list[EventKind]) -> list[HookSummary]:
 
 
 async def gather_details(run: Run[Any], window: EventWindow | None = None) -> RunDetails:
-    """Read the run, its claims and its log, and fold steps and hooks from the log."""
+    """Read the run, its claims, its log and the slots it waits for; fold steps and hooks."""
     events = await run.events()
     record = run.record
     assert record is not None  # events() read the record first
     claims = {claim.key: claim for claim in await run.claims() if claim.step is None}
+    waiting = []
+    for slot in await run.slots():
+        if slot.holding:
+            continue
+        rows = await run.world.list_slots(slot.key, slot.value)
+        holders = [row.run_id for row in rows if row.holding]
+        ahead = sum(1 for row in rows if not row.holding and row.position < slot.position)
+        waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead))
     return RunDetails(
-        record, claims, events, _fold_steps(events), _fold_hooks(events), window or EventWindow()
+        record,
+        claims,
+        events,
+        _fold_steps(events),
+        _fold_hooks(events),
+        window or EventWindow(),
+        waiting,
     )
 
 

@@ -17,7 +17,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import batches, cancel, claims, commits, requests, runs
+from worlds._rules import batches, cancel, claims, commits, requests, runs, slots
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -32,6 +32,7 @@ from worlds.semantics import (
     matches,
     settled,
     work_item_id,
+    workflow_item_id,
 )
 from worlds.types import (
     AttributeConflict,
@@ -54,6 +55,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     StepStarted,
     WorkItem,
     WorkKind,
@@ -81,9 +83,22 @@ class _Item:
 
 
 @dataclass
+class _Pair:
+    """A limited pair's rows: holders and waiters, each in arrival order."""
+
+    holders: dict[str, Slot] = field(default_factory=dict)
+    waiters: dict[str, Slot] = field(default_factory=dict)
+
+
+@dataclass
 class _Run:
     record: RunRecord
     events: list[EventKind] = field(default_factory=list)
+
+
+def _slot_order(slot: Slot) -> tuple[bool, int]:
+    """Holders first, then waiters, each in arrival order."""
+    return (not slot.holding, slot.position)
 
 
 class MemoryWorld(ClosesOnExit):
@@ -122,6 +137,9 @@ class MemoryWorld(ClosesOnExit):
         self._hooks: dict[str, HookRecord] = {}
         self._resumed: dict[tuple[str, str], str] = {}
         self._tokens = itertools.count(1)
+        self._pairs: dict[tuple[str, str], _Pair] = {}
+        self._run_pairs: dict[str, list[tuple[str, str]]] = {}
+        self._positions = itertools.count(1)
         self._hub = SignalHub()
 
     async def close(self) -> None:
@@ -157,7 +175,57 @@ class MemoryWorld(ClosesOnExit):
             self._drop_work(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
+                self._release_slots(run.record.id)
+                self._close_claims(run.record)
             self._signal(run_topic(run.record.id))
+
+    def _close_claims(self, record: RunRecord) -> None:
+        """Apply each claim's reuse window now that its holder closed."""
+        assert record.closed_at is not None
+        for claim_key, claim in list(self._claims.items()):
+            if claim.run_id != record.id or (claim.ttl is None and not claim.release_on):
+                continue
+            fate = claims.on_close(record.status, record.closed_at, claim.ttl, claim.release_on)
+            if fate == "release":
+                del self._claims[claim_key]
+                self._released[claim_key] = claim.generation
+            elif fate is not None:
+                self._claims[claim_key] = msgspec.structs.replace(claim, lapses_at=fate)
+
+    def _release_slots(self, run_id: str) -> None:
+        """Drop the closed run's slots and places in line; promote whom that admits."""
+        freed = self._run_pairs.pop(run_id, [])
+        for pair in freed:
+            rows = self._pairs[pair]
+            rows.holders.pop(run_id, None)
+            rows.waiters.pop(run_id, None)
+        slots.drive(slots.promote_flow(freed), self._promotion_step)
+        for pair in freed:
+            if not self._pairs[pair].holders and not self._pairs[pair].waiters:
+                del self._pairs[pair]
+
+    def _promotion_step(self, need: slots.Need) -> object:
+        match need:
+            case slots.Head(pair=pair):
+                rows = self._pairs.get(pair)
+                return next(iter(rows.waiters), None) if rows is not None else None
+            case slots.Views(run_id=run_id):
+                views = []
+                for pair in self._run_pairs.get(run_id, []):
+                    rows = self._pairs[pair]
+                    slot = rows.waiters[run_id]
+                    first = next(iter(rows.waiters))
+                    views.append(slots.PairView(pair, slot.limit, len(rows.holders), first))
+                return views
+            case slots.Promote(run_id=run_id, pairs=pairs):
+                for pair in pairs:
+                    rows = self._pairs[pair]
+                    slot = rows.waiters.pop(run_id)
+                    rows.holders[run_id] = msgspec.structs.replace(slot, holding=True)
+                self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
+                return None
+            case _:
+                assert_never(need)
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
@@ -199,7 +267,7 @@ class MemoryWorld(ClosesOnExit):
 
     def _try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         key = (event.key, index_value(event.value))
-        generation = claims.on_attribute_set(self._held(key), run_id, event)
+        generation = claims.on_attribute_set(self._held(key), run_id, event, self._clock())
         if isinstance(generation, AttributeConflict):
             return generation
         self._released.pop(key, None)
@@ -210,6 +278,8 @@ class MemoryWorld(ClosesOnExit):
             generation=generation,
             step=event.step,
             attempt=event.attempt,
+            ttl=event.ttl,
+            release_on=event.release_on,
         )
         return msgspec.structs.replace(event, generation=generation)
 
@@ -217,7 +287,9 @@ class MemoryWorld(ClosesOnExit):
         """The claim stored for ``key``, or its tombstone once its run was pruned."""
         held = self._claims.get(key)
         if held is not None:
-            return claims.HeldClaim(held.run_id, held.generation, held.step)
+            return claims.HeldClaim(
+                held.run_id, held.generation, held.step, held.lapses_at, held.pruned_status
+            )
         if key in self._released:
             return claims.HeldClaim(None, self._released[key])
         return None
@@ -246,6 +318,15 @@ class MemoryWorld(ClosesOnExit):
                     claim, run_id=event.next_run_id, generation=generation
                 )
         self._move_hooks(old, new, event, now)
+        moved = self._run_pairs.pop(record.id, [])
+        for pair in moved:
+            rows = self._pairs[pair]
+            slot = rows.holders.pop(record.id)
+            rows.holders[event.next_run_id] = msgspec.structs.replace(
+                slot, run_id=event.next_run_id
+            )
+        if moved:
+            self._run_pairs[event.next_run_id] = moved
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
 
     def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
@@ -317,11 +398,20 @@ class MemoryWorld(ClosesOnExit):
             value = request.attributes[key]
             claim_key = (key, index_value(value))
             held = self._claims.get(claim_key)
-            if held is None:
+            if held is None or claims.is_free(self._held(claim_key), self._clock()):
                 continue
-            status = self._runs[held.run_id].record.status
+            pruned = held.pruned_status is not None
+            status = held.pruned_status if pruned else self._runs[held.run_id].record.status
             holder = (held.run_id, held.generation)
-            takeover = claims.on_create(request.policy, key, value, holder, status, request.run_id)
+            if request.debounce is not None and request.debounce.key == key:
+                debounced = self._debounce(request, held, pruned)
+                if isinstance(debounced, CreateRunResult):
+                    return debounced
+                taken[claim_key] = (held.run_id, debounced)
+                continue
+            takeover = claims.on_create(
+                request.policy, key, value, holder, status, request.run_id, pruned
+            )
             if isinstance(takeover, ClaimConflict):
                 return CreateRunResult(conflict=takeover)
             taken[claim_key] = (held.run_id, takeover)
@@ -330,7 +420,10 @@ class MemoryWorld(ClosesOnExit):
             for successor in commits.successors(task):
                 if successor in self._runs:
                     raise requests.successor_exists(successor)
-        now = self._clock() if request.first is None else request.first.at
+        admitted = self._admit(request)
+        if isinstance(admitted, ClaimConflict):
+            return CreateRunResult(conflict=admitted)
+        now = self._clock() if request.first is None or task is None else request.first.at
         superseded = None
         for holder_id, takeover in taken.values():
             if takeover.cancel_reason is not None:
@@ -346,21 +439,92 @@ class MemoryWorld(ClosesOnExit):
             else:
                 generation = claims.next_generation(self._held(claim_key))
             self._released.pop(claim_key, None)
+            window = request.windows.get(key)
             self._claims[claim_key] = Claim(
-                key=key, value=value, run_id=request.run_id, generation=generation
+                key=key,
+                value=value,
+                run_id=request.run_id,
+                generation=generation,
+                ttl=None if window is None else window.ttl,
+                release_on=frozenset() if window is None else window.release_on,
             )
+        self._take_slots(request, holding=admitted == "hold")
         deadline = runs.deadline_item(request)
         if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
         if task is not None:
             first = await self.commit(task)
             return CreateRunResult(run=run.record, superseded_run_id=superseded, first=first)
-        eager = request.lease_to is not None
-        wake = NewWorkItem(kind="workflow", name=request.workflow, lease=eager)
-        leased = self._enqueue(
-            request.run_id, wake, request.lease_to or "", now, request.lease_seconds
-        )
+        leased = None
+        if admitted == "hold":
+            eager = runs.runs_ahead(request)
+            start_at = request.start_at
+            if request.debounce is not None:
+                start_at = claims.first_start(request.debounce, now)
+            wake = NewWorkItem(
+                kind="workflow", name=request.workflow, available_at=start_at, lease=eager
+            )
+            holder = request.lease_to or "" if eager else ""
+            leased = self._enqueue(request.run_id, wake, holder, now, request.lease_seconds)
         return CreateRunResult(run=run.record, superseded_run_id=superseded, leased=leased)
+
+    def _debounce(
+        self, request: CreateRunRequest, held: Claim, pruned: bool
+    ) -> CreateRunResult | claims.Takeover:
+        """Debounce the pending holder (new arguments, later start), or take the pair over."""
+        assert request.debounce is not None
+        now = self._clock()
+        run = None if pruned else self._runs[held.run_id]
+        item = None if run is None else self._items.get(workflow_item_id(held.run_id))
+        untouched = (
+            run is not None and run.record.last_seq == 1 and (item is None or not item.ever_leased)
+        )
+        decided = claims.debounce(
+            request.debounce,
+            now,
+            None if run is None else run.record.status,
+            None if run is None else run.record.created_at,
+            untouched,
+            claims.HeldClaim(held.run_id, held.generation),
+        )
+        if isinstance(decided, claims.Takeover):
+            return decided
+        assert run is not None
+        record = run.record
+        run.events[0] = runs.created_event(
+            record.workflow, request.args, record.attributes, record.created_at
+        )
+        if item is not None:
+            item.available_at = decided.start_at
+            self._signal(WORK_TOPIC)
+        return CreateRunResult(run=record, debounced=True)
+
+    def _admit(self, request: CreateRunRequest) -> str | ClaimConflict:
+        """``slots.admit`` over the request's limited pairs as they are now."""
+        states = {}
+        for key in request.limits:
+            rows = self._pairs.get((key, index_value(request.attributes[key])), _Pair())
+            someone = next(iter(rows.holders), None) or next(iter(rows.waiters), None)
+            states[key] = slots.PairState(len(rows.holders), len(rows.waiters), someone)
+        return slots.admit(request, states)
+
+    def _take_slots(self, request: CreateRunRequest, *, holding: bool) -> None:
+        """The new run's row at each of its limited pairs: a slot, or a place in line."""
+        position = next(self._positions)
+        for key, limit in sorted(request.limits.items()):
+            value = request.attributes[key]
+            pair = (key, index_value(value))
+            slot = Slot(
+                key=key,
+                value=value,
+                run_id=request.run_id,
+                limit=limit.limit,
+                holding=holding,
+                position=position,
+            )
+            rows = self._pairs.setdefault(pair, _Pair())
+            (rows.holders if holding else rows.waiters)[request.run_id] = slot
+            self._run_pairs.setdefault(request.run_id, []).append(pair)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -574,16 +738,39 @@ class MemoryWorld(ClosesOnExit):
 
     async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
         """See ``World.find_claim``."""
-        return self._claims.get((key, index_value(value)))
+        claim_key = (key, index_value(value))
+        if claims.is_free(self._held(claim_key), self._clock()):
+            return None
+        return self._claims[claim_key]
+
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """See ``World.list_slots``."""
+        rows = self._pairs.get((key, index_value(value)), _Pair())
+        return sorted([*rows.holders.values(), *rows.waiters.values()], key=_slot_order)
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """See ``World.run_slots``."""
+        found = []
+        for pair in self._run_pairs.get(run_id, []):
+            rows = self._pairs[pair]
+            found.append(rows.holders.get(run_id) or rows.waiters[run_id])
+        return sorted(found, key=lambda slot: (slot.key, index_value(slot.value)))
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""
-        held = [c for c in self._claims.values() if c.run_id == run_id]
+        now = self._clock()
+        held = [
+            c
+            for c in self._claims.values()
+            if c.run_id == run_id and not (c.lapses_at is not None and c.lapses_at <= now)
+        ]
         return sorted(held, key=lambda claim: (claim.key, index_value(claim.value)))
 
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """See ``World.prune_runs``."""
         closed = [
             run.record
@@ -593,11 +780,16 @@ class MemoryWorld(ClosesOnExit):
         if limit <= 0:
             return []
         closed.sort(key=lambda record: (record.closed_at or closed_before, record.id))
-        pruned = {record.id for record in closed[:limit]}
+        pruned = {record.id: record.status for record in closed[:limit]}
+        now = self._clock()
         for claim_key, claim in list(self._claims.items()):
-            if claim.run_id in pruned:
+            lapsed = claim.lapses_at is not None and claim.lapses_at <= now
+            if lapsed or (claim.run_id in pruned and release_claims):
                 del self._claims[claim_key]
                 self._released[claim_key] = claim.generation
+            elif claim.run_id in pruned:
+                tombstone = {"pruned_status": pruned[claim.run_id], "step": None, "attempt": None}
+                self._claims[claim_key] = msgspec.structs.replace(claim, **tombstone)
         for run_id in pruned:
             del self._runs[run_id]
             self._drop_work(run_id)

@@ -29,6 +29,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     WorkItem,
 )
 
@@ -84,6 +85,14 @@ class World(Protocol):
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """Create a pending run, its ``RunCreated`` event, its attributes and claims,
         and a workflow work item, atomically.
+
+        Limited pairs (``request.limits``) follow ``CreateRunRequest``: the run
+        takes a slot of each, or waits without a work item, or (a full
+        ``on_full="fail"`` pair) nothing is written and the result carries the
+        conflict. When a run closes (whatever the outcome) the world drops its
+        slots and places in line and, in that same operation, promotes the
+        waiters that frees (``worlds.semantics`` rules), giving each a workflow
+        work item; continue-as-new moves the slots to the next run.
 
         If any unique pair is held (and ``request.policy`` does not take it
         over), nothing is written and the result carries the conflict with the
@@ -228,13 +237,28 @@ class World(Protocol):
         """
         ...
 
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """The rows of the limited pair (key, value): holders, then waiters, each in
+        arrival order (the order waiters are promoted in)."""
+        ...
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """The limited pairs run ``run_id`` holds a slot of or waits in, by key then value."""
+        ...
+
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """Delete up to ``limit`` runs closed before ``closed_before``, atomically.
 
-        Their events, attributes and work go with them and their claims are
-        released; a released pair keeps its generation, so the next claim of it
-        gets a higher one (fencing tokens never go back). Returns the ids pruned.
+        Their events, attributes and work go with them. Their unique claims stay
+        as tombstones (``Claim.pruned_status``: the holder's id, final status and
+        generation), which keep refusing the pair, unless ``release_claims``:
+        then they are released. Claims whose ``lapses_at`` passed are released
+        too, whoever held them. A released pair keeps its generation, so the
+        next claim of it gets a higher one (fencing tokens never go back).
+        Returns the ids pruned.
         """
         ...

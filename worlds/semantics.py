@@ -14,8 +14,9 @@ import threading
 import time
 from datetime import datetime, timedelta
 
+from worlds._rules import slots
 from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
-from worlds._rules.claims import may_take_over
+from worlds._rules.claims import is_free, may_take_over, on_close
 from worlds._rules.commits import settled
 from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
 from worlds._rules.terms import index_value, matches
@@ -30,11 +31,14 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "index_value",
+    "is_free",
     "lease_deadline",
     "matches",
     "may_take_over",
     "new_run_id",
+    "on_close",
     "settled",
+    "slots",
     "step_item_id",
     "timer_item_id",
     "work_item_id",

@@ -33,6 +33,7 @@ __all__ = [
     "ConflictRule",
     "CreateRunRequest",
     "CreateRunResult",
+    "Debounce",
     "ErrorInfo",
     "Event",
     "EventKind",
@@ -41,8 +42,11 @@ __all__ = [
     "HookCreated",
     "HookReceived",
     "HookRecord",
+    "Limit",
     "NewWorkItem",
+    "OnFull",
     "ReuseRule",
+    "ReuseWindow",
     "RunCancelRequested",
     "RunCancelled",
     "RunCompleted",
@@ -54,6 +58,7 @@ __all__ = [
     "RunRecord",
     "RunStarted",
     "RunStatus",
+    "Slot",
     "StartPolicy",
     "StepCompleted",
     "StepCreated",
@@ -243,7 +248,8 @@ class StepDiscarded(Event, tag="step_discarded", frozen=True, kw_only=True):
 class AttributeSet(Event, tag="attribute_set", frozen=True, kw_only=True):
     """An attribute was set on the run, or on a step attempt when ``step`` is set.
 
-    For a unique pair, ``generation`` is the claim's fencing token.
+    For a unique pair, ``generation`` is the claim's fencing token, and ``ttl``
+    and ``release_on`` its reuse window (see ``ReuseWindow``).
     """
 
     key: str
@@ -252,6 +258,8 @@ class AttributeSet(Event, tag="attribute_set", frozen=True, kw_only=True):
     generation: int | None = None
     step: int | None = None
     attempt: int | None = None
+    ttl: float | None = None
+    release_on: frozenset[RunStatus] = frozenset()
 
 
 class AttributeConflict(Event, tag="attribute_conflict", frozen=True, kw_only=True):
@@ -364,12 +372,30 @@ class HookRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: datetime
 
 
+class ReuseWindow(msgspec.Struct, frozen=True, kw_only=True):
+    """When a unique claim frees itself after its holder closed.
+
+    A holder closing with a status in ``release_on`` releases the pair in the
+    same operation; otherwise, with ``ttl``, the claim lapses ``ttl`` seconds
+    after the holder closed (``Claim.lapses_at``) and the pair is free from
+    then on. Without either, the claim stays with its holder (and, once the
+    holder is pruned, with its tombstone). Continue-as-new keeps the window.
+    """
+
+    ttl: float | None = None
+    release_on: frozenset[RunStatus] = frozenset()
+
+
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
     """Who holds a unique (key, value) pair, and the claim's fencing token.
 
     A step claim (``set_attribute(..., unique=True)`` inside a step) has
     ``step`` set, with the ``attempt`` that claimed it last; the run's own
-    claims have ``step`` None.
+    claims have ``step`` None. ``ttl`` and ``release_on`` are its reuse window;
+    ``lapses_at`` is set once the holder closed (a claim past it is free and
+    no longer listed). ``pruned_status`` is set on a tombstone: the holder run
+    was pruned, it had closed with that status, and the claim still refuses
+    others (``prune_runs(..., release_claims=False)``).
     """
 
     key: str
@@ -378,18 +404,59 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     generation: int
     step: int | None = None
     attempt: int | None = None
+    ttl: float | None = None
+    release_on: frozenset[RunStatus] = frozenset()
+    lapses_at: datetime | None = None
+    pruned_status: RunStatus | None = None
 
 
 class ClaimConflict(msgspec.Struct, frozen=True, kw_only=True):
     """A unique pair was already held by ``holder_run_id``; nothing was written.
 
-    ``holder_status`` is the holder's status when the world decided.
+    ``holder_status`` is the holder's status when the world decided;
+    ``holder_pruned`` says the holder is a tombstone (pruned, its final status
+    in ``holder_status``). With
+    ``limit`` set the pair is a limited one (``CreateRunRequest.limits``) whose
+    ``limit`` slots were all taken, ``holder_run_id`` being one of their holders.
     """
 
     key: str
     value: StoredValue
     holder_run_id: str
     holder_status: RunStatus | None = None
+    limit: int | None = None
+    holder_pruned: bool = False
+
+
+OnFull: TypeAlias = Literal["queue", "fail"]
+
+
+class Limit(msgspec.Struct, frozen=True, kw_only=True):
+    """At most ``limit`` open runs hold a slot of one (key, value) pair.
+
+    When every slot is taken, ``on_full="queue"`` creates the run pending and
+    waiting (no work item) until it is promoted, first in first out per pair;
+    ``on_full="fail"`` refuses the start (``CreateRunResult.conflict``).
+    """
+
+    limit: int
+    on_full: OnFull = "queue"
+
+
+class Slot(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's place at a limited (key, value) pair: holding a slot, or waiting.
+
+    ``position`` orders a pair's rows by arrival (first in, first out); the
+    waiters of a pair are promoted in that order. ``limit`` is the one the run
+    asked for.
+    """
+
+    key: str
+    value: StoredValue
+    run_id: str
+    limit: int
+    holding: bool
+    position: int
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]
@@ -459,6 +526,22 @@ class FirstTask(msgspec.Struct, frozen=True, kw_only=True):
     at: datetime
 
 
+class Debounce(msgspec.Struct, frozen=True, kw_only=True):
+    """``create_run`` debounces on the unique attribute ``key``.
+
+    If the pair's holder is pending and was never handed to a worker (its log
+    is just ``RunCreated``), its ``RunCreated`` takes the request's arguments
+    and its start moves to ``min(now + delay, created_at + max_delay)``, and
+    nothing else is written. Otherwise the request's run is created delayed
+    by ``min(delay, max_delay)`` and takes the pair over (one generation up;
+    a holder still running keeps running). Seconds, by the world's clock.
+    """
+
+    key: str
+    delay: float
+    max_delay: float
+
+
 class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything ``World.create_run`` writes in one transaction.
 
@@ -480,7 +563,16 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     task's ``CommitResult`` as ``CreateRunResult.first``: start and first task
     in one transaction. A world that does not do this returns no ``first``
     and enqueues the workflow item as usual (the worker then runs the task
-    again, from the log).
+    again, from the log). A request with ``limits``, ``start_at`` or
+    ``debounce`` is never run ahead: worlds ignore its ``lease_to`` and ``first``.
+
+    ``limits`` names keys of ``attributes`` (not unique ones) whose pair admits
+    a bounded number of open runs (see ``Limit``): the run takes a slot of
+    every such pair at once, or, when one is full, waits in all of them (no
+    slot held, no work item) until the world promotes it when slots free; a
+    full ``on_full="fail"`` pair refuses the start instead. ``start_at``
+    delays the run's first workflow work item until then. ``windows`` gives
+    unique keys a ``ReuseWindow``.
     """
 
     run_id: str
@@ -493,6 +585,10 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     lease_to: str | None = None
     lease_seconds: float = 30.0
     first: FirstTask | None = None
+    limits: dict[str, Limit] = {}
+    start_at: datetime | None = None
+    windows: dict[str, ReuseWindow] = {}
+    debounce: Debounce | None = None
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -500,7 +596,8 @@ class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
 
     ``superseded_run_id`` names the run a ``terminate_existing`` takeover
     cancelled, if any; ``leased`` the workflow item leased to
-    ``CreateRunRequest.lease_to``, if the world did so.
+    ``CreateRunRequest.lease_to``, if the world did so. ``debounced`` says a
+    ``Debounce`` updated the pending holder ``run`` instead of creating a run.
     """
 
     run: RunRecord | None = None
@@ -508,6 +605,7 @@ class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     superseded_run_id: str | None = None
     leased: WorkItem | None = None
     first: CommitResult | None = None
+    debounced: bool = False
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):

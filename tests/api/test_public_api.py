@@ -22,6 +22,7 @@ def test_workflow_exports_are_pinned() -> None:
     assert set(workflow.__all__) == BRIEF_NAMES | {
         "Hook",
         "HookNotFoundError",
+        "Limited",
         "NotInWorkflowError",
         "QuerySyntaxError",
         "RunList",
@@ -79,6 +80,7 @@ def test_other_public_packages_are_pinned() -> None:
         "ConflictPolicy",
         "ReusePolicy",
         "start_or_cancel_run",
+        "start_or_debounce",
         "start_or_get_run",
         "start_with_policy",
     ]

@@ -363,7 +363,9 @@ def test_prune(tmp_path: Path) -> None:
     done, pending = anyio.run(populate, url)
     nothing = wf(url, "runs", "prune", "--before", "1d", "--json")
     assert nothing.code == 0 and nothing.json()["pruned"] == 0
-    pruned = wf(url, "runs", "prune", "--before", "now", "--batch", "2", "--json")
+    pruned = wf(
+        url, "runs", "prune", "--before", "now", "--batch", "2", "--release-claims", "--json"
+    )
     assert pruned.code == 0, pruned.err
     assert sorted(pruned.json()["ids"]) == sorted(done)
     left = wf(url, "runs", "list", "--json").json()["runs"]
@@ -391,6 +393,7 @@ def test_prune(tmp_path: Path) -> None:
         ["runs", "prune"],
         ["attributes", "keys"],
         ["attributes", "values"],
+        ["attributes", "holders"],
         ["world", "info"],
         ["world", "migrate"],
     ],

@@ -32,7 +32,12 @@ STATUSES = st.sampled_from(list(RunStatus))
 RUN_IDS = st.sampled_from(["r1", "r2", "r3"])
 STEPS = st.none() | st.integers(min_value=1, max_value=3)
 HELD = st.none() | st.builds(
-    claims.HeldClaim, st.none() | RUN_IDS, st.integers(min_value=1, max_value=10**6), STEPS
+    claims.HeldClaim,
+    st.none() | RUN_IDS,
+    st.integers(min_value=1, max_value=10**6),
+    STEPS,
+    lapses_at=st.none(),
+    pruned_status=st.none(),
 )
 POLICIES = st.builds(
     StartPolicy,
@@ -49,6 +54,9 @@ def _set(step: int | None) -> AttributeSet:
 # ------------------------------------------------------------------ claims
 
 
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 @given(HELD)
 def test_a_new_holder_always_gets_one_more_generation(held: claims.HeldClaim | None) -> None:
     generation = claims.next_generation(held)
@@ -59,7 +67,7 @@ def test_a_new_holder_always_gets_one_more_generation(held: claims.HeldClaim | N
 def test_generations_only_grow_or_stay_with_their_holder(
     held: claims.HeldClaim | None, run_id: str, step: int | None
 ) -> None:
-    outcome = claims.on_attribute_set(held, run_id, _set(step))
+    outcome = claims.on_attribute_set(held, run_id, _set(step), NOW)
     if isinstance(outcome, AttributeConflict):
         assert held is not None and held.run_id is not None
         assert (held.run_id, held.step) != (run_id, step)
@@ -72,8 +80,8 @@ def test_generations_only_grow_or_stay_with_their_holder(
 
 
 def test_a_released_pair_is_claimed_again_at_the_next_generation() -> None:
-    assert claims.on_attribute_set(claims.HeldClaim(None, 4), "r1", _set(None)) == 5
-    assert claims.on_attribute_set(None, "r1", _set(2)) == 1
+    assert claims.on_attribute_set(claims.HeldClaim(None, 4), "r1", _set(None), NOW) == 5
+    assert claims.on_attribute_set(None, "r1", _set(2), NOW) == 1
 
 
 @given(POLICIES, STATUSES, st.integers(min_value=1, max_value=10**6))

@@ -643,10 +643,13 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
         for statement in (
             "DROP TABLE hooks",
             "DROP TABLE hook_resumes",
+            "DROP TABLE slots",
             "DROP INDEX claims_run",
+            "DROP INDEX claims_lapsing",
             "DROP INDEX runs_closed",
             v1_claims,
-            "INSERT INTO claims_v1 SELECT * FROM claims",
+            "INSERT INTO claims_v1 SELECT key, ivalue, value, run_id, generation, step, attempt "
+            "FROM claims",
             "DROP TABLE claims",
             "ALTER TABLE claims_v1 RENAME TO claims",
             "PRAGMA user_version = 1",
@@ -660,7 +663,8 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
             Claim(key="order", value="o-1", run_id=holder.id, generation=1)
         ]
         await close(world, holder.id)
-        assert await world.prune_runs(datetime.now(UTC) + timedelta(seconds=1)) == [holder.id]
+        cutoff = datetime.now(UTC) + timedelta(seconds=1)
+        assert await world.prune_runs(cutoff, release_claims=True) == [holder.id]
         await create(world, {"order": "o-1"}, unique=["order"])
         claim = await world.find_claim("order", "o-1")
         assert claim is not None and claim.generation == 2
@@ -755,7 +759,7 @@ async def test_prune_and_run_claims_use_their_indexes(tmp_path: Path, url: str) 
     assert _explain(path, statements.PRUNABLE_RUNS, (codecs.to_micros(WHEN), 10)) == [
         "SEARCH runs USING COVERING INDEX runs_closed (closed_at>? AND closed_at<?)"
     ]
-    assert _explain(path, statements.RUN_CLAIMS, ("r",)) == [
+    assert _explain(path, statements.RUN_CLAIMS, ("r", 0)) == [
         "SEARCH claims USING INDEX claims_run (run_id=?)"
     ]
     for statement in statements.PRUNE_RUN:

@@ -55,6 +55,7 @@ from worlds.types import (
     HookCreated,
     HookReceived,
     NewWorkItem,
+    ReuseWindow,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -505,7 +506,9 @@ class WorkflowInstance(_runtime.Runtime):
         self._steps[number] = (future, step)
         return _await(future)
 
-    async def set_attribute(self, key: str, value: Any, unique: bool) -> AttributeValue:
+    async def set_attribute(
+        self, key: str, value: Any, unique: bool, window: ReuseWindow | None = None
+    ) -> AttributeValue:
         """Set a run attribute; recorded, and answered from the log on replay."""
         if callable(value):
             value = value(self._attributes.get(key))
@@ -517,7 +520,14 @@ class WorkflowInstance(_runtime.Runtime):
         recorded = self._next_recorded(issued)
         future: asyncio.Future[AttributeValue] = self.loop.create_future()
         if recorded is None:
-            event = AttributeSet(key=key, value=value, unique=unique)
+            window = window or ReuseWindow()
+            event = AttributeSet(
+                key=key,
+                value=value,
+                unique=unique,
+                ttl=window.ttl,
+                release_on=window.release_on,
+            )
             self._outbox.events.append(event)
             index = len(self._outbox.events) - 1
             self._calls.append(_PendingCall(future, None if unique else event, index))

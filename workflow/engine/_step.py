@@ -34,6 +34,7 @@ from worlds.types import (
     CommitRequest,
     EventKind,
     NewWorkItem,
+    ReuseWindow,
     StepCompleted,
     StepDiscarded,
     StepFailed,
@@ -110,7 +111,9 @@ class StepRuntime(_runtime.Runtime):
         """Not reached: a step called from a step runs directly."""
         raise NotInWorkflowError("steps called from a step run directly")
 
-    async def set_attribute(self, key: str, value: Any, unique: bool) -> AttributeValue:
+    async def set_attribute(
+        self, key: str, value: Any, unique: bool, window: ReuseWindow | None = None
+    ) -> AttributeValue:
         """Set an attribute on this step attempt, claiming it world-wide if unique.
 
         A unique claim never conflicts with another attempt of the same step.
@@ -127,6 +130,8 @@ class StepRuntime(_runtime.Runtime):
             unique=unique or key in ALWAYS_UNIQUE,
             step=item.number,
             attempt=item.attempt,
+            ttl=None if window is None else window.ttl,
+            release_on=frozenset() if window is None else window.release_on,
         )
         result = await self._world.commit(
             CommitRequest(

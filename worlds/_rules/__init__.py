@@ -4,8 +4,9 @@ Private to ``worlds``. Each module is one concept: ``requests`` (checks of
 what a caller sends), ``runs`` (a new run and how events change it),
 ``claims`` (who holds a unique attribute and at which generation),
 ``cancel`` (what cancelling a run does), ``commits`` (what a commit does
-with its lease) and ``work`` (where a new work item goes and whether its
-enqueuer leases it). A backend's transaction reads the rows a rule needs, calls
-the rule and writes its outcome; ``worlds.semantics`` re-exports the parts a
-third-party world may use.
+with its lease), ``slots`` (limited pairs: admission and promotion) and
+``work`` (where a new work item goes and whether its enqueuer leases it). A
+backend's transaction reads the rows a rule needs, calls the rule and writes
+its outcome; ``worlds.semantics`` re-exports the parts a third-party world
+may use.
 """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from worlds._rules.claims import check_window
+from worlds._rules.slots import check_limits
 from worlds.types import CreateRunRequest
 
 __all__ = ["check_create", "run_exists", "successor_exists"]
@@ -10,8 +12,9 @@ __all__ = ["check_create", "run_exists", "successor_exists"]
 def check_create(request: CreateRunRequest) -> None:
     """Raise ``ValueError`` if ``request`` contradicts itself; nothing is written then.
 
-    Every unique key needs a value among the run's attributes, and a start
-    policy may only name one of the unique keys.
+    Every unique key needs a value among the run's attributes, a start
+    policy may only name one of the unique keys, and limited keys follow
+    ``slots.check_limits``.
     """
     missing = sorted(request.unique - request.attributes.keys())
     if missing:
@@ -25,6 +28,25 @@ def check_create(request: CreateRunRequest) -> None:
             f"the policy's key {policy.key!r} is not among the unique keys; "
             "add it to unique or choose another policy key"
         )
+    check_limits(request)
+    for key, window in request.windows.items():
+        if key not in request.unique:
+            raise ValueError(
+                f"key {key!r} has a reuse window but is not unique; make it Unique(v, ...)"
+            )
+        check_window(key, window)
+    debounce = request.debounce
+    if debounce is not None:
+        if debounce.key not in request.unique or policy is not None:
+            raise ValueError(
+                f"the debounce key {debounce.key!r} must be unique, and a debounced start "
+                "takes no start policy"
+            )
+        if not 0 <= debounce.delay <= debounce.max_delay:
+            raise ValueError(
+                f"debounce needs 0 <= delay <= max_delay, got {debounce.delay} and "
+                f"{debounce.max_delay}"
+            )
 
 
 def run_exists(run_id: str) -> ValueError:

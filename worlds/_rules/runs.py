@@ -107,10 +107,19 @@ def deadline_item(request: CreateRunRequest) -> NewWorkItem | None:
     )
 
 
+def runs_ahead(request: CreateRunRequest) -> bool:
+    """Whether the new run may be leased to ``request.lease_to`` (and its first
+    task applied) as it is created: not when it must wait for a slot, a start
+    time or a debounce."""
+    waits = bool(request.limits) or request.start_at is not None or request.debounce is not None
+    return request.lease_to is not None and not waits
+
+
 def first_task_commit(request: CreateRunRequest) -> CommitRequest | None:
     """The commit that applies ``request.first`` (a new run's first workflow task)
-    right after the run is created, in the same transaction; None without one."""
-    if request.first is None or request.lease_to is None:
+    right after the run is created, in the same transaction; None without one,
+    or when the run may not run ahead (``runs_ahead``)."""
+    if request.first is None or request.lease_to is None or not runs_ahead(request):
         return None
     return CommitRequest(
         run_id=request.run_id,

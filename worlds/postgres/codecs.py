@@ -9,6 +9,7 @@ from typing import Any, get_args
 import msgspec
 from asyncpg import Record
 
+from worlds._rules.claims import HeldClaim, decode_release_on
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -17,6 +18,7 @@ from worlds.types import (
     HookRecord,
     RunRecord,
     RunStatus,
+    Slot,
     WorkItem,
 )
 
@@ -114,6 +116,33 @@ def claim_from_row(row: Record, key: str, run_id: str | None = None) -> Claim:
         generation=row["generation"],
         step=row["step"],
         attempt=row["attempt"],
+        ttl=row["ttl"],
+        release_on=decode_release_on(row["release_on"]),
+        lapses_at=row["lapses_at"],
+        pruned_status=None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
+    )
+
+
+def held_from_row(row: Record) -> HeldClaim:
+    """The ``HeldClaim`` a rule decides on, from a row of ``GET_CLAIM``."""
+    return HeldClaim(
+        row["run_id"],
+        row["generation"],
+        row["step"],
+        row["lapses_at"],
+        None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
+    )
+
+
+def slot_from_row(row: Record) -> Slot:
+    """A ``Slot`` from a row of ``LIST_SLOTS`` / ``RUN_SLOTS``."""
+    return Slot(
+        key=row["key"],
+        value=decode_value(row["value"]),
+        run_id=row["run_id"],
+        limit=row["lim"],
+        holding=row["holding"],
+        position=row["position"],
     )
 
 

@@ -146,6 +146,8 @@ def commit_result(
         return CommitResult(ok=False, status=RunStatus(status))
     if outcome == "lost":
         return None  # rare: the general path names the holder and records a discard
+    if outcome == "slots":
+        return None  # the run holds or waits for slots: the general path promotes
     events = tuple(
         msgspec.structs.replace(event, seq=base + n, at=at)
         for n, event in enumerate(request.events, start=1)

@@ -64,7 +64,8 @@ REFERENCE: tuple[str, ...] = (
         PRIMARY KEY (run_id, key)
     )""",
     "CREATE INDEX attributes_value ON attributes (key, ivalue, run_id)",
-    # Unique (key, value) pairs; a NULL run_id is a released pair keeping its generation.
+    # Unique (key, value) pairs; a NULL run_id is a released pair keeping its generation,
+    # a ``pruned_status`` a tombstone (the holder was pruned; the claim still refuses).
     """CREATE TABLE claims (
         key text NOT NULL,
         ivalue text NOT NULL,
@@ -73,9 +74,15 @@ REFERENCE: tuple[str, ...] = (
         generation bigint NOT NULL,
         step integer,
         attempt integer,
+        ttl double precision,
+        release_on text,
+        lapses_at timestamptz,
+        pruned_status text,
         PRIMARY KEY (key, ivalue)
     )""",
     "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL",
+    # ``lapses_at``: the holder closed under a ttl; the pair is free from then on.
+    "CREATE INDEX claims_lapsing ON claims (lapses_at) WHERE lapses_at IS NOT NULL",
     # The queue: workflow tasks, steps and timers, with their leases.
     """CREATE TABLE work (
         id text PRIMARY KEY,
@@ -112,9 +119,24 @@ REFERENCE: tuple[str, ...] = (
         PRIMARY KEY (token, resume_id)
     )""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # Limited pairs: a row per holder or waiter; ``position`` orders arrivals.
+    """CREATE TABLE slots (
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        position bigint NOT NULL,
+        run_id text NOT NULL,
+        value bytea NOT NULL,
+        lim integer NOT NULL,
+        holding boolean NOT NULL,
+        PRIMARY KEY (key, ivalue, position)
+    )""",
+    "CREATE SEQUENCE slot_positions",
+    "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding",
+    "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE NOT holding",
+    "CREATE INDEX slots_run ON slots (run_id)",
     # ``commit_run``, the one-round-trip commit (``fast.py``), and ``create_run``,
     # the one-round-trip start of a run with claims or a deadline: their text
-    # is in ``MIGRATIONS[5]``, the last migration that replaced them.
+    # is in ``MIGRATIONS[6]``, the last migration that replaced them.
 )
 """The current tables and indexes (functions aside), for reading; see the module docstring."""
 

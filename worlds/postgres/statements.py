@@ -48,10 +48,11 @@ WITH new_run AS (
 ), new_work AS (
     INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
                       ever_leased)
-    VALUES ($8, $1, 'workflow', $2, 0, 1, '', $3, 0, false)
+    SELECT $8, $1, 'workflow', $2, 0, 1, '', $10::timestamptz, 0, false
+    WHERE $10::timestamptz IS NOT NULL
     ON CONFLICT (id) DO NOTHING
 )
-SELECT pg_notify($9, 'work') WHERE $9 IS NOT NULL
+SELECT pg_notify($9, 'work') WHERE $9 IS NOT NULL AND $10::timestamptz IS NOT NULL
 """
 
 # Appends events and stores the run's new state; a closed run loses its work and hooks.
@@ -89,28 +90,43 @@ NOTIFY = (
 # Claims a free pair (a new row, or a released one whose generation goes up);
 # no row comes back when another run holds it, and the held row is then locked.
 CLAIM_IF_FREE = """
-INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
-VALUES ($1, $2, $3, $4, 1, $5, $6)
+INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt, ttl, release_on)
+VALUES ($1, $2, $3, $4, 1, $5, $6, $7, $8)
 ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id,
-    generation = claims.generation + 1, step = excluded.step, attempt = excluded.attempt
+    generation = claims.generation + 1, step = excluded.step, attempt = excluded.attempt,
+    ttl = excluded.ttl, release_on = excluded.release_on, lapses_at = NULL,
+    pruned_status = NULL
 WHERE claims.run_id IS NULL
 RETURNING generation
 """
-GET_CLAIM = (
-    "SELECT run_id, generation, step, attempt, value FROM claims WHERE key = $1 AND ivalue = $2"
+_CLAIM_COLUMNS = (
+    "run_id, generation, step, attempt, value, ttl, release_on, lapses_at, pruned_status"
 )
+GET_CLAIM = f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE key = $1 AND ivalue = $2"
 LOCK_CLAIM = f"{GET_CLAIM} FOR UPDATE"
 PUT_CLAIM = """
-INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt, ttl, release_on)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id,
-    generation = excluded.generation, step = excluded.step, attempt = excluded.attempt
+    generation = excluded.generation, step = excluded.step, attempt = excluded.attempt,
+    ttl = excluded.ttl, release_on = excluded.release_on, lapses_at = NULL,
+    pruned_status = NULL
 """
+WINDOWED_CLAIMS = (
+    "SELECT key, ivalue, ttl, release_on FROM claims WHERE run_id = $1 "
+    "AND (ttl IS NOT NULL OR release_on IS NOT NULL)"
+)
+RELEASE_CLAIM = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE key = $1 AND ivalue = $2"
+)
+SET_LAPSES_AT = "UPDATE claims SET lapses_at = $3 WHERE key = $1 AND ivalue = $2"
 MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = $1, generation = generation + 1 WHERE run_id = $2 AND step IS NULL"
 )
 RUN_CLAIMS = (
-    "SELECT key, value, generation, step, attempt FROM claims WHERE run_id = $1 "
+    "SELECT key, value, generation, step, attempt, ttl, release_on, lapses_at, pruned_status "
+    "FROM claims WHERE run_id = $1 AND (lapses_at IS NULL OR lapses_at > $2) "
     "ORDER BY key, ivalue"
 )
 
@@ -142,7 +158,7 @@ LIST_RUN_HOOKS = f"{_HOOK_COLUMNS} WHERE run_id = $1 ORDER BY created_at, run_id
 
 PRUNE = """
 WITH doomed AS (
-    SELECT id, closed_at FROM runs
+    SELECT id, closed_at, status FROM runs
     WHERE closed_at IS NOT NULL AND closed_at < $1
     ORDER BY closed_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
 ), gone_events AS (
@@ -156,8 +172,14 @@ WITH doomed AS (
 ), gone_resumes AS (
     DELETE FROM hook_resumes WHERE run_id IN (SELECT id FROM doomed)
 ), released AS (
-    UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL
-    WHERE run_id IN (SELECT id FROM doomed)
+    UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
+        pruned_status = NULL
+    WHERE (run_id IN (SELECT id FROM doomed) AND $3)
+       OR (lapses_at IS NOT NULL AND lapses_at <= $4)
+), tombstoned AS (
+    UPDATE claims SET step = NULL, attempt = NULL, pruned_status = doomed.status
+    FROM doomed WHERE claims.run_id = doomed.id AND NOT $3
+        AND (claims.lapses_at IS NULL OR claims.lapses_at > $4)
 )
 DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, closed_at
 """
@@ -263,3 +285,61 @@ WITH released AS (
 )
 SELECT pg_notify($4, $5)
 """
+
+# ---------------------------------------------------------------------------- slots
+
+# Serializes every change to the given limited pairs (in the order given: sorted).
+LOCK_PAIRS = (
+    "SELECT pg_advisory_xact_lock(hashtext(k), hashtext(v)) "
+    "FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS p(k, v, n) ORDER BY n"
+)
+SLOT_STATE = """
+SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) AS holding,
+    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
+     ORDER BY position LIMIT 1) AS first_waiter,
+    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1) AS holder
+"""
+INSERT_SLOTS = """
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding)
+SELECT k, v, nextval('slot_positions'), $4, d, l, $6
+FROM unnest($1::text[], $2::text[], $3::bytea[], $5::integer[]) WITH ORDINALITY AS s(k, v, d, l, n)
+ORDER BY n
+"""
+RUN_SLOT_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
+DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = $1"
+FIRST_WAITER = (
+    "SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
+    "ORDER BY position LIMIT 1"
+)
+# Each pair a run waits in: its limit there, the slots held, the first waiter.
+# Read only once all those pairs are locked (the caller checks and re-reads).
+RUN_WAITING_VIEWS = """
+SELECT s.key, s.ivalue, s.lim,
+    (SELECT count(*) FROM slots h WHERE h.key = s.key AND h.ivalue = s.ivalue AND h.holding)
+        AS holding,
+    (SELECT w.run_id FROM slots w WHERE w.key = s.key AND w.ivalue = s.ivalue AND NOT w.holding
+     ORDER BY w.position LIMIT 1) AS first_waiter
+FROM slots s WHERE s.run_id = $1 AND NOT s.holding
+"""
+# The waiter takes its slots and gets its workflow item.
+PROMOTE = """
+WITH promoted AS (
+    UPDATE slots SET holding = true WHERE run_id = $1 AND NOT holding
+)
+INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
+                  ever_leased)
+SELECT $2, id, 'workflow', workflow, 0, 1, '', $3, 0, false FROM runs WHERE id = $1
+ON CONFLICT (id) DO NOTHING
+"""
+MOVE_RUN_SLOTS = "UPDATE slots SET run_id = $1 WHERE run_id = $2"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position"
+LIST_SLOTS = (
+    f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = $1 AND ivalue = $2 "
+    "ORDER BY holding DESC, position"
+)
+RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
+
+# ---------------------------------------------------------------------------- debounce
+
+WORKFLOW_ITEM_LEASED = "SELECT ever_leased FROM work WHERE id = $1 FOR UPDATE"
+REWRITE_CREATED = "UPDATE events SET data = $2 WHERE run_id = $1 AND seq = 1"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import asyncpg
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import cancel, claims, commits, requests, runs, slots
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.protocol import WORK_TOPIC, run_topic
@@ -34,14 +34,17 @@ from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    ClaimConflict,
     CommitRequest,
     CreateRunRequest,
+    CreateRunResult,
     EventKind,
     HookConflict,
     HookCreated,
     NewWorkItem,
     RunContinued,
     RunRecord,
+    RunStatus,
     StepStarted,
     WorkItem,
     utcnow,
@@ -72,6 +75,8 @@ class Tx:
         self.now = clock()
         self.signals: set[str] = set()
         self.pending: dict[str, list[tuple[int, str, bytes]]] = {}
+        self.locked_pairs: set[tuple[str, str]] = set()
+        """The limited pairs whose advisory locks this transaction holds."""
 
     def tick(self) -> None:
         """Read the clock again, after taking locks, so logs never go back in time."""
@@ -124,6 +129,10 @@ class Tx:
 
     async def save_run(self, run: RunRecord, attributes: bytes) -> None:
         """Append ``run``'s queued events and store its state (a closed run loses its work)."""
+        if run.status.is_closed:
+            await self.release_slots(run.id)  # first: its pairs' locks, then its work
+            if run.status != RunStatus.CONTINUED:  # its claims moved to the next run
+                await self.close_claims(run)
         rows = self.pending.pop(run.id, [])
         await self.conn.execute(sql.SAVE_RUN, *codecs.save_params(run, attributes, rows, self.now))
         if run.status.is_closed:
@@ -138,9 +147,17 @@ class Tx:
         return None if row is None else (codecs.run_from_row(row), row["attributes"])
 
     async def insert_run(
-        self, run_id: str, workflow: str, args: bytes, attributes: dict[str, AttributeValue]
+        self,
+        run_id: str,
+        workflow: str,
+        args: bytes,
+        attributes: dict[str, AttributeValue],
+        *,
+        wake: bool = True,
+        start_at: datetime | None = None,
     ) -> None:
-        """A pending run with its attributes, ``RunCreated`` and workflow item."""
+        """A pending run with its attributes, ``RunCreated`` and (with ``wake``) its
+        workflow item, due at ``start_at`` (default: now)."""
         stored = runs.created_event(workflow, args, attributes, self.now)
         keys = list(attributes)
         try:
@@ -155,12 +172,148 @@ class Tx:
                 codecs.encode(stored),
                 workflow_item_id(run_id),
                 self.channel,
+                (start_at or self.now) if wake else None,
             )
         except asyncpg.exceptions.UniqueViolationError as exc:
             if _is_run_id_taken(exc):
                 raise requests.run_exists(run_id) from None
             raise
-        self.signals.add(WORK_TOPIC)
+        if wake:
+            self.signals.add(WORK_TOPIC)
+
+    async def close_claims(self, run: RunRecord) -> None:
+        """Apply the reuse window of each claim ``run`` held, now that it closed."""
+        assert run.closed_at is not None
+        for row in await self.conn.fetch(sql.WINDOWED_CLAIMS, run.id):
+            release_on = claims.decode_release_on(row["release_on"])
+            fate = claims.on_close(run.status, run.closed_at, row["ttl"], release_on)
+            if fate == "release":
+                await self.conn.execute(sql.RELEASE_CLAIM, row["key"], row["ivalue"])
+            elif fate is not None:
+                await self.conn.execute(sql.SET_LAPSES_AT, row["key"], row["ivalue"], fate)
+
+    async def debounce(self, request: CreateRunRequest) -> CreateRunResult | claims.Takeover | None:
+        """A debounced start meets its pair (locked): the pending holder updated (the
+        result), a takeover for the new run, or ``None`` (the pair is free)."""
+        debounce = request.debounce
+        assert debounce is not None
+        ivalue = index_value(request.attributes[debounce.key])
+        row = await self.conn.fetchrow(sql.LOCK_CLAIM, debounce.key, ivalue)
+        held = None if row is None else codecs.held_from_row(row)
+        if held is None or claims.is_free(held, self.now):
+            return None
+        record, item = None, None
+        if held.pruned_status is None:
+            found = await self.lock_run(str(held.run_id))
+            record = None if found is None else found[0]
+            if record is not None:
+                item = await self.conn.fetchrow(
+                    sql.WORKFLOW_ITEM_LEASED, workflow_item_id(record.id)
+                )
+        untouched = (
+            record is not None
+            and record.last_seq == 1
+            and (item is None or not item["ever_leased"])
+        )
+        decided = claims.debounce(
+            debounce,
+            self.now,
+            None if record is None else record.status,
+            None if record is None else record.created_at,
+            untouched,
+            held,
+        )
+        if isinstance(decided, claims.Takeover):
+            return decided
+        assert record is not None
+        created = runs.created_event(
+            record.workflow, request.args, record.attributes, record.created_at
+        )
+        await self.conn.execute(sql.REWRITE_CREATED, record.id, codecs.encode(created))
+        if item is not None:
+            await self.conn.execute(
+                sql.SET_AVAILABLE, workflow_item_id(record.id), decided.start_at
+            )
+            self.signals.add(WORK_TOPIC)
+        return CreateRunResult(run=record, debounced=True)
+
+    async def lock_pairs(self, pairs: list[tuple[str, str]]) -> None:
+        """Take the transaction-long locks of limited ``pairs`` (sorted: no deadlock
+        between two transactions that each lock theirs at once)."""
+        ordered = sorted(set(pairs) - self.locked_pairs)
+        if ordered:
+            keys, values = [k for k, _ in ordered], [v for _, v in ordered]
+            await self.conn.execute(sql.LOCK_PAIRS, keys, values)
+            self.locked_pairs.update(ordered)
+
+    async def admit(self, request: CreateRunRequest) -> str | ClaimConflict:
+        """Lock the new run's limited pairs and decide with ``slots.admit``."""
+        pairs = {key: (key, index_value(request.attributes[key])) for key in request.limits}
+        await self.lock_pairs(list(pairs.values()))
+        states = {}
+        for key, pair in pairs.items():
+            row = await self.conn.fetchrow(sql.SLOT_STATE, *pair)
+            assert row is not None
+            waiting = 0 if row["first_waiter"] is None else 1
+            someone = row["holder"] or row["first_waiter"]
+            states[key] = slots.PairState(row["holding"], waiting, someone)
+        return slots.admit(request, states)
+
+    async def take_slots(self, request: CreateRunRequest, holding: bool) -> None:
+        """The new run's row at each of its (locked) limited pairs."""
+        keys = sorted(request.limits)
+        values = [request.attributes[key] for key in keys]
+        await self.conn.execute(
+            sql.INSERT_SLOTS,
+            keys,
+            [index_value(value) for value in values],
+            [codecs.encode(value) for value in values],
+            request.run_id,
+            [request.limits[key].limit for key in keys],
+            holding,
+        )
+
+    async def release_slots(self, run_id: str) -> None:
+        """Drop a closing run's slots and places in line; promote whom that admits."""
+        rows = await self.conn.fetch(sql.RUN_SLOT_PAIRS, run_id)
+        if not rows:
+            return
+        freed = [(row["key"], row["ivalue"]) for row in rows]
+        await self.lock_pairs(freed)
+        await self.conn.execute(sql.DROP_RUN_SLOTS, run_id)
+        flow = slots.promote_flow(freed)
+        reply: object = None
+        while True:
+            try:
+                need = flow.send(reply)
+            except StopIteration:
+                return
+            reply = await self._promotion_step(need)
+
+    async def _promotion_step(self, need: slots.Need) -> object:
+        conn = self.conn
+        match need:
+            case slots.Head(pair=pair):
+                head: str | None = await conn.fetchval(sql.FIRST_WAITER, *pair)
+                return head
+            case slots.Views(run_id=run_id):
+                rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id)
+                pairs = [(row["key"], row["ivalue"]) for row in rows]
+                if not set(pairs) <= self.locked_pairs:
+                    await self.lock_pairs(pairs)  # its other pairs; a deadlock is retried
+                    rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id)  # read under the locks
+                return [
+                    slots.PairView(
+                        (row["key"], row["ivalue"]), row["lim"], row["holding"], row["first_waiter"]
+                    )
+                    for row in rows
+                ]
+            case slots.Promote(run_id=run_id):
+                await conn.execute(sql.PROMOTE, run_id, workflow_item_id(run_id), self.now)
+                self.signals.add(WORK_TOPIC)
+                return None
+            case _:
+                assert_never(need)
 
     async def insert_run_claiming(self, request: CreateRunRequest) -> bool:
         """``insert_run`` for ``request``, with its unique pairs claimed and its
@@ -242,32 +395,46 @@ class Tx:
         return run
 
     async def claim_if_free(
-        self, run_id: str, key: str, value: AttributeValue, step: int | None, attempt: int | None
+        self,
+        run_id: str,
+        key: str,
+        value: AttributeValue,
+        step: int | None,
+        attempt: int | None,
+        ttl: float | None = None,
+        release_on: str | None = None,
     ) -> int | None:
         """Claim a free pair and return its generation; ``None`` (pair locked) if held."""
         generation: int | None = await self.conn.fetchval(
-            sql.CLAIM_IF_FREE, key, index_value(value), codecs.encode(value), run_id, step, attempt
+            sql.CLAIM_IF_FREE,
+            key,
+            index_value(value),
+            codecs.encode(value),
+            run_id,
+            step,
+            attempt,
+            ttl,
+            release_on,
         )
         return generation
 
     async def try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
+        reuse = (event.ttl, claims.encode_release_on(event.release_on))
         generation = await self.claim_if_free(
-            run_id, event.key, event.value, event.step, event.attempt
+            run_id, event.key, event.value, event.step, event.attempt, *reuse
         )
         if generation is None:
             ivalue = index_value(event.value)
             row = await self.conn.fetchrow(sql.GET_CLAIM, event.key, ivalue)
             assert row is not None, "a pair claim_if_free found taken stays (its holder is locked)"
-            decided = claims.on_attribute_set(
-                claims.HeldClaim(row["run_id"], row["generation"], row["step"]), run_id, event
-            )
+            decided = claims.on_attribute_set(codecs.held_from_row(row), run_id, event, self.now)
             if isinstance(decided, AttributeConflict):
                 return decided
             generation = decided
             encoded = codecs.encode(event.value)
             params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
-            await self.conn.execute(sql.PUT_CLAIM, *params)
+            await self.conn.execute(sql.PUT_CLAIM, *params, *reuse)
         return msgspec.structs.replace(event, generation=generation)
 
     async def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
@@ -300,6 +467,7 @@ class Tx:
         except ValueError:
             raise requests.successor_exists(event.next_run_id) from None
         await self.conn.execute(sql.MOVE_RUN_CLAIMS, event.next_run_id, old.id)
+        await self.conn.execute(sql.MOVE_RUN_SLOTS, event.next_run_id, old.id)
         await self._move_hooks(old, event)
 
     async def _move_hooks(self, old: RunRecord, event: RunContinued) -> None:

@@ -60,9 +60,11 @@ from worlds.types import (
     HookReceived,
     HookRecord,
     NewWorkItem,
+    ReuseWindow,
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     WorkItem,
     utcnow,
 )
@@ -70,6 +72,9 @@ from worlds.types import (
 __all__ = ["PostgresWorld", "WorldClosedError"]
 
 T = TypeVar("T")
+
+_RACED = CreateRunResult()
+"""A debounced start found its pair free, then taken: run the transaction again."""
 
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
@@ -302,17 +307,21 @@ class PostgresWorld(ClosesOnExit):
         attributes = dict(request.attributes)
         policy = request.policy
         run_id = request.run_id
-        pool = await self._connect()
-        with self._notices.writing() as inline:
-            async with pool.acquire() as conn:
-                tx = Tx(conn, self._channel if inline else None, self._clock.now)
-                if not request.unique and request.timeout_at is None:
-                    # nothing to claim: one statement, its own transaction
-                    await tx.insert_run(run_id, request.workflow, request.args, attributes)
-                    created = True
-                else:
-                    # every pair free (the usual case): one call; else the general path
-                    created = await retry(tx.insert_run_claiming, request)
+        # flow control (slots, reuse windows, a start time, debounce) takes the general path
+        plain = not (request.limits or request.windows or request.debounce or request.start_at)
+        created = False
+        if plain:
+            pool = await self._connect()
+            with self._notices.writing() as inline:
+                async with pool.acquire() as conn:
+                    tx = Tx(conn, self._channel if inline else None, self._clock.now)
+                    if not request.unique and request.timeout_at is None:
+                        # nothing to claim: one statement, its own transaction
+                        await tx.insert_run(run_id, request.workflow, request.args, attributes)
+                        created = True
+                    else:
+                        # every pair free (the usual case): one call; else the general path
+                        created = await retry(tx.insert_run_claiming, request)
         if created:
             if not inline:
                 self._post(tx.signals)
@@ -320,36 +329,75 @@ class PostgresWorld(ClosesOnExit):
 
         async def body(tx: Tx) -> CreateRunResult:
             superseded = None
+            debounced = None if request.debounce is None else await tx.debounce(request)
+            if isinstance(debounced, CreateRunResult):
+                return debounced
             for key in sorted(request.unique):
                 value = attributes[key]
-                if await tx.claim_if_free(run_id, key, value, None, None) is not None:
+                window = request.windows.get(key, ReuseWindow())
+                reuse = (window.ttl, claims.encode_release_on(window.release_on))
+                if await tx.claim_if_free(run_id, key, value, None, None, *reuse) is not None:
                     continue
                 row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
                 assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
-                holder_id, generation = row["run_id"], row["generation"]
-                if policy is None or policy.key != key:
-                    holder = await tx.conn.fetchrow(sql.GET_RUN, holder_id)
+                held = codecs.held_from_row(row)
+                holder_id = held.run_id
+                assert holder_id is not None  # claim_if_free takes released pairs
+                debouncing = request.debounce is not None and key == request.debounce.key
+                if debouncing and debounced is None:
+                    raise RollbackError(_RACED)  # a concurrent debounce claimed it first
+                if debouncing and debounced is not None:
+                    generation = debounced.generation  # the holder keeps running
+                elif claims.is_free(held, tx.now):
+                    generation = claims.next_generation(held)
                 else:
-                    holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
-                status = None if holder is None else codecs.run_from_row(holder).status
-                held = (holder_id, generation)
-                taken = claims.on_create(policy, key, value, held, status, run_id)
-                if isinstance(taken, ClaimConflict):
-                    raise RollbackError(CreateRunResult(conflict=taken))
-                if taken.cancel_reason is not None:
-                    tx.tick()
-                    await tx.cancel(holder_id, taken.cancel_reason)
-                    superseded = holder_id
-                params = (key, index_value(value), codecs.encode(value), run_id, taken.generation)
-                await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
-            await tx.insert_run(run_id, request.workflow, request.args, attributes)
+                    pruned = held.pruned_status is not None
+                    status = held.pruned_status
+                    if not pruned:
+                        lock = policy is not None and policy.key == key
+                        holder = await tx.conn.fetchrow(
+                            sql.LOCK_RUN if lock else sql.GET_RUN, holder_id
+                        )
+                        status = None if holder is None else codecs.run_from_row(holder).status
+                    pair = (holder_id, held.generation)
+                    taken = claims.on_create(policy, key, value, pair, status, run_id, pruned)
+                    if isinstance(taken, ClaimConflict):
+                        raise RollbackError(CreateRunResult(conflict=taken))
+                    if taken.cancel_reason is not None:
+                        tx.tick()
+                        await tx.cancel(holder_id, taken.cancel_reason)
+                        superseded = holder_id
+                    generation = taken.generation
+                params = (key, index_value(value), codecs.encode(value), run_id, generation)
+                await tx.conn.execute(sql.PUT_CLAIM, *params, None, None, *reuse)
+            admitted = await tx.admit(request) if request.limits else "hold"
+            if isinstance(admitted, ClaimConflict):
+                raise RollbackError(CreateRunResult(conflict=admitted))
+            wake = admitted == "hold"
+            start_at = request.start_at
+            if request.debounce is not None:
+                start_at = claims.first_start(request.debounce, tx.now)
+            await tx.insert_run(
+                run_id,
+                request.workflow,
+                request.args,
+                attributes,
+                wake=wake,
+                start_at=start_at,
+            )
+            if request.limits:
+                await tx.take_slots(request, holding=wake)
             run = runs.new_run(run_id, request.workflow, attributes, tx.now)
             deadline = runs.deadline_item(request)
             if deadline is not None:
                 run, _ = await tx.enqueue(run, deadline, "", 0.0)
             return CreateRunResult(run=run, superseded_run_id=superseded)
 
-        return await self._write(body)
+        for _ in range(RETRIES):
+            result = await self._write(body)
+            if result is not _RACED:
+                return result
+        raise RuntimeError("create_run lost the debounce race too many times")
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -633,19 +681,33 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         pool = await self._connect()
         row = await pool.fetchrow(sql.GET_CLAIM, key, index_value(value))
-        if row is None or row["run_id"] is None:  # never claimed, or released
-            return None
+        if row is None or claims.is_free(codecs.held_from_row(row), self._clock.now()):
+            return None  # never claimed, released or lapsed
         return codecs.claim_from_row(row, key)
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``; pairs with the same key come in value order."""
         self._check_open()
-        rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id)
+        rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id, self._clock.now())
         return [codecs.claim_from_row(row, row["key"], run_id) for row in rows]
+
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """See ``World.list_slots``."""
+        self._check_open()
+        rows = await (await self._connect()).fetch(sql.LIST_SLOTS, key, index_value(value))
+        return [codecs.slot_from_row(row) for row in rows]
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """See ``World.run_slots``."""
+        self._check_open()
+        rows = await (await self._connect()).fetch(sql.RUN_SLOTS, run_id)
+        return [codecs.slot_from_row(row) for row in rows]
 
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """See ``World.prune_runs``; the runs that closed first go first.
 
         Runs another transaction holds at that moment wait for a later prune.
@@ -653,5 +715,6 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         if limit <= 0:
             return []
-        rows = await (await self._connect()).fetch(sql.PRUNE, closed_before, limit)
+        pool = await self._connect()
+        rows = await pool.fetch(sql.PRUNE, closed_before, limit, release_claims, self._clock.now())
         return [row["id"] for row in sorted(rows, key=lambda row: (row["closed_at"], row["id"]))]

@@ -12,6 +12,7 @@ from typing import Any, cast, get_args
 
 import msgspec
 
+from worlds._rules.claims import HeldClaim, decode_release_on
 from worlds._rules.work import Placement
 from worlds.types import (
     EPOCH,
@@ -23,6 +24,7 @@ from worlds.types import (
     NewWorkItem,
     RunRecord,
     RunStatus,
+    Slot,
     WorkItem,
 )
 
@@ -96,6 +98,33 @@ def claim_from_row(row: sqlite3.Row) -> Claim:
         generation=row["generation"],
         step=row["step"],
         attempt=row["attempt"],
+        ttl=row["ttl"],
+        release_on=decode_release_on(row["release_on"]),
+        lapses_at=None if row["lapses_at"] is None else from_micros(row["lapses_at"]),
+        pruned_status=None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
+    )
+
+
+def held_from_row(row: sqlite3.Row) -> HeldClaim:
+    """The ``HeldClaim`` a rule decides on, from a row with the ``CLAIM_COLUMNS``."""
+    return HeldClaim(
+        row["run_id"],
+        row["generation"],
+        row["step"],
+        None if row["lapses_at"] is None else from_micros(row["lapses_at"]),
+        None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
+    )
+
+
+def slot_from_row(row: sqlite3.Row) -> Slot:
+    """A ``Slot`` from a row of ``LIST_SLOTS`` / ``RUN_SLOTS``."""
+    return Slot(
+        key=row["key"],
+        value=decode_value(row["value"]),
+        run_id=row["run_id"],
+        limit=row["lim"],
+        holding=bool(row["holding"]),
+        position=row["position"],
     )
 
 

@@ -57,11 +57,18 @@ SCHEMA = (
         generation INTEGER NOT NULL,
         step INTEGER,
         attempt INTEGER,
+        ttl REAL,
+        release_on TEXT,
+        lapses_at INTEGER,
+        pruned_status TEXT,
         PRIMARY KEY (key, ivalue)
     ) WITHOUT ROWID""",
-    # A claim whose ``run_id`` is NULL was released (its run was pruned): the pair is
-    # free, and the row keeps its generation so the next claim gets a higher one.
+    # A claim whose ``run_id`` is NULL was released: the pair is free, and the row
+    # keeps its generation so the next claim gets a higher one. ``lapses_at`` (once
+    # the holder closed under a ttl) frees it from then on; ``pruned_status`` marks
+    # a tombstone: the holder was pruned and the claim still refuses others.
     "CREATE INDEX claims_run ON claims (run_id) WHERE run_id IS NOT NULL",
+    "CREATE INDEX claims_lapsing ON claims (lapses_at) WHERE lapses_at IS NOT NULL",
     """CREATE TABLE work (
         run_id TEXT NOT NULL,
         id TEXT NOT NULL,
@@ -98,6 +105,21 @@ SCHEMA = (
         PRIMARY KEY (token, resume_id)
     ) WITHOUT ROWID""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # A limited pair's holders and waiters; ``position`` orders arrivals, so a
+    # pair's first waiter is the first row of ``slots_waiting``.
+    """CREATE TABLE slots (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        value BLOB NOT NULL,
+        lim INTEGER NOT NULL,
+        holding INTEGER NOT NULL,
+        PRIMARY KEY (key, ivalue, position)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding = 1",
+    "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE holding = 0",
+    "CREATE INDEX slots_run ON slots (run_id)",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

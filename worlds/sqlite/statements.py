@@ -43,11 +43,16 @@ UPSERT_ATTRIBUTE = (
 
 # Claims a free pair: a new row, or a released one whose generation goes up.
 CLAIM_IF_FREE = (
-    "INSERT INTO claims (key, ivalue, value, run_id, generation) VALUES (?, ?, ?, ?, 1) "
+    "INSERT INTO claims (key, ivalue, value, run_id, generation, ttl, release_on) "
+    "VALUES (?, ?, ?, ?, 1, ?, ?) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id, "
-    "generation = generation + 1, step = NULL, attempt = NULL WHERE run_id IS NULL"
+    "generation = generation + 1, step = NULL, attempt = NULL, ttl = excluded.ttl, "
+    "release_on = excluded.release_on, lapses_at = NULL, pruned_status = NULL "
+    "WHERE run_id IS NULL"
 )
-CLAIM_COLUMNS = "key, value, run_id, generation, step, attempt"
+CLAIM_COLUMNS = (
+    "key, value, run_id, generation, step, attempt, ttl, release_on, lapses_at, pruned_status"
+)
 GET_CLAIM = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE key = ? AND ivalue = ?"
 COUNT_RUNS_BY_STATUS = "SELECT status, count(*) AS runs FROM runs GROUP BY status"
 INSERT_HOOK = (
@@ -74,12 +79,30 @@ MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = ?, generation = generation + 1 WHERE run_id = ? AND step IS NULL"
 )
 PUT_CLAIM = (
-    "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key, ivalue) DO UPDATE SET "
+    "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt, ttl, "
+    "release_on) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key, ivalue) DO UPDATE SET "
     "value = excluded.value, run_id = excluded.run_id, generation = excluded.generation, "
-    "step = excluded.step, attempt = excluded.attempt"
+    "step = excluded.step, attempt = excluded.attempt, ttl = excluded.ttl, "
+    "release_on = excluded.release_on, lapses_at = NULL, pruned_status = NULL"
 )
-RUN_CLAIMS = f"SELECT {CLAIM_COLUMNS} FROM claims WHERE run_id = ? ORDER BY key, ivalue"
+RUN_CLAIMS = (
+    f"SELECT {CLAIM_COLUMNS} FROM claims WHERE run_id = ? "
+    "AND (lapses_at IS NULL OR lapses_at > ?) ORDER BY key, ivalue"
+)
+# The claims of a closing run that have a reuse window to apply.
+WINDOWED_CLAIMS = (
+    "SELECT key, ivalue, ttl, release_on FROM claims WHERE run_id = ? "
+    "AND (ttl IS NOT NULL OR release_on IS NOT NULL)"
+)
+RELEASE_CLAIM = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE key = ? AND ivalue = ?"
+)
+SET_LAPSES_AT = "UPDATE claims SET lapses_at = ? WHERE key = ? AND ivalue = ?"
+RELEASE_LAPSED_CLAIMS = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE lapses_at IS NOT NULL AND lapses_at <= ?"
+)
 
 PRUNABLE_RUNS = (
     "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
@@ -90,10 +113,18 @@ PRUNE_RUN = (
     "DELETE FROM attributes WHERE run_id = ?1",
     "DELETE FROM work WHERE run_id = ?1",
     "DELETE FROM hook_resumes WHERE run_id = ?1",
-    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL WHERE run_id = ?1",
     "DELETE FROM runs WHERE id = ?1",
 )
 """What pruning one closed run takes; each statement has the run id as its parameter."""
+RELEASE_RUN_CLAIMS = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE run_id = ?1"
+)
+TOMBSTONE_RUN_CLAIMS = (
+    "UPDATE claims SET step = NULL, attempt = NULL, "
+    "pruned_status = (SELECT status FROM runs WHERE id = ?1) WHERE run_id = ?1"
+)
+"""Pruning a run keeps its claims as tombstones (or releases them); before ``PRUNE_RUN``."""
 
 _WORK_COLUMNS = (
     "run_id, id, kind, name, number, attempt, payload, available_at, "
@@ -158,3 +189,48 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
         f"AND available_at <= ?1 {tail}"
     )
     return free, expired
+
+
+# --------------------------------------------------------------------------- slots
+
+# ``INDEXED BY``: without statistics the planner would walk the primary key, that
+# is every row of the pair, waiters included; the partial indexes make the
+# holder count read at most ``limit`` rows and the first waiter one row.
+SLOT_STATE = (
+    "SELECT (SELECT count(*) FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1) AS holding, "
+    "(SELECT run_id FROM slots INDEXED BY slots_waiting "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1) AS first_waiter, "
+    "(SELECT run_id FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder, "
+    "(SELECT coalesce(max(position), 0) + 1 FROM slots WHERE key = ?1 AND ivalue = ?2) "
+    "AS next_position"
+)
+INSERT_SLOT = (
+    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = ? RETURNING key, ivalue"
+FIRST_WAITER = (
+    "SELECT run_id FROM slots INDEXED BY slots_waiting WHERE key = ? AND ivalue = ? "
+    "AND holding = 0 ORDER BY position LIMIT 1"
+)
+RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND holding = 0"
+COUNT_HOLDING = (
+    "SELECT count(*) FROM slots INDEXED BY slots_holding "
+    "WHERE key = ? AND ivalue = ? AND holding = 1"
+)
+PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND holding = 0"
+MOVE_RUN_SLOTS = "UPDATE slots SET run_id = ? WHERE run_id = ?"
+GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position"
+LIST_SLOTS = (
+    f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = ? AND ivalue = ? "
+    "ORDER BY holding DESC, position"
+)
+RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue"
+
+# --------------------------------------------------------------------------- debounce
+
+WORKFLOW_ITEM_LEASED = "SELECT ever_leased FROM work WHERE run_id = ? AND id = ?"
+REWRITE_CREATED = "UPDATE events SET data = ? WHERE run_id = ? AND seq = 1"

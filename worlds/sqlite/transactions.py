@@ -16,7 +16,7 @@ from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs, work
+from worlds._rules import cancel, claims, commits, requests, runs, slots, work
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -30,13 +30,17 @@ from worlds.sqlite import statements as sql
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    ClaimConflict,
     CommitRequest,
+    CreateRunRequest,
+    CreateRunResult,
     EventKind,
     HookConflict,
     HookCreated,
     NewWorkItem,
     RunContinued,
     RunRecord,
+    RunStatus,
     StepStarted,
     WorkItem,
     utcnow,
@@ -204,7 +208,127 @@ class Writer:
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
+            self.release_slots(run.id)
+            if run.status != RunStatus.CONTINUED:  # its claims moved to the next run
+                self.close_claims(run)
             self.signals.add(run_topic(run.id))
+
+    def close_claims(self, run: RunRecord) -> None:
+        """Apply the reuse window of each claim ``run`` held, now that it closed."""
+        assert run.closed_at is not None
+        for row in self.db.execute(sql.WINDOWED_CLAIMS, (run.id,)).fetchall():
+            release_on = claims.decode_release_on(row["release_on"])
+            fate = claims.on_close(run.status, run.closed_at, row["ttl"], release_on)
+            pair = (row["key"], row["ivalue"])
+            if fate == "release":
+                self.db.execute(sql.RELEASE_CLAIM, pair)
+            elif fate is not None:
+                self.db.execute(sql.SET_LAPSES_AT, (codecs.to_micros(fate), *pair))
+
+    def debounce(self, request: CreateRunRequest) -> CreateRunResult | claims.Takeover | None:
+        """A debounced start meets its pair: the pending holder updated (the result),
+        a takeover for the new run, or ``None`` (the pair is free)."""
+        debounce = request.debounce
+        assert debounce is not None
+        pair = (debounce.key, index_value(request.attributes[debounce.key]))
+        row = self.db.execute(sql.GET_CLAIM, pair).fetchone()
+        held = None if row is None else codecs.held_from_row(row)
+        if held is None or claims.is_free(held, self.now):
+            return None
+        record, item = None, None
+        if held.pruned_status is None:
+            record = codecs.run_from_row(self.db.execute(sql.GET_RUN, (held.run_id,)).fetchone())
+            key = (record.id, workflow_item_id(record.id))
+            item = self.db.execute(sql.WORKFLOW_ITEM_LEASED, key).fetchone()
+        untouched = (
+            record is not None
+            and record.last_seq == 1
+            and (item is None or not item["ever_leased"])
+        )
+        decided = claims.debounce(
+            debounce,
+            self.now,
+            None if record is None else record.status,
+            None if record is None else record.created_at,
+            untouched,
+            held,
+        )
+        if isinstance(decided, claims.Takeover):
+            return decided
+        assert record is not None
+        created = runs.created_event(
+            record.workflow, request.args, record.attributes, record.created_at
+        )
+        self.db.execute(sql.REWRITE_CREATED, (codecs.encode(created), record.id))
+        if item is not None:
+            due = codecs.to_micros(decided.start_at)
+            self.db.execute(sql.SET_AVAILABLE, (due, record.id, workflow_item_id(record.id)))
+            self.signals.add(WORK_TOPIC)
+        return CreateRunResult(run=record, debounced=True)
+
+    def admit(self, request: CreateRunRequest) -> tuple[str | ClaimConflict, dict[str, int]]:
+        """``slots.admit`` for a new run, and the position it takes at each pair."""
+        states, positions = {}, {}
+        for key in request.limits:
+            pair = (key, index_value(request.attributes[key]))
+            row = self.db.execute(sql.SLOT_STATE, pair).fetchone()
+            waiting = 0 if row["first_waiter"] is None else 1
+            someone = row["holder"] or row["first_waiter"]
+            states[key] = slots.PairState(row["holding"], waiting, someone)
+            positions[key] = row["next_position"]
+        return slots.admit(request, states), positions
+
+    def take_slots(
+        self, request: CreateRunRequest, positions: dict[str, int], holding: bool
+    ) -> None:
+        """The new run's row at each of its limited pairs: a slot, or a place in line."""
+        self.db.executemany(
+            sql.INSERT_SLOT,
+            [
+                (
+                    key,
+                    index_value(request.attributes[key]),
+                    positions[key],
+                    request.run_id,
+                    codecs.encode(request.attributes[key]),
+                    limit.limit,
+                    int(holding),
+                )
+                for key, limit in request.limits.items()
+            ],
+        )
+
+    def release_slots(self, run_id: str) -> None:
+        """Drop a closed run's slots and places in line; promote whom that admits."""
+        freed = [
+            (row["key"], row["ivalue"]) for row in self.db.execute(sql.DROP_RUN_SLOTS, (run_id,))
+        ]
+        if freed:
+            slots.drive(slots.promote_flow(freed), self._promotion_step)
+
+    def _promotion_step(self, need: slots.Need) -> object:
+        db = self.db
+        match need:
+            case slots.Head(pair=pair):
+                row = db.execute(sql.FIRST_WAITER, pair).fetchone()
+                return None if row is None else row["run_id"]
+            case slots.Views(run_id=run_id):
+                views = []
+                for row in db.execute(sql.RUN_WAITING, (run_id,)).fetchall():
+                    pair = (row["key"], row["ivalue"])
+                    (holding,) = db.execute(sql.COUNT_HOLDING, pair).fetchone()
+                    (first,) = db.execute(sql.FIRST_WAITER, pair).fetchone()
+                    views.append(slots.PairView(pair, row["lim"], holding, first))
+                return views
+            case slots.Promote(run_id=run_id):
+                db.execute(sql.PROMOTE_SLOTS, (run_id,))
+                (workflow,) = db.execute(sql.GET_WORKFLOW_NAME, (run_id,)).fetchone()
+                item = (run_id, workflow_item_id(run_id), "workflow", workflow, 0, 1)
+                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
+                self.signals.add(WORK_TOPIC)
+                return None
+            case _:
+                assert_never(need)
 
     def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
@@ -270,6 +394,7 @@ class Writer:
         stored = runs.created_event(old.workflow, event.args, old.attributes, self.now)
         self.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
         db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
+        db.execute(sql.MOVE_RUN_SLOTS, (run_id, old.id))
         self._move_hooks(old, event)
         item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)
         db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
@@ -299,10 +424,8 @@ class Writer:
         """The event a unique ``AttributeSet`` becomes: claimed, or a conflict."""
         ivalue = index_value(event.value)
         row = self.db.execute(sql.GET_CLAIM, (event.key, ivalue)).fetchone()
-        held = (
-            None if row is None else claims.HeldClaim(row["run_id"], row["generation"], row["step"])
-        )
-        generation = claims.on_attribute_set(held, run_id, event)
+        held = None if row is None else codecs.held_from_row(row)
+        generation = claims.on_attribute_set(held, run_id, event, self.now)
         if isinstance(generation, AttributeConflict):
             return generation
         self.db.execute(
@@ -315,6 +438,8 @@ class Writer:
                 generation,
                 event.step,
                 event.attempt,
+                event.ttl,
+                claims.encode_release_on(event.release_on),
             ),
         )
         return msgspec.structs.replace(event, generation=generation)

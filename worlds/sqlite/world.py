@@ -50,9 +50,11 @@ from worlds.types import (
     HookReceived,
     HookRecord,
     NewWorkItem,
+    ReuseWindow,
     RunPage,
     RunQuery,
     RunRecord,
+    Slot,
     StepStarted,
     WorkItem,
     utcnow,
@@ -137,6 +139,9 @@ class SqliteWorld(ClosesOnExit):
             db, run_id = tx.db, request.run_id
             if request.first is not None and task is not None:
                 tx.now, tx.now_us = request.first.at, codecs.to_micros(request.first.at)
+            debounced = None if request.debounce is None else tx.debounce(request)
+            if isinstance(debounced, CreateRunResult):
+                return debounced
             try:
                 db.execute(
                     sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
@@ -147,23 +152,45 @@ class SqliteWorld(ClosesOnExit):
             for key in sorted(request.unique):
                 value, claim = attributes[key], (key, ivalues[key])
                 encoded = codecs.encode(value)
-                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
+                window = request.windows.get(key, ReuseWindow())
+                reuse = (window.ttl, claims.encode_release_on(window.release_on))
+                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id, *reuse)).rowcount:
                     continue
-                holder = db.execute(sql.GET_CLAIM, claim).fetchone()
-                holder_id, generation = holder["run_id"], holder["generation"]
-                # a held claim's run exists: pruning a run releases its claims
-                status = codecs.run_from_row(
-                    db.execute(sql.GET_RUN, (holder_id,)).fetchone()
-                ).status
-                held = (holder_id, generation)
-                taken = claims.on_create(request.policy, key, value, held, status, run_id)
-                if isinstance(taken, ClaimConflict):
-                    raise RollbackError(CreateRunResult(conflict=taken))
-                if taken.cancel_reason is not None:
-                    tx.cancel(holder_id, taken.cancel_reason)
-                    superseded = holder_id
-                params = (*claim, encoded, run_id, taken.generation, None, None)
+                held = codecs.held_from_row(db.execute(sql.GET_CLAIM, claim).fetchone())
+                holder_id = held.run_id
+                assert holder_id is not None  # CLAIM_IF_FREE takes released pairs
+                if debounced is not None and request.debounce and key == request.debounce.key:
+                    generation = debounced.generation  # the holder keeps running
+                elif claims.is_free(held, tx.now):
+                    generation = claims.next_generation(held)
+                else:
+                    pruned = held.pruned_status is not None
+                    status = held.pruned_status
+                    if not pruned:
+                        row = db.execute(sql.GET_RUN, (holder_id,)).fetchone()
+                        status = codecs.run_from_row(row).status
+                    taken = claims.on_create(
+                        request.policy,
+                        key,
+                        value,
+                        (holder_id, held.generation),
+                        status,
+                        run_id,
+                        pruned,
+                    )
+                    if isinstance(taken, ClaimConflict):
+                        raise RollbackError(CreateRunResult(conflict=taken))
+                    if taken.cancel_reason is not None:
+                        tx.cancel(holder_id, taken.cancel_reason)
+                        superseded = holder_id
+                    generation = taken.generation
+                params = (*claim, encoded, run_id, generation, None, None, *reuse)
                 db.execute(sql.PUT_CLAIM, params)
+            admitted, positions = tx.admit(request) if request.limits else ("hold", {})
+            if isinstance(admitted, ClaimConflict):
+                raise RollbackError(CreateRunResult(conflict=admitted))
+            if request.limits:
+                tx.take_slots(request, positions, holding=admitted == "hold")
             if ivalues:
                 db.executemany(
                     sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]
@@ -179,13 +206,18 @@ class SqliteWorld(ClosesOnExit):
                     run, _ = tx.enqueue(run, deadline, "", 0.0)
                 first = self._commit_in(tx, task)
                 return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
-            if request.lease_to is None:
-                item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
-                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
-                tx.signals.add(WORK_TOPIC)
-            else:
+            if admitted == "hold" and runs.runs_ahead(request):
+                assert request.lease_to is not None
                 wake = NewWorkItem(kind="workflow", lease=True)
                 run, leased = tx.enqueue(run, wake, request.lease_to, request.lease_seconds)
+            elif admitted == "hold":
+                item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+                start_at = request.start_at
+                if request.debounce is not None:
+                    start_at = claims.first_start(request.debounce, tx.now)
+                due = tx.now_us if start_at is None else codecs.to_micros(start_at)
+                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", due, None, 0, None, 0))
+                tx.signals.add(WORK_TOPIC)
             deadline = runs.deadline_item(request)
             if deadline is not None:
                 tx.enqueue(run, deadline, "", 0.0)
@@ -450,8 +482,8 @@ class SqliteWorld(ClosesOnExit):
 
         def body(db: sqlite3.Connection) -> Claim | None:
             row = db.execute(sql.GET_CLAIM, params).fetchone()
-            if row is None or row["run_id"] is None:  # never claimed, or released
-                return None
+            if row is None or claims.is_free(codecs.held_from_row(row), utcnow()):
+                return None  # never claimed, released or lapsed
             return codecs.claim_from_row(row)
 
         return await self._connection.read(body)
@@ -503,13 +535,36 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
 
         def body(db: sqlite3.Connection) -> list[Claim]:
-            return [codecs.claim_from_row(row) for row in db.execute(sql.RUN_CLAIMS, (run_id,))]
+            now = codecs.to_micros(utcnow())
+            rows = db.execute(sql.RUN_CLAIMS, (run_id, now))
+            return [codecs.claim_from_row(row) for row in rows]
+
+        return await self._connection.read(body)
+
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """See ``World.list_slots``."""
+        self._connection.check_open()
+        pair = (key, index_value(value))
+
+        def body(db: sqlite3.Connection) -> list[Slot]:
+            return [codecs.slot_from_row(row) for row in db.execute(sql.LIST_SLOTS, pair)]
+
+        return await self._connection.read(body)
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """See ``World.run_slots``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[Slot]:
+            return [codecs.slot_from_row(row) for row in db.execute(sql.RUN_SLOTS, (run_id,))]
 
         return await self._connection.read(body)
 
     # ------------------------------------------------------------------ retention
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """See ``World.prune_runs``; the runs that closed first go first."""
         self._connection.check_open()
         if limit <= 0:
@@ -518,7 +573,9 @@ class SqliteWorld(ClosesOnExit):
 
         def body(tx: Writer) -> list[str]:
             pruned = [row["id"] for row in tx.db.execute(sql.PRUNABLE_RUNS, params)]
-            for statement in sql.PRUNE_RUN:
+            tx.db.execute(sql.RELEASE_LAPSED_CLAIMS, (tx.now_us,))
+            keep = sql.RELEASE_RUN_CLAIMS if release_claims else sql.TOMBSTONE_RUN_CLAIMS
+            for statement in (keep, *sql.PRUNE_RUN):
                 tx.db.executemany(statement, [(run_id,) for run_id in pruned])
             return pruned
 

@@ -45,8 +45,10 @@ pytest.register_assert_rewrite(
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._prune",
+    "worlds.testing._reuse",
     "worlds.testing._runs",
     "worlds.testing._search",
+    "worlds.testing._slots",
     "worlds.testing._takeovers",
     "worlds.testing._values",
     "worlds.testing._work",
@@ -61,8 +63,10 @@ from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E4
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
+from worlds.testing._reuse import DebounceConformance, ReuseConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
+from worlds.testing._slots import SlotsConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
@@ -80,6 +84,9 @@ class WorldConformance(
     HookConformance,
     CancelConformance,
     ValueConformance,
+    SlotsConformance,
+    ReuseConformance,
+    DebounceConformance,
     ModelConformance,
     ConditionalCommitConformance,
     BatchCommitConformance,
@@ -98,9 +105,12 @@ class WorldConformance(
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
-    (``CancelConformance``), the whole range of values the SDK accepts
+    (``CancelConformance``), limited pairs: slots, waiting and promotion
+    (``SlotsConformance``), reuse windows and tombstones (``ReuseConformance``), debounced
+    starts (``DebounceConformance``),
+    the whole range of values the SDK accepts
     (``ValueConformance``), a
-    hypothesis state machine checked against a model (``ModelConformance``) and
+    hypothesis state machine checked against a model (``ModelConformance``),
     conditional commits (``ConditionalCommitConformance``) and group commit
     (``BatchCommitConformance``).
     """

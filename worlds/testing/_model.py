@@ -1,10 +1,13 @@
 """A hypothesis state machine that drives a world next to a tiny in-Python model.
 
-Rules create runs (some claiming a pair at creation, some under a start
-policy that may take a claim over), claim pairs in commits, move runs through
-their statuses, cancel them and prune closed runs; after every step the world's
-claims (with their generations), statuses, run attributes and listing must
-agree with the model.
+Rules create runs (some claiming a pair at creation, with or without a reuse
+window, some under a start
+policy that may take a claim over, some taking a slot of a limited pair or
+waiting for one), claim pairs in commits, move runs through their statuses,
+cancel them and prune closed runs (keeping their claims as tombstones, or
+releasing them); after every step the world's claims (with
+their generations), slots (holders and waiters in order), statuses, run
+attributes and listing must agree with the model.
 
 The machine runs in a worker thread (hypothesis is synchronous) and reaches the
 world on the test's own event loop through ``anyio.from_thread``, so the world
@@ -43,8 +46,11 @@ from worlds.types import (
     ClaimConflict,
     CommitRequest,
     CreateRunRequest,
+    Debounce,
     ErrorInfo,
     EventKind,
+    Limit,
+    ReuseWindow,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -61,6 +67,8 @@ _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 
 _KEYS = 2
+_LIMITS = (1, 2)
+"""The limit of each limited key of the model (``lk0``, ``lk1``)."""
 _VALUES: tuple[str | int, ...] = ("a", "b", 7)
 
 _SETTINGS = settings(
@@ -99,6 +107,82 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.claims: dict[tuple[int, int], str] = {}
             self.generations: dict[tuple[int, int], int] = {}
             self.attributes: dict[str, dict[str, AttributeValue]] = {}
+            self.holders: dict[tuple[int, int], list[str]] = {}
+            self.waiters: dict[tuple[int, int], list[str]] = {}
+            self.slot_of: dict[str, tuple[int, int]] = {}
+            self.windows: dict[tuple[int, int], ReuseWindow] = {}
+            self.tombstones: dict[str, RunStatus] = {}
+            self.touched: set[str] = set()
+            """Runs whose log holds more than ``RunCreated`` (a debounce no longer updates them)."""
+
+        def holder_status(self, holder: str) -> RunStatus:
+            return self.tombstones.get(holder) or self.statuses[holder]
+
+        def conflict(self, name: str, value: str | int, holder: str) -> ClaimConflict:
+            return ClaimConflict(
+                key=name,
+                value=value,
+                holder_run_id=holder,
+                holder_status=self.holder_status(holder),
+                holder_pruned=holder in self.tombstones,
+            )
+
+        def close_claims(self, run_id: str, status: RunStatus) -> None:
+            """``run_id`` closed with ``status``: apply its claims' reuse windows."""
+            for pair, holder in list(self.claims.items()):
+                window = self.windows.get(pair)
+                if holder != run_id or window is None:
+                    continue
+                if status in window.release_on or window.ttl == 0:
+                    del self.claims[pair]
+
+        def limited_pair(self, key: int, value: int) -> tuple[str, str | int]:
+            return f"{self.prefix}-lk{key}", _VALUES[value]
+
+        def closed(self, run_id: str) -> None:
+            """``run_id`` closed: its slot or place goes, and waiters move up in order."""
+            pair = self.slot_of.pop(run_id, None)
+            if pair is None:
+                return
+            holders, waiters = self.holders[pair], self.waiters[pair]
+            if run_id in holders:
+                holders.remove(run_id)
+            else:
+                waiters.remove(run_id)
+            while waiters and len(holders) < _LIMITS[pair[0]]:
+                holders.append(waiters.pop(0))
+
+        @rule(
+            key=st.integers(0, len(_LIMITS) - 1),
+            value=st.integers(0, len(_VALUES) - 1),
+            fail=st.booleans(),
+        )
+        def create_limited(self, key: int, value: int, fail: bool) -> None:
+            """A start into a limited pair: a slot, a place in line, or a refusal."""
+            name, held_value = self.limited_pair(key, value)
+            run_id = new_run_id()
+            limit = Limit(limit=_LIMITS[key], on_full="fail" if fail else "queue")
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=self.workflow,
+                args=b"",
+                attributes={name: held_value},
+                limits={name: limit},
+            )
+            result = _call(world.create_run, request)
+            holders = self.holders.setdefault((key, value), [])
+            waiters = self.waiters.setdefault((key, value), [])
+            full = len(holders) >= limit.limit or bool(waiters)
+            if full and fail:
+                assert result.run is None and result.conflict is not None, result
+                assert result.conflict.holder_run_id in holders
+                assert result.conflict.limit == limit.limit
+                return
+            assert result.conflict is None and result.run is not None, result
+            (waiters if full else holders).append(run_id)
+            self.slot_of[run_id] = (key, value)
+            self.statuses[run_id] = RunStatus.PENDING
+            self.attributes[run_id] = {name: held_value}
 
         def pair(self, key: int, value: int) -> tuple[str, str | int]:
             return f"{self.prefix}-k{key}", _VALUES[value]
@@ -110,27 +194,32 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             key=st.integers(0, _KEYS - 1),
             value=st.integers(0, len(_VALUES) - 1),
             unique=st.booleans(),
+            window=st.none()
+            | st.builds(
+                ReuseWindow,
+                ttl=st.sampled_from([None, 0.0, 3600.0]),
+                release_on=st.frozensets(
+                    st.sampled_from([RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.COMPLETED])
+                ),
+            ),
         )
-        def create(self, key: int, value: int, unique: bool) -> None:
+        def create(self, key: int, value: int, unique: bool, window: ReuseWindow | None) -> None:
             name, held_value = self.pair(key, value)
             run_id = new_run_id()
+            windowed = unique and window is not None
             request = CreateRunRequest(
                 run_id=run_id,
                 workflow=self.workflow,
                 args=b"",
                 attributes={name: held_value},
                 unique=frozenset({name}) if unique else frozenset(),
+                windows={name: window} if windowed and window is not None else {},
             )
             result = _call(world.create_run, request)
             holder = self.claims.get((key, value)) if unique else None
             if holder is not None:
                 assert result.run is None
-                assert result.conflict == ClaimConflict(
-                    key=name,
-                    value=held_value,
-                    holder_run_id=holder,
-                    holder_status=self.statuses[holder],
-                )
+                assert result.conflict == self.conflict(name, held_value, holder)
                 return
             assert result.conflict is None and result.run is not None
             assert result.run.status == RunStatus.PENDING
@@ -138,6 +227,9 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.attributes[run_id] = {name: held_value}
             if unique:
                 self.take(key, value, run_id)
+                self.windows.pop((key, value), None)
+                if window is not None:
+                    self.windows[(key, value)] = window
 
         def take(self, key: int, value: int, run_id: str) -> None:
             """``run_id`` claims the pair anew: its generation goes up by one."""
@@ -168,44 +260,75 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             holder = self.claims.get((key, value))
             if holder is None:
                 takes_over = True
-            elif not self.statuses[holder].is_closed:
+            elif not self.holder_status(holder).is_closed:
                 takes_over = conflict == "terminate_existing"
             elif reuse == "allow_duplicate_failed_only":
-                takes_over = self.statuses[holder] in (RunStatus.FAILED, RunStatus.CANCELLED)
+                takes_over = self.holder_status(holder) in (RunStatus.FAILED, RunStatus.CANCELLED)
             else:
                 takes_over = reuse == "allow_duplicate"
             if not takes_over:
                 assert holder is not None and result.run is None
-                assert result.conflict == ClaimConflict(
-                    key=name,
-                    value=held_value,
-                    holder_run_id=holder,
-                    holder_status=self.statuses[holder],
-                )
+                assert result.conflict == self.conflict(name, held_value, holder)
                 return
             assert result.run is not None, result
             superseded = None
-            if holder is not None and not self.statuses[holder].is_closed:
+            if holder is not None and not self.holder_status(holder).is_closed:
                 self.statuses[holder] = RunStatus.CANCELLED
+                self.closed(holder)
                 superseded = holder
             assert result.superseded_run_id == superseded
             self.statuses[run_id] = RunStatus.PENDING
             self.attributes[run_id] = {name: held_value}
             self.take(key, value, run_id)
+            self.windows.pop((key, value), None)
 
-        @rule()
-        def prune(self) -> None:
-            """Retention: closed runs go, and their claims are released."""
+        @rule(key=st.integers(0, _KEYS - 1), value=st.integers(0, len(_VALUES) - 1))
+        def debounce(self, key: int, value: int) -> None:
+            """A debounced start: updates an untouched pending holder, else takes the pair."""
+            name, held_value = self.pair(key, value)
+            run_id = new_run_id()
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=self.workflow,
+                args=b"\x90",
+                attributes={name: held_value},
+                unique=frozenset({name}),
+                debounce=Debounce(key=name, delay=3600.0, max_delay=7200.0),
+            )
+            result = _call(world.create_run, request)
+            holder = self.claims.get((key, value))
+            if (
+                holder is not None
+                and holder not in self.tombstones
+                and self.statuses[holder] == RunStatus.PENDING
+                and holder not in self.touched
+            ):
+                assert result.debounced and result.run is not None, result
+                assert result.run.id == holder
+                return
+            assert result.run is not None and not result.debounced, result
+            assert result.run.id == run_id and result.superseded_run_id is None
+            self.statuses[run_id] = RunStatus.PENDING
+            self.attributes[run_id] = {name: held_value}
+            self.take(key, value, run_id)
+            self.windows.pop((key, value), None)
+
+        @rule(release=st.booleans())
+        def prune(self, release: bool) -> None:
+            """Retention: closed runs go; their claims stay as tombstones or are released."""
             cutoff = utcnow() + timedelta(seconds=1)
-            pruned = set(_call(world.prune_runs, cutoff, 100_000))
+            prune = functools.partial(world.prune_runs, release_claims=release)
+            pruned = set(_call(prune, cutoff, 100_000))
             closed = {run_id for run_id, status in self.statuses.items() if status.is_closed}
             assert closed <= pruned
+            for pair, holder in list(self.claims.items()):
+                if holder in closed and release:
+                    del self.claims[pair]
+                elif holder in closed:
+                    self.tombstones[holder] = self.statuses[holder]
             for run_id in closed:
                 del self.statuses[run_id]
                 del self.attributes[run_id]
-            for pair, holder in list(self.claims.items()):
-                if holder in closed:
-                    del self.claims[pair]
 
         @precondition(lambda self: bool(self.statuses))
         @rule(
@@ -224,6 +347,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             if status.is_closed:
                 assert not result.ok and result.status == status and result.events == ()
                 return
+            self.touched.add(run_id)
             assert result.ok and len(result.events) == 1
             appended = result.events[0]
             holder = self.claims.get((key, value))
@@ -249,8 +373,12 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             if status.is_closed:
                 assert not result.ok and result.status == status
                 return
+            self.touched.add(run_id)
             assert result.ok and result.status == target
             self.statuses[run_id] = target
+            if target.is_closed:
+                self.closed(run_id)
+                self.close_claims(run_id, target)
 
         @precondition(lambda self: bool(self.statuses))
         @rule(index=st.integers(0, 1000), reason=st.none() | st.just("stop"))
@@ -259,6 +387,8 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             record = _call(world.cancel_run, run_id, reason)
             if not self.statuses[run_id].is_closed:
                 self.statuses[run_id] = RunStatus.CANCELLED
+                self.closed(run_id)
+                self.close_claims(run_id, RunStatus.CANCELLED)
             assert record is not None and record.status == self.statuses[run_id]
 
         @invariant()
@@ -270,10 +400,17 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                     assert (found.run_id if found else None) == holder, f"claim {key}/{value}"
                     if found is not None:
                         assert found.generation == self.generations[(key, value)]
+                        assert found.pruned_status == self.tombstones.get(found.run_id)
             for run_id, status in self.statuses.items():
                 record = _call(world.get_run, run_id)
                 assert record is not None and record.status == status, run_id
                 assert record.attributes == self.attributes[run_id], run_id
+            for (key, value), holders in self.holders.items():
+                rows = _call(world.list_slots, *self.limited_pair(key, value))
+                assert [r.run_id for r in rows if r.holding] == holders, f"holders {key}/{value}"
+                waiting = [r.run_id for r in rows if not r.holding]
+                assert waiting == self.waiters[(key, value)], f"waiters {key}/{value}"
+                assert len(holders) <= _LIMITS[key]
             page = _call(world.list_runs, RunQuery(workflow=self.workflow, limit=1000))
             assert {run.id: run.status for run in page.runs} == self.statuses
 

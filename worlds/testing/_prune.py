@@ -79,7 +79,7 @@ class PruneConformance(ConformanceBase):
         late = await create_run(world, attributes={"order": "o-3", "tag": "old"}, unique=["order"])
         await _close(world, late.id)
 
-        assert await world.prune_runs(cutoff) == [second.id, first.id]
+        assert await world.prune_runs(cutoff, release_claims=True) == [second.id, first.id]
 
         for gone in (first, second):
             assert await world.get_run(gone.id) is None
@@ -93,7 +93,7 @@ class PruneConformance(ConformanceBase):
             assert await world.find_claim(key, value) is None, f"{key}={value} still held"
         late_claim = await world.find_claim("order", "o-3")
         assert late_claim is not None and late_claim.run_id == late.id
-        assert await world.prune_runs(cutoff) == []
+        assert await world.prune_runs(cutoff, release_claims=True) == []
 
         # every claim path takes a released pair as free, one generation up
         again = await create_run(world, attributes={"order": "o-1"}, unique=["order"])
@@ -129,7 +129,8 @@ class PruneConformance(ConformanceBase):
             claim = await world.find_claim("order", "o-1")
             assert claim is not None and (claim.run_id, claim.generation) == (holder.id, expected)
             await _close(world, holder.id)
-            assert await world.prune_runs(utcnow() + timedelta(seconds=1)) != []
+            pruned = await world.prune_runs(utcnow() + timedelta(seconds=1), release_claims=True)
+            assert pruned != []
             assert await world.find_claim("order", "o-1") is None
             holder = await create_run(world, attributes={"order": "o-1"}, unique=["order"])
             claim = await world.find_claim("order", "o-1")

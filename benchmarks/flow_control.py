@@ -1,0 +1,235 @@
+"""Flow control cost: limited pairs under load, promotion latency, tombstone size.
+
+1. Throughput: ``--runs`` runs (default 20,000) spread over ``--pairs`` pairs
+   (default 1,000), each started with ``tenant=Limited(v, 3)``, all at once,
+   then drained by one in-process Worker; the same workload without limits
+   runs on a fresh world in the same process. Reports runs/s of both and the
+   ratio (the goal is >= 0.8), and checks every run completed.
+2. Promotion latency: one pair ``Limited("p", 1)`` with a queue of L waiting
+   runs, for each L in ``--queues``; each sample closes the holder
+   (``cancel_run``: the world releases the slot and promotes the first waiter
+   in that operation) and leases the promoted run's workflow item. Reports the
+   median and p95 of that time per L: flat means promotion is indexed.
+3. Tombstones: ``--tombstones`` runs each holding one unique pair, closed and
+   pruned (claims kept); reports the bytes the claims table takes per row
+   (SQLite: ``dbstat`` pages; PostgreSQL: ``pg_total_relation_size``).
+
+Runs on SQLite by default; ``--world postgresql://...`` runs it there too
+(a fresh schema per part). Prints one JSON object; ``--out`` writes it.
+
+Usage::
+
+    python benchmarks/flow_control.py [--runs 20000 --pairs 1000] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import worlds
+from workflow import Limited, Unique, Worker, get_run, start, step, workflow
+from worlds.types import CreateRunRequest, Limit
+
+
+@step
+async def work_step(n: int) -> int:
+    return n + 1
+
+
+@workflow
+async def limited_job(n: int) -> int:
+    return await work_step(n)
+
+
+async def throughput(url: str, runs: int, pairs: int, limited: bool) -> dict[str, Any]:
+    """Start ``runs`` runs at once (in batches of concurrent starts), drain them, time it."""
+    async with worlds.open(url) as world:
+        began = time.perf_counter()
+        ids: list[str] = []
+
+        async def one(n: int) -> None:
+            value = f"t-{n % pairs}"
+            tenant: Any = Limited(value, 3) if limited else value
+            run = await start(limited_job, n, attributes={"tenant": tenant}, world=world)
+            ids.append(run.id)
+
+        async with Worker(world, [limited_job], concurrency=64, poll_interval=0.05):
+            batch = 200
+            for first in range(0, runs, batch):
+                async with anyio.create_task_group() as group:
+                    for n in range(first, min(first + batch, runs)):
+                        group.start_soon(one, n)
+            started = time.perf_counter() - began
+            for run_id in ids:
+                await get_run(run_id, world=world).result(timeout=600)
+        seconds = time.perf_counter() - began
+        left = 0
+        for n in range(pairs):
+            left += len(await world.list_slots("tenant", f"t-{n}"))
+        assert left == 0, f"{left} slot rows left after every run completed"
+        return {
+            "runs": len(ids),
+            "start_seconds": round(started, 1),
+            "seconds": round(seconds, 1),
+            "runs_per_second": round(len(ids) / seconds, 1),
+        }
+
+
+async def promotion(url: str, queue: int, samples: int) -> dict[str, float]:
+    """Time closing a holder of a pair with ``queue`` waiters until the next is leased."""
+    async with worlds.open(url) as world:
+        name = f"promo-{uuid.uuid4().hex[:8]}"
+        key = f"p-{queue}"
+
+        async def create() -> str:
+            run_id = uuid.uuid4().hex
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=name,
+                args=b"",
+                attributes={key: "v"},
+                limits={key: Limit(limit=1)},
+            )
+            created = await world.create_run(request)
+            assert created.run is not None
+            return run_id
+
+        batch = 200
+        for first in range(0, queue + samples + 1, batch):
+            async with anyio.create_task_group() as group:
+                for _ in range(first, min(first + batch, queue + samples + 1)):
+                    group.start_soon(create)
+        (item,) = await world.lease("bench", names={name}, limit=10, lease_seconds=60)
+        holder = item.run_id
+        times = []
+        for _ in range(samples):
+            began = time.perf_counter()
+            await world.cancel_run(holder, "bench")
+            leased = await world.lease("bench", names={name}, limit=10, lease_seconds=60)
+            times.append((time.perf_counter() - began) * 1000)
+            assert len(leased) == 1, leased
+            holder = leased[0].run_id
+        times.sort()
+        return {
+            "median_ms": round(statistics.median(times), 3),
+            "p95_ms": round(times[int(0.95 * len(times)) - 1], 3),
+        }
+
+
+async def tombstones(url: str, count: int) -> dict[str, Any]:
+    """Bytes per claims row once ``count`` unique holders were closed and pruned."""
+    async with worlds.open(url) as world:
+        batch = 200
+        for first in range(0, count, batch):
+            async with anyio.create_task_group() as group:
+                for n in range(first, min(first + batch, count)):
+                    group.start_soon(_closed_holder, world, n)
+        pruned = 0
+        cutoff = datetime.now(UTC) + timedelta(seconds=1)
+        while True:
+            ids = await world.prune_runs(cutoff, 1000)
+            pruned += len(ids)
+            if not ids:
+                break
+        tombstone = await world.find_claim("order", "o-0")
+        assert tombstone is not None and tombstone.pruned_status is not None
+        size = await _claims_bytes(world)
+        return {"pruned": pruned, "claims_bytes": size, "bytes_per_tombstone": round(size / count)}
+
+
+async def _closed_holder(world: worlds.World, n: int) -> None:
+    run = await start(limited_job, n, attributes={"order": Unique(f"o-{n}")}, world=world)
+    await world.cancel_run(run.id, None)
+
+
+async def _claims_bytes(world: worlds.World) -> int:
+    path = getattr(world, "path", None)
+    if isinstance(path, str):
+        db = sqlite3.connect(path)
+        try:
+            rows = db.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name IN "
+                "('claims', 'claims_run', 'claims_lapsing')"
+            ).fetchone()
+        finally:
+            db.close()
+        return int(rows[0])
+    import asyncpg  # only for the PostgreSQL figure
+
+    schema = getattr(world, "schema", "public")
+    conn = await asyncpg.connect(_base_url(world.url))
+    try:
+        size = await conn.fetchval(
+            "SELECT pg_total_relation_size(format('%I.claims', $1::text)::regclass)", schema
+        )
+    finally:
+        await conn.close()
+    return int(size)
+
+
+def _base_url(url: str) -> str:
+    return url.split("?", 1)[0]
+
+
+def _each_url(base: str | None, tmp: str) -> Callable[[str], str]:
+    """A fresh world URL per part: an SQLite file, or a new PostgreSQL schema."""
+
+    def make(part: str) -> str:
+        if base is None:
+            return f"sqlite:///{tmp}/{part}.db"
+        sep = "&" if "?" in base else "?"
+        return f"{base}{sep}schema=bench_{part}_{uuid.uuid4().hex[:6]}"
+
+    return make
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--pairs", type=int, default=1_000)
+    parser.add_argument("--queues", type=str, default="10,100,1000,5000")
+    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--tombstones", type=int, default=5_000)
+    parser.add_argument("--world", type=str, default=None, help="a postgresql:// URL")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        url = _each_url(args.world, tmp)
+        plain = anyio.run(throughput, url("plain"), args.runs, args.pairs, False)
+        limited = anyio.run(throughput, url("limited"), args.runs, args.pairs, True)
+        queues = [int(q) for q in args.queues.split(",")]
+        latency = {
+            str(q): anyio.run(promotion, url(f"promotion{q}"), q, args.samples) for q in queues
+        }
+        stones = anyio.run(tombstones, url("tombstones"), args.tombstones)
+    report = {
+        "world": "sqlite" if args.world is None else "postgresql",
+        "pairs": args.pairs,
+        "limit": 3,
+        "without_limits": plain,
+        "with_limits": limited,
+        "throughput_ratio": round(limited["runs_per_second"] / plain["runs_per_second"], 2),
+        "promotion_latency_by_queue_length": latency,
+        "tombstones": stones,
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""``wf`` and flow control: why a pending run waits, a pair's holders, pruning with tombstones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import worlds
+from tests.cli.test_cli import wf
+from workflow import Limited, Unique, start, workflow
+
+pytestmark = pytest.mark.anyio
+
+
+@workflow
+async def cli_flow_job(n: int) -> int:
+    return n
+
+
+async def test_show_says_why_a_pending_run_waits_and_holders_lists_the_line(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    async with worlds.open(url) as world:
+        runs = [
+            await start(cli_flow_job, n, attributes={"tenant": Limited("acme", 2)}, world=world)
+            for n in range(4)
+        ]
+    shown = wf(url, "runs", "show", runs[3].id)
+    assert shown.code == 0, shown.err
+    assert "waiting for tenant=acme: 2 of 2 slots held by" in shown.out
+    assert runs[0].id in shown.out and "(1 ahead in line)" in shown.out
+    document = wf(url, "runs", "show", runs[2].id, "--json").json()
+    (waiting,) = document["waiting"]
+    assert waiting["holders"] == [runs[0].id, runs[1].id] and waiting["ahead"] == 0
+    assert wf(url, "runs", "show", runs[0].id, "--json").json()["waiting"] == []
+
+    listed = wf(url, "runs", "list", "--query", "status = 'pending'", "--json").json()
+    assert len(listed["runs"]) == 4
+
+    holders = wf(url, "attributes", "holders", "tenant", "acme", "--json").json()
+    assert holders["limit"] == 2
+    assert holders["holders"] == [runs[0].id, runs[1].id]
+    assert holders["waiters"] == [runs[2].id, runs[3].id]
+    table = wf(url, "attributes", "holders", "tenant", "acme")
+    assert "2 of 2 slots held" in table.out and "waiting" in table.out
+    assert "nobody holds" in wf(url, "attributes", "holders", "tenant", "none").out
+
+
+async def test_prune_keeps_tombstones_unless_asked_to_release(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    async with worlds.open(url) as world:
+        run = await start(cli_flow_job, 1, attributes={"order": Unique("o-1")}, world=world)
+        await run.cancel("done with it")
+    later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
+    assert wf(url, "runs", "prune", "--before", later).code == 0
+    holders = wf(url, "attributes", "holders", "order", "o-1", "--json").json()
+    assert holders["claim"]["run_id"] == run.id
+    assert holders["claim"]["pruned_status"] == "cancelled"
+    assert "pruned (cancelled)" in wf(url, "attributes", "holders", "order", "o-1").out
+    assert wf(url, "runs", "prune", "--before", later, "--release-claims").code == 0
+    assert wf(url, "attributes", "holders", "order", "o-1", "--json").json()["claim"] is not None
+    async with worlds.open(url) as world:
+        again = await start(cli_flow_job, 2, attributes={"order": Unique("o-2")}, world=world)
+        await again.cancel()
+    later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
+    assert wf(url, "runs", "prune", "--before", later, "--release-claims").code == 0
+    assert wf(url, "attributes", "holders", "order", "o-2", "--json").json()["claim"] is None
+
+
+def test_start_with_limit_and_delay(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    target = "tests.cli.test_cli_flow:cli_flow_job"
+    ids = []
+    for n in range(2):
+        started = wf(url, "start", target, str(n), "--limit", "lane=l-1:1", "--delay", "60")
+        assert started.code == 0, started.err
+        ids.append(started.out.strip())
+    holders = wf(url, "attributes", "holders", "lane", "l-1", "--json").json()
+    assert (holders["limit"], holders["holders"], holders["waiters"]) == (1, ids[:1], ids[1:])
+    for bad in ("lane=l-1", "lane=l-1:0", "lane=l-1:x"):
+        refused = wf(url, "start", target, "0", "--limit", bad)
+        assert refused.code == 2 and "--limit takes KEY=VALUE:N" in refused.err
+    twice = wf(url, "start", target, "0", "--attr", "lane=x", "--limit", "lane=l-1:1")
+    assert twice.code == 2 and "given twice" in twice.err

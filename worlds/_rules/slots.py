@@ -1,0 +1,159 @@
+"""Concurrency slots: how many open runs may hold a limited (key, value) pair.
+
+A start with ``CreateRunRequest.limits`` meets each of its limited pairs in
+some state (``PairState``). ``admit`` decides: take a slot of every pair at
+once, wait in every pair, or refuse. A waiting run holds nothing: no slot, no
+work item, so no worker. When a run closes, its rows go and the pairs they
+were in are handed to ``promote_flow``, which promotes waiters first in first
+out: the first waiter of a pair is promoted once every pair it waits in has a
+free slot and it is the first waiter there too; a waiter that cannot be
+promoted blocks the ones behind it in that pair only, so a full pair never
+delays another pair's runs. Every promotion takes slots and frees none, so a
+pair's holders never exceed the limit its holders asked for.
+
+``promote_flow`` is a generator a backend drives, answering each ``Need``
+with the rows it reads (``Head``, ``Views``) or the write it does
+(``Promote``); see ``commits.drive`` for the synchronous driver pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable
+from typing import Any, Literal, NamedTuple
+
+from worlds.types import AttributeValue, ClaimConflict, CreateRunRequest
+
+__all__ = [
+    "Head",
+    "Need",
+    "PairState",
+    "PairView",
+    "Promote",
+    "Views",
+    "admit",
+    "check_limits",
+    "drive",
+    "promote_flow",
+]
+
+Pair = tuple[str, str]
+"""A limited pair as worlds index it: (key, ``index_value(value)``)."""
+
+
+class PairState(NamedTuple):
+    """A limited pair as ``create_run`` finds it (under the pair's lock)."""
+
+    holding: int
+    waiting: int
+    someone: str | None
+    """A holder (else a waiter) to name when the pair refuses a start."""
+
+
+def check_limits(request: CreateRunRequest) -> None:
+    """Raise ``ValueError`` when ``request.limits`` contradicts the rest of the request."""
+    for key, limit in request.limits.items():
+        if key not in request.attributes:
+            raise ValueError(
+                f"limited key {key!r} is not among the run's attributes; give it a value"
+            )
+        if key in request.unique:
+            raise ValueError(
+                f"key {key!r} cannot be both unique and limited; Unique(v) is Limited(v, 1) "
+                "that also outlives its holder: choose one"
+            )
+        if not 1 <= limit.limit <= 1_000_000:
+            raise ValueError(f"limit of {key!r} must be 1-1000000, got {limit.limit}")
+        if limit.on_full not in ("queue", "fail"):
+            raise ValueError(f"on_full of {key!r} must be 'queue' or 'fail', got {limit.on_full!r}")
+
+
+def admit(
+    request: CreateRunRequest, states: dict[str, PairState]
+) -> Literal["hold", "wait"] | ClaimConflict:
+    """What a new run does at its limited pairs (``states`` by key).
+
+    A pair is full when its slots are all held or runs wait there already
+    (first in, first out: a newcomer never passes a waiter). A full
+    ``on_full="fail"`` pair refuses the start (the conflict names a holder);
+    else a full pair makes the run wait in all its pairs; else it holds a slot
+    of each.
+    """
+    full = False
+    for key in sorted(request.limits):
+        limit, state = request.limits[key], states[key]
+        if state.holding < limit.limit and state.waiting == 0:
+            continue
+        if limit.on_full == "fail":
+            value: AttributeValue = request.attributes[key]
+            return ClaimConflict(
+                key=key, value=value, holder_run_id=state.someone or "", limit=limit.limit
+            )
+        full = True
+    return "wait" if full else "hold"
+
+
+class PairView(NamedTuple):
+    """One pair a waiting run waits in: its limit there, the slots held, the first waiter."""
+
+    pair: Pair
+    limit: int
+    holding: int
+    first_waiter: str
+
+
+class Head(NamedTuple):
+    """Ask: the first waiting run of ``pair`` (reply: its run id, or ``None``)."""
+
+    pair: Pair
+
+
+class Views(NamedTuple):
+    """Ask: a ``PairView`` of every pair run ``run_id`` waits in (reply: a list)."""
+
+    run_id: str
+
+
+class Promote(NamedTuple):
+    """Do: run ``run_id`` takes a slot in each of ``pairs`` and gets its workflow work item."""
+
+    run_id: str
+    pairs: tuple[Pair, ...]
+
+
+Need = Head | Views | Promote
+
+
+def promote_flow(freed: Iterable[Pair]) -> Generator[Need, Any, list[str]]:
+    """Promote what the pairs ``freed`` (slots or waiters gone) now admit.
+
+    Returns the promoted run ids in promotion order. A promotion may unblock
+    another pair (its promoted head was blocking the runs behind it there),
+    so that pair is looked at too.
+    """
+    todo = sorted(set(freed))
+    promoted: list[str] = []
+    while todo:
+        pair = todo.pop(0)
+        while True:
+            head: str | None = yield Head(pair)
+            if head is None:
+                break
+            views: list[PairView] = yield Views(head)
+            if not all(v.holding < v.limit and v.first_waiter == head for v in views):
+                break
+            yield Promote(head, tuple(sorted(v.pair for v in views)))
+            promoted.append(head)
+            todo.extend(v.pair for v in views if v.pair != pair and v.pair not in todo)
+    return promoted
+
+
+def drive(flow: Generator[Need, Any, list[str]], do: Callable[[Need], object]) -> list[str]:
+    """Run ``flow`` to its end synchronously, answering each need with ``do(need)``."""
+    reply: object = None
+    while True:
+        try:
+            need = flow.send(reply)
+        except StopIteration as stop:
+            promoted: list[str] = stop.value
+            return promoted
+        reply = do(need)
