@@ -17,6 +17,9 @@ __all__ = [
     "MAX_INT",
     "MIN_INT",
     "NAME_KEY",
+    "SCHEDULED_AT_KEY",
+    "SCHEDULE_KEY",
+    "SCHEDULE_KEYS",
     "check_count",
     "check_pair",
     "check_text",
@@ -29,8 +32,12 @@ MAX_VALUE_BYTES = 256
 MAX_ATTRIBUTES = 64
 NAME_KEY = "$name"
 IDEMPOTENCY_KEY = "$idempotency_key"
-RESERVED_KEYS = frozenset({NAME_KEY, IDEMPOTENCY_KEY})
-ALWAYS_UNIQUE = RESERVED_KEYS
+SCHEDULE_KEY = "$schedule"
+SCHEDULED_AT_KEY = "$scheduled_at"
+SCHEDULE_KEYS = frozenset({SCHEDULE_KEY, SCHEDULED_AT_KEY})
+"""Set by schedules on the runs they start (``workflow.schedules``), by nothing else."""
+RESERVED_KEYS = frozenset({NAME_KEY, IDEMPOTENCY_KEY}) | SCHEDULE_KEYS
+ALWAYS_UNIQUE = frozenset({NAME_KEY, IDEMPOTENCY_KEY})
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9._:\-]{1,191}")
 
 
@@ -112,6 +119,10 @@ def check_value(key: str, value: object) -> AttributeValue:
         )
     if key == IDEMPOTENCY_KEY and not isinstance(checked, str):
         raise TypeError("attribute '$idempotency_key' must be a str")
+    if key == SCHEDULE_KEY and not isinstance(checked, str):
+        raise TypeError("attribute '$schedule' must be a str (a schedule id)")
+    if key == SCHEDULED_AT_KEY and not isinstance(checked, datetime):
+        raise TypeError("attribute '$scheduled_at' must be a datetime (a fire time)")
     return checked
 
 
@@ -177,6 +188,11 @@ def split_start_attributes(
     for key, raw in attributes.items():
         is_unique = isinstance(raw, Unique)
         key, value = check_pair(key, raw.value if isinstance(raw, Unique) else raw)
+        if key in SCHEDULE_KEYS:
+            raise ValueError(
+                f"attribute {key!r} is set only by schedules on the runs they start; "
+                "use workflow.schedules.create_schedule to start runs on a schedule"
+            )
         values[key] = value
         if is_unique or key in ALWAYS_UNIQUE:
             unique.add(key)

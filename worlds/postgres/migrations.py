@@ -390,6 +390,26 @@ END
 $fn$
 """,
     ),
+    # 5: schedules (rfcs/0009-schedules.md).
+    5: (
+        """CREATE TABLE schedules (
+            id text PRIMARY KEY,
+            workflow text NOT NULL,
+            spec bytea NOT NULL,
+            paused boolean NOT NULL,
+            note text,
+            next_fire_at timestamptz,
+            buffered_at timestamptz,
+            wake_at timestamptz,
+            version bigint NOT NULL,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            leased_until timestamptz
+        )""",
+        # Workers look only at unpaused schedules that are due: a timer index.
+        "CREATE INDEX schedules_wake ON schedules (wake_at) "
+        "WHERE NOT paused AND wake_at IS NOT NULL",
+    ),
 }
 """The statements of each schema version, applied in order to reach it."""
 """The statements of each schema version, applied in order to reach it."""

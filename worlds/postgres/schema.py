@@ -112,6 +112,22 @@ REFERENCE: tuple[str, ...] = (
         PRIMARY KEY (token, resume_id)
     )""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    """CREATE TABLE schedules (
+        id text PRIMARY KEY,
+        workflow text NOT NULL,
+        spec bytea NOT NULL,
+        paused boolean NOT NULL,
+        note text,
+        next_fire_at timestamptz,
+        buffered_at timestamptz,
+        wake_at timestamptz,
+        version bigint NOT NULL,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        leased_until timestamptz
+    )""",
+    # Workers look only at unpaused schedules that are due: a timer index.
+    "CREATE INDEX schedules_wake ON schedules (wake_at) WHERE NOT paused AND wake_at IS NOT NULL",
     # ``commit_run``, the one-round-trip commit (``fast.py``): its text is
     # ``MIGRATIONS[4]``, the last migration that replaced it.
 )
