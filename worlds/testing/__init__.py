@@ -44,6 +44,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._model",
     "worlds.testing._prune",
     "worlds.testing._runs",
+    "worlds.testing._schedules",
     "worlds.testing._search",
     "worlds.testing._takeovers",
     "worlds.testing._values",
@@ -58,6 +59,7 @@ from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
+from worlds.testing._schedules import ScheduleConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
@@ -77,6 +79,7 @@ class WorldConformance(
     CancelConformance,
     ValueConformance,
     ModelConformance,
+    ScheduleConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
@@ -93,6 +96,7 @@ class WorldConformance(
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), the whole range of values the SDK accepts
-    (``ValueConformance``) and a
-    hypothesis state machine checked against a model (``ModelConformance``).
+    (``ValueConformance``), a
+    hypothesis state machine checked against a model (``ModelConformance``),
+    and schedule storage and leasing (``ScheduleConformance``).
     """
