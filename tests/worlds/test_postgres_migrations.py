@@ -26,6 +26,7 @@ FROZEN = {
     2: "bad03c983051fd7225b57c0a946d7e19973500b4eb342fb2ee4812ae49502ade",
     3: "e6e6ace399b4400e7bdebc6ccc4624b5fd880a43ec74baf9887aa9ae0f20fd74",
     4: "feef3bf1d682a36fef668d2b3824c0887285d9370402f7d39860116040d15fed",
+    5: "6b5f78fb45320730a6ff105a3417797f6713e2169b484133bbf6fd74f8bbf3f9",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 
