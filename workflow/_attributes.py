@@ -186,13 +186,13 @@ def split_start_attributes(
     values: dict[str, AttributeValue] = {}
     unique: set[str] = set()
     for key, raw in attributes.items():
-        is_unique = isinstance(raw, Unique)
-        key, value = check_pair(key, raw.value if isinstance(raw, Unique) else raw)
         if key in SCHEDULE_KEYS:
             raise ValueError(
                 f"attribute {key!r} is set only by schedules on the runs they start; "
                 "use workflow.schedules.create_schedule to start runs on a schedule"
             )
+        is_unique = isinstance(raw, Unique)
+        key, value = check_pair(key, raw.value if isinstance(raw, Unique) else raw)
         values[key] = value
         if is_unique or key in ALWAYS_UNIQUE:
             unique.add(key)
