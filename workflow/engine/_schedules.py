@@ -21,7 +21,7 @@ from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import SCHEDULE_TOPIC, World
 from worlds.types import ScheduleLease, ScheduleRecord
 
-__all__ = ["BATCH", "FIRING_CONCURRENCY", "ScheduleLoop"]
+__all__ = ["BATCH", "FIRING_CONCURRENCY", "MAX_LEASE_SECONDS", "ScheduleLoop"]
 
 log = logging.getLogger("workflow.worker")
 
@@ -30,6 +30,10 @@ BATCH = 256
 
 FIRING_CONCURRENCY = 16
 """Schedules of one batch fired at the same time."""
+
+MAX_LEASE_SECONDS = 10.0
+"""A schedule lease lasts at most this long: a round takes milliseconds, and a worker
+that died holding one delays that schedule's fires by no more than this."""
 
 
 class ScheduleLoop:
@@ -49,7 +53,7 @@ class ScheduleLoop:
         self.world = world
         self.worker_id = worker_id
         self._names = names
-        self.lease_seconds = lease_seconds
+        self.lease_seconds = min(lease_seconds, MAX_LEASE_SECONDS)
         self.poll_interval = poll_interval
         self._complaints = complaints
         self._fail = fail
