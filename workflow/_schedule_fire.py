@@ -86,8 +86,6 @@ async def start_fire(
 ) -> Fired:
     """Start the fire of ``record`` at ``at`` under ``overlap``, at most once ever."""
     run_id = fire_run_id(record.id, at)
-    if await world.get_run(run_id) is not None:
-        return Fired(run_id, started=False)
     attributes: dict[str, AttributeValue] = dict(spec.attributes)
     attributes[SCHEDULE_KEY] = record.id
     attributes[SCHEDULED_AT_KEY] = at
