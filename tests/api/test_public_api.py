@@ -82,3 +82,22 @@ def test_other_public_packages_are_pinned() -> None:
         "start_or_get_run",
         "start_with_policy",
     ]
+
+
+def test_schedules_exports_are_pinned() -> None:
+    import workflow.schedules
+
+    assert workflow.schedules.__all__ == sorted(workflow.schedules.__all__)
+    assert set(workflow.schedules.__all__) == {
+        "Overlap",
+        "Schedule",
+        "ScheduleExistsError",
+        "ScheduleInfo",
+        "ScheduleNotFoundError",
+        "create_schedule",
+        "get_schedule",
+        "list_schedules",
+    }
+    for name in workflow.schedules.__all__:
+        if name.endswith("Error"):
+            assert issubclass(getattr(workflow.schedules, name), workflow.WorkflowError)

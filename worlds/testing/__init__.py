@@ -44,6 +44,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._model",
     "worlds.testing._prune",
     "worlds.testing._runs",
+    "worlds.testing._schedule_model",
     "worlds.testing._schedules",
     "worlds.testing._search",
     "worlds.testing._takeovers",
@@ -59,6 +60,7 @@ from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
+from worlds.testing._schedule_model import ScheduleModelConformance  # noqa: E402
 from worlds.testing._schedules import ScheduleConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
@@ -80,6 +82,7 @@ class WorldConformance(
     ValueConformance,
     ModelConformance,
     ScheduleConformance,
+    ScheduleModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
@@ -98,5 +101,6 @@ class WorldConformance(
     (``CancelConformance``), the whole range of values the SDK accepts
     (``ValueConformance``), a
     hypothesis state machine checked against a model (``ModelConformance``),
-    and schedule storage and leasing (``ScheduleConformance``).
+    and schedule storage and leasing (``ScheduleConformance``, with a state
+    machine in ``ScheduleModelConformance``).
     """

@@ -50,7 +50,12 @@ class ScheduleConformance(ConformanceBase):
         assert stored.created_at.utcoffset() == timedelta(0)
         got = await world.get_schedule("s.1:a-b_c")
         assert got == stored
-        assert (got.workflow, got.spec, got.paused, got.note) == (SCHED_WF, b"\x00\xff", True, "why")
+        assert (got.workflow, got.spec, got.paused, got.note) == (
+            SCHED_WF,
+            b"\x00\xff",
+            True,
+            "why",
+        )
         assert got.next_fire_at == wanted.next_fire_at and got.wake_at == wanted.wake_at
         assert await world.get_schedule("missing") is None
 
@@ -132,9 +137,7 @@ class ScheduleConformance(ConformanceBase):
         assert [r.id for r in other.schedules] == ["other"]
 
     @pytest.mark.anyio
-    async def test_a_lease_limit_is_kept_and_the_rest_reported_due_now(
-        self, world: World
-    ) -> None:
+    async def test_a_lease_limit_is_kept_and_the_rest_reported_due_now(self, world: World) -> None:
         for i in range(5):
             await world.create_schedule(_record(f"s{i}", due_in=-1.0 + i * 0.01))
         got = await world.lease_schedules("w1", names=[SCHED_WF], limit=2, lease_seconds=30)
