@@ -62,6 +62,9 @@ class ScheduleLoop:
 
     async def run(self, stopping: Callable[[], bool]) -> None:
         """Lease and fire due schedules until ``stopping()`` is true."""
+        if not callable(getattr(self.world, "lease_schedules", None)):
+            log.info("worker %s: this world keeps no schedules", self.worker_id)
+            return
         backoff = Backoff(cap=self.lease_seconds / 6)
         while not stopping():
             names = self._names()
