@@ -39,7 +39,12 @@ async def report(region: str) -> str:
 
 async def _fire_times(world: World, schedule_id: str) -> list[datetime]:
     runs = await list_runs(attributes={"$schedule": schedule_id}, limit=1000, world=world)
-    return sorted([(await run.attributes())["$scheduled_at"] for run in runs])
+    times: list[datetime] = []
+    for run in runs:
+        at = (await run.attributes())["$scheduled_at"]
+        assert isinstance(at, datetime)
+        times.append(at)
+    return sorted(times)
 
 
 @pytest.fixture

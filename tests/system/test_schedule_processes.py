@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
@@ -66,7 +66,12 @@ async def test_worker_processes_start_one_run_per_fire_time(
             for proc in workers:
                 proc.wait(timeout=30)
         runs = await list_runs(attributes={"$schedule": "processes"}, limit=1000, world=world)
-        times = sorted([(await run.attributes())["$scheduled_at"] for run in runs])
+        times: list[datetime] = []
+        for run in runs:
+            at = (await run.attributes())["$scheduled_at"]
+            assert isinstance(at, datetime)
+            times.append(at)
+        times.sort()
     assert len(times) == len(set(times)), "a fire time started two runs"
     assert len(times) >= 6, times
     gaps = [b - a for a, b in pairwise(times)]
