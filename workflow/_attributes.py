@@ -22,6 +22,7 @@ __all__ = [
     "SCHEDULE_KEYS",
     "check_count",
     "check_pair",
+    "check_settable",
     "check_text",
     "check_token",
     "split_start_attributes",
@@ -167,6 +168,16 @@ def check_pair(key: object, value: object) -> tuple[str, AttributeValue]:
     return checked, check_value(checked, value)
 
 
+def check_settable(key: object, value: object) -> tuple[str, AttributeValue]:
+    """``check_pair`` for a pair user code sets, which may not be a schedule's own."""
+    if key in SCHEDULE_KEYS:
+        raise ValueError(
+            f"attribute {key!r} is set only by schedules on the runs they start; "
+            "use workflow.schedules.create_schedule to start runs on a schedule"
+        )
+    return check_pair(key, value)
+
+
 def check_count(count: int, holder: str = "a run") -> None:
     """Refuse more than ``MAX_ATTRIBUTES`` attributes on ``holder`` (a run, a step attempt)."""
     if count > MAX_ATTRIBUTES:
@@ -186,13 +197,8 @@ def split_start_attributes(
     values: dict[str, AttributeValue] = {}
     unique: set[str] = set()
     for key, raw in attributes.items():
-        if key in SCHEDULE_KEYS:
-            raise ValueError(
-                f"attribute {key!r} is set only by schedules on the runs they start; "
-                "use workflow.schedules.create_schedule to start runs on a schedule"
-            )
         is_unique = isinstance(raw, Unique)
-        key, value = check_pair(key, raw.value if isinstance(raw, Unique) else raw)
+        key, value = check_settable(key, raw.value if isinstance(raw, Unique) else raw)
         values[key] = value
         if is_unique or key in ALWAYS_UNIQUE:
             unique.add(key)

@@ -312,8 +312,8 @@ def _spec(
         raise TypeError(f"overlap must be an Overlap (Overlap.SKIP, ...), not {overlap!r}")
     if not isinstance(catchup_window, timedelta):
         raise TypeError(f"catchup_window must be a timedelta, not {catchup_window!r}")
-    if catchup_window < MIN_CATCHUP:
-        raise ValueError(f"catchup_window must be at least {MIN_CATCHUP}, got {catchup_window}")
+    if catchup_window < timedelta(0):
+        raise ValueError(f"catchup_window cannot be negative, got {catchup_window}")
     values, unique = split_start_attributes(attributes)
     if unique:
         raise ValueError(
@@ -336,7 +336,7 @@ def _spec(
         timezone=zone,
         every_us=every_us,
         overlap=overlap,
-        catchup_us=catchup_window // timedelta(microseconds=1),
+        catchup_us=max(catchup_window, MIN_CATCHUP) // timedelta(microseconds=1),
         attributes=values,
         key=key,
         value=value,
@@ -373,7 +373,8 @@ async def create_schedule(
         overlap: what a fire does while the last run (or the holder of the
             shared pair) is open.
         catchup_window: fires missed (no worker ran, or paused) run if at
-            most this old; older ones are passed over. At least one second.
+            most this old; older ones are passed over. A window under one
+            second counts as one second, so a fire handled a moment late runs.
         attributes: put on every run it starts (not unique: use key/value).
         key, value: a unique business pair the schedule's runs claim, shared
             with ordinary starts (``start_with_policy(key=, value=)``), so the

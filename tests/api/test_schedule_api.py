@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import anyio
 import pytest
 
 import worlds
-from workflow import RunStatus, Worker, list_runs, start, workflow
+from workflow import RunFailedError, RunStatus, Worker, list_runs, set_attribute, start, workflow
 from workflow.schedules import (
     Overlap,
     Schedule,
@@ -26,6 +27,7 @@ from workflow.schedules import (
 )
 from worlds.memory import MemoryWorld
 from worlds.protocol import World
+from worlds.types import ScheduleRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +86,8 @@ class FakeClock:
         ({"cron": "0 3 * * *", "every": MINUTE}, ValueError, "exactly one of"),
         ({}, ValueError, "exactly one of"),
         ({"every": MINUTE, "timezone": "Europe/Paris"}, ValueError, "applies to cron"),
-        ({"every": MINUTE, "catchup_window": timedelta(0)}, ValueError, "catchup_window"),
+        ({"every": MINUTE, "catchup_window": -MINUTE}, ValueError, "catchup_window"),
+        ({"every": MINUTE, "catchup_window": 60}, TypeError, "catchup_window"),
         ({"every": MINUTE, "overlap": "skip"}, TypeError, "Overlap"),
         ({"every": MINUTE, "key": "report"}, ValueError, "together"),
         ({"every": MINUTE, "key": "$name", "value": "x"}, ValueError, "reserved"),
@@ -115,6 +118,13 @@ async def test_a_duplicate_id_is_refused_and_the_first_kept(memory: World) -> No
     assert isinstance(caught.value, ValueError)
     info = await get_schedule("daily-report", world=memory).describe()
     assert (info.cron, info.every) == ("0 3 * * *", None)
+
+
+async def test_a_catchup_window_under_a_second_counts_as_one(memory: World) -> None:
+    sched = await create_schedule(
+        report, "eu", id="c", every=MINUTE, catchup_window=timedelta(0), world=memory
+    )
+    assert (await sched.describe()).catchup_window == timedelta(seconds=1)
 
 
 async def test_only_workflows_can_be_scheduled(memory: World) -> None:
@@ -350,3 +360,52 @@ async def test_fires_missed_while_no_worker_ran_catch_up_within_the_window() -> 
         runs = await list_runs(attributes={"$schedule": "down"}, world=world)
         for run in runs:
             assert await run.status() is RunStatus.COMPLETED
+
+
+class DiesMidFire:
+    """A world whose first ``update_schedule`` calls fail after the fire's run was
+    created: as if the worker died between starting a fire and recording it."""
+
+    def __init__(self, inner: World, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("worker died before recording the fire")
+        return await self.inner.update_schedule(record)
+
+
+async def test_a_fire_retried_after_dying_mid_fire_starts_no_second_run(world: World) -> None:
+    await create_schedule(
+        report,
+        "eu",
+        id="retried",
+        every=timedelta(seconds=1),
+        overlap=Overlap.ALLOW_ALL,
+        world=world,
+    )
+    dying = DiesMidFire(world, failures=3)
+    async with Worker(dying, [report], poll_interval=0.05, lease_seconds=0.5):  # type: ignore[arg-type]
+        with anyio.fail_after(20):
+            while dying.failures or len(await _fire_times(world, "retried")) < 4:
+                await anyio.sleep(0.1)
+    times = await _fire_times(world, "retried")
+    assert len(times) == len(set(times))
+    assert all(b - a == timedelta(seconds=1) for a, b in pairwise(times)), times
+
+
+@workflow
+async def sets_schedule_key() -> None:
+    await set_attribute("$schedule", "forged")
+
+
+async def test_workflows_cannot_set_the_reserved_schedule_attributes(memory: World) -> None:
+    async with Worker(memory, [sets_schedule_key]):
+        run = await start(sets_schedule_key, world=memory)
+        with pytest.raises(RunFailedError, match="only by schedules"):
+            await run.result(timeout=10)
