@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -152,6 +153,8 @@ async def main() -> None:
     extra = fired["worker_cpu_seconds"] - base["worker_cpu_seconds"]
     result = {
         "world": "sqlite" if args.world is None else args.world.split(":", 1)[0],
+        "load_average_1m_at_end": round(os.getloadavg()[0], 1),
+        "cpus": os.cpu_count(),
         "scheduled": fired,
         "baseline_start_then_run": base,
         "fire_cpu_us": round(extra / max(fired["fires"], 1) * 1e6, 1),
