@@ -216,10 +216,14 @@ def backfill_command(
         str, typer.Option("--start", help="First instant (ISO time, or an age like 2h).")
     ],
     end: Annotated[str, typer.Option("--end", help="End, excluded (ISO time, age or now).")],
-    allow_all: Annotated[
-        bool,
-        typer.Option("--allow-all", help="Start every fire time, whatever runs are open."),
-    ] = False,
+    overlap: Annotated[
+        Overlap,
+        typer.Option(
+            "--overlap",
+            help="allow_all: every fire time starts a run; skip / cancel_other: "
+            "apply that rule to each fire in turn.",
+        ),
+    ] = Overlap.ALLOW_ALL,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
@@ -227,7 +231,7 @@ def backfill_command(
 
     Examples:
 
-        wf schedules backfill daily-report --start 2026-11-01 --end 2026-11-08 --allow-all
+        wf schedules backfill daily-report --start 2026-11-01 --end 2026-11-08
 
         wf schedules backfill every-5m --start 1h --end now --json
     """
@@ -235,7 +239,6 @@ def backfill_command(
 
     async def body() -> list[str]:
         async with open_world(world, create=False) as opened:
-            overlap = Overlap.ALLOW_ALL if allow_all else None
             try:
                 runs = await _check_id(schedule, opened).backfill(first, last, overlap=overlap)
             except ValueError as exc:

@@ -216,14 +216,16 @@ class Schedule:
                 return
 
     async def backfill(
-        self, start: datetime, end: datetime, *, overlap: Overlap | None = None
+        self, start: datetime, end: datetime, *, overlap: Overlap = Overlap.ALLOW_ALL
     ) -> list[Run[Any]]:
         """Fire every fire time in ``[start, end)``, oldest first; the runs they have.
 
         Each fire is claimed once, so a backfill repeated (or overlapping the
-        worker's own fires) starts nothing twice. ``overlap`` defaults to the
-        schedule's rule, with ``BUFFER_ONE`` acting as ``SKIP`` (a backfill
-        waits for nothing); ``Overlap.ALLOW_ALL`` starts every fire time.
+        worker's own fires) starts nothing twice. By default every fire time
+        starts a run (``ALLOW_ALL``: no pair is claimed); pass the schedule's
+        rule (``overlap=Overlap.SKIP``, ``CANCEL_OTHER``) to apply it to each
+        fire in turn (``BUFFER_ONE`` acts as ``SKIP``: a backfill waits for
+        nothing).
 
         Raises:
             ValueError: naive datetimes, ``start >= end``, or more than
@@ -234,13 +236,11 @@ class Schedule:
                 raise ValueError(f"backfill {name} must be an aware datetime, got {moment!r}")
         if not start < end:
             raise ValueError(f"backfill needs start < end, got {start} and {end}")
-        if overlap is not None and not isinstance(overlap, Overlap):
+        if not isinstance(overlap, Overlap):
             raise TypeError(f"overlap must be an Overlap, not {overlap!r}")
         record = await self._record()
         spec = decode_spec(record.spec)
-        rule = overlap or spec.overlap
-        if rule is Overlap.BUFFER_ONE:
-            rule = Overlap.SKIP
+        rule = Overlap.SKIP if overlap is Overlap.BUFFER_ONE else overlap
         times = fire_times(spec, start, end, limit=MAX_BACKFILL + 1)
         if len(times) > MAX_BACKFILL:
             raise ValueError(

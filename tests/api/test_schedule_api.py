@@ -223,6 +223,19 @@ async def test_backfill_fires_each_time_in_the_range_once(memory: World) -> None
     assert len(await _fire_times(memory, "bf")) == 5
 
 
+async def test_backfill_starts_every_fire_time_unless_given_a_rule(memory: World) -> None:
+    sched = await create_schedule(report, "eu", id="skipper", every=MINUTE, world=memory)
+    t0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    # no worker: every run stays open, yet the default starts each fire time
+    assert len(await sched.backfill(t0, t0 + 3 * MINUTE)) == 3
+    later = t0 + timedelta(hours=1)
+    skipped = await sched.backfill(later, later + 3 * MINUTE, overlap=Overlap.SKIP)
+    assert len(skipped) == 1  # its run claims $schedule=skipper and stays open: 2 skipped
+    with pytest.raises(TypeError, match="Overlap"):
+        await sched.backfill(later, later + MINUTE, overlap="skip")  # type: ignore[arg-type]
+    assert len(await _fire_times(memory, "skipper")) == 4
+
+
 async def test_backfill_refuses_bad_ranges(memory: World) -> None:
     sched = await create_schedule(report, "eu", id="r", every=MINUTE, world=memory)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -120,6 +120,12 @@ def test_backfill_starts_each_fire_time_once(url: str) -> None:
     assert json.loads(out) == first
     code, out = wf("runs", "list", "--attr", "$schedule=often", "--world", url, "--json")
     assert sorted(run["id"] for run in json.loads(out)["runs"]) == sorted(first)
+    nightly = ("--start", "2026-01-01T00:00:00Z", "--end", "2026-01-04T00:00:00Z", "--json")
+    code, out = wf("schedules", "backfill", "nightly", *nightly, "--world", url)
+    assert code == 0 and len(json.loads(out)) == 3  # a SKIP schedule, yet every fire time
+    later = ("--start", "2026-02-01T00:00:00Z", "--end", "2026-02-04T00:00:00Z")
+    code, out = wf("schedules", "backfill", "nightly", *later, "--overlap", "skip", "--world", url)
+    assert code == 0 and "1 fire(s) have runs" in out, out  # the first run stays open
     code, out = wf(
         "schedules", "backfill", "often", "--start", "now", "--end", "1h", "--world", url
     )
