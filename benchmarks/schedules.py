@@ -8,7 +8,11 @@
    SQLite thread; on PostgreSQL the server's CPU is not included), the fires
    (runs carrying ``$schedule``) and each fire's lateness: the run's
    ``created_at`` minus its ``$scheduled_at``.
-3. Baseline: starts the same number of runs of the same workflow with
+3. Idle: the same number of schedules that are not due (hourly, next fire
+   past the measurement unless it crosses the top of an hour: ``fires`` in
+   the output says) and a worker for ``--idle-seconds``: the CPU a worker
+   spends on schedules that have nothing to do.
+4. Baseline: starts the same number of runs of the same workflow with
    ``start()`` (not timed) and measures the CPU a worker takes to execute
    them, so ``fire_cpu_us`` = (CPU with schedules - baseline CPU) / fires is
    what firing costs on top of running the workflow.
@@ -112,6 +116,30 @@ async def scheduled(url: str, count: int, minutes: int) -> dict[str, Any]:
     }
 
 
+async def idle(url: str, count: int, seconds: float) -> dict[str, Any]:
+    async with worlds.open(url) as world:
+        for first in range(0, count, 100):
+            async with anyio.create_task_group() as group:
+                for i in range(first, min(first + 100, count)):
+                    group.start_soon(_hourly, world, i)
+        cpu0 = time.process_time()
+        async with Worker(world, [minutely]):
+            await anyio.sleep(seconds)
+        cpu = time.process_time() - cpu0
+        runs = await _all_runs(world)
+    return {
+        "schedules": count,
+        "seconds": seconds,
+        "fires": len(runs),
+        "worker_cpu_seconds": round(cpu, 3),
+        "worker_cpu_percent": round(100 * cpu / seconds, 2),
+    }
+
+
+async def _hourly(world: worlds.World, i: int) -> None:
+    await create_schedule(minutely, i, id=f"idle-{i:05d}", cron="0 * * * *", world=world)
+
+
 async def _start(world: worlds.World, i: int) -> None:
     await start(minutely, i, world=world)
 
@@ -142,6 +170,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--minutes", type=int, default=2)
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument("--world", default=None, help="default: a fresh SQLite file")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -150,6 +179,8 @@ async def main() -> None:
         base_url = args.world or f"sqlite:///{tmp}/baseline.db"
         fired = await scheduled(url, args.schedules, args.minutes)
         base = await baseline(base_url, fired["fires"])
+        idle_url = args.world or f"sqlite:///{tmp}/idle.db"
+        quiet = await idle(idle_url, args.schedules, args.idle_seconds)
     extra = fired["worker_cpu_seconds"] - base["worker_cpu_seconds"]
     result = {
         "world": "sqlite" if args.world is None else args.world.split(":", 1)[0],
@@ -158,6 +189,7 @@ async def main() -> None:
         "scheduled": fired,
         "baseline_start_then_run": base,
         "fire_cpu_us": round(extra / max(fired["fires"], 1) * 1e6, 1),
+        "idle": quiet,
     }
     text = json.dumps(result, indent=2)
     print(text)
