@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperOption
 
-from cli import attributes, hooks, runs, world
+from cli import attributes, hooks, runs, schedules, world
 from cli.start import start_command
 from cli.ui import ui_command
 from cli.worker import worker_command
@@ -51,6 +51,7 @@ app.command("ui")(ui_command)
 app.add_typer(runs.app, name="runs")
 app.add_typer(attributes.app, name="attributes")
 app.add_typer(hooks.app, name="hooks")
+app.add_typer(schedules.app, name="schedules")
 app.add_typer(world.app, name="world")
 
 

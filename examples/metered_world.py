@@ -37,6 +37,8 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    ScheduleLease,
+    ScheduleRecord,
     Slot,
     WorkItem,
 )
@@ -184,6 +186,34 @@ class MeteredWorld:
         self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
     ) -> list[str]:
         return await self.inner.prune_runs(closed_before, limit, release_claims=release_claims)
+
+    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        return await self.inner.create_schedule(record)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        return await self.inner.get_schedule(schedule_id)
+
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ScheduleRecord]:
+        return await self.inner.list_schedules(after=after, limit=limit)
+
+    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+        return await self.inner.update_schedule(record)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        return await self.inner.delete_schedule(schedule_id)
+
+    async def lease_schedules(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> ScheduleLease:
+        began = time.perf_counter()
+        try:
+            return await self.inner.lease_schedules(
+                worker_id, names=names, limit=limit, lease_seconds=lease_seconds
+            )
+        finally:
+            self._timed("lease_schedules", began)
 
 
 def open_metered(url: str) -> MeteredWorld:

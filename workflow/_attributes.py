@@ -17,9 +17,13 @@ __all__ = [
     "MAX_INT",
     "MIN_INT",
     "NAME_KEY",
+    "SCHEDULED_AT_KEY",
+    "SCHEDULE_KEY",
+    "SCHEDULE_KEYS",
     "StartAttributes",
     "check_count",
     "check_pair",
+    "check_settable",
     "check_text",
     "check_token",
     "reuse_window",
@@ -31,8 +35,12 @@ MAX_VALUE_BYTES = 256
 MAX_ATTRIBUTES = 64
 NAME_KEY = "$name"
 IDEMPOTENCY_KEY = "$idempotency_key"
-RESERVED_KEYS = frozenset({NAME_KEY, IDEMPOTENCY_KEY})
-ALWAYS_UNIQUE = RESERVED_KEYS
+SCHEDULE_KEY = "$schedule"
+SCHEDULED_AT_KEY = "$scheduled_at"
+SCHEDULE_KEYS = frozenset({SCHEDULE_KEY, SCHEDULED_AT_KEY})
+"""Set by schedules on the runs they start (``workflow.schedules``), by nothing else."""
+RESERVED_KEYS = frozenset({NAME_KEY, IDEMPOTENCY_KEY}) | SCHEDULE_KEYS
+ALWAYS_UNIQUE = frozenset({NAME_KEY, IDEMPOTENCY_KEY})
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9._:\-]{1,191}")
 
 
@@ -114,6 +122,10 @@ def check_value(key: str, value: object) -> AttributeValue:
         )
     if key == IDEMPOTENCY_KEY and not isinstance(checked, str):
         raise TypeError("attribute '$idempotency_key' must be a str")
+    if key == SCHEDULE_KEY and not isinstance(checked, str):
+        raise TypeError("attribute '$schedule' must be a str (a schedule id)")
+    if key == SCHEDULED_AT_KEY and not isinstance(checked, datetime):
+        raise TypeError("attribute '$scheduled_at' must be a datetime (a fire time)")
     return checked
 
 
@@ -156,6 +168,16 @@ def check_pair(key: object, value: object) -> tuple[str, AttributeValue]:
     """Validate one (key, value) pair."""
     checked = check_key(key)
     return checked, check_value(checked, value)
+
+
+def check_settable(key: object, value: object) -> tuple[str, AttributeValue]:
+    """``check_pair`` for a pair user code sets, which may not be a schedule's own."""
+    if key in SCHEDULE_KEYS:
+        raise ValueError(
+            f"attribute {key!r} is set only by schedules on the runs they start; "
+            "use workflow.schedules.create_schedule to start runs on a schedule"
+        )
+    return check_pair(key, value)
 
 
 def check_count(count: int, holder: str = "a run") -> None:
@@ -217,7 +239,7 @@ def split_start_attributes(attributes: Mapping[str, Any] | None) -> StartAttribu
     windows: dict[str, ReuseWindow] = {}
     for key, raw in attributes.items():
         is_unique = isinstance(raw, Unique)
-        key, value = check_pair(key, raw.value if isinstance(raw, Unique | Limited) else raw)
+        key, value = check_settable(key, raw.value if isinstance(raw, Unique | Limited) else raw)
         values[key] = value
         if isinstance(raw, Limited):
             if key in ALWAYS_UNIQUE:

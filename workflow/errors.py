@@ -15,6 +15,8 @@
     ├── RunCancelledError        Run.result() of a run that was cancelled
     ├── RunNotFoundError         no run with that id exists in the world
     ├── QuerySyntaxError         a run filter (``list_runs(query=...)``) is malformed
+    ├── ScheduleExistsError      create_schedule() with an id already taken
+    ├── ScheduleNotFoundError    a schedule handle names a schedule the world does not have
     └── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
 
     BaseException
@@ -43,6 +45,8 @@ __all__ = [
     "RunCancelledError",
     "RunFailedError",
     "RunNotFoundError",
+    "ScheduleExistsError",
+    "ScheduleNotFoundError",
     "StepFailedError",
     "WorkflowError",
 ]
@@ -212,6 +216,33 @@ class RunNotFoundError(WorkflowError, LookupError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run {run_id!r} in this world")
         self.run_id = run_id
+
+
+class ScheduleExistsError(WorkflowError, ValueError):
+    """``create_schedule`` was given an id another schedule of the world has.
+
+    Nothing was written. Choose another id, or ``get_schedule(id)`` to use
+    the existing schedule (``delete()`` it first to replace it).
+    """
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            f"schedule {schedule_id!r} already exists; choose another id, or use "
+            "get_schedule() to reach it (delete() it first to replace it)"
+        )
+        self.schedule_id = schedule_id
+
+
+class ScheduleNotFoundError(WorkflowError, LookupError):
+    """A schedule handle's operation found no schedule with its id (never created, or deleted).
+
+    ``list_schedules()`` gives the schedules that exist; ``create_schedule``
+    makes one.
+    """
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"no schedule {schedule_id!r} in this world")
+        self.schedule_id = schedule_id
 
 
 class QuerySyntaxError(WorkflowError, ValueError):

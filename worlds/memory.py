@@ -17,10 +17,10 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import batches, cancel, claims, commits, requests, runs, slots
+from worlds._rules import batches, cancel, claims, commits, requests, runs, schedules, slots
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
-from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
+from worlds.protocol import PROTOCOL_VERSION, SCHEDULE_TOPIC, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
@@ -55,6 +55,8 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    ScheduleLease,
+    ScheduleRecord,
     Slot,
     StepStarted,
     WorkItem,
@@ -141,6 +143,8 @@ class MemoryWorld(ClosesOnExit):
         self._run_pairs: dict[str, list[tuple[str, str]]] = {}
         self._positions = itertools.count(1)
         self._hub = SignalHub()
+        self._schedules: dict[str, ScheduleRecord] = {}
+        self._schedule_leases: dict[str, datetime] = {}
 
     async def close(self) -> None:
         """Nothing to release; present for the protocol."""
@@ -795,3 +799,71 @@ class MemoryWorld(ClosesOnExit):
             self._drop_work(run_id)
         self._resumed = {k: r for k, r in self._resumed.items() if r not in pruned}
         return [record.id for record in closed[:limit]]
+
+    # ------------------------------------------------------------------ schedules
+
+    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """See ``World.create_schedule``."""
+        schedules.check_schedule(record)
+        if record.id in self._schedules:
+            raise schedules.schedule_exists(record.id)
+        stored = schedules.created(record, self._clock())
+        self._schedules[record.id] = stored
+        self._signal(SCHEDULE_TOPIC)
+        return stored
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        """See ``World.get_schedule``."""
+        return self._schedules.get(schedule_id)
+
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ScheduleRecord]:
+        """See ``World.list_schedules``."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        ids = sorted(i for i in self._schedules if after is None or i > after)
+        return [self._schedules[i] for i in ids[:limit]]
+
+    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+        """See ``World.update_schedule``."""
+        schedules.check_schedule(record)
+        stored = self._schedules.get(record.id)
+        if stored is None or stored.version != record.version:
+            return None
+        new = schedules.updated(stored, record, self._clock())
+        self._schedules[record.id] = new
+        self._schedule_leases.pop(record.id, None)
+        self._signal(SCHEDULE_TOPIC)
+        return new
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """See ``World.delete_schedule``."""
+        self._schedule_leases.pop(schedule_id, None)
+        return self._schedules.pop(schedule_id, None) is not None
+
+    async def lease_schedules(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> ScheduleLease:
+        """See ``World.lease_schedules``."""
+        now, wanted = self._clock(), frozenset(names)
+        due: list[ScheduleRecord] = []
+        later: datetime | None = None
+        for record in self._schedules.values():
+            if schedules.is_due(record, self._schedule_leases.get(record.id), wanted, now):
+                due.append(record)
+            elif (
+                not record.paused
+                and record.workflow in wanted
+                and record.wake_at is not None
+                and record.wake_at > now
+                and (later is None or record.wake_at < later)
+            ):
+                later = record.wake_at
+        due.sort(key=lambda record: (record.wake_at or now, record.id))
+        if len(due) > limit:
+            later = now
+        taken = due[: max(limit, 0)]
+        for record in taken:
+            self._schedule_leases[record.id] = lease_deadline(now, lease_seconds)
+        return ScheduleLease(now=now, schedules=tuple(taken), next_wake_at=later)

@@ -29,17 +29,22 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    ScheduleLease,
+    ScheduleRecord,
     Slot,
     WorkItem,
 )
 
-__all__ = ["PROTOCOL_VERSION", "WORK_TOPIC", "World", "run_topic"]
+__all__ = ["PROTOCOL_VERSION", "SCHEDULE_TOPIC", "WORK_TOPIC", "World", "run_topic"]
 
 PROTOCOL_VERSION = 1
 """The protocol revision this runtime speaks; a world declares the one it implements."""
 
 WORK_TOPIC = "work"
 """The ``wait`` topic signalled when work may have become available."""
+
+SCHEDULE_TOPIC = "schedules"
+"""The ``wait`` topic signalled when a schedule was created or updated."""
 
 
 def run_topic(run_id: str) -> str:
@@ -260,5 +265,57 @@ class World(Protocol):
         too, whoever held them. A released pair keeps its generation, so the
         next claim of it gets a higher one (fencing tokens never go back).
         Returns the ids pruned.
+        """
+        ...
+
+    # ------------------------------------------------------------------ schedules
+
+    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """Store a new schedule at version 1 and signal ``SCHEDULE_TOPIC``.
+
+        Raises ``ValueError`` (nothing written) when the id is taken or the
+        record is malformed (``worlds._rules.schedules.check_schedule``).
+        """
+        ...
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        """The schedule, or ``None``."""
+        ...
+
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ScheduleRecord]:
+        """Up to ``limit`` schedules with ids greater than ``after``, in id order."""
+        ...
+
+    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+        """Write the mutable fields of ``record`` if the stored version is ``record.version``.
+
+        Atomic compare-and-set: returns the stored record, one version on, with
+        any schedule lease released, and signals ``SCHEDULE_TOPIC``; returns
+        ``None`` and writes nothing when the schedule is gone or was updated
+        since it was read. The id, workflow, spec and creation time never change.
+        """
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Delete the schedule; False if there was none. Runs it started stay."""
+        ...
+
+    async def lease_schedules(
+        self,
+        worker_id: str,
+        *,
+        names: Collection[str],
+        limit: int,
+        lease_seconds: float,
+    ) -> ScheduleLease:
+        """Lease up to ``limit`` due schedules whose workflow is in ``names``.
+
+        Due means unpaused, ``wake_at`` passed by the world's clock, and not
+        leased or the lease expired. A leased schedule is not leased again
+        until ``update_schedule`` releases it or the lease expires; the lease
+        only spares workers duplicate effort, since a fire's run id is
+        derived from the fire time and so started at most once anyway.
         """
         ...

@@ -58,6 +58,8 @@ __all__ = [
     "RunRecord",
     "RunStarted",
     "RunStatus",
+    "ScheduleLease",
+    "ScheduleRecord",
     "Slot",
     "StartPolicy",
     "StepCompleted",
@@ -703,3 +705,42 @@ class RunPage(msgspec.Struct, frozen=True, kw_only=True):
 
     runs: tuple[RunRecord, ...]
     next_cursor: str | None = None
+
+
+class ScheduleRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A schedule as a world stores it (see ``rfcs/0009-schedules.md``).
+
+    The world does not interpret ``spec`` (the SDK's encoding of the cron or
+    interval, the arguments and the overlap rule); it keeps the schedule's
+    state and hands it to one worker at a time when ``wake_at`` has passed.
+    ``next_fire_at`` is the next fire time not yet handled (``None``: no more
+    fires); ``buffered_at`` a fire waiting for the open run to close
+    (``BUFFER_ONE``). ``version`` grows on every update: ``update_schedule``
+    writes only over the version it was read at.
+    """
+
+    id: str
+    workflow: str
+    spec: bytes
+    paused: bool = False
+    note: str | None = None
+    next_fire_at: datetime | None = None
+    buffered_at: datetime | None = None
+    wake_at: datetime | None = None
+    version: int = 0
+    created_at: datetime = EPOCH
+    updated_at: datetime = EPOCH
+
+
+class ScheduleLease(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``lease_schedules`` gives a worker.
+
+    ``schedules`` are the due ones now leased to it; ``now`` is the world's
+    clock when it leased them; ``next_wake_at`` is the earliest ``wake_at`` of
+    the unpaused schedules it did not lease (``None``: none), so the worker
+    can sleep until then.
+    """
+
+    now: datetime
+    schedules: tuple[ScheduleRecord, ...] = ()
+    next_wake_at: datetime | None = None

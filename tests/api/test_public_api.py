@@ -108,3 +108,22 @@ def test_ui_and_views_are_pinned() -> None:
         "run_to_json",
         "to_builtins",
     ]
+
+
+def test_schedules_exports_are_pinned() -> None:
+    import workflow.schedules
+
+    assert workflow.schedules.__all__ == sorted(workflow.schedules.__all__)
+    assert set(workflow.schedules.__all__) == {
+        "Overlap",
+        "Schedule",
+        "ScheduleExistsError",
+        "ScheduleInfo",
+        "ScheduleNotFoundError",
+        "create_schedule",
+        "get_schedule",
+        "list_schedules",
+    }
+    for name in workflow.schedules.__all__:
+        if name.endswith("Error"):
+            assert issubclass(getattr(workflow.schedules, name), workflow.WorkflowError)

@@ -28,6 +28,7 @@ FROZEN = {
     4: "feef3bf1d682a36fef668d2b3824c0887285d9370402f7d39860116040d15fed",
     5: "f0ec9b1115fc724ccbca64a2b4b9f3449ac0b9b53a198e0e65b0475c9c59f2dd",
     6: "907562cd9f320690e82a47acbd867bfe71216787a9a44696dc74648ec01e1dd6",
+    7: "6b5f78fb45320730a6ff105a3417797f6713e2169b484133bbf6fd74f8bbf3f9",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

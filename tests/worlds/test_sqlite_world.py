@@ -632,7 +632,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
     async with SqliteWorld(url) as world:
         holder = await create(world, {"order": "o-1"}, unique=["order"])
     # Turn the file back into schema version 1: claims.run_id was NOT NULL, and
-    # neither claims_run, runs_closed nor the hook tables existed.
+    # neither claims_run, runs_closed, the hook tables nor schedules existed.
     db = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
     try:
         v1_claims = (
@@ -641,6 +641,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
             .replace("run_id TEXT,", "run_id TEXT NOT NULL,")
         )
         for statement in (
+            "DROP TABLE schedules",
             "DROP TABLE hooks",
             "DROP TABLE hook_resumes",
             "DROP TABLE slots",
@@ -673,6 +674,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
         assert db.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
         indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
         assert {"claims_run", "runs_closed", "hooks", "hook_resumes"} <= indexes
+        assert {"schedules", "schedules_wake"} <= indexes
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     finally:
         db.close()

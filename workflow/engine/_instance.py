@@ -28,7 +28,13 @@ from typing import Any, assert_never
 from uuid import UUID
 
 from workflow import _runtime
-from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair, check_token
+from workflow._attributes import (
+    ALWAYS_UNIQUE,
+    check_count,
+    check_pair,
+    check_settable,
+    check_token,
+)
 from workflow._codec import decode_call, decode_result, encode_call, encode_result, error_info
 from workflow._hooks import Hook
 from workflow.client import Run
@@ -512,7 +518,7 @@ class WorkflowInstance(_runtime.Runtime):
         """Set a run attribute; recorded, and answered from the log on replay."""
         if callable(value):
             value = value(self._attributes.get(key))
-        key, value = check_pair(key, value)
+        key, value = check_settable(key, value)
         if key not in self._attributes:
             check_count(len(self._attributes) + 1)
         unique = unique or key in ALWAYS_UNIQUE

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from workflow import _runtime
-from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair
+from workflow._attributes import ALWAYS_UNIQUE, check_count, check_settable
 from workflow._codec import decode_call, encode_result, error_info
 from workflow._hooks import Hook
 from workflow.client import Run
@@ -120,7 +120,7 @@ class StepRuntime(_runtime.Runtime):
         """
         if callable(value):
             value = value(self._attributes.get(key))
-        key, checked = check_pair(key, value)
+        key, checked = check_settable(key, value)
         if key not in self._attributes:
             check_count(len(self._attributes) + 1, "a step attempt")
         item = self._item

@@ -40,6 +40,7 @@ from workflow.engine._commits import (
 from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
 from workflow.engine._group import GroupCommitter
 from workflow.engine._instance import WorkflowInstance
+from workflow.engine._schedules import ScheduleLoop
 from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
@@ -147,6 +148,15 @@ class Worker:
         self._call_timeout = max(lease_seconds / 3, 2.0)
         self.failure: WorldMisconfiguredError | None = None
         """The error that stopped this worker, if the world cannot be used."""
+        self._schedules = ScheduleLoop(
+            world,
+            self.worker_id,
+            lambda: frozenset(self._workflows),
+            lease_seconds=lease_seconds,
+            poll_interval=poll_interval,
+            complaints=Complaints(log, self.worker_id),
+            fail=self._fail,
+        )
 
     # ------------------------------------------------------------------ registry
 
@@ -192,6 +202,7 @@ class Worker:
         self._task_group.start_soon(self._dispatch)
         self._task_group.start_soon(self._renew_leases)
         self._task_group.start_soon(self._watch_cancellations)
+        self._task_group.start_soon(self._schedules.run, lambda: self._stopping)
         return self
 
     async def __aexit__(

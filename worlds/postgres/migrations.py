@@ -33,6 +33,9 @@ windows and tombstones; ``commit_run`` answers outcome ``slots`` for a commit
 that closes a run holding or waiting for slots or holding a claim with a reuse
 window (the general path releases, dates and promotes); ``create_run`` clears
 the window of an earlier holder from a released pair it claims.
+
+Migration 7: schedules (rfcs/0009-schedules.md), with a timer-like index on
+their wake time.
 """
 
 from __future__ import annotations
@@ -835,6 +838,25 @@ $fn$
 
 """,
     ),
+    # 7: schedules (rfcs/0009-schedules.md).
+    7: (
+        """CREATE TABLE schedules (
+            id text PRIMARY KEY,
+            workflow text NOT NULL,
+            spec bytea NOT NULL,
+            paused boolean NOT NULL,
+            note text,
+            next_fire_at timestamptz,
+            buffered_at timestamptz,
+            wake_at timestamptz,
+            version bigint NOT NULL,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            leased_until timestamptz
+        )""",
+        # Workers look only at unpaused schedules that are due: a timer index.
+        "CREATE INDEX schedules_wake ON schedules (wake_at) "
+        "WHERE NOT paused AND wake_at IS NOT NULL",
+    ),
 }
-"""The statements of each schema version, applied in order to reach it."""
 """The statements of each schema version, applied in order to reach it."""

@@ -134,6 +134,22 @@ REFERENCE: tuple[str, ...] = (
     "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding",
     "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE NOT holding",
     "CREATE INDEX slots_run ON slots (run_id)",
+    """CREATE TABLE schedules (
+        id text PRIMARY KEY,
+        workflow text NOT NULL,
+        spec bytea NOT NULL,
+        paused boolean NOT NULL,
+        note text,
+        next_fire_at timestamptz,
+        buffered_at timestamptz,
+        wake_at timestamptz,
+        version bigint NOT NULL,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        leased_until timestamptz
+    )""",
+    # Workers look only at unpaused schedules that are due: a timer index.
+    "CREATE INDEX schedules_wake ON schedules (wake_at) WHERE NOT paused AND wake_at IS NOT NULL",
     # ``commit_run``, the one-round-trip commit (``fast.py``), and ``create_run``,
     # the one-round-trip start of a run with claims or a deadline: their text
     # is in ``MIGRATIONS[6]``, the last migration that replaced them.

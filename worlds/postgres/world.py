@@ -36,6 +36,7 @@ from worlds.postgres.connection import (
 )
 from worlds.postgres.fast import commit_params, commit_result
 from worlds.postgres.notices import Notices
+from worlds.postgres.schedules import ScheduleStore
 from worlds.postgres.transactions import Tx
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.semantics import (
@@ -64,6 +65,8 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    ScheduleLease,
+    ScheduleRecord,
     Slot,
     WorkItem,
     utcnow,
@@ -718,3 +721,43 @@ class PostgresWorld(ClosesOnExit):
         pool = await self._connect()
         rows = await pool.fetch(sql.PRUNE, closed_before, limit, release_claims, self._clock.now())
         return [row["id"] for row in sorted(rows, key=lambda row: (row["closed_at"], row["id"]))]
+
+    # ------------------------------------------------------------------ schedules
+
+    @property
+    def _schedules(self) -> ScheduleStore:
+        return ScheduleStore(self._connect, self._write, self._clock.now, self._clock.refresh)
+
+    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """See ``World.create_schedule``."""
+        self._check_open()
+        return await self._schedules.create(record)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        """See ``World.get_schedule``."""
+        self._check_open()
+        return await self._schedules.get(schedule_id)
+
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ScheduleRecord]:
+        """See ``World.list_schedules``."""
+        self._check_open()
+        return await self._schedules.list(after, limit)
+
+    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+        """See ``World.update_schedule``."""
+        self._check_open()
+        return await self._schedules.update(record)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """See ``World.delete_schedule``."""
+        self._check_open()
+        return await self._schedules.delete(schedule_id)
+
+    async def lease_schedules(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> ScheduleLease:
+        """See ``World.lease_schedules``."""
+        self._check_open()
+        return await self._schedules.lease(names, limit, lease_seconds)

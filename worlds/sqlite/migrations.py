@@ -149,5 +149,25 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE holding = 0",
         "CREATE INDEX slots_run ON slots (run_id)",
     ),
+    # 5: schedules (rfcs/0009-schedules.md).
+    5: (
+        """CREATE TABLE schedules (
+        id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        spec BLOB NOT NULL,
+        paused INTEGER NOT NULL,
+        note TEXT,
+        next_fire_at INTEGER,
+        buffered_at INTEGER,
+        wake_at INTEGER,
+        version INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        leased_until INTEGER
+    ) WITHOUT ROWID""",
+        # Workers look only at unpaused schedules that are due: a timer index.
+        "CREATE INDEX schedules_wake ON schedules (wake_at) "
+        "WHERE paused = 0 AND wake_at IS NOT NULL",
+    ),
 }
 """The statements that produce each schema version from the one before."""

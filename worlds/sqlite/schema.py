@@ -120,6 +120,22 @@ SCHEMA = (
     "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding = 1",
     "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE holding = 0",
     "CREATE INDEX slots_run ON slots (run_id)",
+    """CREATE TABLE schedules (
+        id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        spec BLOB NOT NULL,
+        paused INTEGER NOT NULL,
+        note TEXT,
+        next_fire_at INTEGER,
+        buffered_at INTEGER,
+        wake_at INTEGER,
+        version INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        leased_until INTEGER
+    ) WITHOUT ROWID""",
+    # Workers look only at unpaused schedules that are due: a timer index.
+    "CREATE INDEX schedules_wake ON schedules (wake_at) WHERE paused = 0 AND wake_at IS NOT NULL",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

@@ -27,6 +27,7 @@ from worlds.semantics import (
     workflow_item_id,
 )
 from worlds.sqlite import codecs
+from worlds.sqlite import schedules as schedule_ops
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.filters import list_runs_sql, match_counts_sql
@@ -54,6 +55,8 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    ScheduleLease,
+    ScheduleRecord,
     Slot,
     StepStarted,
     WorkItem,
@@ -580,3 +583,41 @@ class SqliteWorld(ClosesOnExit):
             return pruned
 
         return await self._connection.write(body)
+
+    # ------------------------------------------------------------------ schedules
+
+    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """See ``World.create_schedule``."""
+        self._connection.check_open()
+        return await schedule_ops.create_schedule(self._connection, record)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        """See ``World.get_schedule``."""
+        self._connection.check_open()
+        return await schedule_ops.get_schedule(self._connection, schedule_id)
+
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ScheduleRecord]:
+        """See ``World.list_schedules``."""
+        self._connection.check_open()
+        return await schedule_ops.list_schedules(self._connection, after, limit)
+
+    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+        """See ``World.update_schedule``."""
+        self._connection.check_open()
+        return await schedule_ops.update_schedule(self._connection, record)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """See ``World.delete_schedule``."""
+        self._connection.check_open()
+        return await schedule_ops.delete_schedule(self._connection, schedule_id)
+
+    async def lease_schedules(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> ScheduleLease:
+        """See ``World.lease_schedules``."""
+        self._connection.check_open()
+        return await schedule_ops.lease_schedules(
+            self._connection, worker_id, names, limit, lease_seconds
+        )

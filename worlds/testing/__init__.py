@@ -47,6 +47,8 @@ pytest.register_assert_rewrite(
     "worlds.testing._prune",
     "worlds.testing._reuse",
     "worlds.testing._runs",
+    "worlds.testing._schedule_model",
+    "worlds.testing._schedules",
     "worlds.testing._search",
     "worlds.testing._slots",
     "worlds.testing._takeovers",
@@ -65,6 +67,8 @@ from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._reuse import DebounceConformance, ReuseConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
+from worlds.testing._schedule_model import ScheduleModelConformance  # noqa: E402
+from worlds.testing._schedules import ScheduleConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
@@ -90,6 +94,8 @@ class WorldConformance(
     ModelConformance,
     ConditionalCommitConformance,
     BatchCommitConformance,
+    ScheduleConformance,
+    ScheduleModelConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
@@ -111,6 +117,7 @@ class WorldConformance(
     the whole range of values the SDK accepts
     (``ValueConformance``), a
     hypothesis state machine checked against a model (``ModelConformance``),
-    conditional commits (``ConditionalCommitConformance``) and group commit
-    (``BatchCommitConformance``).
+    conditional commits (``ConditionalCommitConformance``), group commit
+    (``BatchCommitConformance``), and schedule storage and leasing
+    (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``).
     """

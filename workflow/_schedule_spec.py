@@ -1,0 +1,152 @@
+"""What a schedule is: its checked definition and the arithmetic of its fire times.
+
+A schedule fires on a cron expression in a timezone (computed by ``croniter``,
+whose daylight-saving rules apply: a local time skipped by a spring-forward
+fires at the first instant after the gap, one repeated by a fall-back fires
+at both instants) or every fixed interval (fire times are the multiples of
+the interval since the Unix epoch, so ``every=5 minutes`` fires at :00, :05,
+...). The world stores the definition as opaque bytes (``ScheduleSpec``).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import msgspec
+from croniter import croniter  # type: ignore[import-untyped]
+
+from worlds.types import EPOCH
+
+__all__ = [
+    "MIN_CATCHUP",
+    "Overlap",
+    "ScheduleSpec",
+    "check_cron",
+    "check_every",
+    "check_timezone",
+    "decode_spec",
+    "encode_spec",
+    "fire_times",
+    "next_fire",
+]
+
+MIN_CATCHUP = timedelta(seconds=1)
+"""The shortest ``catchup_window``: a fire a worker handles a moment late is not missed."""
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class Overlap(enum.StrEnum):
+    """What a fire does while a run started earlier (or holding the shared pair) is open.
+
+    ``SKIP``: the fire starts nothing. ``BUFFER_ONE``: the fire waits until
+    the open run closes, and at most one fire waits. ``CANCEL_OTHER``: the
+    open run is cancelled and the new one starts, atomically (the fenced
+    takeover of ``start_or_cancel_run``). ``ALLOW_ALL``: every fire starts
+    a run, whatever is open.
+    """
+
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+    CANCEL_OTHER = "cancel_other"
+    ALLOW_ALL = "allow_all"
+
+
+class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A schedule's definition, as the SDK encodes it into ``ScheduleRecord.spec``."""
+
+    args: bytes
+    cron: str | None = None
+    timezone: str = "UTC"
+    every_us: int | None = None
+    overlap: Overlap = Overlap.SKIP
+    catchup_us: int
+    attributes: dict[str, Any] = {}
+    key: str | None = None
+    value: Any = None
+
+    @property
+    def every(self) -> timedelta | None:
+        """The interval, for an interval schedule."""
+        return None if self.every_us is None else timedelta(microseconds=self.every_us)
+
+    @property
+    def catchup_window(self) -> timedelta:
+        """How old a missed fire time may be and still fire."""
+        return timedelta(microseconds=self.catchup_us)
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(ScheduleSpec)
+
+
+def encode_spec(spec: ScheduleSpec) -> bytes:
+    """The bytes a world stores for ``spec``."""
+    return _encoder.encode(spec)
+
+
+def decode_spec(data: bytes) -> ScheduleSpec:
+    """The spec stored as ``data``."""
+    return _decoder.decode(data)
+
+
+def check_cron(cron: object) -> str:
+    """``cron`` if ``croniter`` accepts it as a 5-field (or 6-field, seconds last) expression."""
+    if not isinstance(cron, str):
+        raise TypeError(f"cron must be a str like '0 3 * * *', not {type(cron).__name__}")
+    fields = cron.split()
+    if len(fields) not in (5, 6) or not croniter.is_valid(cron):
+        raise ValueError(
+            f"cron {cron!r} is not a valid cron expression: give 5 fields "
+            "(minute hour day-of-month month day-of-week), like '0 3 * * *'"
+        )
+    return " ".join(fields)
+
+
+def check_timezone(timezone: object) -> str:
+    """``timezone`` if it names an IANA timezone (``Europe/Paris``, ``UTC``)."""
+    if not isinstance(timezone, str):
+        raise TypeError(f"timezone must be an IANA name like 'Europe/Paris', not {timezone!r}")
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"unknown timezone {timezone!r}: give an IANA name like 'Europe/Paris' or 'UTC'"
+        ) from None
+    return timezone
+
+
+def check_every(every: object) -> timedelta:
+    """``every`` (a ``timedelta`` or seconds) as a positive whole number of microseconds."""
+    if isinstance(every, bool) or not isinstance(every, (timedelta, int, float)):
+        raise TypeError(f"every must be a timedelta or seconds, not {type(every).__name__}")
+    interval = every if isinstance(every, timedelta) else timedelta(seconds=every)
+    if interval < _MICROSECOND:
+        raise ValueError(f"every must be a positive interval, got {every!r}")
+    return interval
+
+
+def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
+    """The first fire time strictly after ``after``, in UTC."""
+    if spec.every_us is not None:
+        elapsed = (after - EPOCH) // _MICROSECOND
+        return EPOCH + _MICROSECOND * ((elapsed // spec.every_us + 1) * spec.every_us)
+    assert spec.cron is not None
+    local = after.astimezone(ZoneInfo(spec.timezone))
+    found: datetime = croniter(spec.cron, local).get_next(datetime)
+    return found.astimezone(UTC)
+
+
+def fire_times(
+    spec: ScheduleSpec, start: datetime, end: datetime, limit: int | None = None
+) -> list[datetime]:
+    """Every fire time in ``[start, end)``, oldest first (at most ``limit`` of them)."""
+    times: list[datetime] = []
+    moment = next_fire(spec, start - _MICROSECOND)
+    while moment < end and (limit is None or len(times) < limit):
+        times.append(moment)
+        moment = next_fire(spec, moment)
+    return times
