@@ -82,3 +82,9 @@ def test_other_public_packages_are_pinned() -> None:
         "start_or_get_run",
         "start_with_policy",
     ]
+
+
+def test_ecosystem_packages_are_pinned() -> None:
+    import workflow.testing
+
+    assert workflow.testing.__all__ == ["TestEnvironment"]
