@@ -449,6 +449,11 @@ class WorkflowInstance(_runtime.Runtime):
         """Always True: this runtime serves workflow code."""
         return True
 
+    @property
+    def replaying(self) -> bool:
+        """True while the body has recorded commands still ahead of it in the log."""
+        return bool(self._recorded)
+
     def default_world(self) -> None:
         """None: workflow code does no I/O, so client calls there get no world from here."""
         return None
