@@ -1,13 +1,17 @@
 """Encoding of arguments, results and errors with msgspec (MessagePack).
 
 Values are decoded against the function's annotations when it has them, so a
-step returning a dataclass or ``msgspec.Struct`` gives the workflow that type
-back on replay, not a dict.
+step returning a dataclass, a ``msgspec.Struct`` or a Pydantic model gives the
+workflow that type back (on replay too), not a dict. Pydantic is optional: its
+models are encoded with ``model_dump(mode="json")`` and validated back with the
+model's ``model_validate`` (inside containers, dataclasses and Structs too),
+only when the program uses Pydantic.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 import traceback
 import typing
 from collections.abc import Callable
@@ -27,7 +31,16 @@ __all__ = [
     "storable_text",
 ]
 
-_encoder = msgspec.msgpack.Encoder()
+
+def _encode_other(value: Any) -> Any:
+    """What msgspec cannot encode itself: Pydantic models, as their JSON-mode dump."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and "pydantic" in sys.modules:
+        return dump(mode="json")
+    raise TypeError(f"{type(value).__qualname__} is not a type that can be recorded")
+
+
+_encoder = msgspec.msgpack.Encoder(enc_hook=_encode_other)
 
 
 def _encode(value: Any, what: str) -> bytes:
@@ -70,11 +83,19 @@ def _hints(fn: Callable[..., Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any
     return positional, by_name, hints.get("return", Any)
 
 
+def _decode_other(annotation: type, value: Any) -> Any:
+    """What msgspec cannot build itself: a Pydantic model, validated from its dump."""
+    validate = getattr(annotation, "model_validate", None)
+    if callable(validate) and "pydantic" in sys.modules:
+        return validate(value)
+    raise NotImplementedError(f"{annotation!r} is not a type values can be decoded as")
+
+
 def _convert(value: Any, annotation: Any) -> Any:
     if annotation is Any:
         return value
     try:
-        return msgspec.convert(value, annotation, strict=False)
+        return msgspec.convert(value, annotation, strict=False, dec_hook=_decode_other)
     except (msgspec.ValidationError, TypeError):
         return value
 
