@@ -24,6 +24,7 @@ from worlds.types import ErrorInfo
 
 __all__ = [
     "decode_call",
+    "decode_headers",
     "decode_result",
     "encode_call",
     "encode_result",
@@ -56,9 +57,27 @@ def _encode(value: Any, what: str) -> bytes:
         ) from None
 
 
-def encode_call(args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> bytes:
-    """Encode a call's arguments; ``TypeError`` naming the type if one can't be."""
+def encode_call(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> bytes:
+    """Encode a call's arguments; ``TypeError`` naming the type if one can't be.
+
+    ``headers`` (text by text, such as a trace context) travel with the arguments
+    and are read back by ``decode_headers``; the call never sees them.
+    """
+    if headers:
+        return _encode([list(args), kwargs or {}, headers], "arguments")
     return _encode([list(args), kwargs or {}], "arguments")
+
+
+def decode_headers(data: bytes) -> dict[str, str]:
+    """The headers ``encode_call`` recorded with a call, or an empty dict."""
+    decoded = msgspec.msgpack.decode(data)
+    if isinstance(decoded, list) and len(decoded) > 2 and isinstance(decoded[2], dict):
+        return {str(k): str(v) for k, v in decoded[2].items()}
+    return {}
 
 
 def encode_result(value: Any, what: str = "result") -> bytes:
@@ -102,7 +121,7 @@ def _convert(value: Any, annotation: Any) -> Any:
 
 def decode_call(data: bytes, fn: Callable[..., Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Decode arguments recorded by ``encode_call`` as ``fn``'s parameter types."""
-    raw_args, raw_kwargs = msgspec.msgpack.decode(data)
+    raw_args, raw_kwargs = msgspec.msgpack.decode(data)[:2]
     positional, by_name, _ = _hints(fn)
     args = tuple(
         _convert(value, positional[i] if i < len(positional) else Any)

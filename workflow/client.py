@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 import worlds
-from workflow import _runtime
+from workflow import _observe, _runtime
 from workflow._attributes import (
     IDEMPOTENCY_KEY,
     check_pair,
@@ -301,7 +301,27 @@ async def start(
     """
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"start() needs a @workflow function, got {fn!r}")
-    payload = encode_call(args)
+    report = _observe.StartReport()
+    with _observe.starting(fn.name, attributes or {}, report) as headers:
+        try:
+            run = await _create(fn, args, attributes, idempotency_key, timeout, world, headers)
+        except BaseException as exc:
+            report.error = exc
+            raise
+        report.run_id = run.id
+        return run
+
+
+async def _create(
+    fn: WorkflowDefinition[..., R],
+    args: tuple[Any, ...],
+    attributes: Mapping[str, Any] | None,
+    idempotency_key: str | None,
+    timeout: float | timedelta | None,
+    world: World | None,
+    headers: dict[str, str],
+) -> Run[R]:
+    payload = encode_call(args, headers=headers)
     values, unique = split_start_attributes(attributes)
     if idempotency_key is not None:
         check_pair(IDEMPOTENCY_KEY, idempotency_key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -55,7 +55,7 @@ async def fails_secretly(why: str) -> None:
     await explode(why)
 
 
-def stored_bytes(events: list[object]) -> bytes:
+def stored_bytes(events: Sequence[object]) -> bytes:
     return b"".join(msgspec.msgpack.encode(e) for e in events)
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import msgspec
 
+from workflow import _observe
 from workflow._codec import error_info
 from workflow.engine._faults import POISON_LIMIT
+from workflow.engine._instance import WorkflowInstance
 from worlds.semantics import CANCEL_DEADLINE_TIMER, RUN_DEADLINE_TIMER
 from worlds.types import (
     CommitRequest,
@@ -14,7 +16,10 @@ from worlds.types import (
     EventKind,
     NewWorkItem,
     RunCancelled,
+    RunCompleted,
+    RunContinued,
     RunFailed,
+    RunStatus,
     StepCompleted,
     StepFailed,
     StepRetrying,
@@ -23,6 +28,8 @@ from worlds.types import (
 )
 
 __all__ = [
+    "closed_report",
+    "closes_run",
     "describe",
     "exhausted_commit",
     "is_outcome_of",
@@ -131,4 +138,31 @@ def poisoned_run_commit(
         lease=item,
         events=(RunFailed(error=error),),
         lease_seconds=lease_seconds,
+    )
+
+
+_CLOSING_STATUS = {
+    RunCompleted: RunStatus.COMPLETED,
+    RunFailed: RunStatus.FAILED,
+    RunCancelled: RunStatus.CANCELLED,
+    RunContinued: RunStatus.CONTINUED,
+}
+
+
+def closes_run(event: EventKind) -> bool:
+    """Whether ``event`` closes its run."""
+    return type(event) in _CLOSING_STATUS
+
+
+def closed_report(instance: WorkflowInstance, closing: EventKind) -> _observe.RunClosed:
+    """What the instrumentation is told when this worker's commit of ``closing`` closed the run."""
+    return _observe.RunClosed(
+        run_id=instance.run_id,
+        workflow=instance.definition.name,
+        status=_CLOSING_STATUS[type(closing)].value,
+        created_at=instance.run_metadata().created_at,
+        closed_at=closing.at,
+        headers=instance.headers,
+        attributes=instance.attributes,
+        error=closing.error if isinstance(closing, RunFailed) else None,
     )

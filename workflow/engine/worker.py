@@ -27,9 +27,12 @@ from typing import Any, Self
 import anyio
 import msgspec
 
+from workflow import _observe
 from workflow.client import serve_world, stop_serving_world
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._commits import (
+    closed_report,
+    closes_run,
     describe,
     exhausted_commit,
     poisoned_run_commit,
@@ -43,6 +46,7 @@ from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
 from worlds.types import (
     CommitRequest,
+    EventKind,
     NewWorkItem,
     RunStatus,
     StepDiscarded,
@@ -536,6 +540,7 @@ class Worker:
                 instance = WorkflowInstance(item.run_id, definition, self.world)
             instance.feed(events)
             leased: list[WorkItem] = []
+            closing: EventKind | None = None
             while True:
                 blocked = instance.advance()
                 commit = instance.take_commit()
@@ -558,12 +563,15 @@ class Worker:
                     instance.dispose()
                     return leased
                 instance.committed(result.events)
+                closing = closing or next((e for e in result.events if closes_run(e)), None)
                 if not blocked:
                     break
         except BaseException:
             if instance is not None:
                 instance.dispose()  # a half-committed task is replayed from the log
             raise
+        if closing is not None and _observe.current() is not None:
+            _observe.run_closed(closed_report(instance, closing))
         if instance.finished:
             instance.dispose()
         else:
