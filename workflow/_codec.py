@@ -30,6 +30,7 @@ __all__ = [
     "encode_result",
     "error_info",
     "storable_text",
+    "with_header",
 ]
 
 
@@ -70,6 +71,14 @@ def encode_call(
     if headers:
         return _encode([list(args), kwargs or {}, headers], "arguments")
     return _encode([list(args), kwargs or {}], "arguments")
+
+
+def with_header(data: bytes, key: str, value: str) -> bytes:
+    """``data`` (from ``encode_call``) with header ``key`` set to ``value``."""
+    decoded = msgspec.msgpack.decode(data)
+    headers = dict(decoded[2]) if len(decoded) > 2 else {}
+    headers[key] = value
+    return _encoder.encode([decoded[0], decoded[1], headers])
 
 
 def decode_headers(data: bytes) -> dict[str, str]:

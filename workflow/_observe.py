@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from worlds.types import AttributeValue, ErrorInfo
 
 __all__ = [
+    "DUE_HEADER",
     "AttemptReport",
     "Instrumentation",
     "RunClosed",
@@ -36,6 +37,11 @@ __all__ = [
     "step_attempt",
     "uninstall",
 ]
+
+
+DUE_HEADER = "workflow.due"
+"""Header of a step's arguments: when the attempt became due (POSIX seconds), set
+only while an instrumentation is installed; it gives the queue lag."""
 
 
 @dataclass

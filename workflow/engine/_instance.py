@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 from uuid import UUID
 
-from workflow import _runtime
+from workflow import _observe, _runtime
 from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair, check_token
 from workflow._codec import (
     decode_call,
@@ -481,7 +481,10 @@ class WorkflowInstance(_runtime.Runtime):
         recorded = self._next_recorded(issued)
         if recorded is None:
             number = self._next_step
-            payload = encode_call(args, kwargs, self.headers)
+            headers = self.headers
+            if _observe.current() is not None:
+                headers = {**headers, _observe.DUE_HEADER: str(self.now().timestamp())}
+            payload = encode_call(args, kwargs, headers)
             self._outbox.events.append(StepCreated(step=number, name=step.name, args=payload))
             self._outbox.schedule.append(
                 NewWorkItem(kind="step", name=step.name, number=number, payload=payload)

@@ -13,7 +13,7 @@ import anyio
 
 from workflow import _observe, _runtime
 from workflow._attributes import ALWAYS_UNIQUE, check_count, check_pair
-from workflow._codec import decode_call, decode_headers, encode_result, error_info
+from workflow._codec import decode_call, decode_headers, encode_result, error_info, with_header
 from workflow._hooks import Hook
 from workflow.client import Run
 from workflow.decorators import StepDefinition
@@ -250,12 +250,15 @@ async def run_step(
             run_id=item.run_id, worker_id=worker_id, lease=item, ack=False, discard=discard
         )
     if isinstance(outcome, StepRetrying):
+        payload = item.payload
+        if _observe.current() is not None:
+            payload = with_header(payload, _observe.DUE_HEADER, str(outcome.retry_at.timestamp()))
         next_attempt = NewWorkItem(
             kind="step",
             name=item.name,
             number=item.number,
             attempt=item.attempt + 1,
-            payload=item.payload,
+            payload=payload,
             available_at=retry_at,
         )
         schedule = (next_attempt,)
