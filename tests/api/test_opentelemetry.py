@@ -22,6 +22,7 @@ from workflow import (
     Worker,
     create_hook,
     resume_hook,
+    sleep,
     start,
     step,
     workflow,
@@ -241,3 +242,23 @@ async def test_nothing_is_emitted_once_uninstrumented(world: World, telemetry: T
         run = await start(checkout, "o-5", world=world)
         await run.result(timeout=20)
     assert [s.name for s in telemetry.finished()] == ["call the bank"]  # the app's own span
+
+
+@workflow
+async def sleeps_forever(order_id: str) -> None:
+    await sleep(3600)
+
+
+async def test_a_run_its_deadline_closes_has_its_run_span(
+    world: World, telemetry: Telemetry
+) -> None:
+    async with Worker(world, [sleeps_forever]):
+        with telemetry.tracer.start_as_current_span("request") as request:
+            run = await start(sleeps_forever, "o-6", world=world, timeout=0.5)
+        with pytest.raises(RunFailedError, match="TimeoutError"):
+            await run.result(timeout=20)
+    (run_span,) = telemetry.named("run sleeps_forever")
+    assert run_span.context.trace_id == request.get_span_context().trace_id
+    assert run_span.status.status_code is StatusCode.ERROR
+    assert run_span.attributes is not None
+    assert run_span.attributes["workflow.status"] == "failed"

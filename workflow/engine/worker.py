@@ -37,6 +37,7 @@ from workflow.engine._commits import (
     exhausted_commit,
     poisoned_run_commit,
     poisoned_step_commit,
+    report_closed_by_timer,
     timer_commit,
 )
 from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
@@ -407,10 +408,11 @@ class Worker:
         if item.kind == "workflow":
             return await self._retry_workflow_task(item)
         if item.kind == "timer":
-            return await self._commit(
-                item,
-                timer_commit(item, self.worker_id, self.lease_seconds, not self._stopping),
-            )
+            request = timer_commit(item, self.worker_id, self.lease_seconds, not self._stopping)
+            leased = await self._commit(item, request)
+            if _observe.current() is not None and any(map(closes_run, request.events)):
+                await report_closed_by_timer(self.world, item.run_id, request.events[-1])
+            return leased
         step = self._steps.get(item.name)
         if step is None:
             await self.world.release(self.worker_id, [item])
