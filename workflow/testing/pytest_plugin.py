@@ -2,8 +2,9 @@
 
 Registered through the ``pytest11`` entry point, so installing the package is
 enough. The fixture is an async generator: the async plugin that runs the test
-(anyio's ``@pytest.mark.anyio``, or pytest-asyncio with ``asyncio_mode = auto``
-or the test marked ``asyncio``) opens it in the test's own event loop::
+(anyio's ``@pytest.mark.anyio``, or pytest-asyncio with ``asyncio_mode = auto``:
+its strict mode handles only fixtures decorated with its own decorator) opens it
+in the test's own event loop::
 
     @pytest.mark.anyio
     async def test_checkout(workflow_env):
@@ -16,6 +17,7 @@ steps); to replace steps, open your own ``TestEnvironment(steps=...)``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -28,5 +30,30 @@ __all__ = ["workflow_env"]
 @pytest.fixture
 async def workflow_env() -> AsyncIterator[TestEnvironment]:
     """An open ``TestEnvironment`` (memory world, skipping clock) for one test."""
-    async with TestEnvironment() as env:
+    env = TestEnvironment()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (trio, through anyio): one task opens and closes it
+        async with env:
+            yield env
+        return
+    # pytest-asyncio sets a fixture up and tears it down in different tasks, and the
+    # environment's task group must be left in the task that entered it: a task of its own
+    ready, done = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with env:
+            ready.set()
+            await done.wait()
+
+    holder = loop.create_task(hold())
+    waiting = loop.create_task(ready.wait())
+    await asyncio.wait({holder, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.is_set():
+        waiting.cancel()
+        await holder  # raises why the environment could not open
+    try:
         yield env
+    finally:
+        done.set()
+        await holder
