@@ -9,6 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 from cryptography.fernet import Fernet, InvalidToken
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import worlds
 from examples.fernet_codec import FernetCodec
@@ -23,9 +25,13 @@ from workflow import (
     step,
     workflow,
 )
-from worlds.codec import CodecWorld
+from workflow._codec import storable_text
+from worlds.codec import MARKER, TEXT_PREFIX, CodecWorld
+from worlds.memory import MemoryWorld
 from worlds.protocol import World
+from worlds.semantics import new_run_id
 from worlds.testing import WorldConformance, WorldFactory
+from worlds.types import CommitRequest, CreateRunRequest, ErrorInfo, RunCreated, RunFailed
 
 pytestmark = pytest.mark.anyio
 
@@ -141,3 +147,40 @@ class TestCodecWorldConformance(WorldConformance):
     @pytest.fixture
     def world_factory(self, tmp_path: Path) -> WorldFactory:
         return lambda: CodecWorld(worlds.open(f"sqlite:///{tmp_path}/codec.db"), Compress())
+
+
+class Xor:
+    """A cheap codec whose output never holds its input (for the property below)."""
+
+    def encode(self, data: bytes) -> bytes:
+        return bytes(b ^ 0x5A for b in data)
+
+    def decode(self, data: bytes) -> bytes:
+        return bytes(b ^ 0x5A for b in data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(args=st.binary(), message=st.text(), trace=st.none() | st.text())
+async def test_payloads_and_errors_round_trip_and_are_stored_transformed(
+    args: bytes, message: str, trace: str | None
+) -> None:
+    inner = MemoryWorld()
+    world = CodecWorld(inner, Xor())
+    run_id = new_run_id()
+    created = await world.create_run(CreateRunRequest(run_id=run_id, workflow="wf", args=args))
+    assert created.run is not None
+    (item,) = await world.lease("w", names={"wf"}, limit=1, lease_seconds=30)
+    error = ErrorInfo(type="ValueError", message=storable_text(message), traceback=trace)
+    done = await world.commit(
+        CommitRequest(run_id=run_id, worker_id="w", lease=item, events=(RunFailed(error=error),))
+    )
+    assert done.ok
+    shown = await world.read_events(run_id)
+    assert isinstance(shown[0], RunCreated) and shown[0].args == args
+    assert isinstance(shown[-1], RunFailed) and shown[-1].error == error
+    record = await world.get_run(run_id)
+    assert record is not None and record.error == error
+    stored = await inner.read_events(run_id)
+    assert isinstance(stored[0], RunCreated) and stored[0].args == MARKER + Xor().encode(args)
+    assert isinstance(stored[-1], RunFailed)
+    assert stored[-1].error.message.startswith(TEXT_PREFIX)
