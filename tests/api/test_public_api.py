@@ -86,6 +86,12 @@ def test_other_public_packages_are_pinned() -> None:
 
 
 def test_ecosystem_packages_are_pinned() -> None:
+    import workflow.contrib.opentelemetry
+    import workflow.sync
     import workflow.testing
+    import worlds.codec
 
     assert workflow.testing.__all__ == ["TestEnvironment"]
+    assert workflow.sync.__all__ == ["SyncClient", "SyncRun", "SyncRunList"]
+    assert workflow.contrib.opentelemetry.__all__ == ["WorkflowInstrumentor"]
+    assert worlds.codec.__all__ == ["MARKER", "TEXT_PREFIX", "CodecWorld", "PayloadCodec"]
