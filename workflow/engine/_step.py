@@ -225,16 +225,19 @@ async def run_step(
                     run = await _run_metadata(world, item.run_id)
                 runtime = StepRuntime(world, worker_id, item, step.name, run)
                 runtime_token = _runtime.installed(runtime)
-                attempt = _observe.StepAttempt(
-                    run_id=item.run_id,
-                    workflow=run.workflow,
-                    step=step.name,
-                    number=item.number,
-                    attempt=item.attempt,
-                    headers=decode_headers(item.payload),
-                )
-                with _observe.step_attempt(attempt, report):
+                if _observe.current() is None:  # the common case: no second decode
                     outcome, retry_at = await _attempt(item, step, report)
+                else:
+                    attempt = _observe.StepAttempt(
+                        run_id=item.run_id,
+                        workflow=run.workflow,
+                        step=step.name,
+                        number=item.number,
+                        attempt=item.attempt,
+                        headers=decode_headers(item.payload),
+                    )
+                    with _observe.step_attempt(attempt, report):
+                        outcome, retry_at = await _attempt(item, step, report)
             except Exception as exc:  # the run's metadata could not be read
                 outcome, retry_at = _failure(item, step, exc, report)
     finally:
