@@ -161,3 +161,22 @@ async def test_the_workflow_env_fixture_is_open(workflow_env: TestEnvironment) -
 
 def _parse(text: str) -> datetime:
     return datetime.fromisoformat(text)
+
+
+@workflow
+async def naps(hours: int) -> str:
+    await sleep(timedelta(hours=hours))
+    return "rested"
+
+
+async def test_a_run_timeout_counts_from_the_environments_clock() -> None:
+    async with TestEnvironment(workflows=[naps]) as env:
+        first = await env.start(naps, 24 * 30)  # moves the clock a month ahead
+        with anyio.fail_after(10):
+            assert await first.result() == "rested"
+        on_time = await env.start(naps, 1, timeout=timedelta(hours=2))
+        late = await env.start(naps, 3, timeout=7200)
+        with anyio.fail_after(10):
+            assert await on_time.result() == "rested"
+            with pytest.raises(RunFailedError, match="TimeoutError"):
+                await late.result()

@@ -94,7 +94,10 @@ class TestEnvironment:
     Time skipping is decided on the world alone: while a run waits for a hook
     and nothing else is scheduled, the clock stands still. A run that races a
     hook against a timer therefore sees the timer fire at once; drive such a
-    test with ``skip_time=False`` and ``advance``.
+    test with ``skip_time=False`` and ``advance``. Timers and run timeouts
+    (``start(..., timeout=)``) follow this clock; a step's retry delay counts
+    from the wall clock (the worker sets it), so once the clock has moved ahead
+    a retry is due at once: retries keep their number, not their spacing.
     """
 
     __test__ = False  # not a pytest test class, despite its name
@@ -185,6 +188,12 @@ class TestEnvironment:
         """
         if "world" in options:
             raise TypeError("TestEnvironment.start() always uses env.world; drop world=")
+        timeout = options.get("timeout")
+        if timeout is not None:
+            # ``start`` counts a run's timeout from the wall clock; count it from this clock
+            seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+            if seconds > 0:
+                options["timeout"] = seconds + max(self._clock.offset.total_seconds(), 0.0)
         if isinstance(fn, WorkflowDefinition):
             self.worker.register(fn)
         return await start(fn, *args, world=self._world, **options)
