@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from workflow import (
+    HookNotFoundError,
     RunFailedError,
     RunStatus,
     Unique,
@@ -112,11 +113,12 @@ async def test_a_replaced_step_fails_after_the_real_steps_retry_budget() -> None
 async def test_hooks_resume_through_the_environment() -> None:
     async with TestEnvironment(workflows=[approval]) as env:
         run = await env.start(approval, "o-5")
-        with anyio.fail_after(10):
-            while not await env.world.list_hooks(run.id):
-                await anyio.sleep(0.01)
-            await env.resume_hook("approve-o-5", {"ok": True})
+        with anyio.fail_after(10):  # resume_hook waits until the run has created its hook
+            resumed = await env.resume_hook("approve-o-5", {"ok": True})
+            assert resumed == run
             assert await run.result() == {"ok": True}
+        with pytest.raises(HookNotFoundError):
+            await env.resume_hook("approve-o-5", {"ok": False})  # the run has closed
 
 
 async def test_without_skipping_the_clock_moves_only_by_advance() -> None:

@@ -201,7 +201,15 @@ class TestEnvironment:
     async def resume_hook(
         self, token: str, payload: Any = None, *, resume_id: str | None = None
     ) -> Run[Any]:
-        """``workflow.resume_hook`` on this environment's world."""
+        """``workflow.resume_hook`` on this environment's world.
+
+        First waits until ``wait_idle``, so a run just started has created the
+        hook it is about to wait on.
+
+        Raises:
+            HookNotFoundError: no open run holds ``token`` once all runs are idle.
+        """
+        await self.wait_idle()
         return await resume_hook(token, payload, resume_id=resume_id, world=self._world)
 
     def register(self, fn: Any) -> None:
