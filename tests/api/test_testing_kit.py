@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from unittest.mock import AsyncMock
 
 import anyio
 import pytest
@@ -182,3 +183,12 @@ async def test_a_run_timeout_counts_from_the_environments_clock() -> None:
             assert await on_time.result() == "rested"
             with pytest.raises(RunFailedError, match="TimeoutError"):
                 await late.result()
+
+
+async def test_a_mock_can_stand_in_for_a_step() -> None:
+    fake = AsyncMock(return_value="r-mocked")
+    async with TestEnvironment(workflows=[checkout], steps={charge: fake}) as env:
+        run = await env.start(checkout, "o-7", 42)
+        with anyio.fail_after(10):
+            assert await run.result() == "paid"
+    fake.assert_awaited_once_with("o-7", 42)
