@@ -18,6 +18,7 @@ the async client there).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import types
 from collections.abc import Callable, Coroutine, Iterator, Mapping
@@ -134,6 +135,15 @@ class SyncClient:
         portal = self._portal
         if portal is None:
             raise RuntimeError("this SyncClient is closed; make a new one")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # plain synchronous code: the case this client is for
+        else:
+            raise RuntimeError(
+                "SyncClient blocks, and this thread runs an event loop it would stall: "
+                "await the async client (workflow.start, Run.result, ...) here instead"
+            )
         result: T = portal.call(fn, *args)
         return result
 

@@ -108,3 +108,13 @@ def test_a_closed_client_refuses_calls(worker_url: str) -> None:
     client.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         client.get_run("x").status()
+
+
+def test_inside_an_event_loop_it_refuses_to_block(worker_url: str) -> None:
+    with SyncClient(worker_url) as client:
+
+        async def misuse() -> None:
+            client.get_run("x").status()
+
+        with pytest.raises(RuntimeError, match="async client"):
+            asyncio.run(misuse())
