@@ -123,6 +123,7 @@ class TestEnvironment:
         if start_time is not None:
             self._clock.offset = start_time - datetime.now(UTC)
         self.skip_time = skip_time
+        """Whether the clock skips; may be changed while the environment is open."""
         self._world = MemoryWorld("memory://", clock=self._clock)
         self._functions = list(workflows)
         self._steps = replacements
