@@ -23,7 +23,9 @@ import typer
 
 from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError, WorldOption, execute, open_world
 from workflow import Worker
+from worlds.codec import CodecWorld, PayloadCodec
 from worlds.errors import WorldMisconfiguredError
+from worlds.protocol import World
 
 __all__ = ["worker_command"]
 
@@ -52,6 +54,13 @@ def worker_command(
             " before it is released to other workers.",
         ),
     ] = 10.0,
+    codec: Annotated[
+        str | None,
+        typer.Option(
+            help="MODULE:NAME of a payload codec (encode/decode of bytes), or of a function"
+            " returning one: payloads pass through it on their way to the world.",
+        ),
+    ] = None,
 ) -> None:
     """Run a worker for MODULE until SIGINT or SIGTERM, then shut down gracefully.
 
@@ -62,7 +71,9 @@ def worker_command(
 
     async def serve() -> None:
         target = _import(module)
-        chosen = open_world(world)  # a bad URL is one line, before anything starts
+        chosen: World = open_world(world)  # a bad URL is one line, before anything starts
+        if codec is not None:
+            chosen = CodecWorld(chosen, _load_codec(codec))
         runner: Worker | None = None
         problem: str | None = None
         with anyio.open_signal_receiver(*_SIGNALS) as signals:
@@ -106,6 +117,26 @@ def worker_command(
             raise CliError(problem, EXIT_ERROR)
 
     execute(serve)
+
+
+def _load_codec(spec: str) -> PayloadCodec:
+    """The codec ``MODULE:NAME`` names (calling NAME if it is a class or function)."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise CliError(
+            f"--codec {spec!r}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
+        )
+    found = getattr(_import(module), name, None)
+    if found is None:
+        raise CliError(f"--codec {spec!r}: {module!r} has no {name!r}", EXIT_USAGE)
+    if isinstance(found, type) or (callable(found) and not isinstance(found, PayloadCodec)):
+        found = found()
+    if not isinstance(found, PayloadCodec):
+        raise CliError(
+            f"--codec {spec!r} is not a payload codec: it needs encode(bytes) and decode(bytes)",
+            EXIT_USAGE,
+        )
+    return found
 
 
 def _import(module: str) -> types.ModuleType:

@@ -15,6 +15,7 @@ See the README and ``rfcs/`` for the model.
 """
 
 from workflow._hooks import Hook
+from workflow._log import logger
 from workflow.api import (
     continue_as_new,
     create_hook,
@@ -96,6 +97,7 @@ __all__ = [
     "list_attributes",
     "list_hooks",
     "list_runs",
+    "logger",
     "now",
     "prune_runs",
     "random",

@@ -1,13 +1,17 @@
 """Encoding of arguments, results and errors with msgspec (MessagePack).
 
 Values are decoded against the function's annotations when it has them, so a
-step returning a dataclass or ``msgspec.Struct`` gives the workflow that type
-back on replay, not a dict.
+step returning a dataclass, a ``msgspec.Struct`` or a Pydantic model gives the
+workflow that type back (on replay too), not a dict. Pydantic is optional: its
+models are encoded with ``model_dump(mode="json")`` and validated back with the
+model's ``model_validate`` (inside containers, dataclasses and Structs too),
+only when the program uses Pydantic.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 import traceback
 import typing
 from collections.abc import Callable
@@ -20,14 +24,25 @@ from worlds.types import ErrorInfo
 
 __all__ = [
     "decode_call",
+    "decode_headers",
     "decode_result",
     "encode_call",
     "encode_result",
     "error_info",
     "storable_text",
+    "with_header",
 ]
 
-_encoder = msgspec.msgpack.Encoder()
+
+def _encode_other(value: Any) -> Any:
+    """What msgspec cannot encode itself: Pydantic models, as their JSON-mode dump."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and "pydantic" in sys.modules:
+        return dump(mode="json")
+    raise TypeError(f"{type(value).__qualname__} is not a type that can be recorded")
+
+
+_encoder = msgspec.msgpack.Encoder(enc_hook=_encode_other)
 
 
 def _encode(value: Any, what: str) -> bytes:
@@ -43,9 +58,35 @@ def _encode(value: Any, what: str) -> bytes:
         ) from None
 
 
-def encode_call(args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> bytes:
-    """Encode a call's arguments; ``TypeError`` naming the type if one can't be."""
+def encode_call(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> bytes:
+    """Encode a call's arguments; ``TypeError`` naming the type if one can't be.
+
+    ``headers`` (text by text, such as a trace context) travel with the arguments
+    and are read back by ``decode_headers``; the call never sees them.
+    """
+    if headers:
+        return _encode([list(args), kwargs or {}, headers], "arguments")
     return _encode([list(args), kwargs or {}], "arguments")
+
+
+def with_header(data: bytes, key: str, value: str) -> bytes:
+    """``data`` (from ``encode_call``) with header ``key`` set to ``value``."""
+    decoded = msgspec.msgpack.decode(data)
+    headers = dict(decoded[2]) if len(decoded) > 2 else {}
+    headers[key] = value
+    return _encoder.encode([decoded[0], decoded[1], headers])
+
+
+def decode_headers(data: bytes) -> dict[str, str]:
+    """The headers ``encode_call`` recorded with a call, or an empty dict."""
+    decoded = msgspec.msgpack.decode(data)
+    if isinstance(decoded, list) and len(decoded) > 2 and isinstance(decoded[2], dict):
+        return {str(k): str(v) for k, v in decoded[2].items()}
+    return {}
 
 
 def encode_result(value: Any, what: str = "result") -> bytes:
@@ -70,18 +111,26 @@ def _hints(fn: Callable[..., Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any
     return positional, by_name, hints.get("return", Any)
 
 
+def _decode_other(annotation: type, value: Any) -> Any:
+    """What msgspec cannot build itself: a Pydantic model, validated from its dump."""
+    validate = getattr(annotation, "model_validate", None)
+    if callable(validate) and "pydantic" in sys.modules:
+        return validate(value)
+    raise NotImplementedError(f"{annotation!r} is not a type values can be decoded as")
+
+
 def _convert(value: Any, annotation: Any) -> Any:
     if annotation is Any:
         return value
     try:
-        return msgspec.convert(value, annotation, strict=False)
+        return msgspec.convert(value, annotation, strict=False, dec_hook=_decode_other)
     except (msgspec.ValidationError, TypeError):
         return value
 
 
 def decode_call(data: bytes, fn: Callable[..., Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Decode arguments recorded by ``encode_call`` as ``fn``'s parameter types."""
-    raw_args, raw_kwargs = msgspec.msgpack.decode(data)
+    raw_args, raw_kwargs = msgspec.msgpack.decode(data)[:2]
     positional, by_name, _ = _hints(fn)
     args = tuple(
         _convert(value, positional[i] if i < len(positional) else Any)

@@ -41,6 +41,14 @@ class Runtime(ABC):
     def in_workflow(self) -> bool:
         """True in workflow code, False in step code."""
 
+    @property
+    def replaying(self) -> bool:
+        """True while a workflow body re-executes what its log already records.
+
+        ``workflow.logger`` is silent then. Step code never replays.
+        """
+        return False
+
     @abstractmethod
     def default_world(self) -> World | None:
         """The world client calls without ``world=`` use here, or ``None`` for none.

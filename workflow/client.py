@@ -19,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import anyio
 
 import worlds
-from workflow import _runtime
+from workflow import _observe, _runtime
 from workflow._attributes import (
     IDEMPOTENCY_KEY,
     check_pair,
@@ -351,7 +351,30 @@ async def start(
     """
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"start() needs a @workflow function, got {fn!r}")
-    payload = encode_call(args)
+    report = _observe.StartReport()
+    with _observe.starting(fn.name, attributes or {}, report) as headers:
+        try:
+            run = await _create(
+                fn, args, attributes, idempotency_key, timeout, delay, world, headers
+            )
+        except BaseException as exc:
+            report.error = exc
+            raise
+        report.run_id = run.id
+        return run
+
+
+async def _create(
+    fn: WorkflowDefinition[..., R],
+    args: tuple[Any, ...],
+    attributes: Mapping[str, Any] | None,
+    idempotency_key: str | None,
+    timeout: float | timedelta | None,
+    delay: float | timedelta | None,
+    world: World | None,
+    headers: dict[str, str],
+) -> Run[R]:
+    payload = encode_call(args, headers=headers)
     values, unique, limits, windows = split_start_attributes(attributes)
     start_at = None if delay is None else _later("delay", delay, allow_zero=True)
     if idempotency_key is not None:

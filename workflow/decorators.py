@@ -12,12 +12,12 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from workflow import _runtime
 from workflow._attributes import check_text
 
-__all__ = ["StepDefinition", "WorkflowDefinition", "step", "workflow"]
+__all__ = ["StepDecorator", "StepDefinition", "WorkflowDefinition", "step", "workflow"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,6 +120,15 @@ def workflow(
     return decorate(fn) if fn is not None else decorate
 
 
+class StepDecorator(Protocol):
+    """What ``@step(...)`` with options returns: a decorator that keeps the step's types."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> StepDefinition[P, R]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> StepDefinition[P, R]: ...
+
+
 @overload
 def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> StepDefinition[P, R]: ...
 @overload
@@ -133,7 +142,7 @@ def step(
     backoff: float = 2.0,
     max_delay: float = 60.0,
     timeout: float | None = None,
-) -> Callable[[Callable[P, Any]], StepDefinition[P, Any]]: ...
+) -> StepDecorator: ...
 
 
 def step(
@@ -146,7 +155,7 @@ def step(
     backoff: float = 2.0,
     max_delay: float = 60.0,
     timeout: float | None = None,
-) -> StepDefinition[P, Any] | Callable[[Callable[P, Any]], StepDefinition[P, Any]]:
+) -> StepDefinition[P, Any] | StepDecorator:
     """Mark a function as a step: ``@step`` or ``@step(max_retries=5, ...)``.
 
     A step runs at least once; its result is recorded and never recomputed on
@@ -167,4 +176,6 @@ def step(
     def decorate(f: Callable[P, Any]) -> StepDefinition[P, Any]:
         return StepDefinition(f, name or f.__qualname__, policy, timeout)
 
-    return decorate(fn) if fn is not None else decorate
+    if fn is not None:
+        return decorate(fn)
+    return decorate  # type: ignore[return-value]  # one def stands for both overloads

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from workflow import _observe
 from workflow._attributes import check_pair, split_start_attributes
 from workflow._codec import encode_call
 from workflow.client import Run, resolve_world
@@ -107,17 +108,24 @@ async def start_with_policy(
     values, unique, limits, windows = split_start_attributes(
         {**(attributes or {}), key: Unique(value)}
     )
-    request = CreateRunRequest(
-        run_id=new_run_id(),
-        workflow=fn.name,
-        args=encode_call(args),
-        attributes=values,
-        unique=unique,
-        limits=limits,
-        windows=windows,
-        policy=StartPolicy(key=key, conflict=conflict.value, reuse=reuse.value),
-    )
-    result = await resolve_world(world).create_run(request)
+    report = _observe.StartReport()
+    with _observe.starting(fn.name, values, report) as headers:
+        request = CreateRunRequest(
+            run_id=new_run_id(),
+            workflow=fn.name,
+            args=encode_call(args, headers=headers),
+            attributes=values,
+            unique=unique,
+            limits=limits,
+            windows=windows,
+            policy=StartPolicy(key=key, conflict=conflict.value, reuse=reuse.value),
+        )
+        try:
+            result = await resolve_world(world).create_run(request)
+        except BaseException as exc:
+            report.error = exc
+            raise
+        report.run_id = request.run_id if result.run is not None else None
     if result.run is not None:
         return Run(request.run_id, world=world, workflow=fn, record=result.run)
     refused = result.conflict

@@ -706,6 +706,23 @@ class MemoryWorld(ClosesOnExit):
         """See ``World.wait``."""
         await self._hub.wait(topic, timeout)
 
+    def next_due(self) -> datetime | None:
+        """When the earliest work item nobody holds becomes due; ``None`` if none waits.
+
+        With ``busy()``, what a time-skipping test clock (``workflow.testing``)
+        needs: when nothing is busy, moving the clock to ``next_due()`` is the
+        only way anything can happen.
+        """
+        waiting = [item.available_at for item in self._items.values() if item.owner is None]
+        return min(waiting, default=None)
+
+    def busy(self) -> bool:
+        """True while some work item is due now or leased (a worker is on it)."""
+        now = self._clock()
+        return any(
+            item.available_at <= now or item.owner is not None for item in self._items.values()
+        )
+
     # ------------------------------------------------------------------ reads
 
     async def get_run(self, run_id: str) -> RunRecord | None:

@@ -29,6 +29,7 @@ def test_workflow_exports_are_pinned() -> None:
         "decode_history",
         "encode_history",
         "list_hooks",
+        "logger",
         "replay",
         "prune_runs",
         "RunMetadata",
@@ -127,3 +128,15 @@ def test_schedules_exports_are_pinned() -> None:
     for name in workflow.schedules.__all__:
         if name.endswith("Error"):
             assert issubclass(getattr(workflow.schedules, name), workflow.WorkflowError)
+
+
+def test_ecosystem_packages_are_pinned() -> None:
+    import workflow.contrib.opentelemetry
+    import workflow.sync
+    import workflow.testing
+    import worlds.codec
+
+    assert workflow.testing.__all__ == ["TestEnvironment"]
+    assert workflow.sync.__all__ == ["SyncClient", "SyncRun", "SyncRunList"]
+    assert workflow.contrib.opentelemetry.__all__ == ["WorkflowInstrumentor"]
+    assert worlds.codec.__all__ == ["MARKER", "TEXT_PREFIX", "CodecWorld", "PayloadCodec"]

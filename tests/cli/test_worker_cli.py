@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 import worlds
+from tests.apps.codec_app import SECRET, Reversing, masked
 from tests.apps.slowapp import slow_flow
 from workflow import RunStatus, Worker, get_run, start
+from worlds.codec import CodecWorld
 from worlds.types import StepCompleted, StepStarted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -126,3 +129,46 @@ async def test_a_world_it_may_not_write_stops_the_worker_with_one_line(
     assert "permission denied" in err
     assert len(err.strip().splitlines()) <= 3, err  # serving, the worker's reason, the exit
     assert not (tmp_path / "log").exists()
+
+
+async def test_a_worker_with_a_codec_serves_a_world_that_holds_only_its_output(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/coded.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "cli", "worker", "tests.apps.codec_app", "--world", url]
+    proc = subprocess.Popen(
+        [*command, "--codec", "tests.apps.codec_app:Reversing"],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        async with CodecWorld(worlds.open(url), Reversing()) as world:
+            run = await start(masked, SECRET, world=world)
+            assert await run.result(timeout=60) == "card ending 4111"
+            raw = await world.inner.read_events(run.id)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
+    assert SECRET.encode() not in b"".join(msgspec.msgpack.encode(e) for e in raw)
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("nocolon", "MODULE:NAME"),
+        ("tests.apps.codec_app:nothing", "has no"),
+        ("tests.apps.codec_app:SECRET", "not a payload codec"),
+    ],
+)
+def test_a_bad_codec_is_one_line(spec: str, says: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "worker", "tests.apps.codec_app", "--codec", spec],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert says in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

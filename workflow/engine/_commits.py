@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import msgspec
 
-from workflow._codec import error_info
+from workflow import _observe
+from workflow._codec import decode_headers, error_info
 from workflow.engine._faults import POISON_LIMIT
+from workflow.engine._instance import WorkflowInstance
+from worlds.protocol import World
 from worlds.semantics import CANCEL_DEADLINE_TIMER, RUN_DEADLINE_TIMER
 from worlds.types import (
     CommitRequest,
@@ -14,7 +17,11 @@ from worlds.types import (
     EventKind,
     NewWorkItem,
     RunCancelled,
+    RunCompleted,
+    RunContinued,
+    RunCreated,
     RunFailed,
+    RunStatus,
     StepCompleted,
     StepFailed,
     StepRetrying,
@@ -23,11 +30,14 @@ from worlds.types import (
 )
 
 __all__ = [
+    "closed_report",
+    "closes_run",
     "describe",
     "exhausted_commit",
     "is_outcome_of",
     "poisoned_run_commit",
     "poisoned_step_commit",
+    "report_closed_by_timer",
     "timer_commit",
 ]
 
@@ -131,4 +141,52 @@ def poisoned_run_commit(
         lease=item,
         events=(RunFailed(error=error),),
         lease_seconds=lease_seconds,
+    )
+
+
+_CLOSING_STATUS = {
+    RunCompleted: RunStatus.COMPLETED,
+    RunFailed: RunStatus.FAILED,
+    RunCancelled: RunStatus.CANCELLED,
+    RunContinued: RunStatus.CONTINUED,
+}
+
+
+def closes_run(event: EventKind) -> bool:
+    """Whether ``event`` closes its run."""
+    return type(event) in _CLOSING_STATUS
+
+
+def closed_report(instance: WorkflowInstance, closing: EventKind) -> _observe.RunClosed:
+    """What the instrumentation is told when this worker's commit of ``closing`` closed the run."""
+    return _observe.RunClosed(
+        run_id=instance.run_id,
+        workflow=instance.definition.name,
+        status=_CLOSING_STATUS[type(closing)].value,
+        created_at=instance.run_metadata().created_at,
+        closed_at=closing.at,
+        headers=instance.headers,
+        attributes=instance.attributes,
+        error=closing.error if isinstance(closing, RunFailed) else None,
+    )
+
+
+async def report_closed_by_timer(world: World, run_id: str, sent: EventKind) -> None:
+    """Tell the instrumentation about a run a deadline timer closed (a run timeout, or
+    the end of a cancel's grace), if the log ends with the event this worker sent."""
+    events = await world.read_events(run_id)
+    if not events or type(events[-1]) is not type(sent) or not isinstance(events[0], RunCreated):
+        return
+    created, closing = events[0], events[-1]
+    _observe.run_closed(
+        _observe.RunClosed(
+            run_id=run_id,
+            workflow=created.workflow,
+            status=_CLOSING_STATUS[type(closing)].value,
+            created_at=created.at,
+            closed_at=closing.at,
+            headers=decode_headers(created.args),
+            attributes=dict(created.attributes),
+            error=closing.error if isinstance(closing, RunFailed) else None,
+        )
     )

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, assert_never
 from uuid import UUID
 
-from workflow import _runtime
+from workflow import _observe, _runtime
 from workflow._attributes import (
     ALWAYS_UNIQUE,
     check_count,
@@ -35,7 +35,14 @@ from workflow._attributes import (
     check_settable,
     check_token,
 )
-from workflow._codec import decode_call, decode_result, encode_call, encode_result, error_info
+from workflow._codec import (
+    decode_call,
+    decode_headers,
+    decode_result,
+    encode_call,
+    encode_result,
+    error_info,
+)
 from workflow._hooks import Hook
 from workflow.client import Run
 from workflow.decorators import StepDefinition, WorkflowDefinition
@@ -153,6 +160,8 @@ class WorkflowInstance(_runtime.Runtime):
         self.finished = False
         self.failure: BaseException | None = None
         self.step_definitions: dict[str, StepDefinition[..., Any]] = {}
+        self.headers: dict[str, str] = {}
+        """What the run's start stored with its arguments (a trace context); its steps carry it."""
         self._context = contextvars.copy_context()
         self._context.run(_runtime.installed, self)
         self._recorded: collections.deque[EventKind] = collections.deque()
@@ -375,6 +384,7 @@ class WorkflowInstance(_runtime.Runtime):
         self._created_at = event.at
         self._attributes = dict(event.attributes)
         try:
+            self.headers = decode_headers(event.args)
             args, kwargs = decode_call(event.args, self.definition.fn)
             coro = self.definition.fn(*args, **kwargs)
         except Exception as exc:
@@ -485,6 +495,16 @@ class WorkflowInstance(_runtime.Runtime):
         """Always True: this runtime serves workflow code."""
         return True
 
+    @property
+    def attributes(self) -> dict[str, AttributeValue]:
+        """The run's attributes as of the body's position in the log."""
+        return dict(self._attributes)
+
+    @property
+    def replaying(self) -> bool:
+        """True while the body has recorded commands still ahead of it in the log."""
+        return bool(self._recorded)
+
     def default_world(self) -> None:
         """None: workflow code does no I/O, so client calls there get no world from here."""
         return None
@@ -497,7 +517,10 @@ class WorkflowInstance(_runtime.Runtime):
         recorded = self._next_recorded(issued)
         if recorded is None:
             number = self._next_step
-            payload = encode_call(args, kwargs)
+            headers = self.headers
+            if _observe.current() is not None:
+                headers = {**headers, _observe.DUE_HEADER: str(self.now().timestamp())}
+            payload = encode_call(args, kwargs, headers)
             self._outbox.events.append(StepCreated(step=number, name=step.name, args=payload))
             self._outbox.schedule.append(
                 NewWorkItem(kind="step", name=step.name, number=number, payload=payload)

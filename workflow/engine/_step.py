@@ -11,9 +11,9 @@ from typing import Any
 
 import anyio
 
-from workflow import _runtime
+from workflow import _observe, _runtime
 from workflow._attributes import ALWAYS_UNIQUE, check_count, check_settable
-from workflow._codec import decode_call, encode_result, error_info
+from workflow._codec import decode_call, decode_headers, encode_result, error_info, with_header
 from workflow._hooks import Hook
 from workflow.client import Run
 from workflow.decorators import StepDefinition
@@ -222,6 +222,7 @@ async def run_step(
     outcome: EventKind | None = None
     retry_at: datetime | None = None
     runtime_token = None
+    report = _observe.AttemptReport()
     try:
         with cancel_scope:
             try:
@@ -229,32 +230,21 @@ async def run_step(
                     run = await _run_metadata(world, item.run_id)
                 runtime = StepRuntime(world, worker_id, item, step.name, run)
                 runtime_token = _runtime.installed(runtime)
-                value = await _call(step, item.payload)
-                try:
-                    encoded = encode_result(value, f"the result of step {step.name!r}")
-                except TypeError as exc:
-                    outcome = StepFailed(
-                        step=item.number, attempt=item.attempt, error=error_info(exc)
-                    )
+                if _observe.current() is None:  # the common case: no second decode
+                    outcome, retry_at = await _attempt(item, step, report)
                 else:
-                    outcome = StepCompleted(step=item.number, attempt=item.attempt, result=encoded)
-            except _NEVER_RETRIED as exc:
-                outcome = StepFailed(step=item.number, attempt=item.attempt, error=error_info(exc))
-            except Exception as exc:
-                if item.attempt > step.retry.max_retries:
-                    error = error_info(exc)
-                    outcome = StepFailed(step=item.number, attempt=item.attempt, error=error)
-                else:
-                    delay = step.retry.delay(item.attempt)
-                    if isinstance(exc, RetryableError) and exc.retry_after is not None:
-                        delay = exc.retry_after
-                    retry_at = utcnow() + timedelta(seconds=delay)
-                    outcome = StepRetrying(
-                        step=item.number,
+                    attempt = _observe.StepAttempt(
+                        run_id=item.run_id,
+                        workflow=run.workflow,
+                        step=step.name,
+                        number=item.number,
                         attempt=item.attempt,
-                        error=error_info(exc),
-                        retry_at=retry_at,
+                        headers=decode_headers(item.payload),
                     )
+                    with _observe.step_attempt(attempt, report):
+                        outcome, retry_at = await _attempt(item, step, report)
+            except Exception as exc:  # the run's metadata could not be read
+                outcome, retry_at = _failure(item, step, exc, report)
     finally:
         if runtime_token is not None:
             _runtime.uninstall(runtime_token)
@@ -268,12 +258,15 @@ async def run_step(
             run_id=item.run_id, worker_id=worker_id, lease=item, ack=False, discard=discard
         )
     if isinstance(outcome, StepRetrying):
+        payload = item.payload
+        if _observe.current() is not None:
+            payload = with_header(payload, _observe.DUE_HEADER, str(outcome.retry_at.timestamp()))
         next_attempt = NewWorkItem(
             kind="step",
             name=item.name,
             number=item.number,
             attempt=item.attempt + 1,
-            payload=item.payload,
+            payload=payload,
             available_at=retry_at,
         )
         schedule = (next_attempt,)
@@ -288,6 +281,41 @@ async def run_step(
         discard=discard,
         lease_seconds=lease_seconds,
     )
+
+
+async def _attempt(
+    item: WorkItem, step: StepDefinition[..., Any], report: _observe.AttemptReport
+) -> tuple[EventKind, datetime | None]:
+    """Call the step once; return the event that records the outcome, and the retry time."""
+    try:
+        value = await _call(step, item.payload)
+    except Exception as exc:
+        return _failure(item, step, exc, report)
+    try:
+        encoded = encode_result(value, f"the result of step {step.name!r}")
+    except TypeError as exc:  # no retry can make this result recordable
+        report.outcome, report.error = "failed", exc
+        return StepFailed(step=item.number, attempt=item.attempt, error=error_info(exc)), None
+    report.outcome = "completed"
+    return StepCompleted(step=item.number, attempt=item.attempt, result=encoded), None
+
+
+def _failure(
+    item: WorkItem, step: StepDefinition[..., Any], exc: Exception, report: _observe.AttemptReport
+) -> tuple[EventKind, datetime | None]:
+    """The event for an attempt that raised ``exc``: a retry, or the step's failure."""
+    report.error = exc
+    error = error_info(exc)
+    if isinstance(exc, _NEVER_RETRIED) or item.attempt > step.retry.max_retries:
+        report.outcome = "failed"
+        return StepFailed(step=item.number, attempt=item.attempt, error=error), None
+    delay = step.retry.delay(item.attempt)
+    if isinstance(exc, RetryableError) and exc.retry_after is not None:
+        delay = exc.retry_after
+    retry_at = utcnow() + timedelta(seconds=delay)
+    report.outcome, report.retry_at = "retrying", retry_at
+    retrying = StepRetrying(step=item.number, attempt=item.attempt, error=error, retry_at=retry_at)
+    return retrying, retry_at
 
 
 async def _call(step: StepDefinition[..., Any], payload: bytes) -> Any:

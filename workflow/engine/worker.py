@@ -28,13 +28,17 @@ from typing import Any, Self
 import anyio
 import msgspec
 
+from workflow import _observe
 from workflow.client import serve_world, stop_serving_world
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._commits import (
+    closed_report,
+    closes_run,
     describe,
     exhausted_commit,
     poisoned_run_commit,
     poisoned_step_commit,
+    report_closed_by_timer,
     timer_commit,
 )
 from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
@@ -48,6 +52,7 @@ from worlds.types import (
     CommitRequest,
     CreateRunRequest,
     CreateRunResult,
+    EventKind,
     FirstTask,
     NewWorkItem,
     RunCreated,
@@ -517,10 +522,11 @@ class Worker:
         if item.kind == "workflow":
             return await self._retry_workflow_task(item)
         if item.kind == "timer":
-            return await self._commit(
-                item,
-                timer_commit(item, self.worker_id, self.lease_seconds, not self._stopping),
-            )
+            request = timer_commit(item, self.worker_id, self.lease_seconds, not self._stopping)
+            leased = await self._commit(item, request)
+            if _observe.current() is not None and any(map(closes_run, request.events)):
+                await report_closed_by_timer(self.world, item.run_id, request.events[-1])
+            return leased
         step = self._steps.get(item.name)
         if step is None:
             await self.world.release(self.worker_id, [item])
@@ -727,6 +733,7 @@ class Worker:
                 instance = WorkflowInstance(item.run_id, definition, self.world)
             instance.feed(events)
             leased: list[WorkItem] = []
+            closing: EventKind | None = None
             while True:
                 blocked = instance.advance()
                 commit = instance.take_commit()
@@ -749,12 +756,15 @@ class Worker:
                     instance.dispose()
                     return leased
                 instance.committed(result.events)
+                closing = closing or next((e for e in result.events if closes_run(e)), None)
                 if not blocked:
                     break
         except BaseException:
             if instance is not None:
                 instance.dispose()  # a half-committed task is replayed from the log
             raise
+        if closing is not None and _observe.current() is not None:
+            _observe.run_closed(closed_report(instance, closing))
         if instance.finished:
             instance.dispose()
         else:

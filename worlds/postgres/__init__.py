@@ -42,6 +42,14 @@ frozen DDL of each version), ``statements`` (SQL text), ``filters`` (the
 run-filter compiler) and ``codecs`` (rows <-> records).
 """
 
+try:
+    import asyncpg  # noqa: F401
+except ImportError as missing:
+    raise ImportError(
+        "the PostgreSQL world needs asyncpg, which the 'postgres' extra installs: "
+        "pip install 'attribute-workflows[postgres]'"
+    ) from missing
+
 from worlds.errors import WorldClosedError
 from worlds.postgres.world import PostgresWorld
 
