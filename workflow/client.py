@@ -39,7 +39,7 @@ from workflow.errors import (
 from workflow.query import parse as parse_query
 from worlds.protocol import World, run_topic
 from worlds.query import Expr
-from worlds.semantics import new_run_id
+from worlds.semantics import ON_PARENT_CLOSE, new_run_id
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -235,12 +235,20 @@ class Run(Generic[R]):
         """Wait for the run to close and return its result.
 
         A run that continued as new gives the result of the last run of its chain.
+        In workflow code, on a child run this workflow started, the wait is
+        durable: the parent holds no worker until the child closes (a
+        ``timeout`` is a durable timer there).
 
         Raises:
             RunFailedError: the run failed.
             RunCancelledError: the run was cancelled.
             TimeoutError: ``timeout`` seconds passed first.
         """
+        runtime = _runtime.current_or_none()
+        if runtime is not None and runtime.in_workflow:
+            fn = self._workflow.fn if self._workflow is not None else None
+            child: R = await runtime.child_result(self._id, fn, timeout)
+            return child
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         current: Run[R] = self
         while True:
@@ -283,9 +291,20 @@ async def start(
     attributes: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
     timeout: float | timedelta | None = None,
+    on_parent_close: str = "cancel",
     world: World | None = None,
 ) -> Run[R]:
     """Create a run of workflow ``fn`` with ``args``; a worker will execute it.
+
+    In workflow code this starts a *child run*, durably: the start is recorded
+    in the parent's log (replay answers it from there and never starts the
+    child twice), the child's ``get_run_metadata().parent_run_id`` names the
+    parent, and ``await child.result()`` waits without holding a worker. A
+    unique conflict raises ``AttributeConflictError`` in the parent, recorded
+    too. ``on_parent_close`` says what happens to a child still open when the
+    parent fails, is cancelled or continues as new: ``"cancel"`` (the default)
+    cancels it in the same world transaction, ``"abandon"`` leaves it running.
+    It has no effect outside workflow code.
 
     Every ``Unique`` value in ``attributes`` is claimed in the same atomic
     operation that creates the run. With ``idempotency_key``, a second start with
@@ -301,8 +320,17 @@ async def start(
     """
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"start() needs a @workflow function, got {fn!r}")
+    if on_parent_close not in ON_PARENT_CLOSE:
+        raise ValueError(
+            f"on_parent_close must be one of {list(ON_PARENT_CLOSE)}, got {on_parent_close!r}"
+        )
     payload = encode_call(args)
     values, unique = split_start_attributes(attributes)
+    runtime = _runtime.current_or_none()
+    if runtime is not None and runtime.in_workflow:
+        return await _start_child(
+            runtime, fn, payload, values, unique, idempotency_key, timeout, on_parent_close, world
+        )
     if idempotency_key is not None:
         check_pair(IDEMPOTENCY_KEY, idempotency_key)
         values[IDEMPOTENCY_KEY] = idempotency_key
@@ -335,6 +363,32 @@ async def start(
             return holder
         raise AttributeConflictError(created.conflict.key, created.conflict.value, holder)
     return Run(request.run_id, world=world, workflow=fn, record=created.run)
+
+
+async def _start_child(
+    runtime: _runtime.Runtime,
+    fn: WorkflowDefinition[..., R],
+    payload: bytes,
+    values: dict[str, AttributeValue],
+    unique: frozenset[str],
+    idempotency_key: str | None,
+    timeout: float | timedelta | None,
+    on_parent_close: str,
+    world: World | None,
+) -> Run[R]:
+    if idempotency_key is not None:
+        raise ValueError(
+            "idempotency_key= is not taken inside a workflow: a child start is recorded, so "
+            "it happens once already; to dedupe across runs use attributes={k: Unique(v)}"
+        )
+    seconds = None
+    if timeout is not None:
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        if not seconds > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    request = _runtime.ChildRequest(fn.name, payload, values, unique, on_parent_close, seconds)
+    run_id = await runtime.start_child(request)
+    return Run(run_id, world=world, workflow=fn)
 
 
 def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:

@@ -17,7 +17,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import cancel, children, claims, commits, requests, runs
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -158,6 +158,22 @@ class MemoryWorld(ClosesOnExit):
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
             self._signal(run_topic(run.record.id))
+            if isinstance(stored, runs.CLOSING_EVENTS):
+                self._after_close(run.record, stored)
+
+    def _after_close(self, record: RunRecord, closing: EventKind) -> None:
+        """Tell the parent its child closed; cancel the children that close with it."""
+        notice = children.closed_notice(record, closing)
+        if notice is not None:
+            parent = self._runs.get(notice.parent_run_id)
+            if parent is not None and children.accepts_notice(parent.record):
+                self._append(parent, notice.event, closing.at)
+                self._enqueue(parent.record.id, NewWorkItem(kind="workflow"), "", closing.at, 0)
+        if children.cascades(record):
+            reason = children.cascade_reason(record)
+            for child in list(self._runs.values()):
+                if children.cancels_with_parent(child.record, record.id):
+                    self._append(child, RunCancelled(reason=reason), closing.at)
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""

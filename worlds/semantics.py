@@ -15,6 +15,7 @@ import time
 from datetime import datetime, timedelta
 
 from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
+from worlds._rules.children import ON_PARENT_CLOSE, ON_PARENT_CLOSE_KEY, PARENT_KEY
 from worlds._rules.claims import may_take_over
 from worlds._rules.commits import settled
 from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
@@ -24,6 +25,9 @@ from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunCo
 __all__ = [
     "CANCEL_DEADLINE_TIMER",
     "CLOSING_EVENTS",
+    "ON_PARENT_CLOSE",
+    "ON_PARENT_CLOSE_KEY",
+    "PARENT_KEY",
     "RUN_DEADLINE_TIMER",
     "apply_to_run",
     "carried_payloads",

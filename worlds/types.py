@@ -26,6 +26,9 @@ __all__ = [
     "AttributeConflict",
     "AttributeSet",
     "AttributeValue",
+    "ChildClosed",
+    "ChildConflict",
+    "ChildStarted",
     "Claim",
     "ClaimConflict",
     "CommitRequest",
@@ -41,6 +44,7 @@ __all__ = [
     "HookReceived",
     "HookRecord",
     "NewWorkItem",
+    "PatchMarker",
     "ReuseRule",
     "RunCancelRequested",
     "RunCancelled",
@@ -306,6 +310,51 @@ class HookConflict(Event, tag="hook_conflict", frozen=True, kw_only=True):
     holder_run_id: str
 
 
+class ChildStarted(Event, tag="child_started", frozen=True, kw_only=True):
+    """The workflow started child run ``run_id`` (its ``child``-th start in this run).
+
+    The engine created the child (``CreateRunRequest`` with these fields and
+    the parent link attributes) before committing this command, so replay
+    answers the start from the log and never creates the child again.
+    """
+
+    child: int
+    run_id: str
+    workflow: str
+
+
+class ChildConflict(Event, tag="child_conflict", frozen=True, kw_only=True):
+    """A child start was refused: ``holder_run_id`` holds the unique pair; no run was made."""
+
+    child: int
+    run_id: str
+    key: str
+    value: StoredValue
+    holder_run_id: str
+
+
+class ChildClosed(Event, tag="child_closed", frozen=True, kw_only=True):
+    """Child run ``run_id`` of this run closed; the world appends this to the parent
+    in the transaction that closed the child (``worlds._rules.children``).
+
+    ``next_run_id`` is set when the child continued as new: the parent then
+    waits for that run instead. ``reason`` is a cancelled child's reason.
+    """
+
+    run_id: str
+    status: RunStatus
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+    reason: str | None = None
+    next_run_id: str | None = None
+
+
+class PatchMarker(Event, tag="patch_marker", frozen=True, kw_only=True):
+    """The workflow took the new branch of ``patched(name)`` (recorded once per name)."""
+
+    name: str
+
+
 EventKind: TypeAlias = (
     RunCreated
     | RunStarted
@@ -327,6 +376,10 @@ EventKind: TypeAlias = (
     | HookCreated
     | HookReceived
     | HookConflict
+    | ChildStarted
+    | ChildConflict
+    | ChildClosed
+    | PatchMarker
 )
 """Every concrete event type: decode a stored event with this union."""
 

@@ -13,10 +13,14 @@ from typing import assert_never
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    ChildClosed,
+    ChildConflict,
+    ChildStarted,
     EventKind,
     HookConflict,
     HookCreated,
     HookReceived,
+    PatchMarker,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -52,6 +56,9 @@ def is_command(event: EventKind) -> bool:
             | RunFailed()
             | RunContinued()
             | RunCancelled()
+            | ChildStarted()
+            | ChildConflict()
+            | PatchMarker()
         ):
             return True
         case (
@@ -65,6 +72,7 @@ def is_command(event: EventKind) -> bool:
             | StepDiscarded()
             | WaitCompleted()
             | HookReceived()
+            | ChildClosed()
         ):
             return False
         case _:
@@ -84,6 +92,12 @@ def describe(event: EventKind) -> str:
             return "create_hook"
         case RunCompleted() | RunFailed() | RunContinued() | RunCancelled():
             return "the end of the workflow"
+        case ChildStarted():
+            return f"start({event.workflow!r})"
+        case ChildConflict():
+            return "start() of a child run"
+        case PatchMarker():
+            return f"patched({event.name!r})"
         case (
             RunCreated()
             | RunStarted()
@@ -95,6 +109,7 @@ def describe(event: EventKind) -> str:
             | StepDiscarded()
             | WaitCompleted()
             | HookReceived()
+            | ChildClosed()
         ):
             raise AssertionError(f"{type(event).__name__} is not a command; nothing issues it")
         case _:

@@ -33,6 +33,7 @@ from workflow._codec import decode_call, decode_result, encode_call, encode_resu
 from workflow._hooks import Hook
 from workflow.client import Run
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._children import child_run_id
 from workflow.engine._commands import describe, is_command
 from workflow.engine._loop import WorkflowLoop
 from workflow.errors import (
@@ -41,20 +42,27 @@ from workflow.errors import (
     HookConflictError,
     NonDeterminismError,
     NotInWorkflowError,
+    RunCancelledError,
+    RunFailedError,
     StepFailedError,
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
-from worlds.semantics import new_run_id
+from worlds.semantics import ON_PARENT_CLOSE_KEY, PARENT_KEY, new_run_id
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    ChildClosed,
+    ChildConflict,
+    ChildStarted,
+    CreateRunRequest,
     EventKind,
     HookConflict,
     HookCreated,
     HookReceived,
     NewWorkItem,
+    PatchMarker,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -62,6 +70,7 @@ from worlds.types import (
     RunCreated,
     RunFailed,
     RunStarted,
+    RunStatus,
     StepCompleted,
     StepCreated,
     StepDiscarded,
@@ -79,7 +88,9 @@ _LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
 to this: they never fire in practice, and every world can store the time."""
 
 
-_Outcome = AttributeSet | AttributeConflict | HookCreated | HookConflict
+_Outcome = (
+    AttributeSet | AttributeConflict | HookCreated | HookConflict | ChildStarted | ChildConflict
+)
 
 
 @dataclass
@@ -127,6 +138,8 @@ class Commit:
 
     events: list[EventKind] = field(default_factory=list)
     schedule: list[NewWorkItem] = field(default_factory=list)
+    children: dict[int, CreateRunRequest] = field(default_factory=dict)
+    """The child runs to create before committing, by the number of their ``ChildStarted``."""
 
 
 class WorkflowInstance(_runtime.Runtime):
@@ -169,6 +182,11 @@ class WorkflowInstance(_runtime.Runtime):
         self._main: asyncio.Task[Any] | None = None
         self._cancel: RunCancelRequested | None = None
         self._disposed = False
+        self._next_child = 1
+        self._children: set[str] = set()
+        self._child_closed: dict[str, ChildClosed] = {}
+        self._child_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._patches: dict[str, bool] = {}
 
     # ================================================================ engine side
 
@@ -279,6 +297,8 @@ class WorkflowInstance(_runtime.Runtime):
                 self._hook_received(event)
             case RunCancelRequested():
                 self._cancel_requested(event)
+            case ChildClosed():
+                self._child_done(event)
             case (
                 StepStarted()
                 | StepRetrying()
@@ -297,6 +317,9 @@ class WorkflowInstance(_runtime.Runtime):
                 | RunFailed()
                 | RunContinued()
                 | RunCancelled()
+                | ChildStarted()
+                | ChildConflict()
+                | PatchMarker()
             ):
                 raise AssertionError(
                     f"{type(event).__name__} (seq {event.seq}) is a command: feed() matches "
@@ -315,6 +338,12 @@ class WorkflowInstance(_runtime.Runtime):
         else:
             error = event.error
             future.set_exception(StepFailedError(definition.name, error.type, error.message))
+
+    def _child_done(self, event: ChildClosed) -> None:
+        self._child_closed[event.run_id] = event
+        for waiter in self._child_waiters.pop(event.run_id, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _hook_received(self, event: HookReceived) -> None:
         if event.hook:
@@ -398,16 +427,30 @@ class WorkflowInstance(_runtime.Runtime):
                 case HookConflict():
                     holder = Run[Any](outcome.holder_run_id, world=self.world)
                     call.future.set_exception(HookConflictError(outcome.token, holder))
+                case ChildStarted():
+                    self._children.add(outcome.run_id)
+                    call.future.set_result(outcome.run_id)
+                case ChildConflict():
+                    holder = Run[Any](outcome.holder_run_id, world=self.world)
+                    call.future.set_exception(
+                        AttributeConflictError(outcome.key, outcome.value, holder)
+                    )
                 case None:
                     raise AssertionError("a call is resolved only once its outcome is known")
                 case _:
                     assert_never(outcome)
 
     def _next_recorded(self, issued: str) -> EventKind | None:
-        """Match a new command against the log; None past the recorded end."""
+        """Match a new command against the log; None past the recorded end.
+
+        Patch markers the body does not ask about here are passed over: the
+        ``patched`` call that recorded one may since have been removed.
+        """
         if self._disposed:
             raise NotInWorkflowError("this workflow instance was evicted")
         self._position += 1
+        while self._recorded and isinstance(self._recorded[0], PatchMarker):
+            self._recorded.popleft()
         return self._recorded.popleft() if self._recorded else None
 
     def _mismatch(self, recorded: EventKind, issued: str) -> NonDeterminismError:
@@ -553,8 +596,10 @@ class WorkflowInstance(_runtime.Runtime):
         return UUID(int=self._rng.getrandbits(128), version=4)
 
     def run_metadata(self) -> RunMetadata:
-        """This run's id, workflow and creation time."""
-        return RunMetadata(self.run_id, self.definition.name, self._created_at)
+        """This run's id, workflow, creation time and parent run (if it is a child)."""
+        parent = self._attributes.get(PARENT_KEY)
+        parent_run_id = parent if isinstance(parent, str) else None
+        return RunMetadata(self.run_id, self.definition.name, self._created_at, parent_run_id)
 
     def step_metadata(self) -> StepMetadata:
         """Refused: workflow code is not a step."""
@@ -563,6 +608,101 @@ class WorkflowInstance(_runtime.Runtime):
     def continue_as_new(self, args: tuple[Any, ...]) -> None:
         """End the body here; the engine records ``RunContinued`` with ``args``."""
         raise ContinueAsNew(args)
+
+    async def start_child(self, request: _runtime.ChildRequest) -> str:
+        """Record a child start (or match it against the log); the child's run id.
+
+        The engine creates the run before it commits the command (see
+        ``workflow.engine._children``); replay answers from the log.
+        """
+        issued = f"start({request.workflow!r})"
+        recorded = self._next_recorded(issued)
+        future: asyncio.Future[str] = self.loop.create_future()
+        if recorded is None:
+            number = self._next_child
+            run_id = child_run_id(self.run_id, number, self.loop.time())
+            attributes = dict(request.attributes)
+            attributes[PARENT_KEY] = self.run_id
+            attributes[ON_PARENT_CLOSE_KEY] = request.on_parent_close
+            check_count(len(attributes))
+            timeout_at = None
+            if request.timeout_seconds is not None:
+                when = min(self.loop.time() + request.timeout_seconds, _LATEST_TIMER)
+                timeout_at = datetime.fromtimestamp(when, UTC)
+            self._outbox.children[number] = CreateRunRequest(
+                run_id=run_id,
+                workflow=request.workflow,
+                args=request.args,
+                attributes=attributes,
+                unique=request.unique,
+                timeout_at=timeout_at,
+            )
+            event = ChildStarted(child=number, run_id=run_id, workflow=request.workflow)
+            self._outbox.events.append(event)
+            self._calls.append(_PendingCall(future, None, len(self._outbox.events) - 1))
+        elif (
+            isinstance(recorded, ChildStarted) and recorded.workflow == request.workflow
+        ) or isinstance(recorded, ChildConflict):
+            number = recorded.child
+            self._calls.append(_PendingCall(future, recorded))
+        else:
+            raise self._mismatch(recorded, issued)
+        self._next_child = max(self._next_child, number + 1)
+        return await future
+
+    async def child_result(self, run_id: str, fn: Any, timeout: float | None) -> Any:
+        """Wait durably for child ``run_id`` to close (following continue-as-new)."""
+        if timeout is None:
+            return await self._child_outcome(run_id, fn)
+        return await asyncio.wait_for(self._child_outcome(run_id, fn), timeout)
+
+    async def _child_outcome(self, run_id: str, fn: Any) -> Any:
+        if run_id not in self._children:
+            raise NotInWorkflowError(
+                f"run {run_id} is not a child of this run: workflow code waits durably only "
+                "for runs it started; read other runs from a step"
+            )
+        while True:
+            closed = self._child_closed.get(run_id)
+            if closed is None:
+                waiter: asyncio.Future[None] = self.loop.create_future()
+                self._child_waiters.setdefault(run_id, []).append(waiter)
+                await waiter
+                continue
+            if closed.status is RunStatus.CONTINUED and closed.next_run_id is not None:
+                run_id = closed.next_run_id
+                continue
+            if closed.status is RunStatus.COMPLETED:
+                assert closed.result is not None
+                return decode_result(closed.result, fn)
+            if closed.status is RunStatus.FAILED:
+                assert closed.error is not None
+                raise RunFailedError(run_id, closed.error.type, closed.error.message)
+            raise RunCancelledError(run_id, closed.reason)
+
+    def patched(self, name: str) -> bool:
+        """True for a run that is new here or recorded the marker; False for one that
+        passed this point before the patch (the log goes on without the marker)."""
+        if name in self._patches:
+            return self._patches[name]
+        if self._disposed:
+            raise NotInWorkflowError("this workflow instance was evicted")
+        markers = []
+        while self._recorded and isinstance(self._recorded[0], PatchMarker):
+            markers.append(self._recorded.popleft())
+        found = any(m.name == name for m in markers if isinstance(m, PatchMarker))
+        for marker in reversed(markers):
+            if not (isinstance(marker, PatchMarker) and marker.name == name):
+                self._recorded.appendleft(marker)
+        if found:
+            taken = True
+        elif self._recorded:
+            taken = False  # the run issued other commands here: it took the old code
+        else:
+            self._outbox.events.append(PatchMarker(name=name))
+            taken = True
+        self._patches[name] = taken
+        return taken
 
 
 async def _await(future: asyncio.Future[Any]) -> Any:

@@ -27,6 +27,7 @@ from workflow.errors import (
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
+from worlds.semantics import PARENT_KEY
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -79,7 +80,9 @@ async def _run_metadata(world: World, run_id: str) -> RunMetadata:
     record = await world.get_run(run_id)
     if record is None:
         raise LookupError(f"run {run_id} of this step attempt no longer exists")
-    return RunMetadata(record.id, record.workflow, record.created_at)
+    parent = record.attributes.get(PARENT_KEY)
+    parent_run_id = parent if isinstance(parent, str) else None
+    return RunMetadata(record.id, record.workflow, record.created_at, parent_run_id)
 
 
 class StepRuntime(_runtime.Runtime):

@@ -29,6 +29,7 @@ import msgspec
 
 from workflow.client import serve_world, stop_serving_world
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._children import create_children
 from workflow.engine._commits import (
     describe,
     exhausted_commit,
@@ -539,6 +540,7 @@ class Worker:
             while True:
                 blocked = instance.advance()
                 commit = instance.take_commit()
+                await create_children(self.world, commit.events, commit.children)
                 self._steps.update(instance.step_definitions)
                 schedule, extra_slots = self._mark_eager(commit.schedule)
                 self._reserve(item, extra_slots)

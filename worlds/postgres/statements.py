@@ -21,6 +21,12 @@ RUN_COLUMNS = (
 )
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"
 LOCK_RUN = f"{GET_RUN} FOR UPDATE"
+# The open runs whose attribute $1 has index value $2 (a run's children, by $parent).
+LOCK_OPEN_CHILDREN = (
+    f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
+    "WHERE a.key = $1 AND a.ivalue = $2 "
+    "AND r.status IN ('pending', 'running', 'cancelling') ORDER BY r.id FOR UPDATE OF r"
+)
 LOCK_LEASE = (
     "SELECT kind, rewake FROM work "
     "WHERE id = $1 AND run_id = $2 AND owner = $3 AND token = $4 FOR UPDATE"

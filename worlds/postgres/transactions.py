@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import asyncpg
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs
+from worlds._rules import cancel, children, claims, commits, requests, runs
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.protocol import WORK_TOPIC, run_topic
@@ -39,6 +39,7 @@ from worlds.types import (
     HookConflict,
     HookCreated,
     NewWorkItem,
+    RunCancelled,
     RunContinued,
     RunRecord,
     StepStarted,
@@ -70,6 +71,7 @@ class Tx:
         self.now = clock()
         self.signals: set[str] = set()
         self.pending: dict[str, list[tuple[int, str, bytes]]] = {}
+        self.closing: dict[str, EventKind] = {}
 
     def tick(self) -> None:
         """Read the clock again, after taking locks, so logs never go back in time."""
@@ -85,6 +87,8 @@ class Tx:
         """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
         row = (stored.seq, codecs.EVENT_TAGS[type(stored)], codecs.encode(stored))
         self.pending.setdefault(run_id, []).append(row)
+        if isinstance(stored, runs.CLOSING_EVENTS):
+            self.closing[run_id] = stored
 
     async def commit(
         self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
@@ -126,6 +130,31 @@ class Tx:
         await self.conn.execute(sql.SAVE_RUN, *codecs.save_params(run, attributes, rows, self.now))
         if run.status.is_closed:
             self.signals.add(run_topic(run.id))
+            closing = self.closing.pop(run.id, None)
+            if closing is not None:
+                await self._after_close(run, closing)
+
+    async def _after_close(self, run: RunRecord, closing: EventKind) -> None:
+        """Tell the parent its child closed; cancel the children that close with it."""
+        notice = children.closed_notice(run, closing)
+        if notice is not None:
+            found = await self.lock_run(notice.parent_run_id)
+            if found is not None and children.accepts_notice(found[0]):
+                parent, attributes = found
+                parent, _ = self.stamp(parent, notice.event)
+                parent, _ = await self.enqueue(parent, NewWorkItem(kind="workflow"), "", 0.0)
+                await self.save_run(parent, attributes)
+        if children.cascades(run):
+            reason = children.cascade_reason(run)
+            rows = await self.conn.fetch(
+                sql.LOCK_OPEN_CHILDREN, children.PARENT_KEY, index_value(run.id)
+            )
+            self.tick()
+            for row in rows:
+                child = codecs.run_from_row(row)
+                if children.cancels_with_parent(child, run.id):
+                    child, _ = self.stamp(child, RunCancelled(reason=reason))
+                    await self.save_run(child, row["attributes"])
 
     async def lock_run(self, run_id: str) -> tuple[RunRecord, bytes] | None:
         """The run and its encoded attributes, locked until the transaction ends."""

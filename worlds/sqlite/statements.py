@@ -12,6 +12,12 @@ RUN_COLUMNS = (
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
+# The open runs whose attribute ?1 has index value ?2 (a run's children, by $parent).
+OPEN_CHILDREN = (
+    f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
+    "WHERE a.key = ?1 AND a.ivalue = ?2 "
+    "AND r.status IN ('pending', 'running', 'cancelling') ORDER BY r.id"
+)
 # The run and, when the given lease on one of its items is still held, the
 # leased item's kind and rewake flag.
 GET_RUN_FOR_COMMIT = (

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs, work
+from worlds._rules import cancel, children, claims, commits, requests, runs, work
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -35,6 +35,7 @@ from worlds.types import (
     HookConflict,
     HookCreated,
     NewWorkItem,
+    RunCancelled,
     RunContinued,
     RunRecord,
     StepStarted,
@@ -139,6 +140,7 @@ class Writer:
         self.now_us = codecs.to_micros(self.now)
         self.signals: set[str] = set()
         self.rows: list[tuple[str, int, str, bytes]] = []
+        self.closing: dict[str, EventKind] = {}
 
     def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
         """Number and date ``event`` as the next of ``run``; queue its row."""
@@ -151,6 +153,8 @@ class Writer:
         self.rows.append(
             (run_id, stored.seq, codecs.EVENT_TAGS[type(stored)], codecs.encode(stored))
         )
+        if isinstance(stored, runs.CLOSING_EVENTS):
+            self.closing[run_id] = stored
 
     def commit(
         self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
@@ -201,6 +205,28 @@ class Writer:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
             self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
             self.signals.add(run_topic(run.id))
+            closing = self.closing.pop(run.id, None)
+            if closing is not None:
+                self._after_close(run, closing)
+
+    def _after_close(self, run: RunRecord, closing: EventKind) -> None:
+        """Tell the parent its child closed; cancel the children that close with it."""
+        notice = children.closed_notice(run, closing)
+        if notice is not None:
+            row = self.db.execute(sql.GET_RUN, (notice.parent_run_id,)).fetchone()
+            parent = None if row is None else codecs.run_from_row(row)
+            if parent is not None and children.accepts_notice(parent):
+                parent, _ = self.stamp(parent, notice.event)
+                parent, _ = self.enqueue(parent, NewWorkItem(kind="workflow"), "", 0.0)
+                self.save_run(parent, row["attributes"])
+        if children.cascades(run):
+            reason = children.cascade_reason(run)
+            found = self.db.execute(sql.OPEN_CHILDREN, (children.PARENT_KEY, index_value(run.id)))
+            for child_row in found.fetchall():
+                child = codecs.run_from_row(child_row)
+                if children.cancels_with_parent(child, run.id):
+                    child, _ = self.stamp(child, RunCancelled(reason=reason))
+                    self.save_run(child, child_row["attributes"])
 
     def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
