@@ -38,6 +38,7 @@ import pytest
 pytest.register_assert_rewrite(
     "worlds.testing._base",
     "worlds.testing._cancel",
+    "worlds.testing._children",
     "worlds.testing._claims",
     "worlds.testing._clock",
     "worlds.testing._hooks",
@@ -52,6 +53,7 @@ pytest.register_assert_rewrite(
 
 from worlds.testing._base import WorldFactory  # noqa: E402
 from worlds.testing._cancel import CancelConformance  # noqa: E402
+from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
@@ -75,6 +77,7 @@ class WorldConformance(
     PruneConformance,
     HookConformance,
     CancelConformance,
+    ChildrenConformance,
     ValueConformance,
     ModelConformance,
 ):
@@ -92,7 +95,8 @@ class WorldConformance(
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
-    (``CancelConformance``), the whole range of values the SDK accepts
+    (``CancelConformance``), child runs and their parents
+    (``ChildrenConformance``), the whole range of values the SDK accepts
     (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
