@@ -29,11 +29,15 @@ from worlds.semantics import CLOSING_EVENTS
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    ChildClosed,
+    ChildConflict,
+    ChildStarted,
     Claim,
     EventKind,
     HookConflict,
     HookCreated,
     HookReceived,
+    PatchMarker,
     RunCancelled,
     RunContinued,
     RunFailed,
@@ -154,6 +158,8 @@ class Details:
     steps: list[StepSummary] = field(default_factory=list)
     hooks: list[HookSummary] = field(default_factory=list)
     window: EventWindow = field(default_factory=EventWindow)
+    parent: str | None = None
+    children: list[RunRecord] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document (``events`` as the window selects them)."""
@@ -166,6 +172,8 @@ class Details:
             },
             "steps": [step.to_json() for step in self.steps],
             "hooks": [hook.to_json() for hook in self.hooks],
+            "parent": self.parent,
+            "children": [run_to_json(child) for child in self.children],
             "events": [event_to_json(event) for event in shown],
             "events_total": len(self.events),
             "events_omitted": None if omitted is None else {"from": omitted[0], "to": omitted[1]},
@@ -224,8 +232,17 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> De
     record = run.record
     assert record is not None  # events() read the record first
     claims = {claim.key: claim for claim in await run.claims() if claim.step is None}
+    parent = await run.parent()
+    children = [child.record for child in await run.children() if child.record is not None]
     return Details(
-        record, claims, events, _fold_steps(events), _fold_hooks(events), window or EventWindow()
+        record,
+        claims,
+        events,
+        _fold_steps(events),
+        _fold_hooks(events),
+        window or EventWindow(),
+        None if parent is None else parent.id,
+        children,
     )
 
 
@@ -260,6 +277,14 @@ def _summary(event: EventKind) -> str:
         return event.reason or ""
     if isinstance(event, RunContinued):
         return f"next run {event.next_run_id}"
+    if isinstance(event, ChildStarted):
+        return f"child {event.child} {event.workflow} {event.run_id}"
+    if isinstance(event, ChildConflict):
+        return f"child {event.child}: {event.key}={format_value(event.value)} held by {event.holder_run_id}"
+    if isinstance(event, ChildClosed):
+        return f"child {event.run_id} {event.status.value}"
+    if isinstance(event, PatchMarker):
+        return f"patched {event.name}"
     return ""
 
 
@@ -312,6 +337,15 @@ def render_details(details: Details) -> None:
                 text(step.error or ""),
             )
         console.print(steps)
+    if details.parent is not None:
+        console.print(f"[bold]parent[/] {details.parent}")
+    if details.children:
+        children = Table(title="children", box=None, header_style="bold", title_justify="left")
+        for column in ("RUN", "WORKFLOW", "STATUS"):
+            children.add_column(column)
+        for child in details.children:
+            children.add_row(child.id, text(child.workflow), status_text(child.status))
+        console.print(children)
     if details.hooks:
         hooks = Table(title="hooks", box=None, header_style="bold", title_justify="left")
         for column in ("#", "TOKEN", "STATUS"):

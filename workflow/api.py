@@ -24,6 +24,7 @@ __all__ = [
     "get_step_metadata",
     "list_attributes",
     "now",
+    "patched",
     "random",
     "set_attribute",
     "sleep",
@@ -92,6 +93,28 @@ def create_hook(
     ``create_hook`` with the same token receives first, in order.
     """
     return _runtime.current().create_hook(token, dict(attributes) if attributes else None)
+
+
+def patched(name: str) -> bool:
+    """Whether this run takes the new branch of a code change named ``name``.
+
+    ``if patched("discount-v2"): <new code> else: <old code>`` lets a deploy
+    change workflow code while runs are in flight. It answers True for a run
+    that reaches this point under the new code (and records a marker, once per
+    name), and for a run whose log holds the marker; False for a run whose log
+    shows it went past this point under the old code (the log goes on with
+    other calls and no marker), so replaying it meets the calls it recorded.
+    The answer is fixed for the rest of the run. Once no open run took the old
+    branch, delete it and the ``patched`` call: a recorded marker nobody asks
+    about is passed over on replay.
+
+    Raises:
+        ValueError: ``name`` is empty or longer than 256 characters.
+        NotInWorkflowError: called outside workflow code.
+    """
+    if not isinstance(name, str) or not 1 <= len(name) <= 256:
+        raise ValueError(f"a patch name is 1-256 characters of text, got {name!r}")
+    return _runtime.current().patched(name)
 
 
 def now() -> datetime:

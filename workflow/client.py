@@ -38,8 +38,8 @@ from workflow.errors import (
 )
 from workflow.query import parse as parse_query
 from worlds.protocol import World, run_topic
-from worlds.query import Expr
-from worlds.semantics import ON_PARENT_CLOSE, new_run_id
+from worlds.query import AttrRef, Compare, Expr
+from worlds.semantics import ON_PARENT_CLOSE, PARENT_KEY, new_run_id
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -209,6 +209,22 @@ class Run(Generic[R]):
         """
         own = [c for c in await self.world.run_claims(self._id) if c.key == key and c.step is None]
         return own[-1] if own else None
+
+    async def parent(self) -> Run[Any] | None:
+        """The run that started this one as a child run (``start`` in a workflow), or None."""
+        parent = (await self._record()).attributes.get(PARENT_KEY)
+        return Run(parent, world=self._world) if isinstance(parent, str) else None
+
+    async def children(self) -> list[Run[Any]]:
+        """The child runs this run started, oldest first (records as ``list_runs`` read them)."""
+        found: list[Run[Any]] = []
+        cursor = None
+        where = Compare(AttrRef(PARENT_KEY), "=", self._id)
+        while True:
+            page = await self.world.list_runs(RunQuery(where=where, limit=1000, cursor=cursor))
+            found += [Run(r.id, world=self._world, record=r) for r in page.runs]
+            if (cursor := page.next_cursor) is None:
+                return found[::-1]
 
     async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
         """Cancel the run, recording ``reason``.

@@ -28,6 +28,7 @@ def test_workflow_exports_are_pinned() -> None:
         "decode_history",
         "encode_history",
         "list_hooks",
+        "patched",
         "replay",
         "prune_runs",
         "RunMetadata",
