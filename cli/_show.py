@@ -280,7 +280,8 @@ def _summary(event: EventKind) -> str:
     if isinstance(event, ChildStarted):
         return f"child {event.child} {event.workflow} {event.run_id}"
     if isinstance(event, ChildConflict):
-        return f"child {event.child}: {event.key}={format_value(event.value)} held by {event.holder_run_id}"
+        pair = f"{event.key}={format_value(event.value)}"
+        return f"child {event.child}: {pair} held by {event.holder_run_id}"
     if isinstance(event, ChildClosed):
         return f"child {event.run_id} {event.status.value}"
     if isinstance(event, PatchMarker):
