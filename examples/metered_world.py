@@ -33,7 +33,9 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookRecord,
+    HookStartResult,
     RunPage,
     RunQuery,
     RunRecord,
@@ -116,6 +118,15 @@ class MeteredWorld:
             return await self.inner.resume_hook(token, payload, resume_id)
         finally:
             self._timed("resume_hook", began)
+
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        began = time.perf_counter()
+        try:
+            return await self.inner.start_or_resume_hook(request, delivery)
+        finally:
+            self._timed("start_or_resume_hook", began)
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         return await self.inner.list_hooks(run_id)

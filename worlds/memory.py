@@ -17,7 +17,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import cancel, children, claims, commits, requests, runs
+from worlds._rules import cancel, children, claims, commits, requests, resume, runs
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -46,8 +46,10 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookDelivery,
     HookReceived,
     HookRecord,
+    HookStartResult,
     NewWorkItem,
     RunCancelled,
     RunContinued,
@@ -454,6 +456,47 @@ class MemoryWorld(ClosesOnExit):
         self._append(self._runs[hook.run_id], received, now)
         self._enqueue(hook.run_id, NewWorkItem(kind="workflow"), "", now, 0)
         return hook.run_id
+
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """See ``World.start_or_resume_hook``."""
+        key = resume.check_request(request)
+        requests.check_create(request)
+        if delivery.resume_id is not None:
+            seen = self._resumed.get((delivery.token, delivery.resume_id))
+            if seen is not None:
+                return HookStartResult(run_id=seen)
+        held = self._claims.get((key, index_value(request.attributes[key])))
+        status = None if held is None else self._runs[held.run_id].record.status
+        if held is not None and resume.route(status) == "deliver":
+            return self._deliver(held.run_id, delivery, None)
+        hook = self._hooks.get(delivery.token)
+        if hook is not None:  # another run holds the token: create nothing
+            return HookStartResult(run_id=hook.run_id, hook_holder=hook.run_id)
+        created = await self.create_run(request)
+        if created.run is None:
+            assert created.conflict is not None
+            return HookStartResult(run_id=created.conflict.holder_run_id)
+        return self._deliver(request.run_id, delivery, created.run)
+
+    def _deliver(
+        self, run_id: str, delivery: HookDelivery, created: RunRecord | None
+    ) -> HookStartResult:
+        now = self._clock()
+        hook = self._hooks.get(delivery.token)
+        if hook is None:
+            hook = HookRecord(token=delivery.token, run_id=run_id, hook=0, created_at=now)
+            self._hooks[delivery.token] = hook
+        elif hook.run_id != run_id:
+            return HookStartResult(run_id=run_id, hook_holder=hook.run_id)
+        if delivery.resume_id is not None:
+            self._resumed[(delivery.token, delivery.resume_id)] = run_id
+        run = self._runs[run_id]
+        self._append(run, resume.received(hook.hook, delivery), now)
+        self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
+        record = None if created is None else run.record
+        return HookStartResult(run_id=run_id, created=created is not None, run=record)
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""

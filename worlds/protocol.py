@@ -25,7 +25,9 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookRecord,
+    HookStartResult,
     RunPage,
     RunQuery,
     RunRecord,
@@ -115,6 +117,20 @@ class World(Protocol):
         (until it is pruned): exactly once per resume id. When a continue-as-new
         moved the token (see ``RunContinued``), the answer is its successor.
         A token held unbound (hook 0) gets ``HookReceived(hook=0, token=...)``.
+        """
+        ...
+
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """Deliver ``delivery`` to the open run holding the pair ``request.policy.key``
+        names, or create the run of ``request`` with the payload waiting, atomically.
+
+        The rules are ``worlds._rules.resume``: exactly once per resume id; a
+        token nobody holds is taken unbound (hook 0) by the run, so a payload
+        for a hook the run has not created yet waits for it; a token another
+        run holds writes nothing (``hook_holder``). ``ValueError`` as for
+        ``create_run``, or when ``request.policy`` is None.
         """
         ...
 

@@ -41,8 +41,10 @@ __all__ = [
     "EventKind",
     "HookConflict",
     "HookCreated",
+    "HookDelivery",
     "HookReceived",
     "HookRecord",
+    "HookStartResult",
     "NewWorkItem",
     "PatchMarker",
     "ReuseRule",
@@ -529,6 +531,29 @@ class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     run: RunRecord | None = None
     conflict: ClaimConflict | None = None
     superseded_run_id: str | None = None
+
+
+class HookDelivery(msgspec.Struct, frozen=True, kw_only=True):
+    """A payload for hook ``token``, exactly once per non-None ``resume_id``."""
+
+    token: str
+    payload: bytes
+    resume_id: str | None = None
+
+
+class HookStartResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``World.start_or_resume_hook``.
+
+    ``run_id`` is the run the payload went to (or went to before, for a
+    repeated ``resume_id``); ``created`` says whether this call created it.
+    With ``hook_holder`` set nothing was written: the token is held by that
+    other run. ``run`` is the new run's record when ``created``.
+    """
+
+    run_id: str
+    created: bool = False
+    hook_holder: str | None = None
+    run: RunRecord | None = None
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -81,5 +81,6 @@ def test_other_public_packages_are_pinned() -> None:
         "ReusePolicy",
         "start_or_cancel_run",
         "start_or_get_run",
+        "start_or_resume_hook",
         "start_with_policy",
     ]

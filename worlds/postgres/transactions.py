@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 import asyncpg
 import msgspec
 
-from worlds._rules import cancel, children, claims, commits, requests, runs
+from worlds._rules import cancel, children, claims, commits, requests, resume, runs
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.protocol import WORK_TOPIC, run_topic
@@ -38,6 +38,8 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookDelivery,
+    HookStartResult,
     NewWorkItem,
     RunCancelled,
     RunContinued,
@@ -253,6 +255,34 @@ class Tx:
             params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
             await self.conn.execute(sql.PUT_CLAIM, *params)
         return msgspec.structs.replace(event, generation=generation)
+
+    async def deliver(self, run_id: str, delivery: HookDelivery) -> HookStartResult:
+        """Give ``delivery`` to run ``run_id`` (see ``worlds._rules.resume``)."""
+        found = await self.lock_run(run_id)
+        assert found is not None, f"run {run_id} was locked or created in this transaction"
+        run, attributes = found
+        token = delivery.token
+        inserted = await self.conn.fetchval(
+            sql.INSERT_HOOK, token, run_id, 0, codecs.encode({}), self.now
+        )
+        number = 0
+        if inserted is None:
+            hook = await self.conn.fetchrow(sql.HOOK_HOLDER, token)
+            assert hook is not None, "hooks go only with their run, which is locked"
+            if hook["run_id"] != run_id:
+                return HookStartResult(run_id=run_id, hook_holder=hook["run_id"])
+            number = hook["hook"]
+        if delivery.resume_id is not None:
+            recorded = await self.conn.fetchval(
+                sql.RECORD_RESUME, token, delivery.resume_id, run_id
+            )
+            if recorded is None:  # a concurrent delivery with this resume id came first
+                seen = await self.conn.fetchval(sql.RESUMED, token, delivery.resume_id)
+                return HookStartResult(run_id=str(seen))
+        run, _ = self.stamp(run, resume.received(number, delivery))
+        run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+        await self.save_run(run, attributes)
+        return HookStartResult(run_id=run_id)
 
     async def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
         """The event a ``HookCreated`` becomes: the hook, or a conflict over its token."""

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
 import asyncpg
+import msgspec
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import claims, commits, requests, runs
+from worlds._rules import claims, commits, requests, resume, runs
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
@@ -56,8 +57,10 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookReceived,
     HookRecord,
+    HookStartResult,
     NewWorkItem,
     RunPage,
     RunQuery,
@@ -273,7 +276,6 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         requests.check_create(request)
         attributes = dict(request.attributes)
-        policy = request.policy
         run_id = request.run_id
         if not request.unique and request.timeout_at is None:
             # nothing to claim: one statement, its own transaction
@@ -283,35 +285,7 @@ class PostgresWorld(ClosesOnExit):
             return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
 
         async def body(tx: Tx) -> CreateRunResult:
-            superseded = None
-            for key in sorted(request.unique):
-                value = attributes[key]
-                if await tx.claim_if_free(run_id, key, value, None, None) is not None:
-                    continue
-                row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
-                assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
-                holder_id, generation = row["run_id"], row["generation"]
-                if policy is None or policy.key != key:
-                    holder = await tx.conn.fetchrow(sql.GET_RUN, holder_id)
-                else:
-                    holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
-                status = None if holder is None else codecs.run_from_row(holder).status
-                held = (holder_id, generation)
-                taken = claims.on_create(policy, key, value, held, status, run_id)
-                if isinstance(taken, ClaimConflict):
-                    raise RollbackError(CreateRunResult(conflict=taken))
-                if taken.cancel_reason is not None:
-                    tx.tick()
-                    await tx.cancel(holder_id, taken.cancel_reason)
-                    superseded = holder_id
-                params = (key, index_value(value), codecs.encode(value), run_id, taken.generation)
-                await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
-            await tx.insert_run(run_id, request.workflow, request.args, attributes)
-            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
-            deadline = runs.deadline_item(request)
-            if deadline is not None:
-                run, _ = await tx.enqueue(run, deadline, "", 0.0)
-            return CreateRunResult(run=run, superseded_run_id=superseded)
+            return await _create(tx, request)
 
         return await self._write(body)
 
@@ -418,6 +392,49 @@ class PostgresWorld(ClosesOnExit):
             return run.id
 
         return await self._write(body)
+
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """See ``World.start_or_resume_hook``."""
+        self._check_open()
+        key = resume.check_request(request)
+        requests.check_create(request)
+        ivalue = index_value(request.attributes[key])
+
+        async def body(tx: Tx) -> HookStartResult | None:
+            if delivery.resume_id is not None:
+                seen = await tx.conn.fetchval(sql.RESUMED, delivery.token, delivery.resume_id)
+                if seen is not None:
+                    return HookStartResult(run_id=str(seen))
+            held = await tx.conn.fetchrow(sql.LOCK_CLAIM, key, ivalue)
+            if held is not None and held["run_id"] is not None:
+                found = await tx.lock_run(held["run_id"])
+                status = None if found is None else found[0].status
+                if resume.route(status) == "deliver":
+                    return await tx.deliver(held["run_id"], delivery)
+            hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, delivery.token)
+            if hook is not None:  # another run holds the token: create nothing
+                return HookStartResult(run_id=hook["run_id"], hook_holder=hook["run_id"])
+            created = await _create(tx, request)
+            delivered = await tx.deliver(request.run_id, delivery)
+            if delivered.hook_holder is not None:
+                return None  # a concurrent caller took the token: roll back, try again
+            return msgspec.structs.replace(delivered, created=True, run=created.run)
+
+        async def attempt(tx: Tx) -> HookStartResult | None:
+            result = await body(tx)
+            if result is None:
+                raise RollbackError(None)
+            return result
+
+        for _ in range(RETRIES * 4):
+            result: object = await self._write(attempt)
+            if isinstance(result, HookStartResult):
+                return result
+            # a concurrent caller created the holder (or took the token) first: now
+            # there is one to deliver to
+        raise RuntimeError("start_or_resume_hook kept losing races; try again")
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
@@ -569,3 +586,39 @@ class PostgresWorld(ClosesOnExit):
             return []
         rows = await (await self._connect()).fetch(sql.PRUNE, closed_before, limit)
         return [row["id"] for row in sorted(rows, key=lambda row: (row["closed_at"], row["id"]))]
+
+
+async def _create(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
+    """The transaction of ``create_run`` (its checks done) for a run with claims."""
+    attributes = dict(request.attributes)
+    policy = request.policy
+    run_id = request.run_id
+    superseded = None
+    for key in sorted(request.unique):
+        value = attributes[key]
+        if await tx.claim_if_free(run_id, key, value, None, None) is not None:
+            continue
+        row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
+        assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
+        holder_id, generation = row["run_id"], row["generation"]
+        if policy is None or policy.key != key:
+            holder = await tx.conn.fetchrow(sql.GET_RUN, holder_id)
+        else:
+            holder = await tx.conn.fetchrow(sql.LOCK_RUN, holder_id)
+        status = None if holder is None else codecs.run_from_row(holder).status
+        held = (holder_id, generation)
+        taken = claims.on_create(policy, key, value, held, status, run_id)
+        if isinstance(taken, ClaimConflict):
+            raise RollbackError(CreateRunResult(conflict=taken))
+        if taken.cancel_reason is not None:
+            tx.tick()
+            await tx.cancel(holder_id, taken.cancel_reason)
+            superseded = holder_id
+        params = (key, index_value(value), codecs.encode(value), run_id, taken.generation)
+        await tx.conn.execute(sql.PUT_CLAIM, *params, None, None)
+    await tx.insert_run(run_id, request.workflow, request.args, attributes)
+    run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+    deadline = runs.deadline_item(request)
+    if deadline is not None:
+        run, _ = await tx.enqueue(run, deadline, "", 0.0)
+    return CreateRunResult(run=run, superseded_run_id=superseded)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 
-from worlds._rules import cancel, children, claims, commits, requests, runs, work
+from worlds._rules import cancel, children, claims, commits, requests, resume, runs, work
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -34,6 +34,8 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookDelivery,
+    HookStartResult,
     NewWorkItem,
     RunCancelled,
     RunContinued,
@@ -252,6 +254,26 @@ class Writer:
             run, _ = self.enqueue(run, plan.timer, "", 0.0)
         self.save_run(run, row["attributes"])
         return run
+
+    def deliver(self, run_id: str, delivery: HookDelivery) -> HookStartResult:
+        """Give ``delivery`` to run ``run_id`` (see ``worlds._rules.resume``)."""
+        hook = self.db.execute(sql.GET_HOOK, (delivery.token,)).fetchone()
+        if hook is None:
+            self.db.execute(
+                sql.INSERT_HOOK, (delivery.token, run_id, 0, codecs.encode({}), self.now_us)
+            )
+            number = 0
+        elif hook["run_id"] != run_id:
+            return HookStartResult(run_id=run_id, hook_holder=hook["run_id"])
+        else:
+            number = hook["hook"]
+        if delivery.resume_id is not None:
+            self.db.execute(sql.INSERT_RESUME, (delivery.token, delivery.resume_id, run_id))
+        row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+        run, _ = self.stamp(codecs.run_from_row(row), resume.received(number, delivery))
+        run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+        self.save_run(run, row["attributes"])
+        return HookStartResult(run_id=run_id)
 
     def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
         """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""

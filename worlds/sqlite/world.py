@@ -11,8 +11,10 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
+import msgspec
+
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import claims, commits, requests, runs
+from worlds._rules import claims, commits, requests, resume, runs
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -39,8 +41,10 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookReceived,
     HookRecord,
+    HookStartResult,
     NewWorkItem,
     RunPage,
     RunQuery,
@@ -114,53 +118,9 @@ class SqliteWorld(ClosesOnExit):
         """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
         self._connection.check_open()
         requests.check_create(request)
-        attributes = dict(request.attributes)
-        ivalues = {key: index_value(value) for key, value in attributes.items()}
 
         def body(tx: Writer) -> CreateRunResult:
-            db, run_id = tx.db, request.run_id
-            try:
-                db.execute(
-                    sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
-                )
-            except sqlite3.IntegrityError:
-                raise requests.run_exists(run_id) from None
-            superseded = None
-            for key in sorted(request.unique):
-                value, claim = attributes[key], (key, ivalues[key])
-                encoded = codecs.encode(value)
-                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
-                    continue
-                holder = db.execute(sql.GET_CLAIM, claim).fetchone()
-                holder_id, generation = holder["run_id"], holder["generation"]
-                # a held claim's run exists: pruning a run releases its claims
-                status = codecs.run_from_row(
-                    db.execute(sql.GET_RUN, (holder_id,)).fetchone()
-                ).status
-                held = (holder_id, generation)
-                taken = claims.on_create(request.policy, key, value, held, status, run_id)
-                if isinstance(taken, ClaimConflict):
-                    raise RollbackError(CreateRunResult(conflict=taken))
-                if taken.cancel_reason is not None:
-                    tx.cancel(holder_id, taken.cancel_reason)
-                    superseded = holder_id
-                params = (*claim, encoded, run_id, taken.generation, None, None)
-                db.execute(sql.PUT_CLAIM, params)
-            if ivalues:
-                db.executemany(
-                    sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]
-                )
-            stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
-            tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
-            tx.flush_events()
-            item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
-            db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
-            tx.signals.add(WORK_TOPIC)
-            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
-            deadline = runs.deadline_item(request)
-            if deadline is not None:
-                tx.enqueue(run, deadline, "", 0.0)
-            return CreateRunResult(run=run, superseded_run_id=superseded)
+            return _create(tx, request)
 
         return await self._connection.write(body)
 
@@ -404,6 +364,41 @@ class SqliteWorld(ClosesOnExit):
 
         return await self._connection.write(body)
 
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """See ``World.start_or_resume_hook``."""
+        self._connection.check_open()
+        key = resume.check_request(request)
+        requests.check_create(request)
+        claim = (key, index_value(request.attributes[key]))
+
+        def body(tx: Writer) -> HookStartResult:
+            if delivery.resume_id is not None:
+                seen = tx.db.execute(sql.GET_RESUME, (delivery.token, delivery.resume_id))
+                row = seen.fetchone()
+                if row is not None:
+                    return HookStartResult(run_id=str(row["run_id"]))
+            held = tx.db.execute(sql.GET_CLAIM, claim).fetchone()
+            if held is not None and held["run_id"] is not None:
+                holder = tx.db.execute(sql.GET_RUN, (held["run_id"],)).fetchone()
+                if resume.route(codecs.run_from_row(holder).status) == "deliver":
+                    return tx.deliver(held["run_id"], delivery)
+            hook = tx.db.execute(sql.GET_HOOK, (delivery.token,)).fetchone()
+            if hook is not None:  # another run holds the token: create nothing
+                return HookStartResult(run_id=hook["run_id"], hook_holder=hook["run_id"])
+            created = _create(tx, request)
+            assert created.run is not None, "a conflict rolled the transaction back"
+            delivered = tx.deliver(request.run_id, delivery)
+            record = codecs.run_from_row(tx.db.execute(sql.GET_RUN, (request.run_id,)).fetchone())
+            return msgspec.structs.replace(delivered, created=True, run=record)
+
+        result = await self._connection.write(body)
+        if isinstance(result, CreateRunResult):  # the policy refused to take the pair over
+            assert result.conflict is not None
+            return HookStartResult(run_id=result.conflict.holder_run_id)
+        return result
+
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
         self._connection.check_open()
@@ -442,3 +437,46 @@ class SqliteWorld(ClosesOnExit):
             return pruned
 
         return await self._connection.write(body)
+
+
+def _create(tx: Writer, request: CreateRunRequest) -> CreateRunResult:
+    """The transaction of ``create_run`` (its checks done)."""
+    attributes = dict(request.attributes)
+    ivalues = {key: index_value(value) for key, value in attributes.items()}
+    db, run_id = tx.db, request.run_id
+    try:
+        db.execute(sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes)))
+    except sqlite3.IntegrityError:
+        raise requests.run_exists(run_id) from None
+    superseded = None
+    for key in sorted(request.unique):
+        value, claim = attributes[key], (key, ivalues[key])
+        encoded = codecs.encode(value)
+        if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id)).rowcount:
+            continue
+        holder = db.execute(sql.GET_CLAIM, claim).fetchone()
+        holder_id, generation = holder["run_id"], holder["generation"]
+        # a held claim's run exists: pruning a run releases its claims
+        status = codecs.run_from_row(db.execute(sql.GET_RUN, (holder_id,)).fetchone()).status
+        held = (holder_id, generation)
+        taken = claims.on_create(request.policy, key, value, held, status, run_id)
+        if isinstance(taken, ClaimConflict):
+            raise RollbackError(CreateRunResult(conflict=taken))
+        if taken.cancel_reason is not None:
+            tx.cancel(holder_id, taken.cancel_reason)
+            superseded = holder_id
+        params = (*claim, encoded, run_id, taken.generation, None, None)
+        db.execute(sql.PUT_CLAIM, params)
+    if ivalues:
+        db.executemany(sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()])
+    stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
+    tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
+    tx.flush_events()
+    item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+    db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", tx.now_us, None, 0, None, 0))
+    tx.signals.add(WORK_TOPIC)
+    run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+    deadline = runs.deadline_item(request)
+    if deadline is not None:
+        tx.enqueue(run, deadline, "", 0.0)
+    return CreateRunResult(run=run, superseded_run_id=superseded)

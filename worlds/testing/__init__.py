@@ -44,6 +44,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._prune",
+    "worlds.testing._resume",
     "worlds.testing._runs",
     "worlds.testing._search",
     "worlds.testing._takeovers",
@@ -59,6 +60,7 @@ from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: 
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
+from worlds.testing._resume import ResumeConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
@@ -78,6 +80,7 @@ class WorldConformance(
     HookConformance,
     CancelConformance,
     ChildrenConformance,
+    ResumeConformance,
     ValueConformance,
     ModelConformance,
 ):
@@ -96,7 +99,8 @@ class WorldConformance(
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), child runs and their parents
-    (``ChildrenConformance``), the whole range of values the SDK accepts
+    (``ChildrenConformance``), start-or-resume by unique pair
+    (``ResumeConformance``), the whole range of values the SDK accepts
     (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
