@@ -32,7 +32,7 @@ async def prepare(cart_id: str) -> str:
 async def cart(cart_id: str) -> list[Any]:
     # the hook is created only after a step: payloads sent before then wait for it
     await prepare(cart_id)
-    items = []
+    items: list[Any] = []
     async for item in create_hook(f"cart-{cart_id}:items"):
         if item == "checkout":
             return items

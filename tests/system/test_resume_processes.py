@@ -34,8 +34,7 @@ async def test_start_or_resume_hook_from_several_processes(
         await world.migrate()
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "tests.apps.cartapp", url, "c-1", str(p * EACH), str(EACH)]
-                + [str(total)],
+                [sys.executable, "-m", "tests.apps.cartapp", url, "c-1", *_span(p, total)],
                 cwd=ROOT,
                 env=env,
                 stderr=subprocess.PIPE,
@@ -51,3 +50,8 @@ async def test_start_or_resume_hook_from_several_processes(
         # every item exactly once, though each was sent twice by racing processes
         assert sorted(item["sku"] for item in items) == list(range(total))
         assert [run.id for run in await list_runs(workflow=cart, world=world)] == [holder.id]
+
+
+def _span(process: int, total: int) -> list[str]:
+    """The command-line arguments FIRST COUNT EXPECTED of client ``process``."""
+    return [str(process * EACH), str(EACH), str(total)]

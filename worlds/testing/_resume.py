@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import pytest
 
@@ -20,6 +22,7 @@ from worlds.testing._base import (
 from worlds.types import (
     CommitRequest,
     CreateRunRequest,
+    EventKind,
     HookCreated,
     HookDelivery,
     HookReceived,
@@ -42,7 +45,7 @@ def _request(value: str, key: str = "cart") -> CreateRunRequest:
     )
 
 
-def _payloads(events: list[object], token: str | None = None) -> list[bytes]:
+def _payloads(events: Sequence[EventKind], token: str | None = None) -> list[bytes]:
     return [
         e.payload
         for e in events
