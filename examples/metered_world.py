@@ -39,6 +39,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    StreamChunk,
     WorkItem,
 )
 
@@ -130,6 +131,18 @@ class MeteredWorld:
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         return await self.inner.list_hooks(run_id)
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        began = time.perf_counter()
+        try:
+            return await self.inner.append_stream(run_id, name, chunks)
+        finally:
+            self._timed("append_stream", began)
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        return await self.inner.read_stream(run_id, name, start, limit)
 
     async def lease(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float

@@ -28,6 +28,7 @@ from workflow.api import (
     set_attribute,
     sleep,
     uuid4,
+    write_stream,
 )
 from workflow.client import (
     Run,
@@ -108,4 +109,5 @@ __all__ = [
     "step",
     "uuid4",
     "workflow",
+    "write_stream",
 ]

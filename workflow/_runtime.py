@@ -119,6 +119,10 @@ class Runtime(ABC):
         """Wait durably for child run ``run_id`` in workflow code; see ``Run.result``."""
         raise NotInWorkflowError("only workflow code waits durably for a child run")
 
+    @abstractmethod
+    async def write_stream(self, name: str, data: bytes) -> None:
+        """Append a chunk to this run's stream ``name``; see ``workflow.write_stream``."""
+
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name``; see ``workflow.patched``."""
         raise NotInWorkflowError("patched() works in workflow code, not in steps")

@@ -12,8 +12,10 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from workflow import _runtime
+from workflow._codec import encode_result
 from workflow._hooks import Hook
 from workflow.types import RunMetadata, StepMetadata
+from worlds.semantics import check_stream_name as check_name
 from worlds.types import AttributeValue
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "set_attribute",
     "sleep",
     "uuid4",
+    "write_stream",
 ]
 
 
@@ -150,3 +153,23 @@ def continue_as_new(*args: Any) -> NoReturn:
     """Close this run and start a new run of the same workflow with ``args``."""
     _runtime.current().continue_as_new(args)
     raise AssertionError("continue_as_new returned")  # pragma: no cover
+
+
+async def write_stream(name: str, value: Any) -> None:
+    """Append ``value`` (anything a step may return) to this run's stream ``name``.
+
+    Any process follows it with ``get_run(run_id).stream(name)`` (or ``wf runs
+    stream RUN NAME``), from any offset, live until the run closes. In workflow
+    code the write is recorded in the log and appended when it commits: replay
+    never writes it twice. In a step it is appended at once, as the attempt
+    makes it: an attempt that fails and is retried writes its chunks again, so
+    readers see the chunks of every attempt (put the attempt in the value, from
+    ``get_step_metadata()``, if a reader must tell them apart).
+
+    Raises:
+        ValueError: ``name`` is empty or longer than 256 characters.
+        TypeError: ``value`` cannot be recorded.
+        NotInWorkflowError: called outside workflow and step code.
+    """
+    check_name(name)
+    await _runtime.current().write_stream(name, encode_result(value, "the stream chunk"))

@@ -11,7 +11,7 @@ import asyncio
 import math
 import os
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -39,7 +39,7 @@ from workflow.errors import (
 from workflow.query import parse as parse_query
 from worlds.protocol import World, run_topic
 from worlds.query import AttrRef, Compare, Expr
-from worlds.semantics import ON_PARENT_CLOSE, PARENT_KEY, new_run_id
+from worlds.semantics import ON_PARENT_CLOSE, PARENT_KEY, check_stream_name, new_run_id
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+_STREAM_PAGE = 1000
+"""Chunks ``Run.stream`` reads per round trip."""
 
 # The worlds opened implicitly, per event loop: a world's connections belong to
 # the loop that made them, and they go away with it (weakly keyed, so that a
@@ -225,6 +228,37 @@ class Run(Generic[R]):
             found += [Run(r.id, world=self._world, record=r) for r in page.runs]
             if (cursor := page.next_cursor) is None:
                 return found[::-1]
+
+    async def stream(self, name: str, start: int = 0, *, follow: bool = True) -> AsyncIterator[Any]:
+        """The chunks of the run's stream ``name`` (``write_stream``), from offset ``start``.
+
+        Offsets count chunks from 0 without gaps, so a reader that got ``n`` chunks
+        and reconnects with ``start=n`` misses nothing and sees nothing twice. With
+        ``follow`` (the default) it waits for new chunks until the run closes, then
+        ends after the last one: a world takes no chunk once its run closed.
+        """
+        check_stream_name(name)
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ValueError(f"start must be an offset >= 0, got {start!r}")
+        offset = start
+        closed = False
+        while True:
+            chunks = await self.world.read_stream(self._id, name, offset, _STREAM_PAGE)
+            for chunk in chunks:
+                yield decode_result(chunk.data, None)
+                offset = chunk.offset + 1
+            if len(chunks) == _STREAM_PAGE:
+                continue
+            if not chunks:
+                if closed or not follow:
+                    return
+                # read once more after seeing the run closed: that read gets the last chunks
+                closed = (await self._record()).status.is_closed
+                if closed:
+                    continue
+            elif not follow:
+                continue
+            await self.world.wait(run_topic(self._id), 1.0)
 
     async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
         """Cancel the run, recording ``reason``.

@@ -17,7 +17,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import cancel, children, claims, commits, requests, resume, runs
+from worlds._rules import cancel, children, claims, commits, requests, resume, runs, streams
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -57,6 +57,7 @@ from worlds.types import (
     RunQuery,
     RunRecord,
     StepStarted,
+    StreamChunk,
     WorkItem,
     WorkKind,
     utcnow,
@@ -123,6 +124,7 @@ class MemoryWorld(ClosesOnExit):
         self._released: dict[tuple[str, str], int] = {}
         self._hooks: dict[str, HookRecord] = {}
         self._resumed: dict[tuple[str, str], str] = {}
+        self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
         self._tokens = itertools.count(1)
         self._hub = SignalHub()
 
@@ -412,6 +414,8 @@ class MemoryWorld(ClosesOnExit):
                 self._store(run, need.run, need.event)
             elif isinstance(need, commits.Continue):
                 self._continue(run, need.event, now)
+            elif isinstance(need, commits.Stream):
+                self._stream(need.run_id, need.event.name, [need.event.data], now)
             elif isinstance(need, commits.Ack):
                 assert item is not None
                 if need.action == "rewake":
@@ -530,6 +534,32 @@ class MemoryWorld(ClosesOnExit):
             self._enqueue(run_id, plan.timer, "", now, 0)
         return run.record
 
+    # ------------------------------------------------------------------ streams
+
+    def _stream(self, run_id: str, name: str, chunks: Sequence[bytes], now: datetime) -> int:
+        stream = self._streams.setdefault((run_id, name), [])
+        first = len(stream)
+        stream.extend(
+            StreamChunk(offset=first + n, data=data, at=now) for n, data in enumerate(chunks)
+        )
+        self._signal(run_topic(run_id))
+        return first
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``."""
+        streams.check_name(name)
+        run = self._runs.get(run_id)
+        if not streams.accepts(None if run is None else run.record.status):
+            return None
+        return self._stream(run_id, name, chunks, self._clock())
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """See ``World.read_stream``."""
+        stream = self._streams.get((run_id, name), [])
+        return stream[max(start, 0) : max(start, 0) + max(limit, 0)]
+
     # ------------------------------------------------------------------ work
 
     async def lease(
@@ -636,5 +666,6 @@ class MemoryWorld(ClosesOnExit):
         for run_id in pruned:
             del self._runs[run_id]
             self._drop_work(run_id)
+        self._streams = {k: v for k, v in self._streams.items() if k[0] not in pruned}
         self._resumed = {k: r for k, r in self._resumed.items() if r not in pruned}
         return [record.id for record in closed[:limit]]

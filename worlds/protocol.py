@@ -31,6 +31,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    StreamChunk,
     WorkItem,
 )
 
@@ -152,6 +153,21 @@ class World(Protocol):
         cancelling or closed run is returned unchanged; an unknown run gives
         ``None``.
         """
+        ...
+
+    # ------------------------------------------------------------------ streams
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """Append ``chunks`` to stream ``name`` of run ``run_id``, atomically, and signal
+        ``run_topic(run_id)``. Returns the offset of the first chunk; ``None`` when the
+        run is closed or unknown (nothing is written). See ``worlds._rules.streams``.
+        """
+        ...
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """Up to ``limit`` chunks of stream ``name`` of run ``run_id`` from offset ``start``."""
         ...
 
     # ------------------------------------------------------------------ work

@@ -19,6 +19,7 @@ from worlds._rules.children import ON_PARENT_CLOSE, ON_PARENT_CLOSE_KEY, PARENT_
 from worlds._rules.claims import may_take_over
 from worlds._rules.commits import settled
 from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
+from worlds._rules.streams import check_name as check_stream_name
 from worlds._rules.terms import index_value, matches
 from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunContinued
 
@@ -31,6 +32,7 @@ __all__ = [
     "RUN_DEADLINE_TIMER",
     "apply_to_run",
     "carried_payloads",
+    "check_stream_name",
     "decode_cursor",
     "encode_cursor",
     "index_value",

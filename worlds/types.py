@@ -67,6 +67,8 @@ __all__ = [
     "StepRetrying",
     "StepStarted",
     "StoredValue",
+    "StreamChunk",
+    "StreamWritten",
     "WaitCompleted",
     "WaitCreated",
     "WorkItem",
@@ -357,6 +359,14 @@ class PatchMarker(Event, tag="patch_marker", frozen=True, kw_only=True):
     name: str
 
 
+class StreamWritten(Event, tag="stream_written", frozen=True, kw_only=True):
+    """Workflow code wrote ``data`` to its stream ``name``; the world appended the
+    chunk to the stream in the transaction that committed this command."""
+
+    name: str
+    data: bytes
+
+
 EventKind: TypeAlias = (
     RunCreated
     | RunStarted
@@ -382,6 +392,7 @@ EventKind: TypeAlias = (
     | ChildConflict
     | ChildClosed
     | PatchMarker
+    | StreamWritten
 )
 """Every concrete event type: decode a stored event with this union."""
 
@@ -531,6 +542,14 @@ class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     run: RunRecord | None = None
     conflict: ClaimConflict | None = None
     superseded_run_id: str | None = None
+
+
+class StreamChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """One chunk of a run's stream: ``offset`` counts from 0, densely, per stream."""
+
+    offset: int
+    data: bytes
+    at: datetime
 
 
 class HookDelivery(msgspec.Struct, frozen=True, kw_only=True):

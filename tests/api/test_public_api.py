@@ -30,6 +30,7 @@ def test_workflow_exports_are_pinned() -> None:
         "list_hooks",
         "patched",
         "replay",
+        "write_stream",
         "prune_runs",
         "RunMetadata",
         "RunNotFoundError",

@@ -26,6 +26,7 @@ FROZEN = {
     2: "bad03c983051fd7225b57c0a946d7e19973500b4eb342fb2ee4812ae49502ade",
     3: "e6e6ace399b4400e7bdebc6ccc4624b5fd880a43ec74baf9887aa9ae0f20fd74",
     4: "feef3bf1d682a36fef668d2b3824c0887285d9370402f7d39860116040d15fed",
+    5: "a69ff3393f7e908e16855303d2b63a5b0e1e70dc2ac3d7aa65276c853b24b9fa",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

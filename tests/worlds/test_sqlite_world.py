@@ -580,7 +580,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
     async with SqliteWorld(url) as world:
         holder = await create(world, {"order": "o-1"}, unique=["order"])
     # Turn the file back into schema version 1: claims.run_id was NOT NULL, and
-    # neither claims_run, runs_closed nor the hook tables existed.
+    # neither claims_run, runs_closed, the hook tables nor streams existed.
     db = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
     try:
         v1_claims = (
@@ -591,6 +591,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
         for statement in (
             "DROP TABLE hooks",
             "DROP TABLE hook_resumes",
+            "DROP TABLE streams",
             "DROP INDEX claims_run",
             "DROP INDEX runs_closed",
             v1_claims,

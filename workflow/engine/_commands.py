@@ -34,6 +34,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamWritten,
     WaitCompleted,
     WaitCreated,
 )
@@ -59,6 +60,7 @@ def is_command(event: EventKind) -> bool:
             | ChildStarted()
             | ChildConflict()
             | PatchMarker()
+            | StreamWritten()
         ):
             return True
         case (
@@ -98,6 +100,8 @@ def describe(event: EventKind) -> str:
             return "start() of a child run"
         case PatchMarker():
             return f"patched({event.name!r})"
+        case StreamWritten():
+            return f"write_stream({event.name!r})"
         case (
             RunCreated()
             | RunStarted()

@@ -77,6 +77,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamWritten,
     WaitCompleted,
     WaitCreated,
 )
@@ -320,6 +321,7 @@ class WorkflowInstance(_runtime.Runtime):
                 | ChildStarted()
                 | ChildConflict()
                 | PatchMarker()
+                | StreamWritten()
             ):
                 raise AssertionError(
                     f"{type(event).__name__} (seq {event.seq}) is a command: feed() matches "
@@ -679,6 +681,16 @@ class WorkflowInstance(_runtime.Runtime):
                 assert closed.error is not None
                 raise RunFailedError(run_id, closed.error.type, closed.error.message)
             raise RunCancelledError(run_id, closed.reason)
+
+    async def write_stream(self, name: str, data: bytes) -> None:
+        """Record the chunk as a ``StreamWritten`` command: the world appends it to the
+        stream when the command commits, once; replay matches it and writes nothing."""
+        issued = f"write_stream({name!r})"
+        recorded = self._next_recorded(issued)
+        if recorded is None:
+            self._outbox.events.append(StreamWritten(name=name, data=data))
+        elif not (isinstance(recorded, StreamWritten) and recorded.name == name):
+            raise self._mismatch(recorded, issued)
 
     def patched(self, name: str) -> bool:
         """True for a run that is new here or recorded the marker; False for one that

@@ -177,6 +177,11 @@ class StepRuntime(_runtime.Runtime):
         """An ordinary random UUID."""
         return uuid.uuid4()
 
+    async def write_stream(self, name: str, data: bytes) -> None:
+        """Append the chunk to the run's stream now, as this attempt makes it (a
+        retried attempt writes again; readers see both)."""
+        await self._world.append_stream(self._item.run_id, name, [data])
+
     def run_metadata(self) -> RunMetadata:
         """The id, workflow name and creation time of the run this step belongs to."""
         return self._run

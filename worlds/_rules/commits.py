@@ -28,6 +28,7 @@ from worlds.types import (
     StepDiscarded,
     StepFailed,
     StepRetrying,
+    StreamWritten,
     WorkItem,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "Enqueue",
     "Need",
     "Settle",
+    "Stream",
     "after_ack",
     "closed",
     "commit_flow",
@@ -102,6 +104,13 @@ class Continue(NamedTuple):
     event: RunContinued
 
 
+class Stream(NamedTuple):
+    """Tell: append ``event.data`` to stream ``event.name`` of run ``run_id`` (it is open)."""
+
+    run_id: str
+    event: StreamWritten
+
+
 class Ack(NamedTuple):
     """Tell: the leased item is done; ``action`` as ``after_ack`` decided."""
 
@@ -115,7 +124,7 @@ class Enqueue(NamedTuple):
     new: NewWorkItem
 
 
-Need = Settle | Append | Continue | Ack | Enqueue
+Need = Settle | Append | Continue | Stream | Ack | Enqueue
 """What a commit needs its world to do, in order."""
 
 
@@ -146,6 +155,8 @@ def commit_flow(
         yield Append(run, stored)
         if isinstance(stored, RunContinued):
             yield Continue(run, stored)
+        if isinstance(stored, StreamWritten):
+            yield Stream(run.id, stored)
         if isinstance(stored, AttributeSet) and stored.step is None:
             attributes[stored.key] = stored.value
         appended.append(stored)

@@ -30,6 +30,7 @@ from worlds.types import (
     RunRecord,
     RunStatus,
     StepStarted,
+    StreamWritten,
     WorkItem,
 )
 
@@ -73,7 +74,7 @@ def _qualifies(event: EventKind) -> bool:
     if isinstance(event, AttributeSet):
         return event.step is not None and not event.unique
     # closing a run may tell its parent or cancel its children (worlds._rules.children)
-    return not isinstance(event, (HookCreated, *CLOSING_EVENTS))
+    return not isinstance(event, (HookCreated, StreamWritten, *CLOSING_EVENTS))
 
 
 def _unstamped(event: EventKind) -> EventKind:

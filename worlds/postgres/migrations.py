@@ -390,6 +390,17 @@ END
 $fn$
 """,
     ),
+    # 5: run streams (rfcs/0012-composition.md).
+    5: (
+        """CREATE TABLE streams (
+        run_id text NOT NULL,
+        name text NOT NULL,
+        seq integer NOT NULL,
+        data bytea NOT NULL,
+        at timestamptz NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    )""",
+    ),
 }
 """The statements of each schema version, applied in order to reach it."""
 """The statements of each schema version, applied in order to reach it."""

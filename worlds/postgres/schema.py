@@ -112,6 +112,15 @@ REFERENCE: tuple[str, ...] = (
         PRIMARY KEY (token, resume_id)
     )""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # Run streams: chunk ``seq`` counts from 0 per (run, name); pruning deletes them.
+    """CREATE TABLE streams (
+        run_id text NOT NULL,
+        name text NOT NULL,
+        seq integer NOT NULL,
+        data bytea NOT NULL,
+        at timestamptz NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    )""",
     # ``commit_run``, the one-round-trip commit (``fast.py``): its text is
     # ``MIGRATIONS[4]``, the last migration that replaced it.
 )

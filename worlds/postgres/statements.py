@@ -155,12 +155,26 @@ WITH doomed AS (
     DELETE FROM hooks WHERE run_id IN (SELECT id FROM doomed)
 ), gone_resumes AS (
     DELETE FROM hook_resumes WHERE run_id IN (SELECT id FROM doomed)
+), gone_streams AS (
+    DELETE FROM streams WHERE run_id IN (SELECT id FROM doomed)
 ), released AS (
     UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL
     WHERE run_id IN (SELECT id FROM doomed)
 )
 DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, closed_at
 """
+
+# ----------------------------------------------------------------------------- streams
+
+NEXT_STREAM_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM streams WHERE run_id = $1 AND name = $2"
+INSERT_STREAM = """
+INSERT INTO streams (run_id, name, seq, data, at)
+SELECT $1, $2, $3 + n - 1, d, $5 FROM unnest($4::bytea[]) WITH ORDINALITY AS c(d, n)
+"""
+READ_STREAM = (
+    "SELECT seq, data, at FROM streams WHERE run_id = $1 AND name = $2 AND seq >= $3 "
+    "ORDER BY seq LIMIT $4"
+)
 
 # ----------------------------------------------------------------------------- work
 

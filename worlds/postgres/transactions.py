@@ -9,7 +9,7 @@ work queue.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -113,6 +113,8 @@ class Tx:
                 self.queue(need.run.id, need.event)
             elif isinstance(need, commits.Continue):
                 await self.continue_run(need.run, need.event)
+            elif isinstance(need, commits.Stream):
+                await self.stream(need.run_id, need.event.name, [need.event.data])
             elif isinstance(need, commits.Ack):
                 assert request.lease is not None
                 if need.action == "rewake":
@@ -255,6 +257,14 @@ class Tx:
             params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
             await self.conn.execute(sql.PUT_CLAIM, *params)
         return msgspec.structs.replace(event, generation=generation)
+
+    async def stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        """Append ``chunks`` to stream ``name`` of run ``run_id``, whose row this
+        transaction has locked; the first chunk's offset."""
+        first: int = await self.conn.fetchval(sql.NEXT_STREAM_SEQ, run_id, name)
+        await self.conn.execute(sql.INSERT_STREAM, run_id, name, first, list(chunks), self.now)
+        self.signals.add(run_topic(run_id))
+        return first
 
     async def deliver(self, run_id: str, delivery: HookDelivery) -> HookStartResult:
         """Give ``delivery`` to run ``run_id`` (see ``worlds._rules.resume``)."""

@@ -18,7 +18,7 @@ import asyncpg
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import claims, commits, requests, resume, runs
+from worlds._rules import claims, commits, requests, resume, runs, streams
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
@@ -65,6 +65,7 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    StreamChunk,
     WorkItem,
     utcnow,
 )
@@ -435,6 +436,28 @@ class PostgresWorld(ClosesOnExit):
             # a concurrent caller created the holder (or took the token) first: now
             # there is one to deliver to
         raise RuntimeError("start_or_resume_hook kept losing races; try again")
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``."""
+        self._check_open()
+        streams.check_name(name)
+
+        async def body(tx: Tx) -> int | None:
+            found = await tx.lock_run(run_id)  # appends to a run, and its closing, take turns
+            if not streams.accepts(None if found is None else found[0].status):
+                return None
+            return await tx.stream(run_id, name, chunks)
+
+        return await self._write(body)
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """See ``World.read_stream``."""
+        self._check_open()
+        pool = await self._connect()
+        rows = await retry(pool.fetch, sql.READ_STREAM, run_id, name, max(start, 0), max(limit, 0))
+        return [StreamChunk(offset=row["seq"], data=row["data"], at=row["at"]) for row in rows]
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""

@@ -111,5 +111,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ) WITHOUT ROWID""",
         "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
     ),
+    # 4: run streams (rfcs/0012-composition.md).
+    4: (
+        """CREATE TABLE streams (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    ) WITHOUT ROWID""",
+    ),
 }
 """The statements that produce each schema version from the one before."""

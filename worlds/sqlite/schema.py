@@ -98,6 +98,15 @@ SCHEMA = (
         PRIMARY KEY (token, resume_id)
     ) WITHOUT ROWID""",
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
+    # Run streams: chunk ``seq`` counts from 0 per (run, name); pruning deletes them.
+    """CREATE TABLE streams (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    ) WITHOUT ROWID""",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

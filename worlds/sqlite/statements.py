@@ -86,11 +86,18 @@ PRUNABLE_RUNS = (
     "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
     "ORDER BY closed_at, id LIMIT ?"
 )
+NEXT_STREAM_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM streams WHERE run_id = ? AND name = ?"
+INSERT_STREAM = "INSERT INTO streams (run_id, name, seq, data, at) VALUES (?, ?, ?, ?, ?)"
+READ_STREAM = (
+    "SELECT seq, data, at FROM streams WHERE run_id = ? AND name = ? AND seq >= ? "
+    "ORDER BY seq LIMIT ?"
+)
 PRUNE_RUN = (
     "DELETE FROM events WHERE run_id = ?1",
     "DELETE FROM attributes WHERE run_id = ?1",
     "DELETE FROM work WHERE run_id = ?1",
     "DELETE FROM hook_resumes WHERE run_id = ?1",
+    "DELETE FROM streams WHERE run_id = ?1",
     "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL WHERE run_id = ?1",
     "DELETE FROM runs WHERE id = ?1",
 )

@@ -11,12 +11,21 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 
-from worlds._rules import cancel, children, claims, commits, requests, resume, runs, work
+from worlds._rules import (
+    cancel,
+    children,
+    claims,
+    commits,
+    requests,
+    resume,
+    runs,
+    work,
+)
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -175,6 +184,8 @@ class Writer:
                 self.queue(run.id, event)
             case commits.Continue(run=run, event=continued):
                 self.continue_run(run, continued)
+            case commits.Stream(run_id=run_id, event=written):
+                self.stream(run_id, written.name, [written.data])
             case commits.Ack(action=action):
                 assert request.lease is not None
                 key = (request.run_id, request.lease.id)
@@ -254,6 +265,16 @@ class Writer:
             run, _ = self.enqueue(run, plan.timer, "", 0.0)
         self.save_run(run, row["attributes"])
         return run
+
+    def stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        """Append ``chunks`` to stream ``name`` of open run ``run_id``; the first offset."""
+        (first,) = self.db.execute(sql.NEXT_STREAM_SEQ, (run_id, name)).fetchone()
+        self.db.executemany(
+            sql.INSERT_STREAM,
+            [(run_id, name, first + n, data, self.now_us) for n, data in enumerate(chunks)],
+        )
+        self.signals.add(run_topic(run_id))
+        return int(first)
 
     def deliver(self, run_id: str, delivery: HookDelivery) -> HookStartResult:
         """Give ``delivery`` to run ``run_id`` (see ``worlds._rules.resume``)."""

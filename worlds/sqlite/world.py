@@ -14,7 +14,7 @@ from datetime import datetime
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import claims, commits, requests, resume, runs
+from worlds._rules import claims, commits, requests, resume, runs, streams
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -50,6 +50,7 @@ from worlds.types import (
     RunQuery,
     RunRecord,
     StepStarted,
+    StreamChunk,
     WorkItem,
     utcnow,
 )
@@ -398,6 +399,34 @@ class SqliteWorld(ClosesOnExit):
             assert result.conflict is not None
             return HookStartResult(run_id=result.conflict.holder_run_id)
         return result
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``."""
+        self._connection.check_open()
+        streams.check_name(name)
+
+        def body(tx: Writer) -> int | None:
+            row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            if not streams.accepts(None if row is None else codecs.run_from_row(row).status):
+                return None
+            return tx.stream(run_id, name, chunks)
+
+        return await self._connection.write(body)
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """See ``World.read_stream``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[StreamChunk]:
+            rows = db.execute(sql.READ_STREAM, (run_id, name, max(start, 0), max(limit, 0)))
+            return [
+                StreamChunk(offset=row["seq"], data=row["data"], at=codecs.from_micros(row["at"]))
+                for row in rows
+            ]
+
+        return await self._connection.read(body)
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""

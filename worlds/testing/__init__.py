@@ -47,6 +47,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._resume",
     "worlds.testing._runs",
     "worlds.testing._search",
+    "worlds.testing._streams",
     "worlds.testing._takeovers",
     "worlds.testing._values",
     "worlds.testing._work",
@@ -63,6 +64,7 @@ from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._resume import ResumeConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
+from worlds.testing._streams import StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
@@ -81,6 +83,7 @@ class WorldConformance(
     CancelConformance,
     ChildrenConformance,
     ResumeConformance,
+    StreamConformance,
     ValueConformance,
     ModelConformance,
 ):
@@ -100,7 +103,7 @@ class WorldConformance(
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), child runs and their parents
     (``ChildrenConformance``), start-or-resume by unique pair
-    (``ResumeConformance``), the whole range of values the SDK accepts
+    (``ResumeConformance``), run streams (``StreamConformance``), the whole range of values the SDK accepts
     (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
