@@ -103,7 +103,7 @@ class WorldConformance(
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), child runs and their parents
     (``ChildrenConformance``), start-or-resume by unique pair
-    (``ResumeConformance``), run streams (``StreamConformance``), the whole range of values the SDK accepts
-    (``ValueConformance``) and a
+    (``ResumeConformance``), run streams (``StreamConformance``), the whole
+    range of values the SDK accepts (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
