@@ -132,6 +132,14 @@ class MeteredWorld:
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         return await self.inner.list_hooks(run_id)
 
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        return await self.inner.reopen_run(run_id, by)
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        return await self.inner.fork_run(source_run_id, run_id, from_step, by)
+
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         began = time.perf_counter()
         try:

@@ -8,8 +8,10 @@ else the embedded SQLite file).
 from __future__ import annotations
 
 import asyncio
+import getpass
 import math
 import os
+import socket
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -260,6 +262,52 @@ class Run(Generic[R]):
                 continue
             await self.world.wait(run_topic(self._id), 1.0)
 
+    async def retry(self, *, by: str | None = None) -> None:
+        """Reopen this failed or cancelled run: same id, its recorded steps kept.
+
+        The steps that failed, or never finished, run again (with a fresh retry
+        budget) and the body replays past everything recorded; the run keeps the
+        unique claims it still holds. The log records ``RunReopened`` naming
+        ``by`` (default: this user and host). Hooks the run had are not held
+        again until it creates them anew.
+
+        Raises:
+            RunNotFoundError: no such run.
+            ValueError: the run is not failed or cancelled; nothing changed.
+        """
+        who = _caller() if by is None else check_text("by", by)
+        record = await self.world.reopen_run(self._id, who)
+        if record is None:
+            raise RunNotFoundError(self._id)
+        if record.status not in (RunStatus.RUNNING, RunStatus.PENDING):
+            raise ValueError(
+                f"run {self._id} is {record.status.value}: only a failed or cancelled run "
+                "can be retried"
+            )
+        self.record = record
+
+    async def fork(self, from_step: int, *, by: str | None = None) -> Run[R]:
+        """A new run that replays this run's log up to its step ``from_step`` and runs
+        that step and the rest anew (this run is left as it is).
+
+        The fork starts with the same arguments and start attributes, minus the
+        parent link; it holds none of this run's unique claims. Its log starts
+        with the copied events, then ``RunForked`` naming this run, the step and
+        ``by`` (default: this user and host).
+
+        Raises:
+            RunNotFoundError: no such run.
+            ValueError: this run has no step ``from_step``.
+        """
+        if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 1:
+            raise ValueError(f"from_step must be a step number >= 1, got {from_step!r}")
+        who = _caller() if by is None else check_text("by", by)
+        run_id = new_run_id()
+        record = await self.world.fork_run(self._id, run_id, from_step, who)
+        if record is None:
+            raise RunNotFoundError(self._id)
+        return Run(run_id, world=self._world, workflow=self._workflow, record=record)
+
     async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
         """Cancel the run, recording ``reason``.
 
@@ -439,6 +487,15 @@ async def _start_child(
     request = _runtime.ChildRequest(fn.name, payload, values, unique, on_parent_close, seconds)
     run_id = await runtime.start_child(request)
     return Run(run_id, world=world, workflow=fn)
+
+
+def _caller() -> str:
+    """Who is asking, for the log: user@host."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in this environment
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
 
 
 def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:

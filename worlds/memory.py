@@ -17,7 +17,17 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import cancel, children, claims, commits, requests, resume, runs, streams
+from worlds._rules import (
+    cancel,
+    children,
+    claims,
+    commits,
+    reopen,
+    requests,
+    resume,
+    runs,
+    streams,
+)
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
@@ -533,6 +543,38 @@ class MemoryWorld(ClosesOnExit):
             self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
             self._enqueue(run_id, plan.timer, "", now, 0)
         return run.record
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """See ``World.reopen_run``."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return None
+        plan = reopen.plan_reopen(run.record, run.events, by)
+        if plan.event is None:
+            return run.record
+        now = self._clock()
+        self._append(run, plan.event, now)
+        for new in plan.work:
+            self._enqueue(run_id, new, "", now, 0)
+        return run.record
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """See ``World.fork_run``."""
+        source = self._runs.get(source_run_id)
+        if source is None:
+            return None
+        if run_id in self._runs:
+            raise requests.run_exists(run_id)
+        plan = reopen.plan_fork(source.record, source.events, from_step, by)
+        now = self._clock()
+        fork = self._new_run(run_id, source.record.workflow, plan.args, plan.attributes, now)
+        for event in plan.events:
+            self._append(fork, event, now)
+        for new in plan.work:
+            self._enqueue(run_id, new, "", now, 0)
+        return fork.record
 
     # ------------------------------------------------------------------ streams
 

@@ -155,6 +155,20 @@ class World(Protocol):
         """
         ...
 
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """Reopen a failed or cancelled run, atomically: append ``RunReopened`` and
+        queue what it needs (``worlds._rules.reopen.plan_reopen``). A run in another
+        status is returned unchanged; an unknown run gives ``None``."""
+        ...
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """Create run ``run_id`` as a fork of ``source_run_id`` from its step
+        ``from_step`` (``worlds._rules.reopen.plan_fork``), atomically. ``None`` for
+        an unknown source; ``ValueError`` for a step it does not have or a taken id."""
+        ...
+
     # ------------------------------------------------------------------ streams
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:

@@ -18,6 +18,7 @@ from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
 from worlds._rules.children import ON_PARENT_CLOSE, ON_PARENT_CLOSE_KEY, PARENT_KEY
 from worlds._rules.claims import may_take_over
 from worlds._rules.commits import settled
+from worlds._rules.reopen import effective_log, reopen_base
 from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
 from worlds._rules.streams import check_name as check_stream_name
 from worlds._rules.terms import index_value, matches
@@ -34,12 +35,14 @@ __all__ = [
     "carried_payloads",
     "check_stream_name",
     "decode_cursor",
+    "effective_log",
     "encode_cursor",
     "index_value",
     "lease_deadline",
     "matches",
     "may_take_over",
     "new_run_id",
+    "reopen_base",
     "settled",
     "step_item_id",
     "timer_item_id",

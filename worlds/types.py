@@ -54,9 +54,11 @@ __all__ = [
     "RunContinued",
     "RunCreated",
     "RunFailed",
+    "RunForked",
     "RunPage",
     "RunQuery",
     "RunRecord",
+    "RunReopened",
     "RunStarted",
     "RunStatus",
     "StartPolicy",
@@ -367,6 +369,26 @@ class StreamWritten(Event, tag="stream_written", frozen=True, kw_only=True):
     data: bytes
 
 
+class RunReopened(Event, tag="run_reopened", frozen=True, kw_only=True):
+    """A failed or cancelled run was reopened (``Run.retry``) by ``by``: same id,
+    recorded steps kept. The engine replays the log as if the run had never
+    closed: the closing event, the cancel request and the failures of ``steps``
+    before this event are passed over, and ``steps`` run again (their work was
+    queued with this event, as were the run's timers still due)."""
+
+    by: str
+    steps: tuple[int, ...] = ()
+
+
+class RunForked(Event, tag="run_forked", frozen=True, kw_only=True):
+    """This run was forked by ``by`` from run ``source_run_id``: the events before it
+    are the source's log up to its step ``from_step``, which this run runs anew."""
+
+    source_run_id: str
+    from_step: int
+    by: str
+
+
 EventKind: TypeAlias = (
     RunCreated
     | RunStarted
@@ -393,6 +415,8 @@ EventKind: TypeAlias = (
     | ChildClosed
     | PatchMarker
     | StreamWritten
+    | RunReopened
+    | RunForked
 )
 """Every concrete event type: decode a stored event with this union."""
 

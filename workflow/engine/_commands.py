@@ -27,6 +27,8 @@ from worlds.types import (
     RunContinued,
     RunCreated,
     RunFailed,
+    RunForked,
+    RunReopened,
     RunStarted,
     StepCompleted,
     StepCreated,
@@ -75,6 +77,8 @@ def is_command(event: EventKind) -> bool:
             | WaitCompleted()
             | HookReceived()
             | ChildClosed()
+            | RunReopened()
+            | RunForked()
         ):
             return False
         case _:
@@ -114,6 +118,8 @@ def describe(event: EventKind) -> str:
             | WaitCompleted()
             | HookReceived()
             | ChildClosed()
+            | RunReopened()
+            | RunForked()
         ):
             raise AssertionError(f"{type(event).__name__} is not a command; nothing issues it")
         case _:

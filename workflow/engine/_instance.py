@@ -48,7 +48,7 @@ from workflow.errors import (
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
-from worlds.semantics import ON_PARENT_CLOSE_KEY, PARENT_KEY, new_run_id
+from worlds.semantics import ON_PARENT_CLOSE_KEY, PARENT_KEY, effective_log, new_run_id
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -69,6 +69,8 @@ from worlds.types import (
     RunContinued,
     RunCreated,
     RunFailed,
+    RunForked,
+    RunReopened,
     RunStarted,
     RunStatus,
     StepCompleted,
@@ -200,11 +202,18 @@ class WorkflowInstance(_runtime.Runtime):
         """True if ``events`` hold commands this instance did not issue (another
         worker advanced the run), so it must be rebuilt from the full log."""
         return self._main is not None and any(
-            is_command(e) and e.seq not in self._own_seqs for e in events
+            (is_command(e) and e.seq not in self._own_seqs) or isinstance(e, RunReopened)
+            for e in events
         )
 
     def feed(self, events: list[EventKind]) -> None:
-        """Take new log entries: queue recorded commands and external events."""
+        """Take new log entries: queue recorded commands and external events.
+
+        A log holding ``RunReopened`` or ``RunForked`` markers is fed whole and
+        replayed as they say (``worlds.semantics.effective_log``).
+        """
+        if any(isinstance(e, (RunReopened, RunForked)) for e in events):
+            events = effective_log(events)
         for event in events:
             if event.seq in self._own_seqs:
                 self._own_seqs.discard(event.seq)
@@ -300,6 +309,8 @@ class WorkflowInstance(_runtime.Runtime):
                 self._cancel_requested(event)
             case ChildClosed():
                 self._child_done(event)
+            case RunReopened() | RunForked():
+                pass  # markers: ``feed`` already replays the log as they say
             case (
                 StepStarted()
                 | StepRetrying()

@@ -27,7 +27,7 @@ from workflow.errors import (
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
-from worlds.semantics import PARENT_KEY
+from worlds.semantics import PARENT_KEY, reopen_base
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -60,19 +60,25 @@ async def attempts_exhausted(world: World, item: WorkItem, step: StepDefinition[
     allowed = step.retry.max_retries + 1
     if item.attempt <= allowed:
         return False
+    events = await world.read_events(item.run_id)
     released = sum(
         1
-        for event in await world.read_events(item.run_id)
+        for event in events
         if isinstance(event, StepDiscarded)
         and event.step == item.number
         and event.outcome == RELEASED
     )
-    return item.attempt > allowed + released
+    return item.attempt > allowed + released + reopen_base(events, item.number)
 
 
 _NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError)
 """Errors that fail a step attempt for good: a fatal error, or API misuse that
 no retry can fix (``workflow.sleep()`` in a step, say)."""
+
+
+async def _reopen_base(world: World, item: WorkItem) -> int:
+    """Attempts of ``item``'s step before the run was reopened to re-run it (0: none)."""
+    return reopen_base(await world.read_events(item.run_id), item.number)
 
 
 async def _run_metadata(world: World, run_id: str) -> RunMetadata:
@@ -244,7 +250,10 @@ async def run_step(
             except _NEVER_RETRIED as exc:
                 outcome = StepFailed(step=item.number, attempt=item.attempt, error=error_info(exc))
             except Exception as exc:
-                if item.attempt > step.retry.max_retries:
+                if (
+                    item.attempt > step.retry.max_retries
+                    and item.attempt - await _reopen_base(world, item) > step.retry.max_retries
+                ):
                     error = error_info(exc)
                     outcome = StepFailed(step=item.number, attempt=item.attempt, error=error)
                 else:

@@ -18,7 +18,7 @@ import asyncpg
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import claims, commits, requests, resume, runs, streams
+from worlds._rules import claims, commits, reopen, requests, resume, runs, streams
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
@@ -436,6 +436,56 @@ class PostgresWorld(ClosesOnExit):
             # a concurrent caller created the holder (or took the token) first: now
             # there is one to deliver to
         raise RuntimeError("start_or_resume_hook kept losing races; try again")
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """See ``World.reopen_run``."""
+        self._check_open()
+
+        async def body(tx: Tx) -> RunRecord | None:
+            found = await tx.lock_run(run_id)
+            if found is None:
+                return None
+            run, attributes = found
+            rows = await tx.conn.fetch(sql.READ_EVENTS, run_id, 0)
+            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
+            plan = reopen.plan_reopen(run, events, by)
+            if plan.event is None:
+                return run
+            run, _ = tx.stamp(run, plan.event)
+            for new in plan.work:
+                run, _ = await tx.enqueue(run, new, "", 0.0)
+            await tx.save_run(run, attributes)
+            return run
+
+        return await self._write(body)
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """See ``World.fork_run``."""
+        self._check_open()
+
+        async def body(tx: Tx) -> RunRecord | None:
+            row = await tx.conn.fetchrow(sql.GET_RUN, source_run_id)
+            if row is None:
+                return None
+            source = codecs.run_from_row(row)
+            rows = await tx.conn.fetch(sql.READ_EVENTS, source_run_id, 0)
+            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
+            plan = reopen.plan_fork(source, events, from_step, by)
+            await tx.insert_run(run_id, source.workflow, plan.args, plan.attributes)
+            run = runs.new_run(run_id, source.workflow, plan.attributes, tx.now)
+            for event in plan.events:
+                run, _ = tx.stamp(run, event)
+            for new in plan.work:
+                run, _ = await tx.enqueue(run, new, "", 0.0)
+            keys = list(run.attributes)
+            ivalues = [index_value(run.attributes[key]) for key in keys]
+            await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run_id, keys, ivalues)
+            await tx.save_run(run, codecs.encode(run.attributes))
+            return run
+
+        return await self._write(body)
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``."""

@@ -14,7 +14,7 @@ from datetime import datetime
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import claims, commits, requests, resume, runs, streams
+from worlds._rules import claims, commits, reopen, requests, resume, runs, streams
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -399,6 +399,64 @@ class SqliteWorld(ClosesOnExit):
             assert result.conflict is not None
             return HookStartResult(run_id=result.conflict.holder_run_id)
         return result
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """See ``World.reopen_run``."""
+        self._connection.check_open()
+
+        def body(tx: Writer) -> RunRecord | None:
+            row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            if row is None:
+                return None
+            run = codecs.run_from_row(row)
+            logged = tx.db.execute(sql.READ_EVENTS, (run_id, 0)).fetchall()
+            events = [codecs.decode_event(r["data"]) for r in logged]
+            plan = reopen.plan_reopen(run, events, by)
+            if plan.event is None:
+                return run
+            run, _ = tx.stamp(run, plan.event)
+            for new in plan.work:
+                run, _ = tx.enqueue(run, new, "", 0.0)
+            tx.save_run(run, row["attributes"])
+            return run
+
+        return await self._connection.write(body)
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """See ``World.fork_run``."""
+        self._connection.check_open()
+
+        def body(tx: Writer) -> RunRecord | None:
+            db = tx.db
+            row = db.execute(sql.GET_RUN, (source_run_id,)).fetchone()
+            if row is None:
+                return None
+            source = codecs.run_from_row(row)
+            logged = db.execute(sql.READ_EVENTS, (source_run_id, 0)).fetchall()
+            events = [codecs.decode_event(r["data"]) for r in logged]
+            plan = reopen.plan_fork(source, events, from_step, by)
+            encoded = codecs.encode(plan.attributes)
+            try:
+                db.execute(sql.INSERT_RUN, (run_id, source.workflow, tx.now_us, encoded))
+            except sqlite3.IntegrityError:
+                raise requests.run_exists(run_id) from None
+            created = runs.created_event(source.workflow, plan.args, plan.attributes, tx.now)
+            tx.rows.append((run_id, 1, "run_created", codecs.encode(created)))
+            run = runs.new_run(run_id, source.workflow, plan.attributes, tx.now)
+            for event in plan.events:
+                run, _ = tx.stamp(run, event)
+            for new in plan.work:
+                run, _ = tx.enqueue(run, new, "", 0.0)
+            db.executemany(
+                sql.UPSERT_ATTRIBUTE,
+                [(run_id, key, index_value(value)) for key, value in run.attributes.items()],
+            )
+            tx.save_run(run, codecs.encode(run.attributes))
+            return run
+
+        return await self._connection.write(body)
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``."""
