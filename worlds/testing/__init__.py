@@ -44,6 +44,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._prune",
+    "worlds.testing._reopen",
     "worlds.testing._resume",
     "worlds.testing._runs",
     "worlds.testing._search",
@@ -61,6 +62,7 @@ from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: 
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
+from worlds.testing._reopen import ReopenConformance  # noqa: E402
 from worlds.testing._resume import ResumeConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
@@ -84,6 +86,7 @@ class WorldConformance(
     ChildrenConformance,
     ResumeConformance,
     StreamConformance,
+    ReopenConformance,
     ValueConformance,
     ModelConformance,
 ):
@@ -103,7 +106,8 @@ class WorldConformance(
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), child runs and their parents
     (``ChildrenConformance``), start-or-resume by unique pair
-    (``ResumeConformance``), run streams (``StreamConformance``), the whole
+    (``ResumeConformance``), run streams (``StreamConformance``),
+    retry and fork (``ReopenConformance``), the whole
     range of values the SDK accepts (``ValueConformance``) and a
     hypothesis state machine checked against a model (``ModelConformance``).
     """
