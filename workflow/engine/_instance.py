@@ -22,7 +22,6 @@ import contextvars
 import hashlib
 import random as _random
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, assert_never
 from uuid import UUID
@@ -36,6 +35,7 @@ from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._children import child_run_id
 from workflow.engine._commands import describe, is_command
 from workflow.engine._loop import WorkflowLoop
+from workflow.engine._outbox import LATEST_TIMER, Commit, Outcome, PendingCall, WorkflowHook
 from workflow.errors import (
     AttributeConflictError,
     ContinueAsNew,
@@ -84,65 +84,7 @@ from worlds.types import (
     WaitCreated,
 )
 
-__all__ = ["WorkflowInstance"]
-
-_LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
-"""Timers due later (``sleep(1e12)``, ``wait_for(x, timeout=inf)``) are clamped
-to this: they never fire in practice, and every world can store the time."""
-
-
-_Outcome = (
-    AttributeSet | AttributeConflict | HookCreated | HookConflict | ChildStarted | ChildConflict
-)
-
-
-@dataclass
-class _PendingCall:
-    """A ``set_attribute`` or ``create_hook`` waiting to be resolved at a quiescent point."""
-
-    future: asyncio.Future[Any]
-    outcome: _Outcome | None
-    outbox_index: int = -1
-
-
-class _WorkflowHook(Hook):
-    """A hook inside a workflow: payloads arrive as ``HookReceived`` events."""
-
-    def __init__(self, token: str, created: asyncio.Future[None], loop: WorkflowLoop) -> None:
-        self.token = token
-        self.read = 0
-        self._created = created
-        self._loop = loop
-        self._payloads: collections.deque[bytes] = collections.deque()
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    def deliver(self, payload: bytes) -> None:
-        self._payloads.append(payload)
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                break
-
-    async def receive(self) -> Any:
-        """The next payload; ``HookConflictError`` if another run holds the token."""
-        await self._created
-        while not self._payloads:
-            waiter = self._loop.create_future()
-            self._waiters.append(waiter)
-            await waiter
-        self.read += 1
-        return decode_result(self._payloads.popleft(), None)
-
-
-@dataclass
-class Commit:
-    """What the instance asks the engine to write next."""
-
-    events: list[EventKind] = field(default_factory=list)
-    schedule: list[NewWorkItem] = field(default_factory=list)
-    children: dict[int, CreateRunRequest] = field(default_factory=dict)
-    """The child runs to create before committing, by the number of their ``ChildStarted``."""
+__all__ = ["Commit", "WorkflowInstance"]
 
 
 class WorkflowInstance(_runtime.Runtime):
@@ -167,12 +109,12 @@ class WorkflowInstance(_runtime.Runtime):
         self._own_seqs: set[int] = set()
         self._position = 0
         self._outbox = Commit()
-        self._calls: list[_PendingCall] = []
+        self._calls: list[PendingCall] = []
         self._steps: dict[int, tuple[asyncio.Future[Any], StepDefinition[..., Any]]] = {}
         self._waits: dict[int, asyncio.TimerHandle] = {}
-        self._hooks: dict[int, _WorkflowHook] = {}
+        self._hooks: dict[int, WorkflowHook] = {}
         # by token, the first hook created with it, and payloads for tokens no hook has yet
-        self._hook_tokens: dict[str, _WorkflowHook] = {}
+        self._hook_tokens: dict[str, WorkflowHook] = {}
         self._unclaimed: dict[str, list[bytes]] = {}
         self._next_step = 1
         self._next_wait = 1
@@ -265,7 +207,7 @@ class WorkflowInstance(_runtime.Runtime):
         for call in self._calls:
             if call.outcome is None:
                 outcome = appended[call.outbox_index]
-                assert isinstance(outcome, _Outcome)
+                assert isinstance(outcome, Outcome)
                 call.outcome = outcome
             call.outbox_index = -1
 
@@ -483,7 +425,7 @@ class WorkflowInstance(_runtime.Runtime):
         recorded = self._next_recorded("a timer")
         if recorded is None:
             number = self._next_wait
-            when = min(max(handle.when(), self.loop.time()), _LATEST_TIMER)
+            when = min(max(handle.when(), self.loop.time()), LATEST_TIMER)
             until = datetime.fromtimestamp(when, UTC)
             self._outbox.events.append(WaitCreated(wait=number, until=until))
             self._outbox.schedule.append(
@@ -547,9 +489,9 @@ class WorkflowInstance(_runtime.Runtime):
             event = AttributeSet(key=key, value=value, unique=unique)
             self._outbox.events.append(event)
             index = len(self._outbox.events) - 1
-            self._calls.append(_PendingCall(future, None if unique else event, index))
+            self._calls.append(PendingCall(future, None if unique else event, index))
         elif isinstance(recorded, (AttributeSet, AttributeConflict)) and recorded.key == key:
-            self._calls.append(_PendingCall(future, recorded))
+            self._calls.append(PendingCall(future, recorded))
         else:
             raise self._mismatch(recorded, issued)
         return await future
@@ -580,15 +522,15 @@ class WorkflowInstance(_runtime.Runtime):
         if recorded is None:
             number = self._next_hook
             self._outbox.events.append(HookCreated(hook=number, token=token, attributes=checked))
-            self._calls.append(_PendingCall(future, None, len(self._outbox.events) - 1))
+            self._calls.append(PendingCall(future, None, len(self._outbox.events) - 1))
         elif isinstance(recorded, (HookCreated, HookConflict)):
             number = recorded.hook
             token = recorded.token
-            self._calls.append(_PendingCall(future, recorded))
+            self._calls.append(PendingCall(future, recorded))
         else:
             raise self._mismatch(recorded, "create_hook")
         self._next_hook = max(self._next_hook, number + 1)
-        hook = _WorkflowHook(token, future, self.loop)
+        hook = WorkflowHook(token, future, self.loop)
         self._hooks[number] = hook
         if token not in self._hook_tokens:
             self._hook_tokens[token] = hook
@@ -640,7 +582,7 @@ class WorkflowInstance(_runtime.Runtime):
             check_count(len(attributes))
             timeout_at = None
             if request.timeout_seconds is not None:
-                when = min(self.loop.time() + request.timeout_seconds, _LATEST_TIMER)
+                when = min(self.loop.time() + request.timeout_seconds, LATEST_TIMER)
                 timeout_at = datetime.fromtimestamp(when, UTC)
             self._outbox.children[number] = CreateRunRequest(
                 run_id=run_id,
@@ -652,12 +594,12 @@ class WorkflowInstance(_runtime.Runtime):
             )
             event = ChildStarted(child=number, run_id=run_id, workflow=request.workflow)
             self._outbox.events.append(event)
-            self._calls.append(_PendingCall(future, None, len(self._outbox.events) - 1))
+            self._calls.append(PendingCall(future, None, len(self._outbox.events) - 1))
         elif (
             isinstance(recorded, ChildStarted) and recorded.workflow == request.workflow
         ) or isinstance(recorded, ChildConflict):
             number = recorded.child
-            self._calls.append(_PendingCall(future, recorded))
+            self._calls.append(PendingCall(future, recorded))
         else:
             raise self._mismatch(recorded, issued)
         self._next_child = max(self._next_child, number + 1)
