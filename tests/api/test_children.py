@@ -18,6 +18,7 @@ from workflow import (
     get_run,
     get_run_metadata,
     list_runs,
+    replay,
     start,
     step,
     workflow,
@@ -79,6 +80,16 @@ async def waits_on_children() -> None:
 async def grandparent() -> None:
     kid = await start(waits_on_children)
     await kid.result()
+
+
+@workflow
+async def impatient() -> str:
+    kid = await start(waits_forever)
+    try:
+        await kid.result(timeout=0.2)
+    except TimeoutError:
+        return "timed out"
+    return "unreachable"
 
 
 @workflow
@@ -147,6 +158,8 @@ async def test_a_unique_conflict_on_a_child_start_is_raised_in_the_parent_and_re
     (conflict,) = [e for e in await run.events() if isinstance(e, ChildConflict)]
     assert (conflict.key, conflict.value, conflict.holder_run_id) == ("order", "o-9", holder.id)
     assert await _children(world, run.id) == []
+    # replay answers from the log, whoever holds the pair now
+    await replay(conflicted, await run.events(), run_id=run.id)
 
 
 async def test_a_failing_parent_cancels_its_children_unless_they_are_abandoned(
@@ -197,6 +210,15 @@ async def test_a_parent_waits_through_a_childs_continue_as_new(world: World) -> 
     async with Worker(world, [waits_for_chain, counts_down]):
         run = await start(waits_for_chain, world=world)
         assert await run.result(timeout=20) == 42
+
+
+async def test_waiting_for_a_child_times_out_on_a_durable_timer(world: World) -> None:
+    async with Worker(world, [impatient, waits_forever]):
+        run = await start(impatient, world=world)
+        assert await run.result(timeout=20) == "timed out"
+    # the parent completed: its child is left running (a completed parent cancels nothing)
+    (kid,) = await _children(world, run.id)
+    assert await get_run(kid, world=world).status() in (RunStatus.PENDING, RunStatus.RUNNING)
 
 
 async def test_on_parent_close_is_checked(world: World) -> None:
