@@ -276,15 +276,18 @@ class Run(Generic[R]):
             ValueError: the run is not failed or cancelled; nothing changed.
         """
         who = _caller() if by is None else check_text("by", by)
-        record = await self.world.reopen_run(self._id, who)
-        if record is None:
-            raise RunNotFoundError(self._id)
-        if record.status not in (RunStatus.RUNNING, RunStatus.PENDING):
+        before = (await self._record()).status
+        record = None
+        if before in (RunStatus.FAILED, RunStatus.CANCELLED):
+            record = await self.world.reopen_run(self._id, who)
+            if record is None:
+                raise RunNotFoundError(self._id)
+            self.record = record
+        if record is None or record.status.is_closed:
+            now = before if record is None else record.status
             raise ValueError(
-                f"run {self._id} is {record.status.value}: only a failed or cancelled run "
-                "can be retried"
+                f"run {self._id} is {now.value}: only a failed or cancelled run can be retried"
             )
-        self.record = record
 
     async def fork(self, from_step: int, *, by: str | None = None) -> Run[R]:
         """A new run that replays this run's log up to its step ``from_step`` and runs

@@ -8,6 +8,7 @@ import pytest
 
 from workflow import (
     RunFailedError,
+    RunNotFoundError,
     RunStatus,
     StepFailedError,
     Worker,
@@ -109,12 +110,17 @@ async def test_retry_of_a_cancelled_run_requeues_its_timer(world: World) -> None
 
 
 async def test_retry_refuses_a_run_that_is_not_failed_or_cancelled(world: World) -> None:
-    async with Worker(world, [catches, stage]):
+    async with Worker(world, [naps, catches, stage]):
+        running = await start(naps, world=world)
+        with pytest.raises(ValueError, match=r"pending|running"):
+            await running.retry()
         broken.add(9)
         run = await start(catches, world=world)
         assert await run.result(timeout=20) == "caught"
         with pytest.raises(ValueError, match="completed"):
             await run.retry()
+        with pytest.raises(RunNotFoundError):
+            await get_run("no-such-run", world=world).retry()
 
 
 async def test_fork_from_step_3_replays_steps_1_and_2_and_runs_the_rest(world: World) -> None:
