@@ -41,13 +41,16 @@ from worlds.types import (
     RunCancelled,
     RunContinued,
     RunFailed,
+    RunForked,
     RunRecord,
+    RunReopened,
     StepCompleted,
     StepCreated,
     StepDiscarded,
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamWritten,
     WaitCompleted,
     WaitCreated,
 )
@@ -286,6 +289,13 @@ def _summary(event: EventKind) -> str:
         return f"child {event.run_id} {event.status.value}"
     if isinstance(event, PatchMarker):
         return f"patched {event.name}"
+    if isinstance(event, StreamWritten):
+        return f"stream {event.name}"
+    if isinstance(event, RunReopened):
+        steps = ", ".join(str(n) for n in event.steps)
+        return f"reopened by {event.by}" + (f" (steps {steps} again)" if steps else "")
+    if isinstance(event, RunForked):
+        return f"forked from {event.source_run_id} at step {event.from_step} by {event.by}"
     return ""
 
 

@@ -57,6 +57,8 @@ async def test_runs_show_stream_retry_and_fork(tmp_path: Path) -> None:
             assert await get_run(fork_id, world=world).result(timeout=30) == 6
         (reopened,) = [e for e in await run.events() if isinstance(e, RunReopened)]
         assert "@" in reopened.by
+        timeline = wf(url, "runs", "show", run.id, "--events", "all").out
+        assert f"reopened by {reopened.by}" in timeline and "stream progress" in timeline
         (marker,) = [
             e for e in await get_run(fork_id, world=world).events() if isinstance(e, RunForked)
         ]
