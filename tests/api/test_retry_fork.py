@@ -11,6 +11,7 @@ from workflow import (
     RunNotFoundError,
     RunStatus,
     StepFailedError,
+    Unique,
     Worker,
     get_run,
     start,
@@ -68,11 +69,12 @@ async def test_retry_of_a_run_that_failed_at_step_3_does_not_rerun_steps_1_and_2
 ) -> None:
     broken.add(3)
     async with Worker(world, [five_stages, stage]):
-        run = await start(five_stages, world=world)
+        run = await start(five_stages, attributes={"job": Unique("j-1")}, world=world)
         with pytest.raises(RunFailedError):
             await run.result(timeout=20)
         assert ran == [1, 2, 3, 3]  # step 3 tried twice (max_retries=1)
         claims_before = await run.claims()
+        assert [(c.key, c.value) for c in claims_before] == [("job", "j-1")]
         broken.clear()
         await run.retry(by="ops@test")
         assert await run.result(timeout=20) == 15
