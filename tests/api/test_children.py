@@ -199,6 +199,21 @@ async def test_cancelling_a_parent_cancels_its_open_children_and_grandchildren(
         assert caught.value.reason == f"parent run {kid} cancelled"
 
 
+async def test_a_graceful_cancel_of_a_parent_cancels_its_child_when_the_parent_closes(
+    world: World,
+) -> None:
+    async with Worker(world, [waits_on_children, waits_forever]):
+        run = await start(waits_on_children, world=world)
+        with anyio.fail_after(10):
+            while not (kids := await _children(world, run.id)):
+                await anyio.sleep(0.02)
+        await run.cancel("stop")  # the body gets CancelledError, then the run closes
+        with pytest.raises(RunCancelledError):
+            await run.result(timeout=20)
+        (kid,) = kids
+        await _wait_status(world, kid, RunStatus.CANCELLED)
+
+
 async def test_a_child_failure_reaches_the_parent_as_run_failed_error(world: World) -> None:
     async with Worker(world, [reports_child_failure, failing_child]):
         run = await start(reports_child_failure, world=world)
