@@ -80,6 +80,15 @@ def render_details(details: Details) -> None:
                 text(step.error or ""),
             )
         console.print(steps)
+    if details.parent is not None:
+        console.print(f"[bold]parent[/] {details.parent}")
+    if details.children:
+        children = Table(title="children", box=None, header_style="bold", title_justify="left")
+        for column in ("RUN", "WORKFLOW", "STATUS"):
+            children.add_column(column)
+        for child in details.children:
+            children.add_row(child.id, text(child.workflow), status_text(child.status))
+        console.print(children)
     if details.hooks:
         hooks = Table(title="hooks", box=None, header_style="bold", title_justify="left")
         for column in ("#", "TOKEN", "STATUS"):

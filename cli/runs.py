@@ -1,4 +1,4 @@
-"""``wf runs``: list, show, events, cancel and prune runs."""
+"""``wf runs``: list, show, events, stream, cancel, retry, fork and prune runs."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from workflow.query import And, AttrRef, Compare, Expr, parse
 
 app = typer.Typer(
     name="runs",
-    help="Find, inspect, cancel and prune runs.",
+    help="Find, inspect, follow, cancel, retry, fork and prune runs.",
     no_args_is_help=True,
 )
 
@@ -300,6 +300,87 @@ def cancel(
             console.print(f"cancelled run {target.id} (was {before.value}, now {after.value})")
 
     execute(body)
+
+
+@app.command()
+def stream(
+    run: RunArgument,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The stream's name.")],
+    start: Annotated[
+        int, typer.Option(min=0, help="The offset to start from (chunks count from 0).")
+    ] = 0,
+    follow: Annotated[
+        bool, typer.Option("--follow/--no-follow", help="Wait for new chunks until the run closes.")
+    ] = True,
+    world: WorldOption = None,
+) -> None:
+    """Print a run's stream NAME (write_stream), one JSON value per line.
+
+    Follows it live until the run closes; --start N resumes after N chunks.
+
+    Examples:
+
+        wf runs stream order=o-17 progress
+
+        wf runs stream 01J9Z6K6Z2EPV5G0C3R8F4M9AN progress --start 120 --no-follow
+    """
+
+    async def body() -> None:
+        async with open_world(world, create=False) as opened:
+            target = await resolve_run(opened, run)
+            async for value in target.stream(name, start, follow=follow):
+                line = json.dumps(value, ensure_ascii=True, default=str)
+                typer.echo(line)
+
+    execute(body)
+
+
+@app.command()
+def retry(run: RunArgument, world: WorldOption = None) -> None:
+    """Reopen a failed or cancelled run: same id, recorded steps kept, the failed
+    steps run again. The run's log records who reopened it.
+
+    Examples:
+
+        wf runs retry order=o-17
+    """
+
+    async def body() -> str:
+        async with open_world(world, create=False) as opened:
+            target = await resolve_run(opened, run)
+            await target.retry()
+            return target.id
+
+    console.print(f"reopened run {execute(body)}")
+
+
+@app.command()
+def fork(
+    run: RunArgument,
+    from_step: Annotated[
+        int,
+        typer.Option(
+            "--from-step", min=1, help="The step the new run runs anew.", show_default=False
+        ),
+    ],
+    world: WorldOption = None,
+) -> None:
+    """Start a new run that replays RUN's log up to step N and runs step N on.
+
+    RUN is left as it is; the new run's log records what it was forked from and by whom.
+
+    Examples:
+
+        wf runs fork order=o-17 --from-step 3
+    """
+
+    async def body() -> str:
+        async with open_world(world, create=False) as opened:
+            target = await resolve_run(opened, run)
+            forked = await target.fork(from_step)
+            return forked.id
+
+    console.print(f"forked run {run} from step {from_step}: new run {execute(body)}")
 
 
 @app.command()

@@ -33,13 +33,16 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookRecord,
+    HookStartResult,
     RunPage,
     RunQuery,
     RunRecord,
     ScheduleLease,
     ScheduleRecord,
     Slot,
+    StreamChunk,
     WorkItem,
 )
 
@@ -132,8 +135,37 @@ class MeteredWorld:
         finally:
             self._timed("resume_hook", began)
 
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        began = time.perf_counter()
+        try:
+            return await self.inner.start_or_resume_hook(request, delivery)
+        finally:
+            self._timed("start_or_resume_hook", began)
+
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         return await self.inner.list_hooks(run_id)
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        return await self.inner.reopen_run(run_id, by)
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        return await self.inner.fork_run(source_run_id, run_id, from_step, by)
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        began = time.perf_counter()
+        try:
+            return await self.inner.append_stream(run_id, name, chunks)
+        finally:
+            self._timed("append_stream", began)
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        return await self.inner.read_stream(run_id, name, start, limit)
 
     async def lease(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float

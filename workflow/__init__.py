@@ -24,10 +24,12 @@ from workflow.api import (
     get_step_metadata,
     list_attributes,
     now,
+    patched,
     random,
     set_attribute,
     sleep,
     uuid4,
+    write_stream,
 )
 from workflow.client import (
     Run,
@@ -99,6 +101,7 @@ __all__ = [
     "list_runs",
     "logger",
     "now",
+    "patched",
     "prune_runs",
     "random",
     "replay",
@@ -109,4 +112,5 @@ __all__ = [
     "step",
     "uuid4",
     "workflow",
+    "write_stream",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -26,7 +27,15 @@ if TYPE_CHECKING:
     from worlds.protocol import World
     from worlds.types import AttributeValue, ReuseWindow
 
-__all__ = ["Runtime", "current", "current_or_none", "default_world", "installed", "uninstall"]
+__all__ = [
+    "ChildRequest",
+    "Runtime",
+    "current",
+    "current_or_none",
+    "default_world",
+    "installed",
+    "uninstall",
+]
 
 
 class Runtime(ABC):
@@ -109,6 +118,36 @@ class Runtime(ABC):
     @abstractmethod
     def continue_as_new(self, args: tuple[Any, ...]) -> None:
         """Close this run and start a fresh one; see ``workflow.continue_as_new``."""
+
+    async def start_child(self, request: ChildRequest) -> str:
+        """Start a child run from workflow code (durable); its run id. See ``workflow.start``."""
+        raise NotInWorkflowError(
+            "a child run is started from workflow code; in a step, start() starts a plain run"
+        )
+
+    async def child_result(self, run_id: str, fn: Any, timeout: float | None) -> Any:
+        """Wait durably for child run ``run_id`` in workflow code; see ``Run.result``."""
+        raise NotInWorkflowError("only workflow code waits durably for a child run")
+
+    @abstractmethod
+    async def write_stream(self, name: str, data: bytes) -> None:
+        """Append a chunk to this run's stream ``name``; see ``workflow.write_stream``."""
+
+    def patched(self, name: str) -> bool:
+        """Whether this run takes the new branch of patch ``name``; see ``workflow.patched``."""
+        raise NotInWorkflowError("patched() works in workflow code, not in steps")
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRequest:
+    """A checked child start, as ``workflow.start`` hands it to the runtime."""
+
+    workflow: str
+    args: bytes
+    attributes: dict[str, AttributeValue]
+    unique: frozenset[str]
+    on_parent_close: str
+    timeout_seconds: float | None
 
 
 _current: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar(

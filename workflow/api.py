@@ -13,8 +13,10 @@ from uuid import UUID
 
 from workflow import _runtime
 from workflow._attributes import reuse_window
+from workflow._codec import encode_result
 from workflow._hooks import Hook
 from workflow.types import RunMetadata, StepMetadata
+from worlds.semantics import check_stream_name as check_name
 from worlds.types import AttributeValue
 
 __all__ = [
@@ -25,10 +27,12 @@ __all__ = [
     "get_step_metadata",
     "list_attributes",
     "now",
+    "patched",
     "random",
     "set_attribute",
     "sleep",
     "uuid4",
+    "write_stream",
 ]
 
 
@@ -105,6 +109,28 @@ def create_hook(
     return _runtime.current().create_hook(token, dict(attributes) if attributes else None)
 
 
+def patched(name: str) -> bool:
+    """Whether this run takes the new branch of a code change named ``name``.
+
+    ``if patched("discount-v2"): <new code> else: <old code>`` lets a deploy
+    change workflow code while runs are in flight. It answers True for a run
+    that reaches this point under the new code (and records a marker, once per
+    name), and for a run whose log holds the marker; False for a run whose log
+    shows it went past this point under the old code (the log goes on with
+    other calls and no marker), so replaying it meets the calls it recorded.
+    The answer is fixed for the rest of the run. Once no open run took the old
+    branch, delete it and the ``patched`` call: a recorded marker nobody asks
+    about is passed over on replay.
+
+    Raises:
+        ValueError: ``name`` is empty or longer than 256 characters.
+        NotInWorkflowError: called outside workflow code.
+    """
+    if not isinstance(name, str) or not 1 <= len(name) <= 256:
+        raise ValueError(f"a patch name is 1-256 characters of text, got {name!r}")
+    return _runtime.current().patched(name)
+
+
 def now() -> datetime:
     """The current time, replay-safe: the time of the event being processed."""
     return _runtime.current().now()
@@ -138,3 +164,23 @@ def continue_as_new(*args: Any) -> NoReturn:
     """Close this run and start a new run of the same workflow with ``args``."""
     _runtime.current().continue_as_new(args)
     raise AssertionError("continue_as_new returned")  # pragma: no cover
+
+
+async def write_stream(name: str, value: Any) -> None:
+    """Append ``value`` (anything a step may return) to this run's stream ``name``.
+
+    Any process follows it with ``get_run(run_id).stream(name)`` (or ``wf runs
+    stream RUN NAME``), from any offset, live until the run closes. In workflow
+    code the write is recorded in the log and appended when it commits: replay
+    never writes it twice. In a step it is appended at once, as the attempt
+    makes it: an attempt that fails and is retried writes its chunks again, so
+    readers see the chunks of every attempt (put the attempt in the value, from
+    ``get_step_metadata()``, if a reader must tell them apart).
+
+    Raises:
+        ValueError: ``name`` is empty or longer than 256 characters.
+        TypeError: ``value`` cannot be recorded.
+        NotInWorkflowError: called outside workflow and step code.
+    """
+    check_name(name)
+    await _runtime.current().write_stream(name, encode_result(value, "the stream chunk"))

@@ -8,10 +8,12 @@ else the embedded SQLite file).
 from __future__ import annotations
 
 import asyncio
+import getpass
 import math
 import os
+import socket
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
@@ -38,8 +40,8 @@ from workflow.errors import (
 )
 from workflow.query import parse as parse_query
 from worlds.protocol import World, run_topic
-from worlds.query import Expr
-from worlds.semantics import new_run_id
+from worlds.query import AttrRef, Compare, Expr
+from worlds.semantics import ON_PARENT_CLOSE, PARENT_KEY, check_stream_name, new_run_id
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -69,6 +71,9 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+
+_STREAM_PAGE = 1000
+"""Chunks ``Run.stream`` reads per round trip."""
 
 # The worlds opened implicitly, per event loop: a world's connections belong to
 # the loop that made them, and they go away with it (weakly keyed, so that a
@@ -255,6 +260,102 @@ class Run(Generic[R]):
         own = [c for c in await self.world.run_claims(self._id) if c.key == key and c.step is None]
         return own[-1] if own else None
 
+    async def parent(self) -> Run[Any] | None:
+        """The run that started this one as a child run (``start`` in a workflow), or None."""
+        parent = (await self._record()).attributes.get(PARENT_KEY)
+        return Run(parent, world=self._world) if isinstance(parent, str) else None
+
+    async def children(self) -> list[Run[Any]]:
+        """The child runs this run started, oldest first (records as ``list_runs`` read them)."""
+        found: list[Run[Any]] = []
+        cursor = None
+        where = Compare(AttrRef(PARENT_KEY), "=", self._id)
+        while True:
+            page = await self.world.list_runs(RunQuery(where=where, limit=1000, cursor=cursor))
+            found += [Run(r.id, world=self._world, record=r) for r in page.runs]
+            if (cursor := page.next_cursor) is None:
+                return found[::-1]
+
+    async def stream(self, name: str, start: int = 0, *, follow: bool = True) -> AsyncIterator[Any]:
+        """The chunks of the run's stream ``name`` (``write_stream``), from offset ``start``.
+
+        Offsets count chunks from 0 without gaps, so a reader that got ``n`` chunks
+        and reconnects with ``start=n`` misses nothing and sees nothing twice. With
+        ``follow`` (the default) it waits for new chunks until the run closes, then
+        ends after the last one: a world takes no chunk once its run closed.
+        """
+        check_stream_name(name)
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ValueError(f"start must be an offset >= 0, got {start!r}")
+        offset = start
+        closed = False
+        while True:
+            chunks = await self.world.read_stream(self._id, name, offset, _STREAM_PAGE)
+            for chunk in chunks:
+                yield decode_result(chunk.data, None)
+                offset = chunk.offset + 1
+            if len(chunks) == _STREAM_PAGE:
+                continue
+            if not chunks:
+                if closed or not follow:
+                    return
+                # read once more after seeing the run closed: that read gets the last chunks
+                closed = (await self._record()).status.is_closed
+                if closed:
+                    continue
+            elif not follow:
+                continue
+            await self.world.wait(run_topic(self._id), 1.0)
+
+    async def retry(self, *, by: str | None = None) -> None:
+        """Reopen this failed or cancelled run: same id, its recorded steps kept.
+
+        The steps that failed, or never finished, run again (with a fresh retry
+        budget) and the body replays past everything recorded; the run keeps the
+        unique claims it still holds. The log records ``RunReopened`` naming
+        ``by`` (default: this user and host). Hooks the run had are not held
+        again until it creates them anew.
+
+        Raises:
+            RunNotFoundError: no such run.
+            ValueError: the run is not failed or cancelled; nothing changed.
+        """
+        who = _caller() if by is None else check_text("by", by)
+        before = (await self._record()).status
+        record = None
+        if before in (RunStatus.FAILED, RunStatus.CANCELLED):
+            record = await self.world.reopen_run(self._id, who)
+            if record is None:
+                raise RunNotFoundError(self._id)
+            self.record = record
+        if record is None or record.status.is_closed:
+            now = before if record is None else record.status
+            raise ValueError(
+                f"run {self._id} is {now.value}: only a failed or cancelled run can be retried"
+            )
+
+    async def fork(self, from_step: int, *, by: str | None = None) -> Run[R]:
+        """A new run that replays this run's log up to its step ``from_step`` and runs
+        that step and the rest anew (this run is left as it is).
+
+        The fork starts with the same arguments and start attributes, minus the
+        parent link; it holds none of this run's unique claims. Its log starts
+        with the copied events, then ``RunForked`` naming this run, the step and
+        ``by`` (default: this user and host).
+
+        Raises:
+            RunNotFoundError: no such run.
+            ValueError: this run has no step ``from_step``.
+        """
+        if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 1:
+            raise ValueError(f"from_step must be a step number >= 1, got {from_step!r}")
+        who = _caller() if by is None else check_text("by", by)
+        run_id = new_run_id()
+        record = await self.world.fork_run(self._id, run_id, from_step, who)
+        if record is None:
+            raise RunNotFoundError(self._id)
+        return Run(run_id, world=self._world, workflow=self._workflow, record=record)
+
     async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
         """Cancel the run, recording ``reason``.
 
@@ -280,12 +381,20 @@ class Run(Generic[R]):
         """Wait for the run to close and return its result.
 
         A run that continued as new gives the result of the last run of its chain.
+        In workflow code, on a child run this workflow started, the wait is
+        durable: the parent holds no worker until the child closes (a
+        ``timeout`` is a durable timer there).
 
         Raises:
             RunFailedError: the run failed.
             RunCancelledError: the run was cancelled.
             TimeoutError: ``timeout`` seconds passed first.
         """
+        runtime = _runtime.current_or_none()
+        if runtime is not None and runtime.in_workflow:
+            fn = self._workflow.fn if self._workflow is not None else None
+            child: R = await runtime.child_result(self._id, fn, timeout)
+            return child
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         current: Run[R] = self
         while True:
@@ -329,9 +438,20 @@ async def start(
     idempotency_key: str | None = None,
     timeout: float | timedelta | None = None,
     delay: float | timedelta | None = None,
+    on_parent_close: str = "cancel",
     world: World | None = None,
 ) -> Run[R]:
     """Create a run of workflow ``fn`` with ``args``; a worker will execute it.
+
+    In workflow code this starts a *child run*, durably: the start is recorded
+    in the parent's log (replay answers it from there and never starts the
+    child twice), the child's ``get_run_metadata().parent_run_id`` names the
+    parent, and ``await child.result()`` waits without holding a worker. A
+    unique conflict raises ``AttributeConflictError`` in the parent, recorded
+    too. ``on_parent_close`` says what happens to a child still open when the
+    parent fails, is cancelled or continues as new: ``"cancel"`` (the default)
+    cancels it in the same world transaction, ``"abandon"`` leaves it running.
+    It has no effect outside workflow code.
 
     Every ``Unique`` value in ``attributes`` is claimed in the same atomic
     operation that creates the run, and every ``Limited`` value takes a slot of
@@ -351,6 +471,29 @@ async def start(
     """
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"start() needs a @workflow function, got {fn!r}")
+    if on_parent_close not in ON_PARENT_CLOSE:
+        raise ValueError(
+            f"on_parent_close must be one of {list(ON_PARENT_CLOSE)}, got {on_parent_close!r}"
+        )
+    runtime = _runtime.current_or_none()
+    if runtime is not None and runtime.in_workflow:
+        values, unique, limits, windows = split_start_attributes(attributes)
+        if limits or windows or delay is not None:
+            raise ValueError(
+                "a child run takes no Limited value, reuse window or delay= yet; "
+                "start such a run from a step, or outside the workflow"
+            )
+        return await _start_child(
+            runtime,
+            fn,
+            encode_call(args),
+            values,
+            unique,
+            idempotency_key,
+            timeout,
+            on_parent_close,
+            world,
+        )
     report = _observe.StartReport()
     with _observe.starting(fn.name, attributes or {}, report) as headers:
         try:
@@ -434,6 +577,41 @@ def _later(what: str, span: float | timedelta, *, allow_zero: bool) -> datetime:
     if seconds >= (latest - now).total_seconds():
         return latest
     return now + timedelta(seconds=seconds)
+
+
+async def _start_child(
+    runtime: _runtime.Runtime,
+    fn: WorkflowDefinition[..., R],
+    payload: bytes,
+    values: dict[str, AttributeValue],
+    unique: frozenset[str],
+    idempotency_key: str | None,
+    timeout: float | timedelta | None,
+    on_parent_close: str,
+    world: World | None,
+) -> Run[R]:
+    if idempotency_key is not None:
+        raise ValueError(
+            "idempotency_key= is not taken inside a workflow: a child start is recorded, so "
+            "it happens once already; to dedupe across runs use attributes={k: Unique(v)}"
+        )
+    seconds = None
+    if timeout is not None:
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        if not seconds > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    request = _runtime.ChildRequest(fn.name, payload, values, unique, on_parent_close, seconds)
+    run_id = await runtime.start_child(request)
+    return Run(run_id, world=world, workflow=fn)
+
+
+def _caller() -> str:
+    """Who is asking, for the log: user@host."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in this environment
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
 
 
 def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:

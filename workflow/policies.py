@@ -33,15 +33,15 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from workflow import _observe
-from workflow._attributes import check_pair, split_start_attributes
-from workflow._codec import encode_call
+from workflow._attributes import check_pair, check_text, check_token, split_start_attributes
+from workflow._codec import encode_call, encode_result
 from workflow.client import Run, resolve_world
 from workflow.decorators import WorkflowDefinition
-from workflow.errors import AttributeConflictError, RunAlreadyStartedError
+from workflow.errors import AttributeConflictError, HookConflictError, RunAlreadyStartedError
 from workflow.types import Unique
 from worlds.protocol import World
 from worlds.semantics import new_run_id
-from worlds.types import AttributeValue, CreateRunRequest, Debounce, StartPolicy
+from worlds.types import AttributeValue, CreateRunRequest, Debounce, HookDelivery, StartPolicy
 
 __all__ = [
     "ConflictPolicy",
@@ -49,6 +49,7 @@ __all__ = [
     "start_or_cancel_run",
     "start_or_debounce",
     "start_or_get_run",
+    "start_or_resume_hook",
     "start_with_policy",
 ]
 
@@ -261,3 +262,70 @@ def _seconds(what: str, span: float | timedelta) -> float:
     if not 0 <= seconds <= 100 * 365 * 86400:
         raise ValueError(f"{what} must be 0 seconds to 100 years, got {span}")
     return seconds
+
+
+async def start_or_resume_hook(
+    fn: WorkflowDefinition[..., R],
+    *args: Any,
+    key: str,
+    value: AttributeValue,
+    token: str,
+    payload: Any = None,
+    resume_id: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    world: World | None = None,
+) -> Run[R]:
+    """Deliver ``payload`` to hook ``token`` of the open run holding (``key``, ``value``),
+    or start that run with the payload waiting for it: Temporal's signal-with-start,
+    keyed by any unique pair. Returns the run the payload went to.
+
+    One atomic world operation decides and writes (``worlds._rules.resume``):
+
+    * an open run holds the pair: the payload goes to its hook ``token``;
+    * no run holds it, or its holder closed: a run of ``fn`` with ``args`` starts,
+      holding the pair (taken over from a closed holder) and the payload;
+    * the run has not created hook ``token`` yet: the payload waits in its log
+      and the hook it creates with that token receives it, in order; never lost;
+    * with ``resume_id``, every call with the same (token, resume_id) delivers
+      once in all and answers the same run.
+
+    Safe under any number of concurrent callers in any number of processes:
+    one run holds the pair at a time and each payload is delivered once.
+
+    Raises:
+        HookConflictError: another run (not the pair's holder) holds ``token``;
+            nothing was written.
+        TypeError / ValueError: bad arguments; nothing was written.
+    """
+    if not isinstance(fn, WorkflowDefinition):
+        raise TypeError(f"start_or_resume_hook() needs a @workflow function, got {fn!r}")
+    key, value = check_pair(key, value)
+    check_token(token)
+    if resume_id is not None:
+        check_text("resume_id", resume_id)
+    values, unique, limits, windows = split_start_attributes(attributes)
+    if limits or windows:
+        raise ValueError(
+            "start_or_resume_hook() takes no Limited value or reuse window (yet); "
+            "use start() or start_with_policy() for those"
+        )
+    if key in values and values[key] != value:
+        raise ValueError(f"attributes[{key!r}] = {values[key]!r} contradicts value={value!r}")
+    values[key] = value
+    unique |= {key}
+    request = CreateRunRequest(
+        run_id=new_run_id(),
+        workflow=fn.name,
+        args=encode_call(args),
+        attributes=values,
+        unique=unique,
+        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
+    )
+    delivery = HookDelivery(
+        token=token, payload=encode_result(payload, "the hook payload"), resume_id=resume_id
+    )
+    result = await resolve_world(world).start_or_resume_hook(request, delivery)
+    if result.hook_holder is not None:
+        holder: Run[Any] = Run(result.hook_holder, world=world)
+        raise HookConflictError(token, holder)
+    return Run(result.run_id, world=world, workflow=fn, record=result.run)

@@ -314,7 +314,12 @@ def _spec(
         raise TypeError(f"catchup_window must be a timedelta, not {catchup_window!r}")
     if catchup_window < timedelta(0):
         raise ValueError(f"catchup_window cannot be negative, got {catchup_window}")
-    values, unique = split_start_attributes(attributes)
+    values, unique, limits, _ = split_start_attributes(attributes)
+    if limits:
+        raise ValueError(
+            f"a schedule's attributes cannot be Limited ({sorted(limits)}): its overlap "
+            "rule decides whether a fire starts"
+        )
     if unique:
         raise ValueError(
             f"a schedule's attributes cannot be unique ({sorted(unique)}): every fire "

@@ -60,11 +60,16 @@ class Limited(Generic[V]):
 
 @dataclass(frozen=True, slots=True)
 class RunMetadata:
-    """What a workflow (or step) knows about its run."""
+    """What a workflow (or step) knows about its run.
+
+    ``parent_run_id`` names the run that started this one as a child run
+    (``start`` inside a workflow), or is None.
+    """
 
     run_id: str
     workflow: str
     created_at: datetime
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,21 +28,28 @@ from worlds.semantics import CLOSING_EVENTS
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    ChildClosed,
+    ChildConflict,
+    ChildStarted,
     Claim,
     EventKind,
     HookConflict,
     HookCreated,
     HookReceived,
+    PatchMarker,
     RunCancelled,
     RunContinued,
     RunFailed,
+    RunForked,
     RunRecord,
+    RunReopened,
     StepCompleted,
     StepCreated,
     StepDiscarded,
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamWritten,
     WaitCompleted,
     WaitCreated,
 )
@@ -279,6 +286,8 @@ class RunDetails:
     hooks: list[HookSummary] = field(default_factory=list)
     window: EventWindow = field(default_factory=EventWindow)
     waiting: list[Waiting] = field(default_factory=list)
+    parent: str | None = None
+    children: list[RunRecord] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document (``events`` as the window selects them)."""
@@ -292,6 +301,8 @@ class RunDetails:
             "steps": [step.to_json() for step in self.steps],
             "hooks": [hook.to_json() for hook in self.hooks],
             "waiting": [wait.to_json() for wait in self.waiting],
+            "parent": self.parent,
+            "children": [run_to_json(child) for child in self.children],
             "events": [event_to_json(event) for event in shown],
             "events_total": len(self.events),
             "events_omitted": None if omitted is None else {"from": omitted[0], "to": omitted[1]},
@@ -358,6 +369,8 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         holders = [row.run_id for row in rows if row.holding]
         ahead = sum(1 for row in rows if not row.holding and row.position < slot.position)
         waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead))
+    parent = await run.parent()
+    children = [child.record for child in await run.children() if child.record is not None]
     return RunDetails(
         record,
         claims,
@@ -366,6 +379,8 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         _fold_hooks(events),
         window or EventWindow(),
         waiting,
+        None if parent is None else parent.id,
+        children,
     )
 
 
@@ -400,4 +415,20 @@ def event_summary(event: EventKind) -> str:
         return event.reason or ""
     if isinstance(event, RunContinued):
         return f"next run {event.next_run_id}"
+    if isinstance(event, ChildStarted):
+        return f"child {event.child} {event.workflow} {event.run_id}"
+    if isinstance(event, ChildConflict):
+        pair = f"{event.key}={format_value(event.value)}"
+        return f"child {event.child}: {pair} held by {event.holder_run_id}"
+    if isinstance(event, ChildClosed):
+        return f"child {event.run_id} {event.status.value}"
+    if isinstance(event, PatchMarker):
+        return f"patched {event.name}"
+    if isinstance(event, StreamWritten):
+        return f"stream {event.name}"
+    if isinstance(event, RunReopened):
+        steps = ", ".join(str(n) for n in event.steps)
+        return f"reopened by {event.by}" + (f" (steps {steps} again)" if steps else "")
+    if isinstance(event, RunForked):
+        return f"forked from {event.source_run_id} at step {event.from_step} by {event.by}"
     return ""

@@ -39,6 +39,7 @@ import msgspec
 from worlds.protocol import PROTOCOL_VERSION, World
 from worlds.types import (
     AttributeValue,
+    ChildClosed,
     Claim,
     CommitRequest,
     CommitResult,
@@ -46,8 +47,11 @@ from worlds.types import (
     CreateRunResult,
     ErrorInfo,
     EventKind,
+    FirstTask,
+    HookDelivery,
     HookReceived,
     HookRecord,
+    HookStartResult,
     NewWorkItem,
     RunCompleted,
     RunContinued,
@@ -56,10 +60,15 @@ from worlds.types import (
     RunPage,
     RunQuery,
     RunRecord,
+    ScheduleLease,
+    ScheduleRecord,
+    Slot,
     StepCompleted,
     StepCreated,
     StepFailed,
     StepRetrying,
+    StreamChunk,
+    StreamWritten,
     WorkItem,
 )
 
@@ -151,6 +160,12 @@ class CodecWorld:
                 return replace(event, error=self._error(event.error, text))
             case HookReceived():
                 return replace(event, payload=data(event.payload))
+            case StreamWritten():
+                return replace(event, data=data(event.data))
+            case ChildClosed():
+                result = None if event.result is None else data(event.result)
+                error = None if event.error is None else self._error(event.error, text)
+                return replace(event, result=result, error=error)
             case _:
                 return event
 
@@ -204,27 +219,82 @@ class CodecWorld:
 
     # ------------------------------------------------------------------ writes
 
-    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
-        """See ``World.create_run``; the arguments are encoded."""
-        encoded = msgspec.structs.replace(request, args=self._in(request.args))
-        result = await self.inner.create_run(encoded)
-        if result.run is None:
-            return result
-        return msgspec.structs.replace(result, run=self._record(result.run))
+    def _create_in(self, request: CreateRunRequest) -> CreateRunRequest:
+        first = request.first
+        if first is not None:
+            first = FirstTask(
+                events=tuple(self._event(event, self._in, True) for event in first.events),
+                schedule=tuple(self._new_item(item) for item in first.schedule),
+                at=first.at,
+            )
+        return msgspec.structs.replace(request, args=self._in(request.args), first=first)
 
-    async def commit(self, request: CommitRequest) -> CommitResult:
-        """See ``World.commit``; payloads in events and scheduled work are encoded."""
-        encoded = msgspec.structs.replace(
+    def _commit_in(self, request: CommitRequest) -> CommitRequest:
+        return msgspec.structs.replace(
             request,
             events=tuple(self._event(event, self._in, True) for event in request.events),
             schedule=tuple(self._new_item(item) for item in request.schedule),
         )
-        result = await self.inner.commit(encoded)
+
+    def _commit_out(self, result: CommitResult) -> CommitResult:
         return msgspec.structs.replace(
             result,
             events=tuple(self._events_out(result.events)),
             leased=tuple(self._item(item) for item in result.leased),
         )
+
+    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
+        """See ``World.create_run``; the arguments (and a first task's payloads) are encoded."""
+        result = await self.inner.create_run(self._create_in(request))
+        return msgspec.structs.replace(
+            result,
+            run=self._record(result.run),
+            leased=None if result.leased is None else self._item(result.leased),
+            first=None if result.first is None else self._commit_out(result.first),
+        )
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        """See ``World.commit``; payloads in events and scheduled work are encoded."""
+        return self._commit_out(await self.inner.commit(self._commit_in(request)))
+
+    async def commit_many(
+        self, requests: Sequence[CommitRequest]
+    ) -> list[CommitResult | Exception]:
+        """See ``World.commit_many``; each request as ``commit`` encodes it."""
+        outcomes = await self.inner.commit_many([self._commit_in(request) for request in requests])
+        return [
+            outcome if isinstance(outcome, Exception) else self._commit_out(outcome)
+            for outcome in outcomes
+        ]
+
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """See ``World.start_or_resume_hook``; the arguments and the payload are encoded."""
+        encoded = msgspec.structs.replace(delivery, payload=self._in(delivery.payload))
+        result = await self.inner.start_or_resume_hook(self._create_in(request), encoded)
+        return msgspec.structs.replace(result, run=self._record(result.run))
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """See ``World.reopen_run``."""
+        return self._record(await self.inner.reopen_run(run_id, by))
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """See ``World.fork_run``."""
+        return self._record(await self.inner.fork_run(source_run_id, run_id, from_step, by))
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``; each chunk is encoded."""
+        return await self.inner.append_stream(run_id, name, [self._in(c) for c in chunks])
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """See ``World.read_stream``; each chunk is decoded."""
+        chunks = await self.inner.read_stream(run_id, name, start, limit)
+        return [msgspec.structs.replace(c, data=self._out(c.data)) for c in chunks]
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run`` (the reason stays in clear)."""
@@ -295,6 +365,55 @@ class CodecWorld:
         """See ``World.run_claims``."""
         return await self.inner.run_claims(run_id)
 
-    async def prune_runs(self, closed_before: datetime, limit: int = 1000) -> list[str]:
+    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+        """See ``World.list_slots``."""
+        return await self.inner.list_slots(key, value)
+
+    async def run_slots(self, run_id: str) -> list[Slot]:
+        """See ``World.run_slots``."""
+        return await self.inner.run_slots(run_id)
+
+    def now(self) -> datetime:
+        """See ``World.now``."""
+        return self.inner.now()
+
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
         """See ``World.prune_runs``."""
-        return await self.inner.prune_runs(closed_before, limit)
+        return await self.inner.prune_runs(closed_before, limit, release_claims=release_claims)
+
+    # ------------------------------------------------------------------ schedules
+    # A schedule's spec (its cron, overlap rule and the arguments of its runs) stays
+    # in clear: the world reads it to compute fire times. Its runs' arguments are
+    # encoded when a fire creates them, like any other run's.
+
+    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """See ``World.create_schedule``."""
+        return await self.inner.create_schedule(record)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        """See ``World.get_schedule``."""
+        return await self.inner.get_schedule(schedule_id)
+
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ScheduleRecord]:
+        """See ``World.list_schedules``."""
+        return await self.inner.list_schedules(after=after, limit=limit)
+
+    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+        """See ``World.update_schedule``."""
+        return await self.inner.update_schedule(record)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """See ``World.delete_schedule``."""
+        return await self.inner.delete_schedule(schedule_id)
+
+    async def lease_schedules(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> ScheduleLease:
+        """See ``World.lease_schedules``."""
+        return await self.inner.lease_schedules(
+            worker_id, names=names, limit=limit, lease_seconds=lease_seconds
+        )

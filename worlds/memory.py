@@ -17,7 +17,20 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
-from worlds._rules import batches, cancel, claims, commits, requests, runs, schedules, slots
+from worlds._rules import (
+    batches,
+    cancel,
+    children,
+    claims,
+    commits,
+    reopen,
+    requests,
+    resume,
+    runs,
+    schedules,
+    slots,
+    streams,
+)
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, SCHEDULE_TOPIC, WORK_TOPIC, run_topic
@@ -47,8 +60,10 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookDelivery,
     HookReceived,
     HookRecord,
+    HookStartResult,
     NewWorkItem,
     RunCancelled,
     RunContinued,
@@ -59,6 +74,7 @@ from worlds.types import (
     ScheduleRecord,
     Slot,
     StepStarted,
+    StreamChunk,
     WorkItem,
     WorkKind,
     utcnow,
@@ -138,6 +154,7 @@ class MemoryWorld(ClosesOnExit):
         self._released: dict[tuple[str, str], int] = {}
         self._hooks: dict[str, HookRecord] = {}
         self._resumed: dict[tuple[str, str], str] = {}
+        self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
         self._tokens = itertools.count(1)
         self._pairs: dict[tuple[str, str], _Pair] = {}
         self._run_pairs: dict[str, list[tuple[str, str]]] = {}
@@ -182,6 +199,22 @@ class MemoryWorld(ClosesOnExit):
                 self._release_slots(run.record.id)
                 self._close_claims(run.record)
             self._signal(run_topic(run.record.id))
+            if isinstance(stored, runs.CLOSING_EVENTS):
+                self._after_close(run.record, stored)
+
+    def _after_close(self, record: RunRecord, closing: EventKind) -> None:
+        """Tell the parent its child closed; cancel the children that close with it."""
+        notice = children.closed_notice(record, closing)
+        if notice is not None:
+            parent = self._runs.get(notice.parent_run_id)
+            if parent is not None and children.accepts_notice(parent.record):
+                self._append(parent, notice.event, closing.at)
+                self._enqueue(parent.record.id, NewWorkItem(kind="workflow"), "", closing.at, 0)
+        if children.cascades(record):
+            reason = children.cascade_reason(record)
+            for child in list(self._runs.values()):
+                if children.cancels_with_parent(child.record, record.id):
+                    self._append(child, RunCancelled(reason=reason), closing.at)
 
     def _close_claims(self, record: RunRecord) -> None:
         """Apply each claim's reuse window now that its holder closed."""
@@ -468,8 +501,8 @@ class MemoryWorld(ClosesOnExit):
             wake = NewWorkItem(
                 kind="workflow", name=request.workflow, available_at=start_at, lease=eager
             )
-            holder = request.lease_to or "" if eager else ""
-            leased = self._enqueue(request.run_id, wake, holder, now, request.lease_seconds)
+            owner = request.lease_to or "" if eager else ""
+            leased = self._enqueue(request.run_id, wake, owner, now, request.lease_seconds)
         return CreateRunResult(run=run.record, superseded_run_id=superseded, leased=leased)
 
     def _debounce(
@@ -577,6 +610,8 @@ class MemoryWorld(ClosesOnExit):
                 self._store(run, need.run, need.event)
             elif isinstance(need, commits.Continue):
                 self._continue(run, need.event, now)
+            elif isinstance(need, commits.Stream):
+                self._stream(need.run_id, need.event.name, [need.event.data], now)
             elif isinstance(need, commits.Ack):
                 assert item is not None
                 if need.action == "rewake":
@@ -627,6 +662,47 @@ class MemoryWorld(ClosesOnExit):
         self._enqueue(hook.run_id, NewWorkItem(kind="workflow"), "", now, 0)
         return hook.run_id
 
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """See ``World.start_or_resume_hook``."""
+        key = resume.check_request(request)
+        requests.check_create(request)
+        if delivery.resume_id is not None:
+            seen = self._resumed.get((delivery.token, delivery.resume_id))
+            if seen is not None:
+                return HookStartResult(run_id=seen)
+        held = self._claims.get((key, index_value(request.attributes[key])))
+        status = None if held is None else self._runs[held.run_id].record.status
+        if held is not None and resume.route(status) == "deliver":
+            return self._deliver(held.run_id, delivery, None)
+        hook = self._hooks.get(delivery.token)
+        if hook is not None:  # another run holds the token: create nothing
+            return HookStartResult(run_id=hook.run_id, hook_holder=hook.run_id)
+        created = await self.create_run(request)
+        if created.run is None:
+            assert created.conflict is not None
+            return HookStartResult(run_id=created.conflict.holder_run_id)
+        return self._deliver(request.run_id, delivery, created.run)
+
+    def _deliver(
+        self, run_id: str, delivery: HookDelivery, created: RunRecord | None
+    ) -> HookStartResult:
+        now = self._clock()
+        hook = self._hooks.get(delivery.token)
+        if hook is None:
+            hook = HookRecord(token=delivery.token, run_id=run_id, hook=0, created_at=now)
+            self._hooks[delivery.token] = hook
+        elif hook.run_id != run_id:
+            return HookStartResult(run_id=run_id, hook_holder=hook.run_id)
+        if delivery.resume_id is not None:
+            self._resumed[(delivery.token, delivery.resume_id)] = run_id
+        run = self._runs[run_id]
+        self._append(run, resume.received(hook.hook, delivery), now)
+        self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
+        record = None if created is None else run.record
+        return HookStartResult(run_id=run_id, created=created is not None, run=record)
+
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
         hooks = [h for h in self._hooks.values() if run_id is None or h.run_id == run_id]
@@ -658,6 +734,64 @@ class MemoryWorld(ClosesOnExit):
             self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
             self._enqueue(run_id, plan.timer, "", now, 0)
         return run.record
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """See ``World.reopen_run``."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return None
+        plan = reopen.plan_reopen(run.record, run.events, by)
+        if plan.event is None:
+            return run.record
+        now = self._clock()
+        self._append(run, plan.event, now)
+        for new in plan.work:
+            self._enqueue(run_id, new, "", now, 0)
+        return run.record
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """See ``World.fork_run``."""
+        source = self._runs.get(source_run_id)
+        if source is None:
+            return None
+        if run_id in self._runs:
+            raise requests.run_exists(run_id)
+        plan = reopen.plan_fork(source.record, source.events, from_step, by)
+        now = self._clock()
+        fork = self._new_run(run_id, source.record.workflow, plan.args, plan.attributes, now)
+        for event in plan.events:
+            self._append(fork, event, now)
+        for new in plan.work:
+            self._enqueue(run_id, new, "", now, 0)
+        return fork.record
+
+    # ------------------------------------------------------------------ streams
+
+    def _stream(self, run_id: str, name: str, chunks: Sequence[bytes], now: datetime) -> int:
+        stream = self._streams.setdefault((run_id, name), [])
+        first = len(stream)
+        stream.extend(
+            StreamChunk(offset=first + n, data=data, at=now) for n, data in enumerate(chunks)
+        )
+        self._signal(run_topic(run_id))
+        return first
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``."""
+        streams.check_name(name)
+        run = self._runs.get(run_id)
+        if not streams.accepts(None if run is None else run.record.status):
+            return None
+        return self._stream(run_id, name, chunks, self._clock())
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """See ``World.read_stream``."""
+        stream = self._streams.get((run_id, name), [])
+        return stream[max(start, 0) : max(start, 0) + max(limit, 0)]
 
     # ------------------------------------------------------------------ work
 
@@ -814,6 +948,7 @@ class MemoryWorld(ClosesOnExit):
         for run_id in pruned:
             del self._runs[run_id]
             self._drop_work(run_id)
+        self._streams = {k: v for k, v in self._streams.items() if k[0] not in pruned}
         self._resumed = {k: r for k, r in self._resumed.items() if r not in pruned}
         return [record.id for record in closed[:limit]]
 

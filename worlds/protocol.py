@@ -25,13 +25,16 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookRecord,
+    HookStartResult,
     RunPage,
     RunQuery,
     RunRecord,
     ScheduleLease,
     ScheduleRecord,
     Slot,
+    StreamChunk,
     WorkItem,
 )
 
@@ -149,6 +152,20 @@ class World(Protocol):
         """
         ...
 
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """Deliver ``delivery`` to the open run holding the pair ``request.policy.key``
+        names, or create the run of ``request`` with the payload waiting, atomically.
+
+        The rules are ``worlds._rules.resume``: exactly once per resume id; a
+        token nobody holds is taken unbound (hook 0) by the run, so a payload
+        for a hook the run has not created yet waits for it; a token another
+        run holds writes nothing (``hook_holder``). ``ValueError`` as for
+        ``create_run``, or when ``request.policy`` is None.
+        """
+        ...
+
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """Live hooks (of one run, or all), oldest first."""
         ...
@@ -167,6 +184,35 @@ class World(Protocol):
         cancelling or closed run is returned unchanged; an unknown run gives
         ``None``.
         """
+        ...
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """Reopen a failed or cancelled run, atomically: append ``RunReopened`` and
+        queue what it needs (``worlds._rules.reopen.plan_reopen``). A run in another
+        status is returned unchanged; an unknown run gives ``None``."""
+        ...
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """Create run ``run_id`` as a fork of ``source_run_id`` from its step
+        ``from_step`` (``worlds._rules.reopen.plan_fork``), atomically. ``None`` for
+        an unknown source; ``ValueError`` for a step it does not have or a taken id."""
+        ...
+
+    # ------------------------------------------------------------------ streams
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """Append ``chunks`` to stream ``name`` of run ``run_id``, atomically, and signal
+        ``run_topic(run_id)``. Returns the offset of the first chunk; ``None`` when the
+        run is closed or unknown (nothing is written). See ``worlds._rules.streams``.
+        """
+        ...
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """Up to ``limit`` chunks of stream ``name`` of run ``run_id`` from offset ``start``."""
         ...
 
     # ------------------------------------------------------------------ work

@@ -16,19 +16,27 @@ from datetime import datetime, timedelta
 
 from worlds._rules import slots
 from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
+from worlds._rules.children import ON_PARENT_CLOSE, ON_PARENT_CLOSE_KEY, PARENT_KEY
 from worlds._rules.claims import is_free, may_take_over, on_close
 from worlds._rules.commits import settled
+from worlds._rules.reopen import effective_log, reopen_base
 from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
+from worlds._rules.streams import check_name as check_stream_name
 from worlds._rules.terms import index_value, matches
 from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunContinued
 
 __all__ = [
     "CANCEL_DEADLINE_TIMER",
     "CLOSING_EVENTS",
+    "ON_PARENT_CLOSE",
+    "ON_PARENT_CLOSE_KEY",
+    "PARENT_KEY",
     "RUN_DEADLINE_TIMER",
     "apply_to_run",
     "carried_payloads",
+    "check_stream_name",
     "decode_cursor",
+    "effective_log",
     "encode_cursor",
     "index_value",
     "is_free",
@@ -37,6 +45,7 @@ __all__ = [
     "may_take_over",
     "new_run_id",
     "on_close",
+    "reopen_base",
     "settled",
     "slots",
     "step_item_id",

@@ -26,6 +26,9 @@ __all__ = [
     "AttributeConflict",
     "AttributeSet",
     "AttributeValue",
+    "ChildClosed",
+    "ChildConflict",
+    "ChildStarted",
     "Claim",
     "ClaimConflict",
     "CommitRequest",
@@ -40,11 +43,14 @@ __all__ = [
     "FirstTask",
     "HookConflict",
     "HookCreated",
+    "HookDelivery",
     "HookReceived",
     "HookRecord",
+    "HookStartResult",
     "Limit",
     "NewWorkItem",
     "OnFull",
+    "PatchMarker",
     "ReuseRule",
     "ReuseWindow",
     "RunCancelRequested",
@@ -53,9 +59,11 @@ __all__ = [
     "RunContinued",
     "RunCreated",
     "RunFailed",
+    "RunForked",
     "RunPage",
     "RunQuery",
     "RunRecord",
+    "RunReopened",
     "RunStarted",
     "RunStatus",
     "ScheduleLease",
@@ -69,6 +77,8 @@ __all__ = [
     "StepRetrying",
     "StepStarted",
     "StoredValue",
+    "StreamChunk",
+    "StreamWritten",
     "WaitCompleted",
     "WaitCreated",
     "WorkItem",
@@ -317,6 +327,79 @@ class HookConflict(Event, tag="hook_conflict", frozen=True, kw_only=True):
     holder_run_id: str
 
 
+class ChildStarted(Event, tag="child_started", frozen=True, kw_only=True):
+    """The workflow started child run ``run_id`` (its ``child``-th start in this run).
+
+    The engine created the child (``CreateRunRequest`` with these fields and
+    the parent link attributes) before committing this command, so replay
+    answers the start from the log and never creates the child again.
+    """
+
+    child: int
+    run_id: str
+    workflow: str
+
+
+class ChildConflict(Event, tag="child_conflict", frozen=True, kw_only=True):
+    """A child start was refused: ``holder_run_id`` holds the unique pair; no run was made."""
+
+    child: int
+    run_id: str
+    key: str
+    value: StoredValue
+    holder_run_id: str
+
+
+class ChildClosed(Event, tag="child_closed", frozen=True, kw_only=True):
+    """Child run ``run_id`` of this run closed; the world appends this to the parent
+    in the transaction that closed the child (``worlds._rules.children``).
+
+    ``next_run_id`` is set when the child continued as new: the parent then
+    waits for that run instead. ``reason`` is a cancelled child's reason.
+    """
+
+    run_id: str
+    status: RunStatus
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+    reason: str | None = None
+    next_run_id: str | None = None
+
+
+class PatchMarker(Event, tag="patch_marker", frozen=True, kw_only=True):
+    """The workflow took the new branch of ``patched(name)`` (recorded once per name)."""
+
+    name: str
+
+
+class StreamWritten(Event, tag="stream_written", frozen=True, kw_only=True):
+    """Workflow code wrote ``data`` to its stream ``name``; the world appended the
+    chunk to the stream in the transaction that committed this command."""
+
+    name: str
+    data: bytes
+
+
+class RunReopened(Event, tag="run_reopened", frozen=True, kw_only=True):
+    """A failed or cancelled run was reopened (``Run.retry``) by ``by``: same id,
+    recorded steps kept. The engine replays the log as if the run had never
+    closed: the closing event, the cancel request and the failures of ``steps``
+    before this event are passed over, and ``steps`` run again (their work was
+    queued with this event, as were the run's timers still due)."""
+
+    by: str
+    steps: tuple[int, ...] = ()
+
+
+class RunForked(Event, tag="run_forked", frozen=True, kw_only=True):
+    """This run was forked by ``by`` from run ``source_run_id``: the events before it
+    are the source's log up to its step ``from_step``, which this run runs anew."""
+
+    source_run_id: str
+    from_step: int
+    by: str
+
+
 EventKind: TypeAlias = (
     RunCreated
     | RunStarted
@@ -338,6 +421,13 @@ EventKind: TypeAlias = (
     | HookCreated
     | HookReceived
     | HookConflict
+    | ChildStarted
+    | ChildConflict
+    | ChildClosed
+    | PatchMarker
+    | StreamWritten
+    | RunReopened
+    | RunForked
 )
 """Every concrete event type: decode a stored event with this union."""
 
@@ -608,6 +698,37 @@ class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
     leased: WorkItem | None = None
     first: CommitResult | None = None
     debounced: bool = False
+
+
+class StreamChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """One chunk of a run's stream: ``offset`` counts from 0, densely, per stream."""
+
+    offset: int
+    data: bytes
+    at: datetime
+
+
+class HookDelivery(msgspec.Struct, frozen=True, kw_only=True):
+    """A payload for hook ``token``, exactly once per non-None ``resume_id``."""
+
+    token: str
+    payload: bytes
+    resume_id: str | None = None
+
+
+class HookStartResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``World.start_or_resume_hook``.
+
+    ``run_id`` is the run the payload went to (or went to before, for a
+    repeated ``resume_id``); ``created`` says whether this call created it.
+    With ``hook_holder`` set nothing was written: the token is held by that
+    other run. ``run`` is the new run's record when ``created``.
+    """
+
+    run_id: str
+    created: bool = False
+    hook_holder: str | None = None
+    run: RunRecord | None = None
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -30,7 +30,9 @@ def test_workflow_exports_are_pinned() -> None:
         "encode_history",
         "list_hooks",
         "logger",
+        "patched",
         "replay",
+        "write_stream",
         "prune_runs",
         "RunMetadata",
         "RunNotFoundError",
@@ -83,6 +85,7 @@ def test_other_public_packages_are_pinned() -> None:
         "start_or_cancel_run",
         "start_or_debounce",
         "start_or_get_run",
+        "start_or_resume_hook",
         "start_with_policy",
     ]
 

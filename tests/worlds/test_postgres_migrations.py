@@ -29,6 +29,7 @@ FROZEN = {
     5: "f0ec9b1115fc724ccbca64a2b4b9f3449ac0b9b53a198e0e65b0475c9c59f2dd",
     6: "907562cd9f320690e82a47acbd867bfe71216787a9a44696dc74648ec01e1dd6",
     7: "6b5f78fb45320730a6ff105a3417797f6713e2169b484133bbf6fd74f8bbf3f9",
+    8: "a69ff3393f7e908e16855303d2b63a5b0e1e70dc2ac3d7aa65276c853b24b9fa",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

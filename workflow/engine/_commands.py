@@ -13,16 +13,22 @@ from typing import assert_never
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
+    ChildClosed,
+    ChildConflict,
+    ChildStarted,
     EventKind,
     HookConflict,
     HookCreated,
     HookReceived,
+    PatchMarker,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
     RunContinued,
     RunCreated,
     RunFailed,
+    RunForked,
+    RunReopened,
     RunStarted,
     StepCompleted,
     StepCreated,
@@ -30,6 +36,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamWritten,
     WaitCompleted,
     WaitCreated,
 )
@@ -52,6 +59,10 @@ def is_command(event: EventKind) -> bool:
             | RunFailed()
             | RunContinued()
             | RunCancelled()
+            | ChildStarted()
+            | ChildConflict()
+            | PatchMarker()
+            | StreamWritten()
         ):
             return True
         case (
@@ -65,6 +76,9 @@ def is_command(event: EventKind) -> bool:
             | StepDiscarded()
             | WaitCompleted()
             | HookReceived()
+            | ChildClosed()
+            | RunReopened()
+            | RunForked()
         ):
             return False
         case _:
@@ -84,6 +98,14 @@ def describe(event: EventKind) -> str:
             return "create_hook"
         case RunCompleted() | RunFailed() | RunContinued() | RunCancelled():
             return "the end of the workflow"
+        case ChildStarted():
+            return f"start({event.workflow!r})"
+        case ChildConflict():
+            return "start() of a child run"
+        case PatchMarker():
+            return f"patched({event.name!r})"
+        case StreamWritten():
+            return f"write_stream({event.name!r})"
         case (
             RunCreated()
             | RunStarted()
@@ -95,6 +117,9 @@ def describe(event: EventKind) -> str:
             | StepDiscarded()
             | WaitCompleted()
             | HookReceived()
+            | ChildClosed()
+            | RunReopened()
+            | RunForked()
         ):
             raise AssertionError(f"{type(event).__name__} is not a command; nothing issues it")
         case _:

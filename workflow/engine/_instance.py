@@ -22,7 +22,6 @@ import contextvars
 import hashlib
 import random as _random
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, assert_never
 from uuid import UUID
@@ -46,28 +45,37 @@ from workflow._codec import (
 from workflow._hooks import Hook
 from workflow.client import Run
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._children import child_run_id
 from workflow.engine._commands import describe, is_command
 from workflow.engine._loop import WorkflowLoop
+from workflow.engine._outbox import LATEST_TIMER, Commit, Outcome, PendingCall, WorkflowHook
 from workflow.errors import (
     AttributeConflictError,
     ContinueAsNew,
     HookConflictError,
     NonDeterminismError,
     NotInWorkflowError,
+    RunCancelledError,
+    RunFailedError,
     StepFailedError,
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
-from worlds.semantics import new_run_id
+from worlds.semantics import ON_PARENT_CLOSE_KEY, PARENT_KEY, effective_log, new_run_id
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    ChildClosed,
+    ChildConflict,
+    ChildStarted,
+    CreateRunRequest,
     EventKind,
     HookConflict,
     HookCreated,
     HookReceived,
     NewWorkItem,
+    PatchMarker,
     ReuseWindow,
     RunCancelled,
     RunCancelRequested,
@@ -75,72 +83,22 @@ from worlds.types import (
     RunContinued,
     RunCreated,
     RunFailed,
+    RunForked,
+    RunReopened,
     RunStarted,
+    RunStatus,
     StepCompleted,
     StepCreated,
     StepDiscarded,
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamWritten,
     WaitCompleted,
     WaitCreated,
 )
 
-__all__ = ["WorkflowInstance"]
-
-_LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
-"""Timers due later (``sleep(1e12)``, ``wait_for(x, timeout=inf)``) are clamped
-to this: they never fire in practice, and every world can store the time."""
-
-
-_Outcome = AttributeSet | AttributeConflict | HookCreated | HookConflict
-
-
-@dataclass
-class _PendingCall:
-    """A ``set_attribute`` or ``create_hook`` waiting to be resolved at a quiescent point."""
-
-    future: asyncio.Future[Any]
-    outcome: _Outcome | None
-    outbox_index: int = -1
-
-
-class _WorkflowHook(Hook):
-    """A hook inside a workflow: payloads arrive as ``HookReceived`` events."""
-
-    def __init__(self, token: str, created: asyncio.Future[None], loop: WorkflowLoop) -> None:
-        self.token = token
-        self.read = 0
-        self._created = created
-        self._loop = loop
-        self._payloads: collections.deque[bytes] = collections.deque()
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    def deliver(self, payload: bytes) -> None:
-        self._payloads.append(payload)
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                break
-
-    async def receive(self) -> Any:
-        """The next payload; ``HookConflictError`` if another run holds the token."""
-        await self._created
-        while not self._payloads:
-            waiter = self._loop.create_future()
-            self._waiters.append(waiter)
-            await waiter
-        self.read += 1
-        return decode_result(self._payloads.popleft(), None)
-
-
-@dataclass
-class Commit:
-    """What the instance asks the engine to write next."""
-
-    events: list[EventKind] = field(default_factory=list)
-    schedule: list[NewWorkItem] = field(default_factory=list)
+__all__ = ["Commit", "WorkflowInstance"]
 
 
 class WorkflowInstance(_runtime.Runtime):
@@ -169,12 +127,12 @@ class WorkflowInstance(_runtime.Runtime):
         self._own_seqs: set[int] = set()
         self._position = 0
         self._outbox = Commit()
-        self._calls: list[_PendingCall] = []
+        self._calls: list[PendingCall] = []
         self._steps: dict[int, tuple[asyncio.Future[Any], StepDefinition[..., Any]]] = {}
         self._waits: dict[int, asyncio.TimerHandle] = {}
-        self._hooks: dict[int, _WorkflowHook] = {}
+        self._hooks: dict[int, WorkflowHook] = {}
         # by token, the first hook created with it, and payloads for tokens no hook has yet
-        self._hook_tokens: dict[str, _WorkflowHook] = {}
+        self._hook_tokens: dict[str, WorkflowHook] = {}
         self._unclaimed: dict[str, list[bytes]] = {}
         self._next_step = 1
         self._next_wait = 1
@@ -187,6 +145,11 @@ class WorkflowInstance(_runtime.Runtime):
         self._main: asyncio.Task[Any] | None = None
         self._cancel: RunCancelRequested | None = None
         self._disposed = False
+        self._next_child = 1
+        self._children: set[str] = set()
+        self._child_closed: dict[str, ChildClosed] = {}
+        self._child_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._patches: dict[str, bool] = {}
 
     # ================================================================ engine side
 
@@ -199,11 +162,18 @@ class WorkflowInstance(_runtime.Runtime):
         """True if ``events`` hold commands this instance did not issue (another
         worker advanced the run), so it must be rebuilt from the full log."""
         return self._main is not None and any(
-            is_command(e) and e.seq not in self._own_seqs for e in events
+            (is_command(e) and e.seq not in self._own_seqs) or isinstance(e, RunReopened)
+            for e in events
         )
 
     def feed(self, events: list[EventKind]) -> None:
-        """Take new log entries: queue recorded commands and external events."""
+        """Take new log entries: queue recorded commands and external events.
+
+        A log holding ``RunReopened`` or ``RunForked`` markers is fed whole and
+        replayed as they say (``worlds.semantics.effective_log``).
+        """
+        if any(isinstance(e, (RunReopened, RunForked)) for e in events):
+            events = effective_log(events)
         for event in events:
             if event.seq in self._own_seqs:
                 self._own_seqs.discard(event.seq)
@@ -282,7 +252,7 @@ class WorkflowInstance(_runtime.Runtime):
         for call in self._calls:
             if call.outcome is None:
                 outcome = appended[call.outbox_index]
-                assert isinstance(outcome, _Outcome)
+                assert isinstance(outcome, Outcome)
                 call.outcome = outcome
             call.outbox_index = -1
 
@@ -324,6 +294,10 @@ class WorkflowInstance(_runtime.Runtime):
                 self._hook_received(event)
             case RunCancelRequested():
                 self._cancel_requested(event)
+            case ChildClosed():
+                self._child_done(event)
+            case RunReopened() | RunForked():
+                pass  # markers: ``feed`` already replays the log as they say
             case (
                 StepStarted()
                 | StepRetrying()
@@ -342,6 +316,10 @@ class WorkflowInstance(_runtime.Runtime):
                 | RunFailed()
                 | RunContinued()
                 | RunCancelled()
+                | ChildStarted()
+                | ChildConflict()
+                | PatchMarker()
+                | StreamWritten()
             ):
                 raise AssertionError(
                     f"{type(event).__name__} (seq {event.seq}) is a command: feed() matches "
@@ -360,6 +338,12 @@ class WorkflowInstance(_runtime.Runtime):
         else:
             error = event.error
             future.set_exception(StepFailedError(definition.name, error.type, error.message))
+
+    def _child_done(self, event: ChildClosed) -> None:
+        self._child_closed[event.run_id] = event
+        for waiter in self._child_waiters.pop(event.run_id, []):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _hook_received(self, event: HookReceived) -> None:
         if event.hook:
@@ -444,16 +428,30 @@ class WorkflowInstance(_runtime.Runtime):
                 case HookConflict():
                     holder = Run[Any](outcome.holder_run_id, world=self.world)
                     call.future.set_exception(HookConflictError(outcome.token, holder))
+                case ChildStarted():
+                    self._children.add(outcome.run_id)
+                    call.future.set_result(outcome.run_id)
+                case ChildConflict():
+                    holder = Run[Any](outcome.holder_run_id, world=self.world)
+                    call.future.set_exception(
+                        AttributeConflictError(outcome.key, outcome.value, holder)
+                    )
                 case None:
                     raise AssertionError("a call is resolved only once its outcome is known")
                 case _:
                     assert_never(outcome)
 
     def _next_recorded(self, issued: str) -> EventKind | None:
-        """Match a new command against the log; None past the recorded end."""
+        """Match a new command against the log; None past the recorded end.
+
+        Patch markers the body does not ask about here are passed over: the
+        ``patched`` call that recorded one may since have been removed.
+        """
         if self._disposed:
             raise NotInWorkflowError("this workflow instance was evicted")
         self._position += 1
+        while self._recorded and isinstance(self._recorded[0], PatchMarker):
+            self._recorded.popleft()
         return self._recorded.popleft() if self._recorded else None
 
     def _mismatch(self, recorded: EventKind, issued: str) -> NonDeterminismError:
@@ -473,7 +471,7 @@ class WorkflowInstance(_runtime.Runtime):
         recorded = self._next_recorded("a timer")
         if recorded is None:
             number = self._next_wait
-            when = min(max(handle.when(), self.loop.time()), _LATEST_TIMER)
+            when = min(max(handle.when(), self.loop.time()), LATEST_TIMER)
             until = datetime.fromtimestamp(when, UTC)
             self._outbox.events.append(WaitCreated(wait=number, until=until))
             self._outbox.schedule.append(
@@ -559,9 +557,9 @@ class WorkflowInstance(_runtime.Runtime):
             )
             self._outbox.events.append(event)
             index = len(self._outbox.events) - 1
-            self._calls.append(_PendingCall(future, None if unique else event, index))
+            self._calls.append(PendingCall(future, None if unique else event, index))
         elif isinstance(recorded, (AttributeSet, AttributeConflict)) and recorded.key == key:
-            self._calls.append(_PendingCall(future, recorded))
+            self._calls.append(PendingCall(future, recorded))
         else:
             raise self._mismatch(recorded, issued)
         return await future
@@ -592,15 +590,15 @@ class WorkflowInstance(_runtime.Runtime):
         if recorded is None:
             number = self._next_hook
             self._outbox.events.append(HookCreated(hook=number, token=token, attributes=checked))
-            self._calls.append(_PendingCall(future, None, len(self._outbox.events) - 1))
+            self._calls.append(PendingCall(future, None, len(self._outbox.events) - 1))
         elif isinstance(recorded, (HookCreated, HookConflict)):
             number = recorded.hook
             token = recorded.token
-            self._calls.append(_PendingCall(future, recorded))
+            self._calls.append(PendingCall(future, recorded))
         else:
             raise self._mismatch(recorded, "create_hook")
         self._next_hook = max(self._next_hook, number + 1)
-        hook = _WorkflowHook(token, future, self.loop)
+        hook = WorkflowHook(token, future, self.loop)
         self._hooks[number] = hook
         if token not in self._hook_tokens:
             self._hook_tokens[token] = hook
@@ -621,8 +619,10 @@ class WorkflowInstance(_runtime.Runtime):
         return UUID(int=self._rng.getrandbits(128), version=4)
 
     def run_metadata(self) -> RunMetadata:
-        """This run's id, workflow and creation time."""
-        return RunMetadata(self.run_id, self.definition.name, self._created_at)
+        """This run's id, workflow, creation time and parent run (if it is a child)."""
+        parent = self._attributes.get(PARENT_KEY)
+        parent_run_id = parent if isinstance(parent, str) else None
+        return RunMetadata(self.run_id, self.definition.name, self._created_at, parent_run_id)
 
     def step_metadata(self) -> StepMetadata:
         """Refused: workflow code is not a step."""
@@ -631,6 +631,111 @@ class WorkflowInstance(_runtime.Runtime):
     def continue_as_new(self, args: tuple[Any, ...]) -> None:
         """End the body here; the engine records ``RunContinued`` with ``args``."""
         raise ContinueAsNew(args)
+
+    async def start_child(self, request: _runtime.ChildRequest) -> str:
+        """Record a child start (or match it against the log); the child's run id.
+
+        The engine creates the run before it commits the command (see
+        ``workflow.engine._children``); replay answers from the log.
+        """
+        issued = f"start({request.workflow!r})"
+        recorded = self._next_recorded(issued)
+        future: asyncio.Future[str] = self.loop.create_future()
+        if recorded is None:
+            number = self._next_child
+            run_id = child_run_id(self.run_id, number, self.loop.time())
+            attributes = dict(request.attributes)
+            attributes[PARENT_KEY] = self.run_id
+            attributes[ON_PARENT_CLOSE_KEY] = request.on_parent_close
+            check_count(len(attributes))
+            timeout_at = None
+            if request.timeout_seconds is not None:
+                when = min(self.loop.time() + request.timeout_seconds, LATEST_TIMER)
+                timeout_at = datetime.fromtimestamp(when, UTC)
+            self._outbox.children[number] = CreateRunRequest(
+                run_id=run_id,
+                workflow=request.workflow,
+                args=request.args,
+                attributes=attributes,
+                unique=request.unique,
+                timeout_at=timeout_at,
+            )
+            event = ChildStarted(child=number, run_id=run_id, workflow=request.workflow)
+            self._outbox.events.append(event)
+            self._calls.append(PendingCall(future, None, len(self._outbox.events) - 1))
+        elif (
+            isinstance(recorded, ChildStarted) and recorded.workflow == request.workflow
+        ) or isinstance(recorded, ChildConflict):
+            number = recorded.child
+            self._calls.append(PendingCall(future, recorded))
+        else:
+            raise self._mismatch(recorded, issued)
+        self._next_child = max(self._next_child, number + 1)
+        return await future
+
+    async def child_result(self, run_id: str, fn: Any, timeout: float | None) -> Any:
+        """Wait durably for child ``run_id`` to close (following continue-as-new)."""
+        if timeout is None:
+            return await self._child_outcome(run_id, fn)
+        return await asyncio.wait_for(self._child_outcome(run_id, fn), timeout)
+
+    async def _child_outcome(self, run_id: str, fn: Any) -> Any:
+        if run_id not in self._children:
+            raise NotInWorkflowError(
+                f"run {run_id} is not a child of this run: workflow code waits durably only "
+                "for runs it started; read other runs from a step"
+            )
+        while True:
+            closed = self._child_closed.get(run_id)
+            if closed is None:
+                waiter: asyncio.Future[None] = self.loop.create_future()
+                self._child_waiters.setdefault(run_id, []).append(waiter)
+                await waiter
+                continue
+            if closed.status is RunStatus.CONTINUED and closed.next_run_id is not None:
+                run_id = closed.next_run_id
+                continue
+            if closed.status is RunStatus.COMPLETED:
+                assert closed.result is not None
+                return decode_result(closed.result, fn)
+            if closed.status is RunStatus.FAILED:
+                assert closed.error is not None
+                raise RunFailedError(run_id, closed.error.type, closed.error.message)
+            raise RunCancelledError(run_id, closed.reason)
+
+    async def write_stream(self, name: str, data: bytes) -> None:
+        """Record the chunk as a ``StreamWritten`` command: the world appends it to the
+        stream when the command commits, once; replay matches it and writes nothing."""
+        issued = f"write_stream({name!r})"
+        recorded = self._next_recorded(issued)
+        if recorded is None:
+            self._outbox.events.append(StreamWritten(name=name, data=data))
+        elif not (isinstance(recorded, StreamWritten) and recorded.name == name):
+            raise self._mismatch(recorded, issued)
+
+    def patched(self, name: str) -> bool:
+        """True for a run that is new here or recorded the marker; False for one that
+        passed this point before the patch (the log goes on without the marker)."""
+        if name in self._patches:
+            return self._patches[name]
+        if self._disposed:
+            raise NotInWorkflowError("this workflow instance was evicted")
+        markers = []
+        while self._recorded and isinstance(self._recorded[0], PatchMarker):
+            markers.append(self._recorded.popleft())
+        found = any(m.name == name for m in markers if isinstance(m, PatchMarker))
+        for marker in reversed(markers):
+            if not (isinstance(marker, PatchMarker) and marker.name == name):
+                self._recorded.appendleft(marker)
+        if found:
+            taken = True
+        elif self._recorded:
+            taken = False  # the run issued other commands here: it took the old code
+        else:
+            self._outbox.events.append(PatchMarker(name=name))
+            taken = True
+        self._patches[name] = taken
+        return taken
 
 
 async def _await(future: asyncio.Future[Any]) -> Any:

@@ -27,6 +27,7 @@ from workflow.errors import (
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
+from worlds.semantics import PARENT_KEY, reopen_base
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
@@ -60,14 +61,15 @@ async def attempts_exhausted(world: World, item: WorkItem, step: StepDefinition[
     allowed = step.retry.max_retries + 1
     if item.attempt <= allowed:
         return False
+    events = await world.read_events(item.run_id)
     released = sum(
         1
-        for event in await world.read_events(item.run_id)
+        for event in events
         if isinstance(event, StepDiscarded)
         and event.step == item.number
         and event.outcome == RELEASED
     )
-    return item.attempt > allowed + released
+    return item.attempt > allowed + released + reopen_base(events, item.number)
 
 
 _NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError)
@@ -75,12 +77,19 @@ _NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError)
 no retry can fix (``workflow.sleep()`` in a step, say)."""
 
 
+async def _reopen_base(world: World, item: WorkItem) -> int:
+    """Attempts of ``item``'s step before the run was reopened to re-run it (0: none)."""
+    return reopen_base(await world.read_events(item.run_id), item.number)
+
+
 async def _run_metadata(world: World, run_id: str) -> RunMetadata:
     """The run's id, workflow and creation time, read from the world."""
     record = await world.get_run(run_id)
     if record is None:
         raise LookupError(f"run {run_id} of this step attempt no longer exists")
-    return RunMetadata(record.id, record.workflow, record.created_at)
+    parent = record.attributes.get(PARENT_KEY)
+    parent_run_id = parent if isinstance(parent, str) else None
+    return RunMetadata(record.id, record.workflow, record.created_at, parent_run_id)
 
 
 class StepRuntime(_runtime.Runtime):
@@ -179,6 +188,11 @@ class StepRuntime(_runtime.Runtime):
         """An ordinary random UUID."""
         return uuid.uuid4()
 
+    async def write_stream(self, name: str, data: bytes) -> None:
+        """Append the chunk to the run's stream now, as this attempt makes it (a
+        retried attempt writes again; readers see both)."""
+        await self._world.append_stream(self._item.run_id, name, [data])
+
     def run_metadata(self) -> RunMetadata:
         """The id, workflow name and creation time of the run this step belongs to."""
         return self._run
@@ -231,7 +245,7 @@ async def run_step(
                 runtime = StepRuntime(world, worker_id, item, step.name, run)
                 runtime_token = _runtime.installed(runtime)
                 if _observe.current() is None:  # the common case: no second decode
-                    outcome, retry_at = await _attempt(item, step, report)
+                    outcome, retry_at = await _attempt(world, item, step, report)
                 else:
                     attempt = _observe.StepAttempt(
                         run_id=item.run_id,
@@ -242,7 +256,7 @@ async def run_step(
                         headers=decode_headers(item.payload),
                     )
                     with _observe.step_attempt(attempt, report):
-                        outcome, retry_at = await _attempt(item, step, report)
+                        outcome, retry_at = await _attempt(world, item, step, report)
             except Exception as exc:  # the run's metadata could not be read
                 outcome, retry_at = _failure(item, step, exc, report)
     finally:
@@ -284,13 +298,16 @@ async def run_step(
 
 
 async def _attempt(
-    item: WorkItem, step: StepDefinition[..., Any], report: _observe.AttemptReport
+    world: World, item: WorkItem, step: StepDefinition[..., Any], report: _observe.AttemptReport
 ) -> tuple[EventKind, datetime | None]:
     """Call the step once; return the event that records the outcome, and the retry time."""
     try:
         value = await _call(step, item.payload)
     except Exception as exc:
-        return _failure(item, step, exc, report)
+        base = 0
+        if item.attempt > step.retry.max_retries and not isinstance(exc, _NEVER_RETRIED):
+            base = await _reopen_base(world, item)  # a reopened run's re-run gets a fresh budget
+        return _failure(item, step, exc, report, base)
     try:
         encoded = encode_result(value, f"the result of step {step.name!r}")
     except TypeError as exc:  # no retry can make this result recordable
@@ -301,12 +318,18 @@ async def _attempt(
 
 
 def _failure(
-    item: WorkItem, step: StepDefinition[..., Any], exc: Exception, report: _observe.AttemptReport
+    item: WorkItem,
+    step: StepDefinition[..., Any],
+    exc: Exception,
+    report: _observe.AttemptReport,
+    base: int = 0,
 ) -> tuple[EventKind, datetime | None]:
-    """The event for an attempt that raised ``exc``: a retry, or the step's failure."""
+    """The event for an attempt that raised ``exc``: a retry, or the step's failure.
+
+    ``base`` counts the attempts made before the run was reopened (``Run.retry``)."""
     report.error = exc
     error = error_info(exc)
-    if isinstance(exc, _NEVER_RETRIED) or item.attempt > step.retry.max_retries:
+    if isinstance(exc, _NEVER_RETRIED) or item.attempt - base > step.retry.max_retries:
         report.outcome = "failed"
         return StepFailed(step=item.number, attempt=item.attempt, error=error), None
     delay = step.retry.delay(item.attempt)

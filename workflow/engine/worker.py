@@ -31,6 +31,7 @@ import msgspec
 from workflow import _observe
 from workflow.client import serve_world, stop_serving_world
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.engine._children import create_children
 from workflow.engine._commits import (
     closed_report,
     closes_run,
@@ -737,6 +738,7 @@ class Worker:
             while True:
                 blocked = instance.advance()
                 commit = instance.take_commit()
+                await create_children(self.world, commit.events, commit.children)
                 self._steps.update(instance.step_definitions)
                 schedule, extra_slots = self._mark_eager(commit.schedule)
                 self._reserve(item, extra_slots)

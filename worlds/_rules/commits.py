@@ -30,6 +30,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamWritten,
     WorkItem,
 )
 
@@ -41,6 +42,7 @@ __all__ = [
     "Enqueue",
     "Need",
     "Settle",
+    "Stream",
     "after_ack",
     "closed",
     "commit_flow",
@@ -130,6 +132,13 @@ class Continue(NamedTuple):
     event: RunContinued
 
 
+class Stream(NamedTuple):
+    """Tell: append ``event.data`` to stream ``event.name`` of run ``run_id`` (it is open)."""
+
+    run_id: str
+    event: StreamWritten
+
+
 class Ack(NamedTuple):
     """Tell: the leased item is done; ``action`` as ``after_ack`` decided."""
 
@@ -143,7 +152,7 @@ class Enqueue(NamedTuple):
     new: NewWorkItem
 
 
-Need = Settle | Append | Continue | Ack | Enqueue
+Need = Settle | Append | Continue | Stream | Ack | Enqueue
 """What a commit needs its world to do, in order."""
 
 
@@ -177,6 +186,8 @@ def commit_flow(
         yield Append(run, stored)
         if isinstance(stored, RunContinued):
             yield Continue(run, stored)
+        if isinstance(stored, StreamWritten):
+            yield Stream(run.id, stored)
         if isinstance(stored, AttributeSet) and stored.step is None:
             attributes[stored.key] = stored.value
         appended.append(stored)

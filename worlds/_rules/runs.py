@@ -20,6 +20,7 @@ from worlds.types import (
     RunCreated,
     RunFailed,
     RunRecord,
+    RunReopened,
     RunStarted,
     RunStatus,
 )
@@ -62,6 +63,8 @@ def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:
         changes.update(status=RunStatus.CONTINUED, closed_at=event.at)
     elif isinstance(event, RunCancelRequested):
         changes.update(status=RunStatus.CANCELLING)
+    elif isinstance(event, RunReopened):
+        changes.update(status=RunStatus.RUNNING, closed_at=None, result=None, error=None)
     elif isinstance(event, AttributeSet) and event.step is None:
         changes.update(attributes={**run.attributes, event.key: event.value})
     return msgspec.structs.replace(run, **changes)

@@ -1,7 +1,7 @@
 """One-round-trip commits of the PostgreSQL world (private to ``worlds.postgres``).
 
 Most commits (a workflow task's events and steps, a step's result, a timer) set
-no claim, hook or run attribute and do not continue as new. Those go to the
+no claim, hook or run attribute and do not close the run. Those go to the
 ``commit_run`` function of the schema in one call: it locks the run, checks
 the lease, appends the events, acks and enqueues, all as the general path would.
 ``commit_params`` says whether a request qualifies and builds the call;
@@ -19,7 +19,7 @@ from asyncpg import Record
 
 from worlds.postgres import codecs
 from worlds.postgres.transactions import new_token
-from worlds.semantics import apply_to_run, lease_deadline, work_item_id
+from worlds.semantics import CLOSING_EVENTS, apply_to_run, lease_deadline, work_item_id
 from worlds.types import (
     EPOCH,
     AttributeSet,
@@ -27,10 +27,10 @@ from worlds.types import (
     CommitResult,
     EventKind,
     HookCreated,
-    RunContinued,
     RunRecord,
     RunStatus,
     StepStarted,
+    StreamWritten,
     WorkItem,
 )
 
@@ -73,7 +73,8 @@ class CommitRunArgs(NamedTuple):
 def _qualifies(event: EventKind) -> bool:
     if isinstance(event, AttributeSet):
         return event.step is not None and not event.unique
-    return not isinstance(event, (HookCreated, RunContinued))
+    # closing a run may tell its parent or cancel its children (worlds._rules.children)
+    return not isinstance(event, (HookCreated, StreamWritten, *CLOSING_EVENTS))
 
 
 def _unstamped(event: EventKind) -> EventKind:
@@ -86,7 +87,7 @@ def commit_params(
     request: CommitRequest, now: datetime, channel: str, run_channel: str
 ) -> CommitRunArgs | None:
     """The arguments of ``COMMIT_RUN`` for ``request``, or ``None`` if it needs the
-    general path (claims, hooks, run attributes, continue-as-new)."""
+    general path (claims, hooks, run attributes, closing the run)."""
     if not all(_qualifies(event) for event in request.events):
         return None
     state = _TEMPLATE

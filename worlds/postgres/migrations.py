@@ -36,6 +36,8 @@ the window of an earlier holder from a released pair it claims.
 
 Migration 7: schedules (rfcs/0009-schedules.md), with a timer-like index on
 their wake time.
+
+Migration 8: run streams (rfcs/0012-composition.md).
 """
 
 from __future__ import annotations
@@ -857,6 +859,17 @@ $fn$
         # Workers look only at unpaused schedules that are due: a timer index.
         "CREATE INDEX schedules_wake ON schedules (wake_at) "
         "WHERE NOT paused AND wake_at IS NOT NULL",
+    ),
+    # 8: run streams (rfcs/0012-composition.md).
+    8: (
+        """CREATE TABLE streams (
+        run_id text NOT NULL,
+        name text NOT NULL,
+        seq integer NOT NULL,
+        data bytea NOT NULL,
+        at timestamptz NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    )""",
     ),
 }
 """The statements of each schema version, applied in order to reach it."""

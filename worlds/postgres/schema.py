@@ -150,6 +150,15 @@ REFERENCE: tuple[str, ...] = (
     )""",
     # Workers look only at unpaused schedules that are due: a timer index.
     "CREATE INDEX schedules_wake ON schedules (wake_at) WHERE NOT paused AND wake_at IS NOT NULL",
+    # Run streams: chunk ``seq`` counts from 0 per (run, name); pruning deletes them.
+    """CREATE TABLE streams (
+        run_id text NOT NULL,
+        name text NOT NULL,
+        seq integer NOT NULL,
+        data bytea NOT NULL,
+        at timestamptz NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    )""",
     # ``commit_run``, the one-round-trip commit (``fast.py``), and ``create_run``,
     # the one-round-trip start of a run with claims or a deadline: their text
     # is in ``MIGRATIONS[6]``, the last migration that replaced them.

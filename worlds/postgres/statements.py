@@ -27,6 +27,12 @@ RUN_COLUMNS = (
 )
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"
 LOCK_RUN = f"{GET_RUN} FOR UPDATE"
+# The open runs whose attribute $1 has index value $2 (a run's children, by $parent).
+LOCK_OPEN_CHILDREN = (
+    f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
+    "WHERE a.key = $1 AND a.ivalue = $2 "
+    "AND r.status IN ('pending', 'running', 'cancelling') ORDER BY r.id FOR UPDATE OF r"
+)
 LOCK_LEASE = (
     "SELECT kind, rewake FROM work "
     "WHERE id = $1 AND run_id = $2 AND owner = $3 AND token = $4 FOR UPDATE"
@@ -171,6 +177,8 @@ WITH doomed AS (
     DELETE FROM hooks WHERE run_id IN (SELECT id FROM doomed)
 ), gone_resumes AS (
     DELETE FROM hook_resumes WHERE run_id IN (SELECT id FROM doomed)
+), gone_streams AS (
+    DELETE FROM streams WHERE run_id IN (SELECT id FROM doomed)
 ), released AS (
     UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
         pruned_status = NULL
@@ -183,6 +191,18 @@ WITH doomed AS (
 )
 DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, closed_at
 """
+
+# ----------------------------------------------------------------------------- streams
+
+NEXT_STREAM_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM streams WHERE run_id = $1 AND name = $2"
+INSERT_STREAM = """
+INSERT INTO streams (run_id, name, seq, data, at)
+SELECT $1, $2, $3 + n - 1, d, $5 FROM unnest($4::bytea[]) WITH ORDINALITY AS c(d, n)
+"""
+READ_STREAM = (
+    "SELECT seq, data, at FROM streams WHERE run_id = $1 AND name = $2 AND seq >= $3 "
+    "ORDER BY seq LIMIT $4"
+)
 
 # ----------------------------------------------------------------------------- work
 

@@ -9,14 +9,14 @@ work queue.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, assert_never
 
 import asyncpg
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs, slots
+from worlds._rules import cancel, children, claims, commits, requests, resume, runs, slots
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.protocol import WORK_TOPIC, run_topic
@@ -41,7 +41,10 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookDelivery,
+    HookStartResult,
     NewWorkItem,
+    RunCancelled,
     RunContinued,
     RunRecord,
     RunStatus,
@@ -77,6 +80,7 @@ class Tx:
         self.pending: dict[str, list[tuple[int, str, bytes]]] = {}
         self.locked_pairs: set[tuple[str, str]] = set()
         """The limited pairs whose advisory locks this transaction holds."""
+        self.closing: dict[str, EventKind] = {}
 
     def tick(self) -> None:
         """Read the clock again, after taking locks, so logs never go back in time."""
@@ -92,6 +96,8 @@ class Tx:
         """Queue the row of ``stored``, an event of run ``run_id`` already numbered."""
         row = (stored.seq, codecs.EVENT_TAGS[type(stored)], codecs.encode(stored))
         self.pending.setdefault(run_id, []).append(row)
+        if isinstance(stored, runs.CLOSING_EVENTS):
+            self.closing[run_id] = stored
 
     async def commit(
         self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
@@ -114,6 +120,8 @@ class Tx:
                 self.queue(need.run.id, need.event)
             elif isinstance(need, commits.Continue):
                 await self.continue_run(need.run, need.event)
+            elif isinstance(need, commits.Stream):
+                await self.stream(need.run_id, need.event.name, [need.event.data])
             elif isinstance(need, commits.Ack):
                 assert request.lease is not None
                 if need.action == "rewake":
@@ -137,6 +145,31 @@ class Tx:
         await self.conn.execute(sql.SAVE_RUN, *codecs.save_params(run, attributes, rows, self.now))
         if run.status.is_closed:
             self.signals.add(run_topic(run.id))
+            closing = self.closing.pop(run.id, None)
+            if closing is not None:
+                await self._after_close(run, closing)
+
+    async def _after_close(self, run: RunRecord, closing: EventKind) -> None:
+        """Tell the parent its child closed; cancel the children that close with it."""
+        notice = children.closed_notice(run, closing)
+        if notice is not None:
+            found = await self.lock_run(notice.parent_run_id)
+            if found is not None and children.accepts_notice(found[0]):
+                parent, attributes = found
+                parent, _ = self.stamp(parent, notice.event)
+                parent, _ = await self.enqueue(parent, NewWorkItem(kind="workflow"), "", 0.0)
+                await self.save_run(parent, attributes)
+        if children.cascades(run):
+            reason = children.cascade_reason(run)
+            rows = await self.conn.fetch(
+                sql.LOCK_OPEN_CHILDREN, children.PARENT_KEY, index_value(run.id)
+            )
+            self.tick()
+            for row in rows:
+                child = codecs.run_from_row(row)
+                if children.cancels_with_parent(child, run.id):
+                    child, _ = self.stamp(child, RunCancelled(reason=reason))
+                    await self.save_run(child, row["attributes"])
 
     async def lock_run(self, run_id: str) -> tuple[RunRecord, bytes] | None:
         """The run and its encoded attributes, locked until the transaction ends."""
@@ -436,6 +469,42 @@ class Tx:
             params = (event.key, ivalue, encoded, run_id, generation, event.step, event.attempt)
             await self.conn.execute(sql.PUT_CLAIM, *params, *reuse)
         return msgspec.structs.replace(event, generation=generation)
+
+    async def stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        """Append ``chunks`` to stream ``name`` of run ``run_id``, whose row this
+        transaction has locked; the first chunk's offset."""
+        first: int = await self.conn.fetchval(sql.NEXT_STREAM_SEQ, run_id, name)
+        await self.conn.execute(sql.INSERT_STREAM, run_id, name, first, list(chunks), self.now)
+        self.signals.add(run_topic(run_id))
+        return first
+
+    async def deliver(self, run_id: str, delivery: HookDelivery) -> HookStartResult:
+        """Give ``delivery`` to run ``run_id`` (see ``worlds._rules.resume``)."""
+        found = await self.lock_run(run_id)
+        assert found is not None, f"run {run_id} was locked or created in this transaction"
+        run, attributes = found
+        token = delivery.token
+        inserted = await self.conn.fetchval(
+            sql.INSERT_HOOK, token, run_id, 0, codecs.encode({}), self.now
+        )
+        number = 0
+        if inserted is None:
+            hook = await self.conn.fetchrow(sql.HOOK_HOLDER, token)
+            assert hook is not None, "hooks go only with their run, which is locked"
+            if hook["run_id"] != run_id:
+                return HookStartResult(run_id=run_id, hook_holder=hook["run_id"])
+            number = hook["hook"]
+        if delivery.resume_id is not None:
+            recorded = await self.conn.fetchval(
+                sql.RECORD_RESUME, token, delivery.resume_id, run_id
+            )
+            if recorded is None:  # a concurrent delivery with this resume id came first
+                seen = await self.conn.fetchval(sql.RESUMED, token, delivery.resume_id)
+                return HookStartResult(run_id=str(seen))
+        run, _ = self.stamp(run, resume.received(number, delivery))
+        run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+        await self.save_run(run, attributes)
+        return HookStartResult(run_id=run_id)
 
     async def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
         """The event a ``HookCreated`` becomes: the hook, or a conflict over its token."""

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
 import asyncpg
+import msgspec
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import batches, claims, commits, requests, runs
+from worlds._rules import batches, claims, commits, reopen, requests, resume, runs, streams
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
@@ -58,8 +59,10 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookReceived,
     HookRecord,
+    HookStartResult,
     NewWorkItem,
     ReuseWindow,
     RunPage,
@@ -68,6 +71,7 @@ from worlds.types import (
     ScheduleLease,
     ScheduleRecord,
     Slot,
+    StreamChunk,
     WorkItem,
     utcnow,
 )
@@ -308,7 +312,6 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         requests.check_create(request)
         attributes = dict(request.attributes)
-        policy = request.policy
         run_id = request.run_id
         # flow control (slots, reuse windows, a start time, debounce) takes the general path
         plain = not (request.limits or request.windows or request.debounce or request.start_at)
@@ -331,70 +334,7 @@ class PostgresWorld(ClosesOnExit):
             return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
 
         async def body(tx: Tx) -> CreateRunResult:
-            superseded = None
-            debounced = None if request.debounce is None else await tx.debounce(request)
-            if isinstance(debounced, CreateRunResult):
-                return debounced
-            for key in sorted(request.unique):
-                value = attributes[key]
-                window = request.windows.get(key, ReuseWindow())
-                reuse = (window.ttl, claims.encode_release_on(window.release_on))
-                if await tx.claim_if_free(run_id, key, value, None, None, *reuse) is not None:
-                    continue
-                row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
-                assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
-                held = codecs.held_from_row(row)
-                holder_id = held.run_id
-                assert holder_id is not None  # claim_if_free takes released pairs
-                debouncing = request.debounce is not None and key == request.debounce.key
-                if debouncing and debounced is None:
-                    raise RollbackError(_RACED)  # a concurrent debounce claimed it first
-                if debouncing and debounced is not None:
-                    generation = debounced.generation  # the holder keeps running
-                elif claims.is_free(held, tx.now):
-                    generation = claims.next_generation(held)
-                else:
-                    pruned = held.pruned_status is not None
-                    status = held.pruned_status
-                    if not pruned:
-                        lock = policy is not None and policy.key == key
-                        holder = await tx.conn.fetchrow(
-                            sql.LOCK_RUN if lock else sql.GET_RUN, holder_id
-                        )
-                        status = None if holder is None else codecs.run_from_row(holder).status
-                    pair = (holder_id, held.generation)
-                    taken = claims.on_create(policy, key, value, pair, status, run_id, pruned)
-                    if isinstance(taken, ClaimConflict):
-                        raise RollbackError(CreateRunResult(conflict=taken))
-                    if taken.cancel_reason is not None:
-                        tx.tick()
-                        await tx.cancel(holder_id, taken.cancel_reason)
-                        superseded = holder_id
-                    generation = taken.generation
-                params = (key, index_value(value), codecs.encode(value), run_id, generation)
-                await tx.conn.execute(sql.PUT_CLAIM, *params, None, None, *reuse)
-            admitted = await tx.admit(request) if request.limits else "hold"
-            if isinstance(admitted, ClaimConflict):
-                raise RollbackError(CreateRunResult(conflict=admitted))
-            wake = admitted == "hold"
-            start_at = request.start_at
-            if request.debounce is not None:
-                start_at = claims.first_start(request.debounce, tx.now)
-            await tx.insert_run(
-                run_id,
-                request.workflow,
-                request.args,
-                attributes,
-                wake=wake,
-                start_at=start_at,
-            )
-            if request.limits:
-                await tx.take_slots(request, holding=wake)
-            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
-            deadline = runs.deadline_item(request)
-            if deadline is not None:
-                run, _ = await tx.enqueue(run, deadline, "", 0.0)
-            return CreateRunResult(run=run, superseded_run_id=superseded)
+            return await _create(tx, request)
 
         for _ in range(RETRIES):
             result = await self._write(body)
@@ -551,6 +491,121 @@ class PostgresWorld(ClosesOnExit):
             return run.id
 
         return await self._write(body)
+
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """See ``World.start_or_resume_hook``."""
+        self._check_open()
+        key = resume.check_request(request)
+        requests.check_create(request)
+        ivalue = index_value(request.attributes[key])
+
+        async def body(tx: Tx) -> HookStartResult | None:
+            if delivery.resume_id is not None:
+                seen = await tx.conn.fetchval(sql.RESUMED, delivery.token, delivery.resume_id)
+                if seen is not None:
+                    return HookStartResult(run_id=str(seen))
+            held = await tx.conn.fetchrow(sql.LOCK_CLAIM, key, ivalue)
+            if held is not None and held["run_id"] is not None:
+                found = await tx.lock_run(held["run_id"])
+                status = None if found is None else found[0].status
+                if resume.route(status) == "deliver":
+                    return await tx.deliver(held["run_id"], delivery)
+            hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, delivery.token)
+            if hook is not None:  # another run holds the token: create nothing
+                return HookStartResult(run_id=hook["run_id"], hook_holder=hook["run_id"])
+            created = await _create(tx, request)
+            delivered = await tx.deliver(request.run_id, delivery)
+            if delivered.hook_holder is not None:
+                return None  # a concurrent caller took the token: roll back, try again
+            return msgspec.structs.replace(delivered, created=True, run=created.run)
+
+        async def attempt(tx: Tx) -> HookStartResult | None:
+            result = await body(tx)
+            if result is None:
+                raise RollbackError(None)
+            return result
+
+        for _ in range(RETRIES * 4):
+            result: object = await self._write(attempt)
+            if isinstance(result, HookStartResult):
+                return result
+            # a concurrent caller created the holder (or took the token) first: now
+            # there is one to deliver to
+        raise RuntimeError("start_or_resume_hook kept losing races; try again")
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """See ``World.reopen_run``."""
+        self._check_open()
+
+        async def body(tx: Tx) -> RunRecord | None:
+            found = await tx.lock_run(run_id)
+            if found is None:
+                return None
+            run, attributes = found
+            rows = await tx.conn.fetch(sql.READ_EVENTS, run_id, 0)
+            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
+            plan = reopen.plan_reopen(run, events, by)
+            if plan.event is None:
+                return run
+            run, _ = tx.stamp(run, plan.event)
+            for new in plan.work:
+                run, _ = await tx.enqueue(run, new, "", 0.0)
+            await tx.save_run(run, attributes)
+            return run
+
+        return await self._write(body)
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """See ``World.fork_run``."""
+        self._check_open()
+
+        async def body(tx: Tx) -> RunRecord | None:
+            row = await tx.conn.fetchrow(sql.GET_RUN, source_run_id)
+            if row is None:
+                return None
+            source = codecs.run_from_row(row)
+            rows = await tx.conn.fetch(sql.READ_EVENTS, source_run_id, 0)
+            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
+            plan = reopen.plan_fork(source, events, from_step, by)
+            await tx.insert_run(run_id, source.workflow, plan.args, plan.attributes)
+            run = runs.new_run(run_id, source.workflow, plan.attributes, tx.now)
+            for event in plan.events:
+                run, _ = tx.stamp(run, event)
+            for new in plan.work:
+                run, _ = await tx.enqueue(run, new, "", 0.0)
+            keys = list(run.attributes)
+            ivalues = [index_value(run.attributes[key]) for key in keys]
+            await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run_id, keys, ivalues)
+            await tx.save_run(run, codecs.encode(run.attributes))
+            return run
+
+        return await self._write(body)
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``."""
+        self._check_open()
+        streams.check_name(name)
+
+        async def body(tx: Tx) -> int | None:
+            found = await tx.lock_run(run_id)  # appends to a run, and its closing, take turns
+            if not streams.accepts(None if found is None else found[0].status):
+                return None
+            return await tx.stream(run_id, name, chunks)
+
+        return await self._write(body)
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """See ``World.read_stream``."""
+        self._check_open()
+        pool = await self._connect()
+        rows = await retry(pool.fetch, sql.READ_STREAM, run_id, name, max(start, 0), max(limit, 0))
+        return [StreamChunk(offset=row["seq"], data=row["data"], at=row["at"]) for row in rows]
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
@@ -761,3 +816,73 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.lease_schedules``."""
         self._check_open()
         return await self._schedules.lease(names, limit, lease_seconds)
+
+
+async def _create(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
+    """The transaction of ``create_run`` (its checks done) on the general path: claims
+    (by the start policy), debounce, limited pairs' slots, then the run."""
+    attributes = dict(request.attributes)
+    policy = request.policy
+    run_id = request.run_id
+    superseded = None
+    debounced = None if request.debounce is None else await tx.debounce(request)
+    if isinstance(debounced, CreateRunResult):
+        return debounced
+    for key in sorted(request.unique):
+        value = attributes[key]
+        window = request.windows.get(key, ReuseWindow())
+        reuse = (window.ttl, claims.encode_release_on(window.release_on))
+        if await tx.claim_if_free(run_id, key, value, None, None, *reuse) is not None:
+            continue
+        row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
+        assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
+        held = codecs.held_from_row(row)
+        holder_id = held.run_id
+        assert holder_id is not None  # claim_if_free takes released pairs
+        debouncing = request.debounce is not None and key == request.debounce.key
+        if debouncing and debounced is None:
+            raise RollbackError(_RACED)  # a concurrent debounce claimed it first
+        if debouncing and debounced is not None:
+            generation = debounced.generation  # the holder keeps running
+        elif claims.is_free(held, tx.now):
+            generation = claims.next_generation(held)
+        else:
+            pruned = held.pruned_status is not None
+            status = held.pruned_status
+            if not pruned:
+                lock = policy is not None and policy.key == key
+                holder = await tx.conn.fetchrow(sql.LOCK_RUN if lock else sql.GET_RUN, holder_id)
+                status = None if holder is None else codecs.run_from_row(holder).status
+            pair = (holder_id, held.generation)
+            taken = claims.on_create(policy, key, value, pair, status, run_id, pruned)
+            if isinstance(taken, ClaimConflict):
+                raise RollbackError(CreateRunResult(conflict=taken))
+            if taken.cancel_reason is not None:
+                tx.tick()
+                await tx.cancel(holder_id, taken.cancel_reason)
+                superseded = holder_id
+            generation = taken.generation
+        params = (key, index_value(value), codecs.encode(value), run_id, generation)
+        await tx.conn.execute(sql.PUT_CLAIM, *params, None, None, *reuse)
+    admitted = await tx.admit(request) if request.limits else "hold"
+    if isinstance(admitted, ClaimConflict):
+        raise RollbackError(CreateRunResult(conflict=admitted))
+    wake = admitted == "hold"
+    start_at = request.start_at
+    if request.debounce is not None:
+        start_at = claims.first_start(request.debounce, tx.now)
+    await tx.insert_run(
+        run_id,
+        request.workflow,
+        request.args,
+        attributes,
+        wake=wake,
+        start_at=start_at,
+    )
+    if request.limits:
+        await tx.take_slots(request, holding=wake)
+    run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+    deadline = runs.deadline_item(request)
+    if deadline is not None:
+        run, _ = await tx.enqueue(run, deadline, "", 0.0)
+    return CreateRunResult(run=run, superseded_run_id=superseded)

@@ -169,5 +169,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX schedules_wake ON schedules (wake_at) "
         "WHERE paused = 0 AND wake_at IS NOT NULL",
     ),
+    # 6: run streams (rfcs/0012-composition.md).
+    6: (
+        """CREATE TABLE streams (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    ) WITHOUT ROWID""",
+    ),
 }
 """The statements that produce each schema version from the one before."""

@@ -136,6 +136,15 @@ SCHEMA = (
     ) WITHOUT ROWID""",
     # Workers look only at unpaused schedules that are due: a timer index.
     "CREATE INDEX schedules_wake ON schedules (wake_at) WHERE paused = 0 AND wake_at IS NOT NULL",
+    # Run streams: chunk ``seq`` counts from 0 per (run, name); pruning deletes them.
+    """CREATE TABLE streams (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, name, seq)
+    ) WITHOUT ROWID""",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

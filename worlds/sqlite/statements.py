@@ -12,6 +12,12 @@ RUN_COLUMNS = (
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
+# The open runs whose attribute ?1 has index value ?2 (a run's children, by $parent).
+OPEN_CHILDREN = (
+    f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
+    "WHERE a.key = ?1 AND a.ivalue = ?2 "
+    "AND r.status IN ('pending', 'running', 'cancelling') ORDER BY r.id"
+)
 # The run and, when the given lease on one of its items is still held, the
 # leased item's kind and rewake flag.
 GET_RUN_FOR_COMMIT = (
@@ -108,11 +114,18 @@ PRUNABLE_RUNS = (
     "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
     "ORDER BY closed_at, id LIMIT ?"
 )
+NEXT_STREAM_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM streams WHERE run_id = ? AND name = ?"
+INSERT_STREAM = "INSERT INTO streams (run_id, name, seq, data, at) VALUES (?, ?, ?, ?, ?)"
+READ_STREAM = (
+    "SELECT seq, data, at FROM streams WHERE run_id = ? AND name = ? AND seq >= ? "
+    "ORDER BY seq LIMIT ?"
+)
 PRUNE_RUN = (
     "DELETE FROM events WHERE run_id = ?1",
     "DELETE FROM attributes WHERE run_id = ?1",
     "DELETE FROM work WHERE run_id = ?1",
     "DELETE FROM hook_resumes WHERE run_id = ?1",
+    "DELETE FROM streams WHERE run_id = ?1",
     "DELETE FROM runs WHERE id = ?1",
 )
 """What pruning one closed run takes; each statement has the run id as its parameter."""

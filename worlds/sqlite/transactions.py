@@ -11,12 +11,22 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 
-from worlds._rules import cancel, claims, commits, requests, runs, slots, work
+from worlds._rules import (
+    cancel,
+    children,
+    claims,
+    commits,
+    requests,
+    resume,
+    runs,
+    slots,
+    work,
+)
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import (
     carried_payloads,
@@ -37,7 +47,10 @@ from worlds.types import (
     EventKind,
     HookConflict,
     HookCreated,
+    HookDelivery,
+    HookStartResult,
     NewWorkItem,
+    RunCancelled,
     RunContinued,
     RunRecord,
     RunStatus,
@@ -143,6 +156,7 @@ class Writer:
         self.now_us = codecs.to_micros(self.now)
         self.signals: set[str] = set()
         self.rows: list[tuple[str, int, str, bytes]] = []
+        self.closing: dict[str, EventKind] = {}
 
     def stamp(self, run: RunRecord, event: EventKind) -> tuple[RunRecord, EventKind]:
         """Number and date ``event`` as the next of ``run``; queue its row."""
@@ -155,6 +169,8 @@ class Writer:
         self.rows.append(
             (run_id, stored.seq, codecs.EVENT_TAGS[type(stored)], codecs.encode(stored))
         )
+        if isinstance(stored, runs.CLOSING_EVENTS):
+            self.closing[run_id] = stored
 
     def commit(
         self, flow: Generator[commits.Need, Any, commits.Committed], request: CommitRequest
@@ -173,6 +189,8 @@ class Writer:
                 self.queue(run.id, event)
             case commits.Continue(run=run, event=continued):
                 self.continue_run(run, continued)
+            case commits.Stream(run_id=run_id, event=written):
+                self.stream(run_id, written.name, [written.data])
             case commits.Ack(action=action):
                 assert request.lease is not None
                 key = (request.run_id, request.lease.id)
@@ -212,6 +230,28 @@ class Writer:
             if run.status != RunStatus.CONTINUED:  # its claims moved to the next run
                 self.close_claims(run)
             self.signals.add(run_topic(run.id))
+            closing = self.closing.pop(run.id, None)
+            if closing is not None:
+                self._after_close(run, closing)
+
+    def _after_close(self, run: RunRecord, closing: EventKind) -> None:
+        """Tell the parent its child closed; cancel the children that close with it."""
+        notice = children.closed_notice(run, closing)
+        if notice is not None:
+            row = self.db.execute(sql.GET_RUN, (notice.parent_run_id,)).fetchone()
+            parent = None if row is None else codecs.run_from_row(row)
+            if parent is not None and children.accepts_notice(parent):
+                parent, _ = self.stamp(parent, notice.event)
+                parent, _ = self.enqueue(parent, NewWorkItem(kind="workflow"), "", 0.0)
+                self.save_run(parent, row["attributes"])
+        if children.cascades(run):
+            reason = children.cascade_reason(run)
+            found = self.db.execute(sql.OPEN_CHILDREN, (children.PARENT_KEY, index_value(run.id)))
+            for child_row in found.fetchall():
+                child = codecs.run_from_row(child_row)
+                if children.cancels_with_parent(child, run.id):
+                    child, _ = self.stamp(child, RunCancelled(reason=reason))
+                    self.save_run(child, child_row["attributes"])
 
     def close_claims(self, run: RunRecord) -> None:
         """Apply the reuse window of each claim ``run`` held, now that it closed."""
@@ -354,6 +394,36 @@ class Writer:
             run, _ = self.enqueue(run, plan.timer, "", 0.0)
         self.save_run(run, None)
         return run
+
+    def stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        """Append ``chunks`` to stream ``name`` of open run ``run_id``; the first offset."""
+        (first,) = self.db.execute(sql.NEXT_STREAM_SEQ, (run_id, name)).fetchone()
+        self.db.executemany(
+            sql.INSERT_STREAM,
+            [(run_id, name, first + n, data, self.now_us) for n, data in enumerate(chunks)],
+        )
+        self.signals.add(run_topic(run_id))
+        return int(first)
+
+    def deliver(self, run_id: str, delivery: HookDelivery) -> HookStartResult:
+        """Give ``delivery`` to run ``run_id`` (see ``worlds._rules.resume``)."""
+        hook = self.db.execute(sql.GET_HOOK, (delivery.token,)).fetchone()
+        if hook is None:
+            self.db.execute(
+                sql.INSERT_HOOK, (delivery.token, run_id, 0, codecs.encode({}), self.now_us)
+            )
+            number = 0
+        elif hook["run_id"] != run_id:
+            return HookStartResult(run_id=run_id, hook_holder=hook["run_id"])
+        else:
+            number = hook["hook"]
+        if delivery.resume_id is not None:
+            self.db.execute(sql.INSERT_RESUME, (delivery.token, delivery.resume_id, run_id))
+        row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+        run, _ = self.stamp(codecs.run_from_row(row), resume.received(number, delivery))
+        run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+        self.save_run(run, row["attributes"])
+        return HookStartResult(run_id=run_id)
 
     def try_hook(self, run_id: str, event: HookCreated) -> EventKind:
         """The event a ``HookCreated`` becomes: the token claimed, or a conflict."""

@@ -14,7 +14,7 @@ from datetime import datetime
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import batches, claims, commits, requests, runs, terms
+from worlds._rules import batches, claims, commits, reopen, requests, resume, runs, streams, terms
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -48,8 +48,10 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
+    HookDelivery,
     HookReceived,
     HookRecord,
+    HookStartResult,
     NewWorkItem,
     ReuseWindow,
     RunPage,
@@ -59,6 +61,7 @@ from worlds.types import (
     ScheduleRecord,
     Slot,
     StepStarted,
+    StreamChunk,
     WorkItem,
     utcnow,
 )
@@ -133,100 +136,105 @@ class SqliteWorld(ClosesOnExit):
         """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
         self._connection.check_open()
         requests.check_create(request)
-        attributes = dict(request.attributes)
-        ivalues = {key: index_value(value) for key, value in attributes.items()}
 
         task = runs.first_task_commit(request)
 
         def body(tx: Writer) -> CreateRunResult:
-            db, run_id = tx.db, request.run_id
-            if request.first is not None and task is not None:
-                tx.now, tx.now_us = request.first.at, codecs.to_micros(request.first.at)
-            debounced = None if request.debounce is None else tx.debounce(request)
-            if isinstance(debounced, CreateRunResult):
-                return debounced
-            try:
-                db.execute(
-                    sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
-                )
-            except sqlite3.IntegrityError:
-                raise requests.run_exists(run_id) from None
-            superseded = None
-            for key in sorted(request.unique):
-                value, claim = attributes[key], (key, ivalues[key])
-                encoded = codecs.encode(value)
-                window = request.windows.get(key, ReuseWindow())
-                reuse = (window.ttl, claims.encode_release_on(window.release_on))
-                if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id, *reuse)).rowcount:
-                    continue
-                held = codecs.held_from_row(db.execute(sql.GET_CLAIM, claim).fetchone())
-                holder_id = held.run_id
-                assert holder_id is not None  # CLAIM_IF_FREE takes released pairs
-                if debounced is not None and request.debounce and key == request.debounce.key:
-                    generation = debounced.generation  # the holder keeps running
-                elif claims.is_free(held, tx.now):
-                    generation = claims.next_generation(held)
-                else:
-                    pruned = held.pruned_status is not None
-                    status = held.pruned_status
-                    if not pruned:
-                        row = db.execute(sql.GET_RUN, (holder_id,)).fetchone()
-                        status = codecs.run_from_row(row).status
-                    taken = claims.on_create(
-                        request.policy,
-                        key,
-                        value,
-                        (holder_id, held.generation),
-                        status,
-                        run_id,
-                        pruned,
-                    )
-                    if isinstance(taken, ClaimConflict):
-                        raise RollbackError(CreateRunResult(conflict=taken))
-                    if taken.cancel_reason is not None:
-                        tx.cancel(holder_id, taken.cancel_reason)
-                        superseded = holder_id
-                    generation = taken.generation
-                params = (*claim, encoded, run_id, generation, None, None, *reuse)
-                db.execute(sql.PUT_CLAIM, params)
-            admitted, positions = tx.admit(request) if request.limits else ("hold", {})
-            if isinstance(admitted, ClaimConflict):
-                raise RollbackError(CreateRunResult(conflict=admitted))
-            if request.limits:
-                tx.take_slots(request, positions, holding=admitted == "hold")
-            if ivalues:
-                db.executemany(
-                    sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()]
-                )
-            stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
-            tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
-            tx.flush_events()
-            run = runs.new_run(run_id, request.workflow, attributes, tx.now)
-            leased = None
-            if task is not None:
-                deadline = runs.deadline_item(request)
-                if deadline is not None:
-                    run, _ = tx.enqueue(run, deadline, "", 0.0)
-                first = self._commit_in(tx, task)
-                return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
-            if admitted == "hold" and runs.runs_ahead(request):
-                assert request.lease_to is not None
-                wake = NewWorkItem(kind="workflow", lease=True)
-                run, leased = tx.enqueue(run, wake, request.lease_to, request.lease_seconds)
-            elif admitted == "hold":
-                item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
-                start_at = request.start_at
-                if request.debounce is not None:
-                    start_at = claims.first_start(request.debounce, tx.now)
-                due = tx.now_us if start_at is None else codecs.to_micros(start_at)
-                db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", due, None, 0, None, 0))
-                tx.signals.add(WORK_TOPIC)
-            deadline = runs.deadline_item(request)
-            if deadline is not None:
-                tx.enqueue(run, deadline, "", 0.0)
-            return CreateRunResult(run=run, superseded_run_id=superseded, leased=leased)
+            return self._create_in(tx, request, task)
 
         return await self._connection.write(body)
+
+    def _create_in(
+        self, tx: Writer, request: CreateRunRequest, task: CommitRequest | None
+    ) -> CreateRunResult:
+        """``create_run``'s transaction (its checks done): claims by the start policy,
+        debounce, limited pairs' slots, the run, and its first task run ahead (``task``)."""
+        attributes = dict(request.attributes)
+        ivalues = {key: index_value(value) for key, value in attributes.items()}
+        db, run_id = tx.db, request.run_id
+        if request.first is not None and task is not None:
+            tx.now, tx.now_us = request.first.at, codecs.to_micros(request.first.at)
+        debounced = None if request.debounce is None else tx.debounce(request)
+        if isinstance(debounced, CreateRunResult):
+            return debounced
+        try:
+            db.execute(
+                sql.INSERT_RUN, (run_id, request.workflow, tx.now_us, codecs.encode(attributes))
+            )
+        except sqlite3.IntegrityError:
+            raise requests.run_exists(run_id) from None
+        superseded = None
+        for key in sorted(request.unique):
+            value, claim = attributes[key], (key, ivalues[key])
+            encoded = codecs.encode(value)
+            window = request.windows.get(key, ReuseWindow())
+            reuse = (window.ttl, claims.encode_release_on(window.release_on))
+            if db.execute(sql.CLAIM_IF_FREE, (*claim, encoded, run_id, *reuse)).rowcount:
+                continue
+            held = codecs.held_from_row(db.execute(sql.GET_CLAIM, claim).fetchone())
+            holder_id = held.run_id
+            assert holder_id is not None  # CLAIM_IF_FREE takes released pairs
+            if debounced is not None and request.debounce and key == request.debounce.key:
+                generation = debounced.generation  # the holder keeps running
+            elif claims.is_free(held, tx.now):
+                generation = claims.next_generation(held)
+            else:
+                pruned = held.pruned_status is not None
+                status = held.pruned_status
+                if not pruned:
+                    row = db.execute(sql.GET_RUN, (holder_id,)).fetchone()
+                    status = codecs.run_from_row(row).status
+                taken = claims.on_create(
+                    request.policy,
+                    key,
+                    value,
+                    (holder_id, held.generation),
+                    status,
+                    run_id,
+                    pruned,
+                )
+                if isinstance(taken, ClaimConflict):
+                    raise RollbackError(CreateRunResult(conflict=taken))
+                if taken.cancel_reason is not None:
+                    tx.cancel(holder_id, taken.cancel_reason)
+                    superseded = holder_id
+                generation = taken.generation
+            params = (*claim, encoded, run_id, generation, None, None, *reuse)
+            db.execute(sql.PUT_CLAIM, params)
+        admitted, positions = tx.admit(request) if request.limits else ("hold", {})
+        if isinstance(admitted, ClaimConflict):
+            raise RollbackError(CreateRunResult(conflict=admitted))
+        if request.limits:
+            tx.take_slots(request, positions, holding=admitted == "hold")
+        if ivalues:
+            db.executemany(sql.UPSERT_ATTRIBUTE, [(run_id, key, iv) for key, iv in ivalues.items()])
+        stored = runs.created_event(request.workflow, request.args, attributes, tx.now)
+        tx.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
+        tx.flush_events()
+        run = runs.new_run(run_id, request.workflow, attributes, tx.now)
+        leased = None
+        if task is not None:
+            deadline = runs.deadline_item(request)
+            if deadline is not None:
+                run, _ = tx.enqueue(run, deadline, "", 0.0)
+            first = self._commit_in(tx, task)
+            return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
+        if admitted == "hold" and runs.runs_ahead(request):
+            assert request.lease_to is not None
+            wake = NewWorkItem(kind="workflow", lease=True)
+            run, leased = tx.enqueue(run, wake, request.lease_to, request.lease_seconds)
+        elif admitted == "hold":
+            item = (run_id, workflow_item_id(run_id), "workflow", request.workflow, 0, 1)
+            start_at = request.start_at
+            if request.debounce is not None:
+                start_at = claims.first_start(request.debounce, tx.now)
+            due = tx.now_us if start_at is None else codecs.to_micros(start_at)
+            db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", due, None, 0, None, 0))
+            tx.signals.add(WORK_TOPIC)
+        deadline = runs.deadline_item(request)
+        if deadline is not None:
+            tx.enqueue(run, deadline, "", 0.0)
+        return CreateRunResult(run=run, superseded_run_id=superseded, leased=leased)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -519,6 +527,127 @@ class SqliteWorld(ClosesOnExit):
             return str(run_id)
 
         return await self._connection.write(body)
+
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """See ``World.start_or_resume_hook``."""
+        self._connection.check_open()
+        key = resume.check_request(request)
+        requests.check_create(request)
+        claim = (key, index_value(request.attributes[key]))
+
+        def body(tx: Writer) -> HookStartResult:
+            if delivery.resume_id is not None:
+                seen = tx.db.execute(sql.GET_RESUME, (delivery.token, delivery.resume_id))
+                row = seen.fetchone()
+                if row is not None:
+                    return HookStartResult(run_id=str(row["run_id"]))
+            held = tx.db.execute(sql.GET_CLAIM, claim).fetchone()
+            if held is not None and held["run_id"] is not None:
+                holder = tx.db.execute(sql.GET_RUN, (held["run_id"],)).fetchone()
+                if resume.route(codecs.run_from_row(holder).status) == "deliver":
+                    return tx.deliver(held["run_id"], delivery)
+            hook = tx.db.execute(sql.GET_HOOK, (delivery.token,)).fetchone()
+            if hook is not None:  # another run holds the token: create nothing
+                return HookStartResult(run_id=hook["run_id"], hook_holder=hook["run_id"])
+            created = self._create_in(tx, request, None)
+            assert created.run is not None, "a conflict rolled the transaction back"
+            delivered = tx.deliver(request.run_id, delivery)
+            record = codecs.run_from_row(tx.db.execute(sql.GET_RUN, (request.run_id,)).fetchone())
+            return msgspec.structs.replace(delivered, created=True, run=record)
+
+        result = await self._connection.write(body)
+        if isinstance(result, CreateRunResult):  # the policy refused to take the pair over
+            assert result.conflict is not None
+            return HookStartResult(run_id=result.conflict.holder_run_id)
+        return result
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        """See ``World.reopen_run``."""
+        self._connection.check_open()
+
+        def body(tx: Writer) -> RunRecord | None:
+            row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            if row is None:
+                return None
+            run = codecs.run_from_row(row)
+            logged = tx.db.execute(sql.READ_EVENTS, (run_id, 0)).fetchall()
+            events = [codecs.decode_event(r["data"]) for r in logged]
+            plan = reopen.plan_reopen(run, events, by)
+            if plan.event is None:
+                return run
+            run, _ = tx.stamp(run, plan.event)
+            for new in plan.work:
+                run, _ = tx.enqueue(run, new, "", 0.0)
+            tx.save_run(run, row["attributes"])
+            return run
+
+        return await self._connection.write(body)
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> RunRecord | None:
+        """See ``World.fork_run``."""
+        self._connection.check_open()
+
+        def body(tx: Writer) -> RunRecord | None:
+            db = tx.db
+            row = db.execute(sql.GET_RUN, (source_run_id,)).fetchone()
+            if row is None:
+                return None
+            source = codecs.run_from_row(row)
+            logged = db.execute(sql.READ_EVENTS, (source_run_id, 0)).fetchall()
+            events = [codecs.decode_event(r["data"]) for r in logged]
+            plan = reopen.plan_fork(source, events, from_step, by)
+            encoded = codecs.encode(plan.attributes)
+            try:
+                db.execute(sql.INSERT_RUN, (run_id, source.workflow, tx.now_us, encoded))
+            except sqlite3.IntegrityError:
+                raise requests.run_exists(run_id) from None
+            created = runs.created_event(source.workflow, plan.args, plan.attributes, tx.now)
+            tx.rows.append((run_id, 1, "run_created", codecs.encode(created)))
+            run = runs.new_run(run_id, source.workflow, plan.attributes, tx.now)
+            for event in plan.events:
+                run, _ = tx.stamp(run, event)
+            for new in plan.work:
+                run, _ = tx.enqueue(run, new, "", 0.0)
+            db.executemany(
+                sql.UPSERT_ATTRIBUTE,
+                [(run_id, key, index_value(value)) for key, value in run.attributes.items()],
+            )
+            tx.save_run(run, codecs.encode(run.attributes))
+            return run
+
+        return await self._connection.write(body)
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``."""
+        self._connection.check_open()
+        streams.check_name(name)
+
+        def body(tx: Writer) -> int | None:
+            row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+            if not streams.accepts(None if row is None else codecs.run_from_row(row).status):
+                return None
+            return tx.stream(run_id, name, chunks)
+
+        return await self._connection.write(body)
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """See ``World.read_stream``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[StreamChunk]:
+            rows = db.execute(sql.READ_STREAM, (run_id, name, max(start, 0), max(limit, 0)))
+            return [
+                StreamChunk(offset=row["seq"], data=row["data"], at=codecs.from_micros(row["at"]))
+                for row in rows
+            ]
+
+        return await self._connection.read(body)
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""

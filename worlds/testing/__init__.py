@@ -39,18 +39,22 @@ pytest.register_assert_rewrite(
     "worlds.testing._base",
     "worlds.testing._batches",
     "worlds.testing._cancel",
+    "worlds.testing._children",
     "worlds.testing._claims",
     "worlds.testing._clock",
     "worlds.testing._conditional",
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._prune",
+    "worlds.testing._reopen",
+    "worlds.testing._resume",
     "worlds.testing._reuse",
     "worlds.testing._runs",
     "worlds.testing._schedule_model",
     "worlds.testing._schedules",
     "worlds.testing._search",
     "worlds.testing._slots",
+    "worlds.testing._streams",
     "worlds.testing._takeovers",
     "worlds.testing._values",
     "worlds.testing._work",
@@ -59,18 +63,22 @@ pytest.register_assert_rewrite(
 from worlds.testing._base import WorldFactory  # noqa: E402
 from worlds.testing._batches import BatchCommitConformance  # noqa: E402
 from worlds.testing._cancel import CancelConformance  # noqa: E402
+from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
+from worlds.testing._reopen import ReopenConformance  # noqa: E402
+from worlds.testing._resume import ResumeConformance  # noqa: E402
 from worlds.testing._reuse import DebounceConformance, ReuseConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._schedule_model import ScheduleModelConformance  # noqa: E402
 from worlds.testing._schedules import ScheduleConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
+from worlds.testing._streams import StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
@@ -87,6 +95,10 @@ class WorldConformance(
     PruneConformance,
     HookConformance,
     CancelConformance,
+    ChildrenConformance,
+    ResumeConformance,
+    StreamConformance,
+    ReopenConformance,
     ValueConformance,
     SlotsConformance,
     ReuseConformance,
@@ -118,6 +130,9 @@ class WorldConformance(
     (``ValueConformance``), a
     hypothesis state machine checked against a model (``ModelConformance``),
     conditional commits (``ConditionalCommitConformance``), group commit
-    (``BatchCommitConformance``), and schedule storage and leasing
-    (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``).
+    (``BatchCommitConformance``), schedule storage and leasing
+    (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
+    child runs and their parents (``ChildrenConformance``), start-or-resume by
+    unique pair (``ResumeConformance``), run streams (``StreamConformance``) and
+    retry and fork (``ReopenConformance``).
     """

@@ -1,0 +1,65 @@
+"""``wf runs show`` (parent and children), ``wf runs stream``, ``wf runs retry|fork``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import worlds
+from tests.apps import composeapp
+from tests.apps.composeapp import helper, reporter, stage
+from tests.cli.test_cli import wf
+from workflow import RunFailedError, Worker, get_run, start
+from worlds.types import RunForked, RunReopened
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_runs_show_stream_retry_and_fork(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/world.db"
+    composeapp.BROKEN.add(2)
+    async with worlds.open(url) as world:
+        async with Worker(world, [reporter, helper, stage]):
+            run = await start(reporter, world=world)
+            with pytest.raises(RunFailedError):
+                await run.result(timeout=30)
+        (child,) = await run.children()
+
+        shown = wf(url, "runs", "show", run.id)
+        assert shown.code == 0 and "children" in shown.out and child.id in shown.out
+        as_json = wf(url, "runs", "show", child.id, "--json").json()
+        assert as_json["parent"] == run.id and as_json["children"] == []
+
+        streamed = wf(url, "runs", "stream", run.id, "progress")
+        assert streamed.code == 0
+        assert [json.loads(line) for line in streamed.out.splitlines()] == [
+            {"pct": 0},
+            {"pct": 50},
+            {"pct": 100},
+        ]
+        tail = wf(url, "runs", "stream", run.id, "progress", "--start", "2", "--no-follow")
+        assert [json.loads(line) for line in tail.out.splitlines()] == [{"pct": 100}]
+
+        forked = wf(url, "runs", "fork", run.id, "--from-step", "2")
+        assert forked.code == 0, forked.err
+        fork_id = forked.out.split()[-1]
+        assert await get_run(fork_id, world=world).status() is not None
+        assert wf(url, "runs", "fork", run.id, "--from-step", "9").code == 1
+
+        composeapp.BROKEN.clear()
+        retried = wf(url, "runs", "retry", run.id)
+        assert retried.code == 0 and run.id in retried.out
+        assert wf(url, "runs", "retry", child.id).code == 1  # completed: nothing to retry
+        async with Worker(world, [reporter, helper, stage]):
+            assert await run.result(timeout=30) == 6
+            assert await get_run(fork_id, world=world).result(timeout=30) == 6
+        (reopened,) = [e for e in await run.events() if isinstance(e, RunReopened)]
+        assert "@" in reopened.by
+        timeline = wf(url, "runs", "show", run.id, "--events", "all").out
+        assert f"reopened by {reopened.by}" in timeline and "stream progress" in timeline
+        (marker,) = [
+            e for e in await get_run(fork_id, world=world).events() if isinstance(e, RunForked)
+        ]
+        assert (marker.source_run_id, marker.from_step) == (run.id, 2)
