@@ -27,6 +27,7 @@ FROZEN = {
     3: "e6e6ace399b4400e7bdebc6ccc4624b5fd880a43ec74baf9887aa9ae0f20fd74",
     4: "feef3bf1d682a36fef668d2b3824c0887285d9370402f7d39860116040d15fed",
     5: "f0ec9b1115fc724ccbca64a2b4b9f3449ac0b9b53a198e0e65b0475c9c59f2dd",
+    6: "402cccdb7e401069be345fa3e9f90e055b7e34c98cf7850122cbcbc7c3b28a20",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

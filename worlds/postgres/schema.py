@@ -114,7 +114,8 @@ REFERENCE: tuple[str, ...] = (
     "CREATE INDEX hook_resumes_run ON hook_resumes (run_id)",
     # ``commit_run``, the one-round-trip commit (``fast.py``), and ``create_run``,
     # the one-round-trip start of a run with claims or a deadline: their text
-    # is in ``MIGRATIONS[5]``, the last migration that replaced them.
+    # is in ``MIGRATIONS[6]`` (``create_run``: ``MIGRATIONS[5]``), with ``commit_runs``
+    # and ``start_run``.
 )
 """The current tables and indexes (functions aside), for reading; see the module docstring."""
 
