@@ -9,6 +9,7 @@ promises and its URL options: the package docstring (``worlds.postgres``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -475,7 +476,15 @@ class PostgresWorld(ClosesOnExit):
         """Fill ``outcomes`` with what one ``commit_runs`` call answers for the
         requests of ``batch`` that qualify; the rest stay ``None``."""
         now = self._clock.now()
-        calls = [commit_params(r, now, self._channel, self._run_channel) for r in batch]
+        # A run with several requests keeps their order on the general path (the
+        # call may hand one back after applying the next).
+        counts = Counter(request.run_id for request in batch)
+        calls = [
+            commit_params(r, now, self._channel, self._run_channel)
+            if counts[r.run_id] == 1
+            else None
+            for r in batch
+        ]
         fast = [(n, args) for n, args in enumerate(calls) if args is not None]
         if not fast:
             return
