@@ -29,10 +29,10 @@ channels it notifies nothing, and its last row's ``notify`` says whether work
 became due, for the caller to notify after the commit (``notices.py``).
 
 Migration 6 (issue 18, its text in ``migration6.py``): ``commit_run`` gains
-``p_expect`` and ``p_at``, the
-condition of a conditional commit (``CommitRequest.expect_seq`` and ``at``): an
-event from ``p_expect`` on later than ``p_at``, or one after ``p_expect`` that is
-not a step attempt's own record, makes the outcome ``stale`` (nothing written);
+``p_expect`` and ``p_at``, the condition of a conditional commit
+(``CommitRequest.expect_seq`` and ``at``): an event from ``p_expect`` on later
+than ``p_at``, or one after ``p_expect`` that is not a step attempt's own
+record, makes the outcome ``stale`` (nothing written);
 an attribute event after it (whose step is inside its data) makes it
 ``recheck``, and the caller decides on the general path; otherwise the events
 are stamped ``p_at``. ``commit_runs`` applies a batch of commits (the
