@@ -145,11 +145,11 @@ async def hooked_flow(path: str, gate: str, token: str) -> list[str]:
 
 
 async def test_each_step_is_one_commit_and_nothing_is_read_back(
-    make_world: Callable[[], World], world_kind: str, tmp_path: Path
+    make_world: Callable[[], World], tmp_path: Path
 ) -> None:
     """A run of n steps costs n + 1 commits (the first workflow task, then one per
-    step) and one read of its log, on every world; memory and SQLite take the
-    first task with the run's creation, and then read nothing."""
+    step) and no read of its log, on every world: each takes the first task with
+    the run's creation, and then reads nothing."""
     path = tmp_path / "journal"
     async with Counting(make_world()) as world, Worker(world, [noted_flow]):
         runs = [await start(noted_flow, str(path), 5, -1, world=world) for _ in range(3)]
@@ -158,7 +158,7 @@ async def test_each_step_is_one_commit_and_nothing_is_read_back(
         # a world that takes a run's first task with its start saves that commit too
         assert world.requests + world.first_tasks == 3 * (5 + 1)
         assert world.calls["read_events"] == 3 - world.first_tasks
-        assert world.first_tasks == (0 if world_kind == "postgres" else 3)
+        assert world.first_tasks == 3
         log = await runs[0].events()
     # each step's outcome shares its transaction (and time) with the next command
     outcomes = [e for e in log if isinstance(e, StepCompleted)]

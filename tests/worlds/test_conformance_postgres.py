@@ -19,6 +19,15 @@ class TestPostgresWorld(WorldConformance):
         return lambda: PostgresWorld(postgres_world_url)
 
 
+class TestPostgresGeneralPath(WorldConformance):
+    """Every commit on the general path (``fast_commits=False``): what the
+    ``commit_run`` family leaves to it (a lost lease, a recheck) must hold there too."""
+
+    @pytest.fixture
+    def world_factory(self, postgres_world_url: str) -> WorldFactory:
+        return lambda: PostgresWorld(postgres_world_url, fast_commits=False)
+
+
 class TestPostgresClock(ClockConformance):
     """World objects whose process clock runs fast share a schema with a true one."""
 

@@ -221,3 +221,55 @@ async def test_fast_and_general_commit_paths_leave_the_same_world(
     assert qualifies.count(True) >= 6 and qualifies.count(False) >= 2
     assert fast[0] == general[0]
     assert fast[1] == general[1]
+
+
+def _done(item: WorkItem, horizon: int, at: datetime | None = None) -> CommitRequest:
+    """Step ``item``'s result, committed conditionally on ``horizon`` (one transaction
+    per step)."""
+    return CommitRequest(
+        run_id=item.run_id,
+        worker_id="w1",
+        lease=item,
+        events=(StepCompleted(step=item.number, attempt=item.attempt, result=b"r"),),
+        expect_seq=horizon,
+        at=at,
+    )
+
+
+async def _conditional_scenario(world: PostgresWorld) -> tuple[list[Any], list[Any]]:
+    """Conditional commits and a batch: applied, rechecked (a step's attribute after
+    the horizon), stale (an event the workflow did not see; a time before the log's)."""
+    s = Script(world)
+    runs = ["ca", "cb", "cc", "cd"]
+    for run_id in runs:
+        await s.create(run_id)
+    steps: dict[str, list[WorkItem]] = {}
+    for task in sorted(await s.lease("wf"), key=lambda item: item.run_id):
+        created = (StepCreated(step=n, name=f"s{n}", args=b"") for n in (1, 2))
+        scheduled = tuple(
+            NewWorkItem(kind="step", name=f"s{n}", number=n, lease=True) for n in (1, 2)
+        )
+        result = await s.commit(task, RunStarted(), *created, schedule=scheduled)
+        steps[task.run_id] = sorted(result.leased, key=lambda item: item.number)
+    horizon = 4  # RunCreated, RunStarted and two StepCreated
+    await s.commit(steps["cb"][0], AttributeSet(key="phase", value="busy", step=1), ack=False)
+    await s.commit(None, WaitCreated(wait=1, until=FAR), run_id="cc")
+    for run_id, at in (("ca", world.now()), ("cb", None), ("cc", None), ("cd", PAST)):
+        s.answers.append(_plain(await world.commit(_done(steps[run_id][0], horizon, at))))
+    batch = [_done(steps[run_id][1], horizon) for run_id in runs]
+    s.answers.append(_plain(await world.commit_many(batch)))
+    return s.answers, await s.state(runs)
+
+
+async def test_conditional_commits_and_batches_take_either_path_alike(
+    two_urls: tuple[str, str],
+) -> None:
+    fast_url, general_url = two_urls
+    async with PostgresWorld(fast_url) as fast_world:
+        fast = await _conditional_scenario(fast_world)
+    async with PostgresWorld(general_url, fast_commits=False) as general_world:
+        general = await _conditional_scenario(general_world)
+    assert fast == general
+    stale = [answer["stale"] for answer in fast[0][-5:-1]]
+    assert stale == [False, False, True, True]
+    assert [outcome["stale"] for outcome in fast[0][-1]] == [True, True, True, False]

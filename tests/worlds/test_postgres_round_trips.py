@@ -1,4 +1,5 @@
-"""PostgreSQL round trips: each world operation a 1-step workflow needs is one.
+"""PostgreSQL round trips: each world operation a 1-step workflow needs is one, and
+a 1-step workflow started beside its worker takes at most 4.
 
 Round trips are counted on the wire (``tests/pg_round_trips.RoundTripProxy``
 counts the server's ``ReadyForQuery`` messages), with a pool of one connection
@@ -17,17 +18,22 @@ import pytest
 
 from tests.conftest import fresh_schema
 from tests.pg_round_trips import RoundTripProxy, server_address
+from workflow import Worker, start, step, workflow
 from worlds.postgres import PostgresWorld
 from worlds.semantics import new_run_id
 from worlds.types import (
     CommitRequest,
+    CommitResult,
     CreateRunRequest,
+    CreateRunResult,
+    FirstTask,
     NewWorkItem,
     RunCompleted,
     RunQuery,
     RunStarted,
     RunStatus,
     StepCompleted,
+    StepCreated,
     utcnow,
 )
 
@@ -134,3 +140,136 @@ async def test_a_start_with_unique_pairs_and_a_deadline_is_one_round_trip(
     held, _ = await _trips(proxy, world.create_run(request(1)))
     assert held.run is None and held.conflict is not None
     assert held.conflict.holder_run_id == created.run.id
+
+
+def _eager_start(world: PostgresWorld) -> CreateRunRequest:
+    """A start carrying its run's first workflow task, which schedules one step."""
+    first = FirstTask(
+        events=(RunStarted(), StepCreated(step=1, name="s", args=b"")),
+        schedule=(NewWorkItem(kind="step", name="s", number=1, payload=b"", lease=True),),
+        at=world.now(),
+    )
+    return CreateRunRequest(
+        run_id=new_run_id(), workflow="w", args=b"", lease_to="worker", first=first
+    )
+
+
+def _step_and_close(request: CreateRunRequest, created: CreateRunResult) -> CommitRequest:
+    """The step's outcome with the run's completion, conditional on the first task."""
+    assert created.first is not None and created.first.ok
+    (step,) = created.first.leased
+    return CommitRequest(
+        run_id=request.run_id,
+        worker_id="worker",
+        lease=step,
+        events=(StepCompleted(step=1, attempt=1, result=b"1"), RunCompleted(result=b"1")),
+        expect_seq=created.first.events[-1].seq,
+        at=created.first.events[-1].at,
+    )
+
+
+async def _eager_one_step_workflow(
+    world: PostgresWorld, proxy: RoundTripProxy
+) -> tuple[dict[str, int], CreateRunRequest]:
+    """A 1-step workflow as the engine runs it when the starter has a worker: the
+    start carries the first task (its step leased), and the step's outcome is
+    committed with the run's completion, conditionally."""
+    trips: dict[str, int] = {}
+    request = _eager_start(world)
+    created, trips["create_run"] = await _trips(proxy, world.create_run(request))
+    assert created.first is not None and created.first.ok
+    done = _step_and_close(request, created)
+    result, trips["commit_step_and_close"] = await _trips(proxy, world.commit(done))
+    assert result.ok and not result.stale
+    record, trips["get_run"] = await _trips(proxy, world.get_run(request.run_id))
+    assert record is not None and record.status is RunStatus.COMPLETED
+    return trips, request
+
+
+async def test_an_eager_start_and_a_conditional_commit_are_one_round_trip_each(
+    counted: tuple[PostgresWorld, RoundTripProxy],
+) -> None:
+    world, proxy = counted
+    await _eager_one_step_workflow(world, proxy)  # warm-up
+    trips, request = await _eager_one_step_workflow(world, proxy)
+    assert trips == dict.fromkeys(trips, 1), trips
+    log = await world.read_events(request.run_id)
+    assert [type(event).__name__ for event in log] == [
+        "RunCreated",
+        "RunStarted",
+        "StepCreated",
+        "StepStarted",
+        "StepCompleted",
+        "RunCompleted",
+    ]
+
+
+async def test_a_start_leased_to_its_worker_is_one_round_trip(
+    counted: tuple[PostgresWorld, RoundTripProxy],
+) -> None:
+    world, proxy = counted
+    for _ in range(2):  # the first is the warm-up
+        request = CreateRunRequest(run_id=new_run_id(), workflow="w", args=b"", lease_to="me")
+        created, trips = await _trips(proxy, world.create_run(request))
+    assert trips == 1
+    assert created.leased is not None and created.leased.run_id == request.run_id
+    assert await world.lease("other", names=["w"], limit=8, lease_seconds=30) == []
+
+
+async def test_a_batch_of_commits_is_one_round_trip_with_an_outcome_each(
+    counted: tuple[PostgresWorld, RoundTripProxy],
+) -> None:
+    """Eight runs' step outcomes, one of them stale (its log gained an event after
+    its horizon), in one call: seven committed, one refused."""
+    world, proxy = counted
+    for _ in range(2):  # the first is the warm-up
+        batch = []
+        for _ in range(8):
+            request = _eager_start(world)
+            batch.append(_step_and_close(request, await world.create_run(request)))
+        # run 3's log gains an event its workflow has not seen
+        seen = StepCreated(step=2, name="s", args=b"")
+        late = CommitRequest(run_id=batch[3].run_id, worker_id="other", events=(seen,))
+        assert (await world.commit(late)).ok
+        outcomes, trips = await _trips(proxy, world.commit_many(batch))
+    assert trips == 1
+    stale = [n == 3 for n in range(8)]
+    assert [isinstance(o, CommitResult) and o.stale for o in outcomes] == stale
+    for commit, outcome, refused in zip(batch, outcomes, stale, strict=True):
+        record = await world.get_run(commit.run_id)
+        assert isinstance(outcome, CommitResult) and record is not None
+        assert outcome.ok is not refused
+        assert record.status is (RunStatus.RUNNING if refused else RunStatus.COMPLETED)
+
+
+@step
+async def add_one(x: int) -> int:
+    return x + 1
+
+
+@workflow
+async def one_step(x: int) -> int:
+    return await add_one(x)
+
+
+async def test_a_one_step_workflow_takes_at_most_four_round_trips(postgres_url: str) -> None:
+    """Started beside its worker and awaited, through the public API: the start
+    (with the first task), the step's outcome with the run's completion, and
+    the client's two reads of the run around its wait. Notifications wake the
+    worker and the client; a long ``poll`` keeps idle polls out of the count."""
+    host, port = server_address(postgres_url)
+    async with RoundTripProxy(host, port) as proxy:
+        world = PostgresWorld(f"{proxy.url()}&poll=60&schema={fresh_schema()}")
+        async with world, Worker(world, [one_step]):
+            for i in range(5):  # warm-up: connections, prepared statements
+                assert await (await start(one_step, i, world=world)).result(timeout=30) == i + 1
+            before, n = proxy.round_trips, 20
+            for i in range(n):
+                assert await (await start(one_step, i, world=world)).result(timeout=30) == i + 1
+            trips = proxy.round_trips - before
+        conn = await asyncpg.connect(world.dsn)
+        try:
+            await conn.execute(f'DROP SCHEMA "{world.schema}" CASCADE')
+        finally:
+            await conn.close()
+    assert trips <= 4 * n, trips / n

@@ -17,14 +17,24 @@ from typing import NamedTuple
 import msgspec
 from asyncpg import Record
 
+from worlds._rules import commits, runs
 from worlds.postgres import codecs
 from worlds.postgres.transactions import new_token
-from worlds.semantics import CLOSING_EVENTS, apply_to_run, lease_deadline, work_item_id
+from worlds.semantics import (
+    CLOSING_EVENTS,
+    apply_to_run,
+    index_value,
+    lease_deadline,
+    work_item_id,
+    workflow_item_id,
+)
 from worlds.types import (
     EPOCH,
     AttributeSet,
     CommitRequest,
     CommitResult,
+    CreateRunRequest,
+    CreateRunResult,
     EventKind,
     HookCreated,
     RunRecord,
@@ -34,7 +44,15 @@ from worlds.types import (
     WorkItem,
 )
 
-__all__ = ["CommitRunArgs", "commit_params", "commit_result"]
+__all__ = [
+    "CommitRunArgs",
+    "StartRun",
+    "batch_params",
+    "commit_params",
+    "commit_result",
+    "start_params",
+    "start_result",
+]
 
 _TEMPLATE = RunRecord(id="", workflow="", status=RunStatus.PENDING, created_at=EPOCH)
 
@@ -68,6 +86,8 @@ class CommitRunArgs(NamedTuple):
     starts: list[bytes]
     channel: str | None
     run_channel: str | None
+    expect: int | None
+    at: datetime | None
 
 
 def _qualifies(event: EventKind) -> bool:
@@ -84,12 +104,15 @@ def _unstamped(event: EventKind) -> EventKind:
 
 
 def commit_params(
-    request: CommitRequest, now: datetime, channel: str, run_channel: str
+    request: CommitRequest, now: datetime, channel: str | None, run_channel: str | None
 ) -> CommitRunArgs | None:
     """The arguments of ``COMMIT_RUN`` for ``request``, or ``None`` if it needs the
-    general path (claims, hooks, run attributes, closing the run)."""
+    general path (claims, hooks, run attributes, closing the run). A conditional
+    request's events are stamped ``request.at`` when it has one."""
     if not all(_qualifies(event) for event in request.events):
         return None
+    if request.at is not None:
+        now = request.at
     state = _TEMPLATE
     for event in request.events:
         state = apply_to_run(state, msgspec.structs.replace(event, at=now))
@@ -128,6 +151,8 @@ def commit_params(
         ],
         channel=channel,
         run_channel=run_channel,
+        expect=request.expect_seq,
+        at=request.at,
     )
 
 
@@ -135,8 +160,9 @@ def commit_result(
     request: CommitRequest, rows: Sequence[Record], args: CommitRunArgs
 ) -> CommitResult | None:
     """The result of a ``COMMIT_RUN`` call; ``None`` when the general path must
-    answer: the lease was lost (it names the holder), or the run was closed and
-    ``request.discard`` must be appended."""
+    answer: the lease was lost (it names the holder), the run was closed and
+    ``request.discard`` must be appended, or a conditional commit must be
+    rechecked (an attribute event after its horizon)."""
     last = rows[-1]
     outcome, status, base, at = last["outcome"], last["status"], last["last_seq"], last["at"]
     if outcome == "missing":
@@ -149,6 +175,10 @@ def commit_result(
         return None  # rare: the general path names the holder and records a discard
     if outcome == "slots":
         return None  # the run holds or waits for slots: the general path promotes
+    if outcome == "stale":
+        return commits.stale_result(RunStatus(status))
+    if outcome == "recheck":
+        return None
     events = tuple(
         msgspec.structs.replace(event, seq=base + n, at=at)
         for n, event in enumerate(request.events, start=1)
@@ -171,3 +201,123 @@ def commit_result(
             )
         )
     return CommitResult(ok=True, status=RunStatus(status), events=events, leased=tuple(leased))
+
+
+_PER_REQUEST = ("run", "worker", "lease", "token", "ack", "now")
+_STATE = ("status", "started", "closed", "result", "error")
+_ITEMS = (
+    "ids",
+    "wkinds",
+    "names",
+    "numbers",
+    "attempts",
+    "payloads",
+    "available",
+    "lease_asked",
+    "tokens",
+)
+
+
+def batch_params(
+    batch: Sequence[CommitRunArgs], channel: str | None, run_channel: str | None
+) -> list[object]:
+    """The arguments of ``COMMIT_RUNS`` for the ``commit_run`` calls ``batch``: one
+    array per scalar argument, the events and items of all calls concatenated
+    with a count per call."""
+
+    def column(field: str) -> list[object]:
+        return [getattr(args, field) for args in batch]
+
+    def joined(field: str) -> list[object]:
+        return [value for args in batch for value in getattr(args, field)]
+
+    return [
+        *(column(field) for field in _PER_REQUEST),
+        [len(args.kinds) for args in batch],
+        joined("kinds"),
+        joined("data"),
+        *(column(field) for field in _STATE),
+        [len(args.ids) for args in batch],
+        *(joined(field) for field in _ITEMS),
+        column("expires"),
+        joined("starts"),
+        channel,
+        run_channel,
+        column("expect"),
+        column("at"),
+    ]
+
+
+class StartRun(NamedTuple):
+    """A call of ``START_RUN`` (``params``) and what reading its rows needs."""
+
+    params: list[object]
+    at: datetime
+    token: int
+    expires: datetime
+    task: CommitRequest | None
+    commit: CommitRunArgs | None
+
+
+def start_params(
+    request: CreateRunRequest, now: datetime, channel: str | None, run_channel: str | None
+) -> StartRun | None:
+    """The ``START_RUN`` call for ``request``, or ``None`` if it needs another path:
+    no ``lease_to``, or pairs to claim or a deadline. The first task goes along
+    when ``commit_run`` can apply it (else only the workflow item is leased)."""
+    if request.lease_to is None or request.unique or request.timeout_at is not None:
+        return None
+    task = runs.first_task_commit(request)
+    commit = None if task is None else commit_params(task, now, channel, run_channel)
+    if commit is None:
+        task = None
+    at = now if task is None or task.at is None else task.at
+    attributes = dict(request.attributes)
+    keys = list(attributes)
+    token = new_token()
+    expires = lease_deadline(at, request.lease_seconds) if commit is None else commit.expires
+    created = runs.created_event(request.workflow, request.args, attributes, at)
+    head: list[object] = [
+        request.run_id,
+        request.workflow,
+        at,
+        codecs.encode(attributes),
+        keys,
+        [index_value(attributes[key]) for key in keys],
+        codecs.encode(created),
+        workflow_item_id(request.run_id),
+        request.lease_to,
+        token,
+        commit is not None,
+    ]
+    if commit is None:
+        tail: list[object] = [[], [], None, None, None, None, None, *([[]] * 9), expires, []]
+    else:
+        tail = [getattr(commit, field) for field in _TASK]
+    return StartRun([*head, *tail, channel, run_channel], at, token, expires, task, commit)
+
+
+_TASK = ("kinds", "data", *_STATE, *_ITEMS, "expires", "starts")
+
+
+def start_result(
+    request: CreateRunRequest, start: StartRun, rows: Sequence[Record]
+) -> CreateRunResult:
+    """The result of a ``START_RUN`` call made with ``start``."""
+    run = runs.new_run(request.run_id, request.workflow, dict(request.attributes), start.at)
+    if start.task is None or start.commit is None:
+        leased = WorkItem(
+            id=workflow_item_id(request.run_id),
+            run_id=request.run_id,
+            kind="workflow",
+            name=request.workflow,
+            number=0,
+            attempt=1,
+            payload=b"",
+            token=start.token,
+            lease_expires_at=start.expires,
+        )
+        return CreateRunResult(run=run, leased=leased)
+    first = commit_result(start.task, rows, start.commit)
+    assert first is not None, "a new run's first task is neither closed, lost nor stale"
+    return CreateRunResult(run=run, first=first)

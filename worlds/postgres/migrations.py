@@ -38,9 +38,28 @@ Migration 7: schedules (rfcs/0009-schedules.md), with a timer-like index on
 their wake time.
 
 Migration 8: run streams (rfcs/0012-composition.md).
+
+Migration 9 (issue 18, its text in ``migration9.py``): ``commit_run`` gains
+``p_expect`` and ``p_at``, the condition of a conditional commit
+(``CommitRequest.expect_seq`` and ``at``): an event from ``p_expect`` on later
+than ``p_at``, or one after ``p_expect`` that is not a step attempt's own
+record, makes the outcome ``stale`` (nothing written);
+an attribute event after it (whose step is inside its data) makes it
+``recheck``, and the caller decides on the general path; otherwise the events
+are stamped ``p_at``. ``commit_runs`` applies a batch of commits (the
+arguments of ``commit_run`` flattened: per-request arrays, and the events and
+items of all requests concatenated with their counts) in one call; its rows
+are ``commit_run``'s, each with the 1-based index ``req`` of its request.
+``start_run`` creates a run without claims or deadline together with either
+its workflow item leased to ``p_lease_to`` (rows: ``leased`` then ``ok``) or,
+with ``p_first``, its first workflow task applied by ``commit_run`` without a
+lease, stamped ``p_now`` (``commit_run``'s rows). ``commit_run`` keeps the
+``slots`` outcome of migration 6.
 """
 
 from __future__ import annotations
+
+from worlds.postgres import migration9
 
 __all__ = ["MIGRATIONS"]
 
@@ -871,5 +890,6 @@ $fn$
         PRIMARY KEY (run_id, name, seq)
     )""",
     ),
+    9: migration9.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

@@ -161,7 +161,8 @@ REFERENCE: tuple[str, ...] = (
     )""",
     # ``commit_run``, the one-round-trip commit (``fast.py``), and ``create_run``,
     # the one-round-trip start of a run with claims or a deadline: their text
-    # is in ``MIGRATIONS[6]``, the last migration that replaced them.
+    # is in ``MIGRATIONS[9]`` (``create_run``: ``MIGRATIONS[6]``), with ``commit_runs``
+    # and ``start_run``.
 )
 """The current tables and indexes (functions aside), for reading; see the module docstring."""
 

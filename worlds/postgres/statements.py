@@ -8,10 +8,17 @@ store them with seq 0: the ``seq`` and ``at`` columns then give the event's
 
 from __future__ import annotations
 
-COMMIT_RUN = (
-    "SELECT * FROM commit_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
-    "$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
-)
+
+def _call(function: str, arity: int) -> str:
+    """``SELECT * FROM function($1, ..., $arity)``."""
+    return f"SELECT * FROM {function}({', '.join(f'${n}' for n in range(1, arity + 1))})"
+
+
+COMMIT_RUN = _call("commit_run", 28)
+COMMIT_RUNS = _call("commit_runs", 30)
+"""A batch of ``commit_run`` calls in one (``fast.batch_params``)."""
+START_RUN = _call("start_run", 31)
+"""A run without claims or deadline, its workflow item leased or its first task applied."""
 
 CREATE_RUN_CLAIMING = (
     "SELECT create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"

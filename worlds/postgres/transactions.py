@@ -53,14 +53,15 @@ from worlds.types import (
     utcnow,
 )
 
-__all__ = ["Tx", "new_token"]
+__all__ = ["Tx", "is_run_id_taken", "new_token"]
 
 
 def new_token() -> int:
     return secrets.randbits(62) + 1
 
 
-def _is_run_id_taken(exc: asyncpg.exceptions.UniqueViolationError) -> bool:
+def is_run_id_taken(exc: asyncpg.exceptions.UniqueViolationError) -> bool:
+    """Whether ``exc`` says the run id of a new run is taken."""
     return getattr(exc, "constraint_name", None) in ("runs_pkey", "events_pkey")
 
 
@@ -208,7 +209,7 @@ class Tx:
                 (start_at or self.now) if wake else None,
             )
         except asyncpg.exceptions.UniqueViolationError as exc:
-            if _is_run_id_taken(exc):
+            if is_run_id_taken(exc):
                 raise requests.run_exists(run_id) from None
             raise
         if wake:
@@ -381,7 +382,7 @@ class Tx:
                 None if timer is None else timer.available_at,
             )
         except asyncpg.exceptions.UniqueViolationError as exc:
-            if _is_run_id_taken(exc):
+            if is_run_id_taken(exc):
                 raise requests.run_exists(request.run_id) from None
             raise
         except asyncpg.exceptions.PostgresError as exc:

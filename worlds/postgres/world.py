@@ -9,6 +9,7 @@ promises and its URL options: the package docstring (``worlds.postgres``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -35,10 +36,16 @@ from worlds.postgres.connection import (
     retry,
     set_keepalive,
 )
-from worlds.postgres.fast import commit_params, commit_result
+from worlds.postgres.fast import (
+    batch_params,
+    commit_params,
+    commit_result,
+    start_params,
+    start_result,
+)
 from worlds.postgres.notices import Notices
 from worlds.postgres.schedules import ScheduleStore
-from worlds.postgres.transactions import Tx
+from worlds.postgres.transactions import Tx, is_run_id_taken
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.semantics import (
     decode_cursor,
@@ -318,6 +325,10 @@ class PostgresWorld(ClosesOnExit):
         created = False
         if plain:
             pool = await self._connect()
+            if self._fast_commits and runs.runs_ahead(request):
+                started = await self._start_run(pool, request)
+                if started is not None:
+                    return started
             with self._notices.writing() as inline:
                 async with pool.acquire() as conn:
                     tx = Tx(conn, self._channel if inline else None, self._clock.now)
@@ -342,12 +353,30 @@ class PostgresWorld(ClosesOnExit):
                 return result
         raise RuntimeError("create_run lost the debounce race too many times")
 
+    async def _start_run(self, pool: Pool, request: CreateRunRequest) -> CreateRunResult | None:
+        """``request`` (with ``lease_to``) in one ``start_run`` call: the run with its
+        workflow item leased, or with its first task; ``None`` if it needs the
+        other paths (pairs to claim, a deadline)."""
+        with self._notices.writing() as inline:
+            channels = (self._channel, self._run_channel) if inline else (None, None)
+            start = start_params(request, self._clock.now(), *channels)
+            if start is None:
+                return None
+            try:
+                rows = await retry(pool.fetch, sql.START_RUN, *start.params)
+            except asyncpg.exceptions.UniqueViolationError as exc:
+                if is_run_id_taken(exc):
+                    raise requests.run_exists(request.run_id) from None
+                raise
+        if not inline and rows[-1]["notify"]:
+            self._post([WORK_TOPIC])
+        return start_result(request, start, rows)
+
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._check_open()
         args = None
-        # A conditional commit (one transaction per step) takes the general path.
-        if self._fast_commits and request.expect_seq is None and request.at is None:
+        if self._fast_commits:
             args = commit_params(request, self._clock.now(), self._channel, self._run_channel)
         if args is not None:
             pool = await self._connect()
@@ -413,11 +442,74 @@ class PostgresWorld(ClosesOnExit):
         return await body(tx)
 
     async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
-        """See ``World.commit_many``: one transaction (one WAL flush at commit) for the
-        batch, each request in a savepoint of its own on the general path; not one
-        round trip (each request takes its own statements)."""
+        """See ``World.commit_many``: the requests ``commit_run`` can apply go to
+        ``commit_runs`` in one call (one round trip, one transaction); the others,
+        and those it leaves to the general path (a lost lease, a late result,
+        a recheck), follow in one transaction, each in a savepoint of its own.
+        A failing ``commit_runs`` call sends the whole batch that second way."""
         self._check_open()
         batch = batches.check_batch(requests)
+        if len(batch) < 2:
+            return await batches.one_by_one(batch, self.commit)
+        outcomes: list[batches.Outcome | None] = [None] * len(batch)
+        if self._fast_commits:
+            await self._commit_runs(batch, outcomes)
+        rest = [n for n, outcome in enumerate(outcomes) if outcome is None]
+        if rest:
+            done = await self._commit_each([batch[n] for n in rest])
+            for n, outcome in zip(rest, done, strict=True):
+                outcomes[n] = outcome
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _commit_runs(
+        self, batch: list[CommitRequest], outcomes: list[batches.Outcome | None]
+    ) -> None:
+        """Fill ``outcomes`` with what one ``commit_runs`` call answers for the
+        requests of ``batch`` that qualify; the rest stay ``None``."""
+        now = self._clock.now()
+        # A run with several requests keeps their order on the general path (the
+        # call may hand one back after applying the next).
+        counts = Counter(request.run_id for request in batch)
+        calls = [
+            commit_params(r, now, self._channel, self._run_channel)
+            if counts[r.run_id] == 1
+            else None
+            for r in batch
+        ]
+        fast = [(n, args) for n, args in enumerate(calls) if args is not None]
+        if not fast:
+            return
+        pool = await self._connect()
+        with self._notices.writing() as inline:
+            channels = (self._channel, self._run_channel) if inline else (None, None)
+            params = batch_params([args for _, args in fast], *channels)
+            try:
+                rows = await retry(pool.fetch, sql.COMMIT_RUNS, *params)
+            except Exception as exc:
+                if batches.is_world_failure(exc):
+                    raise
+                return  # one request made the call fail: each takes the general path
+        by_request: dict[int, list[asyncpg.Record]] = {}
+        for row in rows:
+            by_request.setdefault(row["req"], []).append(row)
+        topics: set[str] = set()
+        for req, (n, args) in enumerate(fast, start=1):
+            request, mine = batch[n], by_request[req]
+            last = mine[-1]
+            if last["outcome"] == "ok":
+                if last["notify"]:
+                    topics.add(WORK_TOPIC)
+                if args.closed is not None:
+                    topics.add(run_topic(request.run_id))
+            try:
+                outcomes[n] = commit_result(request, mine, args)
+            except LookupError as exc:
+                outcomes[n] = exc
+        if not inline:
+            self._post(sorted(topics))
+
+    async def _commit_each(self, batch: list[CommitRequest]) -> list[batches.Outcome]:
+        """``batch`` on the general path in one transaction, a savepoint per request."""
         if len(batch) < 2:
             return await batches.one_by_one(batch, self.commit)
 

@@ -25,6 +25,7 @@ from worlds.testing._base import (
     run_with_steps,
 )
 from worlds.types import (
+    AttributeSet,
     CommitRequest,
     CommitResult,
     RunCompleted,
@@ -117,6 +118,28 @@ class BatchCommitConformance(ConformanceBase):
         assert any(isinstance(e, StepDiscarded) for e in log)
         finished = await world.commit(_done(fresh, worker="fresh"))
         assert finished.ok, "the fresh lease holder commits after the fenced zombie"
+
+    @pytest.mark.anyio
+    async def test_requests_of_one_run_apply_in_order(self, world: World) -> None:
+        """Two steps of one run finish together, each committed conditionally on the
+        same horizon (the first after its step set an attribute): the first is
+        applied, and the second, which did not see it, is stale."""
+        run, _, started = await run_with_steps(world, steps=2, lease_steps=True)
+        one, two = sorted(started.leased, key=lambda item: item.number)
+        horizon = started.events[-1].seq
+        mark = AttributeSet(key="phase", value="busy", step=1)
+        noted = CommitRequest(run_id=run.id, worker_id=WORKER, lease=one, events=(mark,), ack=False)
+        assert (await world.commit(noted)).ok
+        batch = [
+            msgspec.structs.replace(_done(item), discard=None, expect_seq=horizon)
+            for item in (one, two)
+        ]
+        first, second = await world.commit_many(batch)
+        assert isinstance(first, CommitResult) and first.ok and not first.stale
+        assert isinstance(second, CommitResult) and second.stale and not second.ok
+        log = await world.read_events(run.id)
+        assert_dense(log)
+        assert [e.step for e in log if isinstance(e, StepCompleted)] == [1]
 
     @pytest.mark.anyio
     async def test_a_batch_answers_each_request_as_it_would_alone(self, world: World) -> None:

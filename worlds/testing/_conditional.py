@@ -17,6 +17,7 @@ from worlds.testing._base import (
     run_with_steps,
 )
 from worlds.types import (
+    AttributeSet,
     CommitRequest,
     CreateRunRequest,
     EventKind,
@@ -151,4 +152,53 @@ class ConditionalCommitConformance(ConformanceBase):
         assert (step.kind, step.number, step.run_id) == ("step", 1, request.run_id)
         assert await world.lease("other", names={WF, STEP}, limit=10, lease_seconds=30.0) == []
         done = await world.commit(_outcome(step, 3, then=(RunCompleted(result=b"x"),)))
+        assert done.ok and done.status is RunStatus.COMPLETED
+
+    @pytest.mark.anyio
+    async def test_a_steps_attribute_does_not_make_a_commit_stale_a_runs_does(
+        self, world: World
+    ) -> None:
+        """An attribute the step set after the horizon is the step's own record; one
+        set by the run itself (no ``step``) is something the workflow would see."""
+        for scoped, stale in ((True, False), (False, True)):
+            run, _, started = await run_with_steps(world, steps=1, lease_steps=True)
+            (item,) = started.leased
+            horizon = started.events[-1].seq
+            mark = AttributeSet(key="phase", value="busy", step=1 if scoped else None)
+            noted = await world.commit(
+                CommitRequest(
+                    run_id=run.id, worker_id=WORKER, lease=item, events=(mark,), ack=False
+                )
+            )
+            assert noted.ok
+            result = await world.commit(_outcome(item, horizon, then=(RunCompleted(result=b"x"),)))
+            assert result.stale is stale and result.ok is not stale
+            log = await world.read_events(run.id)
+            assert_dense(log)
+            assert isinstance(log[-1], AttributeSet if stale else RunCompleted)
+
+    @pytest.mark.anyio
+    async def test_a_run_may_be_leased_to_its_starter_as_it_is_created(self, world: World) -> None:
+        """``create_run`` with ``lease_to``: the workflow item is leased to that worker
+        (nobody else can lease it, and its commit is accepted), or, in a world that
+        ignores the hint, queued for any worker."""
+        request = CreateRunRequest(run_id=new_run_id(), workflow=WF, args=b"", lease_to=WORKER)
+        created = await world.create_run(request)
+        assert created.run is not None and created.first is None
+        assert [type(e) for e in await world.read_events(request.run_id)] == [RunCreated]
+        others = await world.lease("other", names={WF}, limit=10, lease_seconds=30.0)
+        if created.leased is None:
+            assert [item.run_id for item in others] == [request.run_id]
+            return
+        assert others == []
+        item = created.leased
+        assert (item.kind, item.run_id, item.name) == ("workflow", request.run_id, WF)
+        done = await world.commit(
+            CommitRequest(
+                run_id=request.run_id,
+                worker_id=WORKER,
+                lease=item,
+                events=(RunStarted(), RunCompleted(result=b"x")),
+            )
+        )
         assert done.ok and done.status is RunStatus.COMPLETED
