@@ -30,7 +30,7 @@ FROZEN = {
     6: "907562cd9f320690e82a47acbd867bfe71216787a9a44696dc74648ec01e1dd6",
     7: "6b5f78fb45320730a6ff105a3417797f6713e2169b484133bbf6fd74f8bbf3f9",
     8: "a69ff3393f7e908e16855303d2b63a5b0e1e70dc2ac3d7aa65276c853b24b9fa",
-    9: "69a71076fd85acc96d91f3cf77922737c555cc0356f71bb91bd9357ec2e52f1c",
+    9: "4f21322ff61fdc561ed8f80c7f0130d5426d8642b8a380e04e4c69624d83a138",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

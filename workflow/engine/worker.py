@@ -285,8 +285,9 @@ class Worker:
         except Exception:
             blocked = True
         # A run that would close in its first task is left to be started (and
-        # cancelled, say) as it always was: only its lease is eager.
-        if blocked or instance.finished:
+        # cancelled, say) as it always was, and one that starts children creates
+        # them before its commit: only their lease is eager.
+        if blocked or instance.finished or commit.children:
             instance.dispose()
             return request
         self._steps.update(instance.step_definitions)
@@ -587,6 +588,9 @@ class Worker:
             instance.feed_outcome(msgspec.structs.replace(outcome, at=at))
             blocked = instance.advance()
             commit = instance.take_commit()
+            if commit.children:  # children are created before their start is committed
+                instance.dispose()
+                return None
             self._steps.update(instance.step_definitions)
             schedule, extra_slots = self._mark_eager(commit.schedule)
             if blocked:  # a unique claim to settle first: the workflow task goes on
@@ -622,6 +626,9 @@ class Worker:
                 self._lease_lost(item, bool(result.events), result.lease_holder)
             return list(result.leased)
         instance.committed_outcome(result.events, horizon)
+        closing = next((event for event in result.events if closes_run(event)), None)
+        if closing is not None and _observe.current() is not None:
+            _observe.run_closed(closed_report(instance, closing))
         if instance.finished or blocked:
             instance.dispose()
         else:

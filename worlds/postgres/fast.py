@@ -21,7 +21,6 @@ from worlds._rules import commits, runs
 from worlds.postgres import codecs
 from worlds.postgres.transactions import new_token
 from worlds.semantics import (
-    CLOSING_EVENTS,
     apply_to_run,
     index_value,
     lease_deadline,
@@ -37,6 +36,7 @@ from worlds.types import (
     CreateRunResult,
     EventKind,
     HookCreated,
+    RunContinued,
     RunRecord,
     RunStatus,
     StepStarted,
@@ -93,8 +93,9 @@ class CommitRunArgs(NamedTuple):
 def _qualifies(event: EventKind) -> bool:
     if isinstance(event, AttributeSet):
         return event.step is not None and not event.unique
-    # closing a run may tell its parent or cancel its children (worlds._rules.children)
-    return not isinstance(event, (HookCreated, StreamWritten, *CLOSING_EVENTS))
+    # a close that must tell a parent or cancel children is sent back by the
+    # function (outcome ``general``)
+    return not isinstance(event, (HookCreated, RunContinued, StreamWritten))
 
 
 def _unstamped(event: EventKind) -> EventKind:
@@ -173,8 +174,8 @@ def commit_result(
         return CommitResult(ok=False, status=RunStatus(status))
     if outcome == "lost":
         return None  # rare: the general path names the holder and records a discard
-    if outcome == "slots":
-        return None  # the run holds or waits for slots: the general path promotes
+    if outcome == "general":
+        return None  # slots, windowed claims, a parent or children: the general path
     if outcome == "stale":
         return commits.stale_result(RunStatus(status))
     if outcome == "recheck":

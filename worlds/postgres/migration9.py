@@ -62,14 +62,19 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- closing a run with slots (waiters to promote) or with claims that have a
-    -- reuse window (to release or date) is the general path's (migration 6)
+    -- closing a run is the general path's when the run has slots (waiters to
+    -- promote), claims with a reuse window (to release or date), a parent (to
+    -- tell) or children (to cancel with it)
     IF p_closed IS NOT NULL AND (
         EXISTS (SELECT 1 FROM slots WHERE slots.run_id = p_run)
         OR EXISTS (SELECT 1 FROM claims WHERE claims.run_id = p_run
                    AND (claims.ttl IS NOT NULL OR claims.release_on IS NOT NULL))
+        OR EXISTS (SELECT 1 FROM attributes WHERE attributes.run_id = p_run
+                   AND attributes.key = '$parent')
+        OR EXISTS (SELECT 1 FROM attributes WHERE attributes.key = '$parent'
+                   AND attributes.ivalue = 's:' || p_run)
     ) THEN
-        RETURN QUERY SELECT 'slots', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
+        RETURN QUERY SELECT 'general', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
         RETURN;
     END IF;
     IF p_expect IS NOT NULL THEN

@@ -53,8 +53,10 @@ are ``commit_run``'s, each with the 1-based index ``req`` of its request.
 ``start_run`` creates a run without claims or deadline together with either
 its workflow item leased to ``p_lease_to`` (rows: ``leased`` then ``ok``) or,
 with ``p_first``, its first workflow task applied by ``commit_run`` without a
-lease, stamped ``p_now`` (``commit_run``'s rows). ``commit_run`` keeps the
-``slots`` outcome of migration 6.
+lease, stamped ``p_now`` (``commit_run``'s rows). ``commit_run`` answers
+``general`` (nothing written) for a commit that closes a run with slots,
+windowed claims, a parent or children: the general path releases, promotes,
+tells the parent and cancels the children (migration 6's ``slots``, widened).
 """
 
 from __future__ import annotations
