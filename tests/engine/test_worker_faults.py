@@ -221,3 +221,42 @@ async def test_a_zombies_refused_result_is_visible(
     warnings = [r.getMessage() for r in caplog.records if "refused and discarded" in r.getMessage()]
     assert len(warnings) == 1 and "attempt 1" in warnings[0]
     assert "holds it now" in warnings[0] and "nobody" not in warnings[0]
+
+
+# ------------------------------------------------ a lease granted while stopping
+
+
+class SlowLeases:
+    """A world whose ``lease`` answers late: the worker may stop before the answer."""
+
+    def __init__(self, inner: World) -> None:
+        self.inner = inner
+        self.asking = anyio.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def lease(self, worker_id: str, **options: object) -> object:
+        items = await self.inner.lease(worker_id, **options)  # type: ignore[arg-type]
+        if items:
+            self.asking.set()
+            await anyio.sleep(0.3)  # granted by the world, not yet answered
+        return items
+
+
+@workflow
+async def plain(x: int) -> int:
+    return x
+
+
+async def test_a_lease_granted_while_the_worker_stops_is_released(tmp_path: Path) -> None:
+    """A worker that stopped while its lease call was in flight used to drop the
+    items the world leased it: they stayed held until their lease expired, so the
+    next worker waited (here 60 s) for a run nobody was running."""
+    async with worlds.open(f"sqlite:///{tmp_path}/w.db") as world:
+        run = await start(plain, 7, world=world)
+        slow = SlowLeases(world)
+        async with Worker(slow, [plain], lease_seconds=60):  # type: ignore[arg-type]
+            await slow.asking.wait()
+        async with Worker(world, [plain], lease_seconds=60):
+            assert await run.result(timeout=10) == 7

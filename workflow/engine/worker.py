@@ -384,9 +384,15 @@ class Worker:
             self._reserved += free
             self._leasing = free  # runs started here meanwhile may take these slots
             try:
-                items = await self.world.lease(
-                    self.worker_id, names=self.names, limit=free, lease_seconds=self.lease_seconds
-                )
+                # shielded: a lease the world granted is released below if the worker
+                # stops meanwhile, never dropped half-way (held until it expired)
+                with anyio.CancelScope(shield=True):
+                    items = await self.world.lease(
+                        self.worker_id,
+                        names=self.names,
+                        limit=free,
+                        lease_seconds=self.lease_seconds,
+                    )
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     self._fail(fatal)
