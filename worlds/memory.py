@@ -17,6 +17,8 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
+from worlds._memory_schedules import ScheduleStore
+from worlds._memory_slots import SlotStore
 from worlds._rules import (
     batches,
     cancel,
@@ -27,13 +29,11 @@ from worlds._rules import (
     requests,
     resume,
     runs,
-    schedules,
-    slots,
     streams,
 )
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
-from worlds.protocol import PROTOCOL_VERSION, SCHEDULE_TOPIC, WORK_TOPIC, run_topic
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
@@ -101,22 +101,9 @@ class _Item:
 
 
 @dataclass
-class _Pair:
-    """A limited pair's rows: holders and waiters, each in arrival order."""
-
-    holders: dict[str, Slot] = field(default_factory=dict)
-    waiters: dict[str, Slot] = field(default_factory=dict)
-
-
-@dataclass
 class _Run:
     record: RunRecord
     events: list[EventKind] = field(default_factory=list)
-
-
-def _slot_order(slot: Slot) -> tuple[bool, int]:
-    """Holders first, then waiters, each in arrival order."""
-    return (not slot.holding, slot.position)
 
 
 class MemoryWorld(ClosesOnExit):
@@ -156,12 +143,9 @@ class MemoryWorld(ClosesOnExit):
         self._resumed: dict[tuple[str, str], str] = {}
         self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
         self._tokens = itertools.count(1)
-        self._pairs: dict[tuple[str, str], _Pair] = {}
-        self._run_pairs: dict[str, list[tuple[str, str]]] = {}
-        self._positions = itertools.count(1)
+        self._slots = SlotStore(self._wake)
         self._hub = SignalHub()
-        self._schedules: dict[str, ScheduleRecord] = {}
-        self._schedule_leases: dict[str, datetime] = {}
+        self._schedules = ScheduleStore(clock, self._signal)
 
     async def close(self) -> None:
         """Nothing to release; present for the protocol."""
@@ -196,7 +180,7 @@ class MemoryWorld(ClosesOnExit):
             self._drop_work(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
-                self._release_slots(run.record.id)
+                self._slots.release(run.record.id)
                 self._close_claims(run.record)
             self._signal(run_topic(run.record.id))
             if isinstance(stored, runs.CLOSING_EVENTS):
@@ -229,40 +213,9 @@ class MemoryWorld(ClosesOnExit):
             elif fate is not None:
                 self._claims[claim_key] = msgspec.structs.replace(claim, lapses_at=fate)
 
-    def _release_slots(self, run_id: str) -> None:
-        """Drop the closed run's slots and places in line; promote whom that admits."""
-        freed = self._run_pairs.pop(run_id, [])
-        for pair in freed:
-            rows = self._pairs[pair]
-            rows.holders.pop(run_id, None)
-            rows.waiters.pop(run_id, None)
-        slots.drive(slots.promote_flow(freed), self._promotion_step)
-        for pair in freed:
-            if not self._pairs[pair].holders and not self._pairs[pair].waiters:
-                del self._pairs[pair]
-
-    def _promotion_step(self, need: slots.Need) -> object:
-        match need:
-            case slots.Head(pair=pair):
-                rows = self._pairs.get(pair)
-                return next(iter(rows.waiters), None) if rows is not None else None
-            case slots.Views(run_id=run_id):
-                views = []
-                for pair in self._run_pairs.get(run_id, []):
-                    rows = self._pairs[pair]
-                    slot = rows.waiters[run_id]
-                    first = next(iter(rows.waiters))
-                    views.append(slots.PairView(pair, slot.limit, len(rows.holders), first))
-                return views
-            case slots.Promote(run_id=run_id, pairs=pairs):
-                for pair in pairs:
-                    rows = self._pairs[pair]
-                    slot = rows.waiters.pop(run_id)
-                    rows.holders[run_id] = msgspec.structs.replace(slot, holding=True)
-                self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
-                return None
-            case _:
-                assert_never(need)
+    def _wake(self, run_id: str) -> None:
+        """Enqueue ``run_id``'s workflow task, due now."""
+        self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
@@ -355,15 +308,7 @@ class MemoryWorld(ClosesOnExit):
                     claim, run_id=event.next_run_id, generation=generation
                 )
         self._move_hooks(old, new, event, now)
-        moved = self._run_pairs.pop(record.id, [])
-        for pair in moved:
-            rows = self._pairs[pair]
-            slot = rows.holders.pop(record.id)
-            rows.holders[event.next_run_id] = msgspec.structs.replace(
-                slot, run_id=event.next_run_id
-            )
-        if moved:
-            self._run_pairs[event.next_run_id] = moved
+        self._slots.move(record.id, event.next_run_id)
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
 
     def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
@@ -457,7 +402,7 @@ class MemoryWorld(ClosesOnExit):
             for successor in commits.successors(task):
                 if successor in self._runs:
                     raise requests.successor_exists(successor)
-        admitted = self._admit(request)
+        admitted = self._slots.admit(request)
         if isinstance(admitted, ClaimConflict):
             return CreateRunResult(conflict=admitted)
         now = self._clock() if request.first is None or task is None else request.first.at
@@ -485,7 +430,7 @@ class MemoryWorld(ClosesOnExit):
                 ttl=None if window is None else window.ttl,
                 release_on=frozenset() if window is None else window.release_on,
             )
-        self._take_slots(request, holding=admitted == "hold")
+        self._slots.take(request, holding=admitted == "hold")
         deadline = runs.deadline_item(request)
         if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
@@ -535,33 +480,6 @@ class MemoryWorld(ClosesOnExit):
             item.available_at = decided.start_at
             self._signal(WORK_TOPIC)
         return CreateRunResult(run=record, debounced=True)
-
-    def _admit(self, request: CreateRunRequest) -> str | ClaimConflict:
-        """``slots.admit`` over the request's limited pairs as they are now."""
-        states = {}
-        for key in request.limits:
-            rows = self._pairs.get((key, index_value(request.attributes[key])), _Pair())
-            someone = next(iter(rows.holders), None) or next(iter(rows.waiters), None)
-            states[key] = slots.PairState(len(rows.holders), len(rows.waiters), someone)
-        return slots.admit(request, states)
-
-    def _take_slots(self, request: CreateRunRequest, *, holding: bool) -> None:
-        """The new run's row at each of its limited pairs: a slot, or a place in line."""
-        position = next(self._positions)
-        for key, limit in sorted(request.limits.items()):
-            value = request.attributes[key]
-            pair = (key, index_value(value))
-            slot = Slot(
-                key=key,
-                value=value,
-                run_id=request.run_id,
-                limit=limit.limit,
-                holding=holding,
-                position=position,
-            )
-            rows = self._pairs.setdefault(pair, _Pair())
-            (rows.holders if holding else rows.waiters)[request.run_id] = slot
-            self._run_pairs.setdefault(request.run_id, []).append(pair)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -900,16 +818,11 @@ class MemoryWorld(ClosesOnExit):
 
     async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
         """See ``World.list_slots``."""
-        rows = self._pairs.get((key, index_value(value)), _Pair())
-        return sorted([*rows.holders.values(), *rows.waiters.values()], key=_slot_order)
+        return self._slots.at_pair(key, value)
 
     async def run_slots(self, run_id: str) -> list[Slot]:
         """See ``World.run_slots``."""
-        found = []
-        for pair in self._run_pairs.get(run_id, []):
-            rows = self._pairs[pair]
-            found.append(rows.holders.get(run_id) or rows.waiters[run_id])
-        return sorted(found, key=lambda slot: (slot.key, index_value(slot.value)))
+        return self._slots.of_run(run_id)
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""
@@ -956,66 +869,30 @@ class MemoryWorld(ClosesOnExit):
 
     async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
         """See ``World.create_schedule``."""
-        schedules.check_schedule(record)
-        if record.id in self._schedules:
-            raise schedules.schedule_exists(record.id)
-        stored = schedules.created(record, self._clock())
-        self._schedules[record.id] = stored
-        self._signal(SCHEDULE_TOPIC)
-        return stored
+        return await self._schedules.create(record)
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """See ``World.get_schedule``."""
-        return self._schedules.get(schedule_id)
+        return await self._schedules.get(schedule_id)
 
     async def list_schedules(
         self, *, after: str | None = None, limit: int = 100
     ) -> list[ScheduleRecord]:
         """See ``World.list_schedules``."""
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        ids = sorted(i for i in self._schedules if after is None or i > after)
-        return [self._schedules[i] for i in ids[:limit]]
+        return await self._schedules.list(after=after, limit=limit)
 
     async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
         """See ``World.update_schedule``."""
-        schedules.check_schedule(record)
-        stored = self._schedules.get(record.id)
-        if stored is None or stored.version != record.version:
-            return None
-        new = schedules.updated(stored, record, self._clock())
-        self._schedules[record.id] = new
-        self._schedule_leases.pop(record.id, None)
-        self._signal(SCHEDULE_TOPIC)
-        return new
+        return await self._schedules.update(record)
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """See ``World.delete_schedule``."""
-        self._schedule_leases.pop(schedule_id, None)
-        return self._schedules.pop(schedule_id, None) is not None
+        return await self._schedules.delete(schedule_id)
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> ScheduleLease:
         """See ``World.lease_schedules``."""
-        now, wanted = self._clock(), frozenset(names)
-        due: list[ScheduleRecord] = []
-        later: datetime | None = None
-        for record in self._schedules.values():
-            if schedules.is_due(record, self._schedule_leases.get(record.id), wanted, now):
-                due.append(record)
-            elif (
-                not record.paused
-                and record.workflow in wanted
-                and record.wake_at is not None
-                and record.wake_at > now
-                and (later is None or record.wake_at < later)
-            ):
-                later = record.wake_at
-        due.sort(key=lambda record: (record.wake_at or now, record.id))
-        if len(due) > limit:
-            later = now
-        taken = due[: max(limit, 0)]
-        for record in taken:
-            self._schedule_leases[record.id] = lease_deadline(now, lease_seconds)
-        return ScheduleLease(now=now, schedules=tuple(taken), next_wake_at=later)
+        return await self._schedules.lease(
+            worker_id, names=names, limit=limit, lease_seconds=lease_seconds
+        )
