@@ -8,7 +8,6 @@ world can read before writing its own.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +18,7 @@ import msgspec
 from worlds._lifecycle import ClosesOnExit
 from worlds._memory_schedules import ScheduleStore
 from worlds._memory_slots import SlotStore
+from worlds._memory_work import WorkQueue
 from worlds._rules import (
     batches,
     cancel,
@@ -41,10 +41,8 @@ from worlds.semantics import (
     decode_cursor,
     encode_cursor,
     index_value,
-    lease_deadline,
     matches,
     settled,
-    work_item_id,
     workflow_item_id,
 )
 from worlds.types import (
@@ -76,28 +74,10 @@ from worlds.types import (
     StepStarted,
     StreamChunk,
     WorkItem,
-    WorkKind,
     utcnow,
 )
 
 __all__ = ["MemoryWorld"]
-
-
-@dataclass
-class _Item:
-    id: str
-    run_id: str
-    kind: WorkKind
-    name: str
-    number: int
-    attempt: int
-    payload: bytes
-    available_at: datetime
-    owner: str | None = None
-    token: int = 0
-    expires_at: datetime | None = None
-    rewake: bool = False
-    ever_leased: bool = False
 
 
 @dataclass
@@ -136,13 +116,12 @@ class MemoryWorld(ClosesOnExit):
         self.url = url
         self._clock = clock
         self._runs: dict[str, _Run] = {}
-        self._items: dict[str, _Item] = {}
+        self._work = WorkQueue(self._signal, self._workflow_of, self._step_started)
         self._claims: dict[tuple[str, str], Claim] = {}
         self._released: dict[tuple[str, str], int] = {}
         self._hooks: dict[str, HookRecord] = {}
         self._resumed: dict[tuple[str, str], str] = {}
         self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
-        self._tokens = itertools.count(1)
         self._slots = SlotStore(self._wake)
         self._hub = SignalHub()
         self._schedules = ScheduleStore(clock, self._signal)
@@ -177,7 +156,7 @@ class MemoryWorld(ClosesOnExit):
         run.events.append(stored)
         run.record = record
         if run.record.status.is_closed:
-            self._drop_work(run.record.id)
+            self._work.drop(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._dispose_hooks(run.record.id)
                 self._slots.release(run.record.id)
@@ -251,10 +230,6 @@ class MemoryWorld(ClosesOnExit):
         )
         return event
 
-    def _drop_work(self, run_id: str) -> None:
-        for item_id in [i.id for i in self._items.values() if i.run_id == run_id]:
-            del self._items[item_id]
-
     def _try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         key = (event.key, index_value(event.value))
         generation = claims.on_attribute_set(self._held(key), run_id, event, self._clock())
@@ -311,62 +286,16 @@ class MemoryWorld(ClosesOnExit):
         self._slots.move(record.id, event.next_run_id)
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
 
-    def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
-        if item.kind == "step" and item.ever_leased:
-            item.attempt += 1
-        item.owner, item.token = worker_id, next(self._tokens)
-        item.expires_at = lease_deadline(now, seconds)
-        item.ever_leased, item.rewake = True, False
-        if item.kind == "step":
-            self._append(
-                self._runs[item.run_id], StepStarted(step=item.number, attempt=item.attempt), now
-            )
-        return WorkItem(
-            id=item.id,
-            run_id=item.run_id,
-            kind=item.kind,
-            name=item.name,
-            number=item.number,
-            attempt=item.attempt,
-            payload=item.payload,
-            token=item.token,
-            lease_expires_at=item.expires_at,
-        )
-
     def _enqueue(
         self, run_id: str, new: NewWorkItem, worker_id: str, now: datetime, seconds: float
     ) -> WorkItem | None:
-        item_id = work_item_id(run_id, new)
-        available_at = new.available_at or now
-        existing = self._items.get(item_id)
-        if existing is not None and new.kind == "workflow":
-            if existing.owner is not None and existing.expires_at and existing.expires_at > now:
-                existing.rewake = True
-                return None
-            existing.available_at = min(existing.available_at, available_at)
-            item = existing
-        else:
-            item = _Item(
-                id=item_id,
-                run_id=run_id,
-                kind=new.kind,
-                name=self._runs[run_id].record.workflow if new.kind == "workflow" else new.name,
-                number=new.number,
-                attempt=new.attempt,
-                payload=new.payload,
-                available_at=available_at,
-            )
-            self._items[item_id] = item
-        if new.lease and item.available_at <= now:
-            return self._lease_item(item, worker_id, now, seconds)
-        self._signal(WORK_TOPIC)
-        return None
+        return self._work.enqueue(run_id, new, worker_id, now, seconds)
 
-    def _holds(self, lease: WorkItem, worker_id: str, now: datetime) -> _Item | None:
-        item = self._items.get(lease.id)
-        if item is None or item.owner != worker_id or item.token != lease.token:
-            return None
-        return item
+    def _workflow_of(self, run_id: str) -> str:
+        return self._runs[run_id].record.workflow
+
+    def _step_started(self, run_id: str, event: StepStarted, now: datetime) -> None:
+        self._append(self._runs[run_id], event, now)
 
     # ------------------------------------------------------------------ runs
 
@@ -457,7 +386,7 @@ class MemoryWorld(ClosesOnExit):
         assert request.debounce is not None
         now = self._clock()
         run = None if pruned else self._runs[held.run_id]
-        item = None if run is None else self._items.get(workflow_item_id(held.run_id))
+        item = None if run is None else self._work.items.get(workflow_item_id(held.run_id))
         untouched = (
             run is not None and run.record.last_seq == 1 and (item is None or not item.ever_leased)
         )
@@ -494,9 +423,9 @@ class MemoryWorld(ClosesOnExit):
             return commits.closed(run.record.status, stored)
         item = None
         if request.lease is not None:
-            item = self._holds(request.lease, request.worker_id, now)
+            item = self._work.holds(request.lease, request.worker_id, now)
             if item is None or item.run_id != run.record.id:
-                current = self._items.get(request.lease.id)
+                current = self._work.items.get(request.lease.id)
                 holder = None if current is None else current.owner
                 discard = request.discard
                 if discard is None or settled(run.events, discard.step, discard.attempt):
@@ -537,7 +466,7 @@ class MemoryWorld(ClosesOnExit):
                     item.available_at = now
                     self._signal(WORK_TOPIC)
                 else:
-                    del self._items[item.id]
+                    del self._work.items[item.id]
             elif isinstance(need, commits.Enqueue):
                 new, seconds = need.new, request.lease_seconds
                 got = self._enqueue(run.record.id, new, request.worker_id, now, seconds)
@@ -641,10 +570,14 @@ class MemoryWorld(ClosesOnExit):
             self._append(run, plan.event, now)
         if plan.timer is not None:
             for item in sorted(
-                (i for i in self._items.values() if i.run_id == run_id and i.kind != "workflow"),
+                (
+                    i
+                    for i in self._work.items.values()
+                    if i.run_id == run_id and i.kind != "workflow"
+                ),
                 key=lambda i: (i.kind, i.number),
             ):
-                del self._items[item.id]
+                del self._work.items[item.id]
                 in_flight = item.expires_at is not None and item.expires_at > now
                 discard = cancel.discarded(item.kind, item.number, item.attempt, in_flight)
                 if discard is not None:
@@ -717,38 +650,19 @@ class MemoryWorld(ClosesOnExit):
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> list[WorkItem]:
         """See ``World.lease``."""
-        now = self._clock()
-        due = [
-            item
-            for item in self._items.values()
-            if item.name in names
-            and item.available_at <= now
-            and (item.owner is None or (item.expires_at is not None and item.expires_at <= now))
-        ]
-        due.sort(key=lambda item: item.available_at)
-        return [self._lease_item(item, worker_id, now, lease_seconds) for item in due[:limit]]
+        return self._work.lease(
+            worker_id, self._clock(), names=names, limit=limit, lease_seconds=lease_seconds
+        )
 
     async def renew_leases(
         self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
     ) -> list[bool]:
         """See ``World.renew_leases``."""
-        now = self._clock()
-        alive = []
-        for lease in items:
-            item = self._holds(lease, worker_id, now)
-            if item is not None:
-                item.expires_at = lease_deadline(now, lease_seconds)
-            alive.append(item is not None)
-        return alive
+        return self._work.renew(worker_id, items, lease_seconds, self._clock())
 
     async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
         """See ``World.release``."""
-        now = self._clock()
-        for lease in items:
-            item = self._holds(lease, worker_id, now)
-            if item is not None:
-                item.owner, item.expires_at = None, None
-        self._signal(WORK_TOPIC)
+        self._work.release(worker_id, items, self._clock())
 
     def now(self) -> datetime:
         """See ``World.now``: the clock this world was given."""
@@ -765,15 +679,11 @@ class MemoryWorld(ClosesOnExit):
         needs: when nothing is busy, moving the clock to ``next_due()`` is the
         only way anything can happen.
         """
-        waiting = [item.available_at for item in self._items.values() if item.owner is None]
-        return min(waiting, default=None)
+        return self._work.next_due()
 
     def busy(self) -> bool:
         """True while some work item is due now or leased (a worker is on it)."""
-        now = self._clock()
-        return any(
-            item.available_at <= now or item.owner is not None for item in self._items.values()
-        )
+        return self._work.busy(self._clock())
 
     # ------------------------------------------------------------------ reads
 
@@ -860,7 +770,7 @@ class MemoryWorld(ClosesOnExit):
                 self._claims[claim_key] = msgspec.structs.replace(claim, **tombstone)
         for run_id in pruned:
             del self._runs[run_id]
-            self._drop_work(run_id)
+            self._work.drop(run_id)
         self._streams = {k: v for k, v in self._streams.items() if k[0] not in pruned}
         self._resumed = {k: r for k, r in self._resumed.items() if r not in pruned}
         return [record.id for record in closed[:limit]]
