@@ -16,8 +16,10 @@ from typing import assert_never
 import msgspec
 
 from worlds._lifecycle import ClosesOnExit
+from worlds._memory_hooks import HookStore
 from worlds._memory_schedules import ScheduleStore
 from worlds._memory_slots import SlotStore
+from worlds._memory_streams import StreamStore
 from worlds._memory_work import WorkQueue
 from worlds._rules import (
     batches,
@@ -37,7 +39,6 @@ from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
-    carried_payloads,
     decode_cursor,
     encode_cursor,
     index_value,
@@ -56,8 +57,6 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    HookConflict,
-    HookCreated,
     HookDelivery,
     HookReceived,
     HookRecord,
@@ -119,9 +118,8 @@ class MemoryWorld(ClosesOnExit):
         self._work = WorkQueue(self._signal, self._workflow_of, self._step_started)
         self._claims: dict[tuple[str, str], Claim] = {}
         self._released: dict[tuple[str, str], int] = {}
-        self._hooks: dict[str, HookRecord] = {}
-        self._resumed: dict[tuple[str, str], str] = {}
-        self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
+        self._hooks = HookStore()
+        self._streams = StreamStore(self._signal)
         self._slots = SlotStore(self._wake)
         self._hub = SignalHub()
         self._schedules = ScheduleStore(clock, self._signal)
@@ -158,7 +156,7 @@ class MemoryWorld(ClosesOnExit):
         if run.record.status.is_closed:
             self._work.drop(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
-                self._dispose_hooks(run.record.id)
+                self._hooks.dispose(run.record.id)
                 self._slots.release(run.record.id)
                 self._close_claims(run.record)
             self._signal(run_topic(run.record.id))
@@ -198,37 +196,8 @@ class MemoryWorld(ClosesOnExit):
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
-        held = [hook for hook in self._hooks.values() if hook.run_id == old.record.id]
-        for received in carried_payloads(old.events, held, event):
+        for received in self._hooks.carry(old.record.id, old.events, new.record.id, event):
             self._append(new, received, now)
-        for hook in held:
-            self._hooks[hook.token] = msgspec.structs.replace(hook, run_id=new.record.id, hook=0)
-        tokens = {hook.token for hook in held}
-        for key, run_id in self._resumed.items():
-            if run_id == old.record.id and key[0] in tokens:
-                self._resumed[key] = new.record.id
-
-    def _dispose_hooks(self, run_id: str) -> None:
-        for token in [t for t, hook in self._hooks.items() if hook.run_id == run_id]:
-            del self._hooks[token]
-
-    def _try_hook(self, run_id: str, event: HookCreated, now: datetime) -> EventKind:
-        held = self._hooks.get(event.token)
-        if held is not None and held.run_id == run_id and held.hook == 0:
-            self._hooks[event.token] = msgspec.structs.replace(
-                held, hook=event.hook, attributes=dict(event.attributes)
-            )
-            return event
-        if held is not None:
-            return HookConflict(hook=event.hook, token=event.token, holder_run_id=held.run_id)
-        self._hooks[event.token] = HookRecord(
-            token=event.token,
-            run_id=run_id,
-            hook=event.hook,
-            attributes=dict(event.attributes),
-            created_at=now,
-        )
-        return event
 
     def _try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
         key = (event.key, index_value(event.value))
@@ -452,7 +421,7 @@ class MemoryWorld(ClosesOnExit):
                 if isinstance(need.event, AttributeSet):
                     reply = self._try_claim(need.run_id, need.event)
                 else:
-                    reply = self._try_hook(need.run_id, need.event, now)
+                    reply = self._hooks.try_bind(need.run_id, need.event, now)
             elif isinstance(need, commits.Append):
                 self._store(run, need.run, need.event)
             elif isinstance(need, commits.Continue):
@@ -493,13 +462,13 @@ class MemoryWorld(ClosesOnExit):
         self, token: str, payload: bytes, resume_id: str | None = None
     ) -> str | None:
         """See ``World.resume_hook``."""
-        if resume_id is not None and (token, resume_id) in self._resumed:
-            return self._resumed[(token, resume_id)]
-        hook = self._hooks.get(token)
+        if resume_id is not None and (token, resume_id) in self._hooks.resumed:
+            return self._hooks.resumed[(token, resume_id)]
+        hook = self._hooks.tokens.get(token)
         if hook is None:
             return None
         if resume_id is not None:
-            self._resumed[(token, resume_id)] = hook.run_id
+            self._hooks.resumed[(token, resume_id)] = hook.run_id
         now = self._clock()
         token_if_unbound = "" if hook.hook else token
         received = HookReceived(
@@ -516,14 +485,14 @@ class MemoryWorld(ClosesOnExit):
         key = resume.check_request(request)
         requests.check_create(request)
         if delivery.resume_id is not None:
-            seen = self._resumed.get((delivery.token, delivery.resume_id))
+            seen = self._hooks.resumed.get((delivery.token, delivery.resume_id))
             if seen is not None:
                 return HookStartResult(run_id=seen)
         held = self._claims.get((key, index_value(request.attributes[key])))
         status = None if held is None else self._runs[held.run_id].record.status
         if held is not None and resume.route(status) == "deliver":
             return self._deliver(held.run_id, delivery, None)
-        hook = self._hooks.get(delivery.token)
+        hook = self._hooks.tokens.get(delivery.token)
         if hook is not None:  # another run holds the token: create nothing
             return HookStartResult(run_id=hook.run_id, hook_holder=hook.run_id)
         created = await self.create_run(request)
@@ -536,14 +505,14 @@ class MemoryWorld(ClosesOnExit):
         self, run_id: str, delivery: HookDelivery, created: RunRecord | None
     ) -> HookStartResult:
         now = self._clock()
-        hook = self._hooks.get(delivery.token)
+        hook = self._hooks.tokens.get(delivery.token)
         if hook is None:
             hook = HookRecord(token=delivery.token, run_id=run_id, hook=0, created_at=now)
-            self._hooks[delivery.token] = hook
+            self._hooks.tokens[delivery.token] = hook
         elif hook.run_id != run_id:
             return HookStartResult(run_id=run_id, hook_holder=hook.run_id)
         if delivery.resume_id is not None:
-            self._resumed[(delivery.token, delivery.resume_id)] = run_id
+            self._hooks.resumed[(delivery.token, delivery.resume_id)] = run_id
         run = self._runs[run_id]
         self._append(run, resume.received(hook.hook, delivery), now)
         self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
@@ -552,8 +521,7 @@ class MemoryWorld(ClosesOnExit):
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
-        hooks = [h for h in self._hooks.values() if run_id is None or h.run_id == run_id]
-        return sorted(hooks, key=lambda hook: (hook.created_at, hook.run_id, hook.hook))
+        return self._hooks.list(run_id)
 
     async def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
@@ -621,13 +589,7 @@ class MemoryWorld(ClosesOnExit):
     # ------------------------------------------------------------------ streams
 
     def _stream(self, run_id: str, name: str, chunks: Sequence[bytes], now: datetime) -> int:
-        stream = self._streams.setdefault((run_id, name), [])
-        first = len(stream)
-        stream.extend(
-            StreamChunk(offset=first + n, data=data, at=now) for n, data in enumerate(chunks)
-        )
-        self._signal(run_topic(run_id))
-        return first
+        return self._streams.append(run_id, name, chunks, now)
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``."""
@@ -641,8 +603,7 @@ class MemoryWorld(ClosesOnExit):
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
     ) -> list[StreamChunk]:
         """See ``World.read_stream``."""
-        stream = self._streams.get((run_id, name), [])
-        return stream[max(start, 0) : max(start, 0) + max(limit, 0)]
+        return self._streams.read(run_id, name, start, limit)
 
     # ------------------------------------------------------------------ work
 
@@ -771,8 +732,8 @@ class MemoryWorld(ClosesOnExit):
         for run_id in pruned:
             del self._runs[run_id]
             self._work.drop(run_id)
-        self._streams = {k: v for k, v in self._streams.items() if k[0] not in pruned}
-        self._resumed = {k: r for k, r in self._resumed.items() if r not in pruned}
+        self._streams.forget_runs(pruned)
+        self._hooks.forget_runs(pruned)
         return [record.id for record in closed[:limit]]
 
     # ------------------------------------------------------------------ schedules
