@@ -4,6 +4,12 @@ The in-memory twin of the durable worlds: same semantics, no durability. Every
 operation runs without awaiting in the middle, so on one event loop each is
 atomic by construction. Useful for tests and as the reference a third-party
 world can read before writing its own.
+
+The world keeps the runs and their events, and composes small private stores
+for the rest: the work queue (``worlds._memory_work``), claims
+(``worlds._memory_claims``), flow-control slots (``worlds._memory_slots``), hook
+tokens (``worlds._memory_hooks``), streams (``worlds._memory_streams``) and
+schedules (``worlds._memory_schedules``).
 """
 
 from __future__ import annotations
@@ -13,9 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import assert_never
 
-import msgspec
-
 from worlds._lifecycle import ClosesOnExit
+from worlds._memory_claims import ClaimStore
 from worlds._memory_hooks import HookStore
 from worlds._memory_schedules import ScheduleStore
 from worlds._memory_slots import SlotStore
@@ -47,7 +52,6 @@ from worlds.semantics import (
     workflow_item_id,
 )
 from worlds.types import (
-    AttributeConflict,
     AttributeSet,
     AttributeValue,
     Claim,
@@ -116,8 +120,7 @@ class MemoryWorld(ClosesOnExit):
         self._clock = clock
         self._runs: dict[str, _Run] = {}
         self._work = WorkQueue(self._signal, self._workflow_of, self._step_started)
-        self._claims: dict[tuple[str, str], Claim] = {}
-        self._released: dict[tuple[str, str], int] = {}
+        self._claims = ClaimStore(clock)
         self._hooks = HookStore()
         self._streams = StreamStore(self._signal)
         self._slots = SlotStore(self._wake)
@@ -158,7 +161,7 @@ class MemoryWorld(ClosesOnExit):
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
                 self._hooks.dispose(run.record.id)
                 self._slots.release(run.record.id)
-                self._close_claims(run.record)
+                self._claims.on_close(run.record)
             self._signal(run_topic(run.record.id))
             if isinstance(stored, runs.CLOSING_EVENTS):
                 self._after_close(run.record, stored)
@@ -177,19 +180,6 @@ class MemoryWorld(ClosesOnExit):
                 if children.cancels_with_parent(child.record, record.id):
                     self._append(child, RunCancelled(reason=reason), closing.at)
 
-    def _close_claims(self, record: RunRecord) -> None:
-        """Apply each claim's reuse window now that its holder closed."""
-        assert record.closed_at is not None
-        for claim_key, claim in list(self._claims.items()):
-            if claim.run_id != record.id or (claim.ttl is None and not claim.release_on):
-                continue
-            fate = claims.on_close(record.status, record.closed_at, claim.ttl, claim.release_on)
-            if fate == "release":
-                del self._claims[claim_key]
-                self._released[claim_key] = claim.generation
-            elif fate is not None:
-                self._claims[claim_key] = msgspec.structs.replace(claim, lapses_at=fate)
-
     def _wake(self, run_id: str) -> None:
         """Enqueue ``run_id``'s workflow task, due now."""
         self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
@@ -198,35 +188,6 @@ class MemoryWorld(ClosesOnExit):
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
         for received in self._hooks.carry(old.record.id, old.events, new.record.id, event):
             self._append(new, received, now)
-
-    def _try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
-        key = (event.key, index_value(event.value))
-        generation = claims.on_attribute_set(self._held(key), run_id, event, self._clock())
-        if isinstance(generation, AttributeConflict):
-            return generation
-        self._released.pop(key, None)
-        self._claims[key] = Claim(
-            key=event.key,
-            value=event.value,
-            run_id=run_id,
-            generation=generation,
-            step=event.step,
-            attempt=event.attempt,
-            ttl=event.ttl,
-            release_on=event.release_on,
-        )
-        return msgspec.structs.replace(event, generation=generation)
-
-    def _held(self, key: tuple[str, str]) -> claims.HeldClaim | None:
-        """The claim stored for ``key``, or its tombstone once its run was pruned."""
-        held = self._claims.get(key)
-        if held is not None:
-            return claims.HeldClaim(
-                held.run_id, held.generation, held.step, held.lapses_at, held.pruned_status
-            )
-        if key in self._released:
-            return claims.HeldClaim(None, self._released[key])
-        return None
 
     def _new_run(
         self,
@@ -245,12 +206,7 @@ class MemoryWorld(ClosesOnExit):
     def _continue(self, old: _Run, event: RunContinued, now: datetime) -> None:
         record = old.record
         new = self._new_run(event.next_run_id, record.workflow, event.args, record.attributes, now)
-        for claim_key, claim in list(self._claims.items()):
-            if claim.run_id == record.id and claim.step is None:
-                generation = claims.next_generation(self._held(claim_key))
-                self._claims[claim_key] = msgspec.structs.replace(
-                    claim, run_id=event.next_run_id, generation=generation
-                )
+        self._claims.carry(record.id, event.next_run_id)
         self._move_hooks(old, new, event, now)
         self._slots.move(record.id, event.next_run_id)
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
@@ -278,7 +234,7 @@ class MemoryWorld(ClosesOnExit):
             value = request.attributes[key]
             claim_key = (key, index_value(value))
             held = self._claims.get(claim_key)
-            if held is None or claims.is_free(self._held(claim_key), self._clock()):
+            if held is None or claims.is_free(self._claims.held(claim_key), self._clock()):
                 continue
             pruned = held.pruned_status is not None
             status = held.pruned_status if pruned else self._runs[held.run_id].record.status
@@ -311,23 +267,7 @@ class MemoryWorld(ClosesOnExit):
                 self._append(self._runs[holder_id], cancelled, now)
                 superseded = holder_id
         run = self._new_run(request.run_id, request.workflow, request.args, request.attributes, now)
-        for key in request.unique:
-            value = request.attributes[key]
-            claim_key = (key, index_value(value))
-            if claim_key in taken:
-                generation = taken[claim_key][1].generation
-            else:
-                generation = claims.next_generation(self._held(claim_key))
-            self._released.pop(claim_key, None)
-            window = request.windows.get(key)
-            self._claims[claim_key] = Claim(
-                key=key,
-                value=value,
-                run_id=request.run_id,
-                generation=generation,
-                ttl=None if window is None else window.ttl,
-                release_on=frozenset() if window is None else window.release_on,
-            )
+        self._claims.take(request, {pair: took.generation for pair, (_, took) in taken.items()})
         self._slots.take(request, holding=admitted == "hold")
         deadline = runs.deadline_item(request)
         if deadline is not None:
@@ -419,7 +359,7 @@ class MemoryWorld(ClosesOnExit):
             reply = None
             if isinstance(need, commits.Settle):
                 if isinstance(need.event, AttributeSet):
-                    reply = self._try_claim(need.run_id, need.event)
+                    reply = self._claims.try_set(need.run_id, need.event)
                 else:
                     reply = self._hooks.try_bind(need.run_id, need.event, now)
             elif isinstance(need, commits.Append):
@@ -682,10 +622,7 @@ class MemoryWorld(ClosesOnExit):
 
     async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
         """See ``World.find_claim``."""
-        claim_key = (key, index_value(value))
-        if claims.is_free(self._held(claim_key), self._clock()):
-            return None
-        return self._claims[claim_key]
+        return self._claims.find(key, value)
 
     async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
         """See ``World.list_slots``."""
@@ -697,13 +634,7 @@ class MemoryWorld(ClosesOnExit):
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""
-        now = self._clock()
-        held = [
-            c
-            for c in self._claims.values()
-            if c.run_id == run_id and not (c.lapses_at is not None and c.lapses_at <= now)
-        ]
-        return sorted(held, key=lambda claim: (claim.key, index_value(claim.value)))
+        return self._claims.of_run(run_id)
 
     # ------------------------------------------------------------------ retention
 
@@ -720,15 +651,7 @@ class MemoryWorld(ClosesOnExit):
             return []
         closed.sort(key=lambda record: (record.closed_at or closed_before, record.id))
         pruned = {record.id: record.status for record in closed[:limit]}
-        now = self._clock()
-        for claim_key, claim in list(self._claims.items()):
-            lapsed = claim.lapses_at is not None and claim.lapses_at <= now
-            if lapsed or (claim.run_id in pruned and release_claims):
-                del self._claims[claim_key]
-                self._released[claim_key] = claim.generation
-            elif claim.run_id in pruned:
-                tombstone = {"pruned_status": pruned[claim.run_id], "step": None, "attempt": None}
-                self._claims[claim_key] = msgspec.structs.replace(claim, **tombstone)
+        self._claims.prune(pruned, release_claims)
         for run_id in pruned:
             del self._runs[run_id]
             self._work.drop(run_id)
