@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
 import asyncpg
-import msgspec
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import batches, claims, reopen, requests, resume, runs, streams
+from worlds._rules import batches, claims, requests, resume, runs, streams
 from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
@@ -36,12 +35,19 @@ from worlds.postgres.connection import (
     retry,
     set_keepalive,
 )
-from worlds.postgres.creation import RACED, create_in
 from worlds.postgres.fast import (
     start_params,
     start_result,
 )
 from worlds.postgres.notices import Notices
+from worlds.postgres.operations import (
+    RACED,
+    create_in,
+    fork_in,
+    reopen_in,
+    resume_in,
+    start_or_deliver_in,
+)
 from worlds.postgres.schedules import ScheduleStore
 from worlds.postgres.transactions import Tx, is_run_id_taken
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -63,10 +69,8 @@ from worlds.types import (
     CreateRunResult,
     EventKind,
     HookDelivery,
-    HookReceived,
     HookRecord,
     HookStartResult,
-    NewWorkItem,
     RunPage,
     RunQuery,
     RunRecord,
@@ -404,38 +408,7 @@ class PostgresWorld(ClosesOnExit):
     ) -> str | None:
         """See ``World.resume_hook``."""
         self._check_open()
-
-        async def body(tx: Tx) -> str | None:
-            if resume_id is not None:
-                answered = await tx.conn.fetchval(sql.RESUMED, token, resume_id)
-                if answered is not None:
-                    return str(answered)
-            while True:
-                seen = await tx.conn.fetchrow(sql.HOOK_HOLDER, token)
-                if seen is None:
-                    return None
-                # Hooks are created and disposed of under their run's lock: once
-                # it is held, a hook still there stays until this commit.
-                found = await tx.lock_run(seen["run_id"])
-                hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, token)
-                if found is not None and hook is not None and hook["run_id"] == seen["run_id"]:
-                    break
-            run, attributes = found
-            if resume_id is not None and (
-                await tx.conn.fetchval(sql.RECORD_RESUME, token, resume_id, run.id) is None
-            ):
-                # a concurrent delivery with this resume id committed first
-                return str(await tx.conn.fetchval(sql.RESUMED, token, resume_id))
-            number = hook["hook"]
-            received = HookReceived(
-                hook=number, payload=payload, resume_id=resume_id, token="" if number else token
-            )
-            run, _ = tx.stamp(run, received)
-            run, _ = await tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
-            await tx.save_run(run, attributes)
-            return run.id
-
-        return await self._write(body)
+        return await self._write(lambda tx: resume_in(tx, token, payload, resume_id))
 
     async def start_or_resume_hook(
         self, request: CreateRunRequest, delivery: HookDelivery
@@ -446,28 +419,8 @@ class PostgresWorld(ClosesOnExit):
         requests.check_create(request)
         ivalue = index_value(request.attributes[key])
 
-        async def body(tx: Tx) -> HookStartResult | None:
-            if delivery.resume_id is not None:
-                seen = await tx.conn.fetchval(sql.RESUMED, delivery.token, delivery.resume_id)
-                if seen is not None:
-                    return HookStartResult(run_id=str(seen))
-            held = await tx.conn.fetchrow(sql.LOCK_CLAIM, key, ivalue)
-            if held is not None and held["run_id"] is not None:
-                found = await tx.lock_run(held["run_id"])
-                status = None if found is None else found[0].status
-                if resume.route(status) == "deliver":
-                    return await tx.deliver(held["run_id"], delivery)
-            hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, delivery.token)
-            if hook is not None:  # another run holds the token: create nothing
-                return HookStartResult(run_id=hook["run_id"], hook_holder=hook["run_id"])
-            created = await create_in(tx, request)
-            delivered = await tx.deliver(request.run_id, delivery)
-            if delivered.hook_holder is not None:
-                return None  # a concurrent caller took the token: roll back, try again
-            return msgspec.structs.replace(delivered, created=True, run=created.run)
-
         async def attempt(tx: Tx) -> HookStartResult | None:
-            result = await body(tx)
+            result = await start_or_deliver_in(tx, request, delivery, key, ivalue)
             if result is None:
                 raise RollbackError(None)
             return result
@@ -483,52 +436,14 @@ class PostgresWorld(ClosesOnExit):
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """See ``World.reopen_run``."""
         self._check_open()
-
-        async def body(tx: Tx) -> RunRecord | None:
-            found = await tx.lock_run(run_id)
-            if found is None:
-                return None
-            run, attributes = found
-            rows = await tx.conn.fetch(sql.READ_EVENTS, run_id, 0)
-            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
-            plan = reopen.plan_reopen(run, events, by)
-            if plan.event is None:
-                return run
-            run, _ = tx.stamp(run, plan.event)
-            for new in plan.work:
-                run, _ = await tx.enqueue(run, new, "", 0.0)
-            await tx.save_run(run, attributes)
-            return run
-
-        return await self._write(body)
+        return await self._write(lambda tx: reopen_in(tx, run_id, by))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> RunRecord | None:
         """See ``World.fork_run``."""
         self._check_open()
-
-        async def body(tx: Tx) -> RunRecord | None:
-            row = await tx.conn.fetchrow(sql.GET_RUN, source_run_id)
-            if row is None:
-                return None
-            source = codecs.run_from_row(row)
-            rows = await tx.conn.fetch(sql.READ_EVENTS, source_run_id, 0)
-            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
-            plan = reopen.plan_fork(source, events, from_step, by)
-            await tx.insert_run(run_id, source.workflow, plan.args, plan.attributes)
-            run = runs.new_run(run_id, source.workflow, plan.attributes, tx.now)
-            for event in plan.events:
-                run, _ = tx.stamp(run, event)
-            for new in plan.work:
-                run, _ = await tx.enqueue(run, new, "", 0.0)
-            keys = list(run.attributes)
-            ivalues = [index_value(run.attributes[key]) for key in keys]
-            await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run_id, keys, ivalues)
-            await tx.save_run(run, codecs.encode(run.attributes))
-            return run
-
-        return await self._write(body)
+        return await self._write(lambda tx: fork_in(tx, source_run_id, run_id, from_step, by))
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``."""
