@@ -18,7 +18,6 @@ import asyncpg
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._rules import batches, claims, requests, resume, runs, streams
-from worlds._signals import SignalHub
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
 from worlds.postgres import statements as sql
@@ -39,6 +38,7 @@ from worlds.postgres.fast import (
     start_params,
     start_result,
 )
+from worlds.postgres.listening import Listener
 from worlds.postgres.notices import Notices
 from worlds.postgres.operations import (
     RACED,
@@ -86,9 +86,6 @@ __all__ = ["PostgresWorld", "WorldClosedError"]
 
 T = TypeVar("T")
 
-_LISTEN_TIMEOUT = 5.0
-"""Seconds to open the listener connection before falling back on polling."""
-
 
 @translates_errors
 class PostgresWorld(ClosesOnExit):
@@ -131,19 +128,20 @@ class PostgresWorld(ClosesOnExit):
         self.command_timeout = options["command_timeout"]
         self._channel = schema.channel(self.schema)
         self._run_channel = schema.channel(self.schema, "runs")
-        self._channels: set[str] = set()
-        """The channels ``wait`` callers asked for; the listener subscribes to them."""
         self._settings = {
             "search_path": schema.quote(self.schema),
             "application_name": "workflow",
             **KEEPALIVE_SETTINGS,
         }
         self._pool: Pool | None = None
-        self._listener: asyncpg.Connection[asyncpg.Record] | None = None
         self._connecting: anyio.Lock | None = None
-        self._subscribing: anyio.Lock | None = None
-        """Serialises use of the listener connection (one operation at a time)."""
-        self._hub = SignalHub()
+        self._listening = Listener(
+            self.dsn,
+            self._settings,
+            command_timeout=self.command_timeout,
+            poll_interval=self.poll_interval,
+            channels=(self._channel, self._run_channel),
+        )
         self._notices = Notices()
         self._commits = CommitPaths(
             connect=self._connect,
@@ -155,7 +153,6 @@ class PostgresWorld(ClosesOnExit):
             fast_commits=fast_commits,
         )
         self._closed = False
-        self._listen_again_at = 0.0
 
     def __repr__(self) -> str:
         return f"PostgresWorld({redact_url(self.url)!r})"
@@ -163,8 +160,8 @@ class PostgresWorld(ClosesOnExit):
     async def close(self) -> None:
         """Close the pool and the listener; later calls raise ``WorldClosedError``."""
         self._closed = True
-        self._hub.wake_all()
-        listener, self._listener = self._listener, None
+        self._listening.hub.wake_all()
+        listener = self._listening.detach()
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.command_timeout):
             await self._notices.drain()
         pool, self._pool = self._pool, None
@@ -236,7 +233,7 @@ class PostgresWorld(ClosesOnExit):
                     async with pool.acquire() as conn:
                         await self._migrate(conn)
                         await self._clock.measure(conn)
-                    await self._listen()
+                    await self._listening.listen()
                 except BaseException:
                     with anyio.CancelScope(shield=True):
                         await pool.close()
@@ -246,33 +243,6 @@ class PostgresWorld(ClosesOnExit):
 
     async def _init_connection(self, conn: Connection) -> None:
         set_keepalive(conn, self.command_timeout)
-
-    async def _listen(self) -> None:
-        """Open the listener connection; on failure ``wait`` polls until it is back."""
-        try:
-            listener = await asyncpg.connect(
-                self.dsn,
-                server_settings=self._settings,
-                timeout=min(_LISTEN_TIMEOUT, self.command_timeout),
-                command_timeout=self.command_timeout,
-            )
-            await self._init_connection(listener)
-        except (OSError, asyncpg.exceptions.PostgresError):
-            self._listen_again_at = anyio.current_time() + self.poll_interval
-            return
-        listener.add_termination_listener(self._on_listener_lost)
-        for channel in sorted(self._channels):
-            await listener.add_listener(channel, self._on_notification)
-        self._listener = listener
-        # Changes made while nobody listened may have been missed: wake everyone.
-        self._hub.wake_all()
-
-    def _on_notification(self, conn: Connection, pid: int, channel: str, payload: object) -> None:
-        self._hub.signal(str(payload))
-
-    def _on_listener_lost(self, conn: Connection) -> None:
-        if self._listener is conn:
-            self._listener = None
 
     def _post(self, topics: Collection[str]) -> None:
         """Notify ``topics`` right after this commit, in the background (``notices``)."""
@@ -543,25 +513,7 @@ class PostgresWorld(ClosesOnExit):
         callers are woken to poll.
         """
         await self._connect()
-        channel = self._channel if topic == WORK_TOPIC else self._run_channel
-        if self._subscribing is None:
-            self._subscribing = anyio.Lock()
-        if channel not in self._channels:
-            # Heard nothing of this channel so far: subscribe, and let the
-            # caller look again (what it waits for may have happened already).
-            async with self._subscribing:
-                if channel not in self._channels:
-                    self._channels.add(channel)
-                    if self._listener is not None:
-                        await self._listener.add_listener(channel, self._on_notification)
-            await anyio.sleep(0)
-            return
-        if self._listener is None and anyio.current_time() >= self._listen_again_at:
-            async with self._subscribing:
-                if self._listener is None:
-                    await self._listen()
-        limit = self.poll_interval if self._listener is not None else 0.05
-        await self._hub.wait(topic, min(timeout, limit))
+        await self._listening.wait(topic, timeout)
 
     # ------------------------------------------------------------------ reads
 
