@@ -4,19 +4,28 @@ The in-memory twin of the durable worlds: same semantics, no durability. Every
 operation runs without awaiting in the middle, so on one event loop each is
 atomic by construction. Useful for tests and as the reference a third-party
 world can read before writing its own.
+
+The world keeps the runs and their events, and composes small private stores
+for the rest: the work queue (``worlds._memory_work``), claims
+(``worlds._memory_claims``), flow-control slots (``worlds._memory_slots``), hook
+tokens (``worlds._memory_hooks``), streams (``worlds._memory_streams``) and
+schedules (``worlds._memory_schedules``).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import assert_never
 
-import msgspec
-
 from worlds._lifecycle import ClosesOnExit
+from worlds._memory_claims import ClaimStore
+from worlds._memory_hooks import HookStore
+from worlds._memory_schedules import ScheduleStore
+from worlds._memory_slots import SlotStore
+from worlds._memory_streams import StreamStore
+from worlds._memory_work import WorkQueue
 from worlds._rules import (
     batches,
     cancel,
@@ -27,28 +36,22 @@ from worlds._rules import (
     requests,
     resume,
     runs,
-    schedules,
-    slots,
     streams,
 )
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError
-from worlds.protocol import PROTOCOL_VERSION, SCHEDULE_TOPIC, WORK_TOPIC, run_topic
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
-    carried_payloads,
     decode_cursor,
     encode_cursor,
     index_value,
-    lease_deadline,
     matches,
     settled,
-    work_item_id,
     workflow_item_id,
 )
 from worlds.types import (
-    AttributeConflict,
     AttributeSet,
     AttributeValue,
     Claim,
@@ -58,8 +61,6 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    HookConflict,
-    HookCreated,
     HookDelivery,
     HookReceived,
     HookRecord,
@@ -76,7 +77,6 @@ from worlds.types import (
     StepStarted,
     StreamChunk,
     WorkItem,
-    WorkKind,
     utcnow,
 )
 
@@ -84,39 +84,9 @@ __all__ = ["MemoryWorld"]
 
 
 @dataclass
-class _Item:
-    id: str
-    run_id: str
-    kind: WorkKind
-    name: str
-    number: int
-    attempt: int
-    payload: bytes
-    available_at: datetime
-    owner: str | None = None
-    token: int = 0
-    expires_at: datetime | None = None
-    rewake: bool = False
-    ever_leased: bool = False
-
-
-@dataclass
-class _Pair:
-    """A limited pair's rows: holders and waiters, each in arrival order."""
-
-    holders: dict[str, Slot] = field(default_factory=dict)
-    waiters: dict[str, Slot] = field(default_factory=dict)
-
-
-@dataclass
 class _Run:
     record: RunRecord
     events: list[EventKind] = field(default_factory=list)
-
-
-def _slot_order(slot: Slot) -> tuple[bool, int]:
-    """Holders first, then waiters, each in arrival order."""
-    return (not slot.holding, slot.position)
 
 
 class MemoryWorld(ClosesOnExit):
@@ -149,19 +119,13 @@ class MemoryWorld(ClosesOnExit):
         self.url = url
         self._clock = clock
         self._runs: dict[str, _Run] = {}
-        self._items: dict[str, _Item] = {}
-        self._claims: dict[tuple[str, str], Claim] = {}
-        self._released: dict[tuple[str, str], int] = {}
-        self._hooks: dict[str, HookRecord] = {}
-        self._resumed: dict[tuple[str, str], str] = {}
-        self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
-        self._tokens = itertools.count(1)
-        self._pairs: dict[tuple[str, str], _Pair] = {}
-        self._run_pairs: dict[str, list[tuple[str, str]]] = {}
-        self._positions = itertools.count(1)
+        self._work = WorkQueue(self._signal, self._workflow_of, self._step_started)
+        self._claims = ClaimStore(clock)
+        self._hooks = HookStore()
+        self._streams = StreamStore(self._signal)
+        self._slots = SlotStore(self._wake)
         self._hub = SignalHub()
-        self._schedules: dict[str, ScheduleRecord] = {}
-        self._schedule_leases: dict[str, datetime] = {}
+        self._schedules = ScheduleStore(clock, self._signal)
 
     async def close(self) -> None:
         """Nothing to release; present for the protocol."""
@@ -193,11 +157,11 @@ class MemoryWorld(ClosesOnExit):
         run.events.append(stored)
         run.record = record
         if run.record.status.is_closed:
-            self._drop_work(run.record.id)
+            self._work.drop(run.record.id)
             if not isinstance(stored, RunContinued):  # ``_continue`` moves them
-                self._dispose_hooks(run.record.id)
-                self._release_slots(run.record.id)
-                self._close_claims(run.record)
+                self._hooks.dispose(run.record.id)
+                self._slots.release(run.record.id)
+                self._claims.on_close(run.record)
             self._signal(run_topic(run.record.id))
             if isinstance(stored, runs.CLOSING_EVENTS):
                 self._after_close(run.record, stored)
@@ -216,120 +180,14 @@ class MemoryWorld(ClosesOnExit):
                 if children.cancels_with_parent(child.record, record.id):
                     self._append(child, RunCancelled(reason=reason), closing.at)
 
-    def _close_claims(self, record: RunRecord) -> None:
-        """Apply each claim's reuse window now that its holder closed."""
-        assert record.closed_at is not None
-        for claim_key, claim in list(self._claims.items()):
-            if claim.run_id != record.id or (claim.ttl is None and not claim.release_on):
-                continue
-            fate = claims.on_close(record.status, record.closed_at, claim.ttl, claim.release_on)
-            if fate == "release":
-                del self._claims[claim_key]
-                self._released[claim_key] = claim.generation
-            elif fate is not None:
-                self._claims[claim_key] = msgspec.structs.replace(claim, lapses_at=fate)
-
-    def _release_slots(self, run_id: str) -> None:
-        """Drop the closed run's slots and places in line; promote whom that admits."""
-        freed = self._run_pairs.pop(run_id, [])
-        for pair in freed:
-            rows = self._pairs[pair]
-            rows.holders.pop(run_id, None)
-            rows.waiters.pop(run_id, None)
-        slots.drive(slots.promote_flow(freed), self._promotion_step)
-        for pair in freed:
-            if not self._pairs[pair].holders and not self._pairs[pair].waiters:
-                del self._pairs[pair]
-
-    def _promotion_step(self, need: slots.Need) -> object:
-        match need:
-            case slots.Head(pair=pair):
-                rows = self._pairs.get(pair)
-                return next(iter(rows.waiters), None) if rows is not None else None
-            case slots.Views(run_id=run_id):
-                views = []
-                for pair in self._run_pairs.get(run_id, []):
-                    rows = self._pairs[pair]
-                    slot = rows.waiters[run_id]
-                    first = next(iter(rows.waiters))
-                    views.append(slots.PairView(pair, slot.limit, len(rows.holders), first))
-                return views
-            case slots.Promote(run_id=run_id, pairs=pairs):
-                for pair in pairs:
-                    rows = self._pairs[pair]
-                    slot = rows.waiters.pop(run_id)
-                    rows.holders[run_id] = msgspec.structs.replace(slot, holding=True)
-                self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
-                return None
-            case _:
-                assert_never(need)
+    def _wake(self, run_id: str) -> None:
+        """Enqueue ``run_id``'s workflow task, due now."""
+        self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
-        held = [hook for hook in self._hooks.values() if hook.run_id == old.record.id]
-        for received in carried_payloads(old.events, held, event):
+        for received in self._hooks.carry(old.record.id, old.events, new.record.id, event):
             self._append(new, received, now)
-        for hook in held:
-            self._hooks[hook.token] = msgspec.structs.replace(hook, run_id=new.record.id, hook=0)
-        tokens = {hook.token for hook in held}
-        for key, run_id in self._resumed.items():
-            if run_id == old.record.id and key[0] in tokens:
-                self._resumed[key] = new.record.id
-
-    def _dispose_hooks(self, run_id: str) -> None:
-        for token in [t for t, hook in self._hooks.items() if hook.run_id == run_id]:
-            del self._hooks[token]
-
-    def _try_hook(self, run_id: str, event: HookCreated, now: datetime) -> EventKind:
-        held = self._hooks.get(event.token)
-        if held is not None and held.run_id == run_id and held.hook == 0:
-            self._hooks[event.token] = msgspec.structs.replace(
-                held, hook=event.hook, attributes=dict(event.attributes)
-            )
-            return event
-        if held is not None:
-            return HookConflict(hook=event.hook, token=event.token, holder_run_id=held.run_id)
-        self._hooks[event.token] = HookRecord(
-            token=event.token,
-            run_id=run_id,
-            hook=event.hook,
-            attributes=dict(event.attributes),
-            created_at=now,
-        )
-        return event
-
-    def _drop_work(self, run_id: str) -> None:
-        for item_id in [i.id for i in self._items.values() if i.run_id == run_id]:
-            del self._items[item_id]
-
-    def _try_claim(self, run_id: str, event: AttributeSet) -> EventKind:
-        key = (event.key, index_value(event.value))
-        generation = claims.on_attribute_set(self._held(key), run_id, event, self._clock())
-        if isinstance(generation, AttributeConflict):
-            return generation
-        self._released.pop(key, None)
-        self._claims[key] = Claim(
-            key=event.key,
-            value=event.value,
-            run_id=run_id,
-            generation=generation,
-            step=event.step,
-            attempt=event.attempt,
-            ttl=event.ttl,
-            release_on=event.release_on,
-        )
-        return msgspec.structs.replace(event, generation=generation)
-
-    def _held(self, key: tuple[str, str]) -> claims.HeldClaim | None:
-        """The claim stored for ``key``, or its tombstone once its run was pruned."""
-        held = self._claims.get(key)
-        if held is not None:
-            return claims.HeldClaim(
-                held.run_id, held.generation, held.step, held.lapses_at, held.pruned_status
-            )
-        if key in self._released:
-            return claims.HeldClaim(None, self._released[key])
-        return None
 
     def _new_run(
         self,
@@ -348,80 +206,21 @@ class MemoryWorld(ClosesOnExit):
     def _continue(self, old: _Run, event: RunContinued, now: datetime) -> None:
         record = old.record
         new = self._new_run(event.next_run_id, record.workflow, event.args, record.attributes, now)
-        for claim_key, claim in list(self._claims.items()):
-            if claim.run_id == record.id and claim.step is None:
-                generation = claims.next_generation(self._held(claim_key))
-                self._claims[claim_key] = msgspec.structs.replace(
-                    claim, run_id=event.next_run_id, generation=generation
-                )
+        self._claims.carry(record.id, event.next_run_id)
         self._move_hooks(old, new, event, now)
-        moved = self._run_pairs.pop(record.id, [])
-        for pair in moved:
-            rows = self._pairs[pair]
-            slot = rows.holders.pop(record.id)
-            rows.holders[event.next_run_id] = msgspec.structs.replace(
-                slot, run_id=event.next_run_id
-            )
-        if moved:
-            self._run_pairs[event.next_run_id] = moved
+        self._slots.move(record.id, event.next_run_id)
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
-
-    def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
-        if item.kind == "step" and item.ever_leased:
-            item.attempt += 1
-        item.owner, item.token = worker_id, next(self._tokens)
-        item.expires_at = lease_deadline(now, seconds)
-        item.ever_leased, item.rewake = True, False
-        if item.kind == "step":
-            self._append(
-                self._runs[item.run_id], StepStarted(step=item.number, attempt=item.attempt), now
-            )
-        return WorkItem(
-            id=item.id,
-            run_id=item.run_id,
-            kind=item.kind,
-            name=item.name,
-            number=item.number,
-            attempt=item.attempt,
-            payload=item.payload,
-            token=item.token,
-            lease_expires_at=item.expires_at,
-        )
 
     def _enqueue(
         self, run_id: str, new: NewWorkItem, worker_id: str, now: datetime, seconds: float
     ) -> WorkItem | None:
-        item_id = work_item_id(run_id, new)
-        available_at = new.available_at or now
-        existing = self._items.get(item_id)
-        if existing is not None and new.kind == "workflow":
-            if existing.owner is not None and existing.expires_at and existing.expires_at > now:
-                existing.rewake = True
-                return None
-            existing.available_at = min(existing.available_at, available_at)
-            item = existing
-        else:
-            item = _Item(
-                id=item_id,
-                run_id=run_id,
-                kind=new.kind,
-                name=self._runs[run_id].record.workflow if new.kind == "workflow" else new.name,
-                number=new.number,
-                attempt=new.attempt,
-                payload=new.payload,
-                available_at=available_at,
-            )
-            self._items[item_id] = item
-        if new.lease and item.available_at <= now:
-            return self._lease_item(item, worker_id, now, seconds)
-        self._signal(WORK_TOPIC)
-        return None
+        return self._work.enqueue(run_id, new, worker_id, now, seconds)
 
-    def _holds(self, lease: WorkItem, worker_id: str, now: datetime) -> _Item | None:
-        item = self._items.get(lease.id)
-        if item is None or item.owner != worker_id or item.token != lease.token:
-            return None
-        return item
+    def _workflow_of(self, run_id: str) -> str:
+        return self._runs[run_id].record.workflow
+
+    def _step_started(self, run_id: str, event: StepStarted, now: datetime) -> None:
+        self._append(self._runs[run_id], event, now)
 
     # ------------------------------------------------------------------ runs
 
@@ -435,7 +234,7 @@ class MemoryWorld(ClosesOnExit):
             value = request.attributes[key]
             claim_key = (key, index_value(value))
             held = self._claims.get(claim_key)
-            if held is None or claims.is_free(self._held(claim_key), self._clock()):
+            if held is None or claims.is_free(self._claims.held(claim_key), self._clock()):
                 continue
             pruned = held.pruned_status is not None
             status = held.pruned_status if pruned else self._runs[held.run_id].record.status
@@ -457,7 +256,7 @@ class MemoryWorld(ClosesOnExit):
             for successor in commits.successors(task):
                 if successor in self._runs:
                     raise requests.successor_exists(successor)
-        admitted = self._admit(request)
+        admitted = self._slots.admit(request)
         if isinstance(admitted, ClaimConflict):
             return CreateRunResult(conflict=admitted)
         now = self._clock() if request.first is None or task is None else request.first.at
@@ -468,24 +267,8 @@ class MemoryWorld(ClosesOnExit):
                 self._append(self._runs[holder_id], cancelled, now)
                 superseded = holder_id
         run = self._new_run(request.run_id, request.workflow, request.args, request.attributes, now)
-        for key in request.unique:
-            value = request.attributes[key]
-            claim_key = (key, index_value(value))
-            if claim_key in taken:
-                generation = taken[claim_key][1].generation
-            else:
-                generation = claims.next_generation(self._held(claim_key))
-            self._released.pop(claim_key, None)
-            window = request.windows.get(key)
-            self._claims[claim_key] = Claim(
-                key=key,
-                value=value,
-                run_id=request.run_id,
-                generation=generation,
-                ttl=None if window is None else window.ttl,
-                release_on=frozenset() if window is None else window.release_on,
-            )
-        self._take_slots(request, holding=admitted == "hold")
+        self._claims.take(request, {pair: took.generation for pair, (_, took) in taken.items()})
+        self._slots.take(request, holding=admitted == "hold")
         deadline = runs.deadline_item(request)
         if deadline is not None:
             self._enqueue(request.run_id, deadline, "", now, 0)
@@ -512,7 +295,7 @@ class MemoryWorld(ClosesOnExit):
         assert request.debounce is not None
         now = self._clock()
         run = None if pruned else self._runs[held.run_id]
-        item = None if run is None else self._items.get(workflow_item_id(held.run_id))
+        item = None if run is None else self._work.items.get(workflow_item_id(held.run_id))
         untouched = (
             run is not None and run.record.last_seq == 1 and (item is None or not item.ever_leased)
         )
@@ -536,33 +319,6 @@ class MemoryWorld(ClosesOnExit):
             self._signal(WORK_TOPIC)
         return CreateRunResult(run=record, debounced=True)
 
-    def _admit(self, request: CreateRunRequest) -> str | ClaimConflict:
-        """``slots.admit`` over the request's limited pairs as they are now."""
-        states = {}
-        for key in request.limits:
-            rows = self._pairs.get((key, index_value(request.attributes[key])), _Pair())
-            someone = next(iter(rows.holders), None) or next(iter(rows.waiters), None)
-            states[key] = slots.PairState(len(rows.holders), len(rows.waiters), someone)
-        return slots.admit(request, states)
-
-    def _take_slots(self, request: CreateRunRequest, *, holding: bool) -> None:
-        """The new run's row at each of its limited pairs: a slot, or a place in line."""
-        position = next(self._positions)
-        for key, limit in sorted(request.limits.items()):
-            value = request.attributes[key]
-            pair = (key, index_value(value))
-            slot = Slot(
-                key=key,
-                value=value,
-                run_id=request.run_id,
-                limit=limit.limit,
-                holding=holding,
-                position=position,
-            )
-            rows = self._pairs.setdefault(pair, _Pair())
-            (rows.holders if holding else rows.waiters)[request.run_id] = slot
-            self._run_pairs.setdefault(request.run_id, []).append(pair)
-
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         now = self._clock()
@@ -576,9 +332,9 @@ class MemoryWorld(ClosesOnExit):
             return commits.closed(run.record.status, stored)
         item = None
         if request.lease is not None:
-            item = self._holds(request.lease, request.worker_id, now)
+            item = self._work.holds(request.lease, request.worker_id, now)
             if item is None or item.run_id != run.record.id:
-                current = self._items.get(request.lease.id)
+                current = self._work.items.get(request.lease.id)
                 holder = None if current is None else current.owner
                 discard = request.discard
                 if discard is None or settled(run.events, discard.step, discard.attempt):
@@ -603,9 +359,9 @@ class MemoryWorld(ClosesOnExit):
             reply = None
             if isinstance(need, commits.Settle):
                 if isinstance(need.event, AttributeSet):
-                    reply = self._try_claim(need.run_id, need.event)
+                    reply = self._claims.try_set(need.run_id, need.event)
                 else:
-                    reply = self._try_hook(need.run_id, need.event, now)
+                    reply = self._hooks.try_bind(need.run_id, need.event, now)
             elif isinstance(need, commits.Append):
                 self._store(run, need.run, need.event)
             elif isinstance(need, commits.Continue):
@@ -619,7 +375,7 @@ class MemoryWorld(ClosesOnExit):
                     item.available_at = now
                     self._signal(WORK_TOPIC)
                 else:
-                    del self._items[item.id]
+                    del self._work.items[item.id]
             elif isinstance(need, commits.Enqueue):
                 new, seconds = need.new, request.lease_seconds
                 got = self._enqueue(run.record.id, new, request.worker_id, now, seconds)
@@ -646,13 +402,13 @@ class MemoryWorld(ClosesOnExit):
         self, token: str, payload: bytes, resume_id: str | None = None
     ) -> str | None:
         """See ``World.resume_hook``."""
-        if resume_id is not None and (token, resume_id) in self._resumed:
-            return self._resumed[(token, resume_id)]
-        hook = self._hooks.get(token)
+        if resume_id is not None and (token, resume_id) in self._hooks.resumed:
+            return self._hooks.resumed[(token, resume_id)]
+        hook = self._hooks.tokens.get(token)
         if hook is None:
             return None
         if resume_id is not None:
-            self._resumed[(token, resume_id)] = hook.run_id
+            self._hooks.resumed[(token, resume_id)] = hook.run_id
         now = self._clock()
         token_if_unbound = "" if hook.hook else token
         received = HookReceived(
@@ -669,14 +425,14 @@ class MemoryWorld(ClosesOnExit):
         key = resume.check_request(request)
         requests.check_create(request)
         if delivery.resume_id is not None:
-            seen = self._resumed.get((delivery.token, delivery.resume_id))
+            seen = self._hooks.resumed.get((delivery.token, delivery.resume_id))
             if seen is not None:
                 return HookStartResult(run_id=seen)
         held = self._claims.get((key, index_value(request.attributes[key])))
         status = None if held is None else self._runs[held.run_id].record.status
         if held is not None and resume.route(status) == "deliver":
             return self._deliver(held.run_id, delivery, None)
-        hook = self._hooks.get(delivery.token)
+        hook = self._hooks.tokens.get(delivery.token)
         if hook is not None:  # another run holds the token: create nothing
             return HookStartResult(run_id=hook.run_id, hook_holder=hook.run_id)
         created = await self.create_run(request)
@@ -689,14 +445,14 @@ class MemoryWorld(ClosesOnExit):
         self, run_id: str, delivery: HookDelivery, created: RunRecord | None
     ) -> HookStartResult:
         now = self._clock()
-        hook = self._hooks.get(delivery.token)
+        hook = self._hooks.tokens.get(delivery.token)
         if hook is None:
             hook = HookRecord(token=delivery.token, run_id=run_id, hook=0, created_at=now)
-            self._hooks[delivery.token] = hook
+            self._hooks.tokens[delivery.token] = hook
         elif hook.run_id != run_id:
             return HookStartResult(run_id=run_id, hook_holder=hook.run_id)
         if delivery.resume_id is not None:
-            self._resumed[(delivery.token, delivery.resume_id)] = run_id
+            self._hooks.resumed[(delivery.token, delivery.resume_id)] = run_id
         run = self._runs[run_id]
         self._append(run, resume.received(hook.hook, delivery), now)
         self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
@@ -705,8 +461,7 @@ class MemoryWorld(ClosesOnExit):
 
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
-        hooks = [h for h in self._hooks.values() if run_id is None or h.run_id == run_id]
-        return sorted(hooks, key=lambda hook: (hook.created_at, hook.run_id, hook.hook))
+        return self._hooks.list(run_id)
 
     async def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
@@ -723,10 +478,14 @@ class MemoryWorld(ClosesOnExit):
             self._append(run, plan.event, now)
         if plan.timer is not None:
             for item in sorted(
-                (i for i in self._items.values() if i.run_id == run_id and i.kind != "workflow"),
+                (
+                    i
+                    for i in self._work.items.values()
+                    if i.run_id == run_id and i.kind != "workflow"
+                ),
                 key=lambda i: (i.kind, i.number),
             ):
-                del self._items[item.id]
+                del self._work.items[item.id]
                 in_flight = item.expires_at is not None and item.expires_at > now
                 discard = cancel.discarded(item.kind, item.number, item.attempt, in_flight)
                 if discard is not None:
@@ -770,13 +529,7 @@ class MemoryWorld(ClosesOnExit):
     # ------------------------------------------------------------------ streams
 
     def _stream(self, run_id: str, name: str, chunks: Sequence[bytes], now: datetime) -> int:
-        stream = self._streams.setdefault((run_id, name), [])
-        first = len(stream)
-        stream.extend(
-            StreamChunk(offset=first + n, data=data, at=now) for n, data in enumerate(chunks)
-        )
-        self._signal(run_topic(run_id))
-        return first
+        return self._streams.append(run_id, name, chunks, now)
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``."""
@@ -790,8 +543,7 @@ class MemoryWorld(ClosesOnExit):
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
     ) -> list[StreamChunk]:
         """See ``World.read_stream``."""
-        stream = self._streams.get((run_id, name), [])
-        return stream[max(start, 0) : max(start, 0) + max(limit, 0)]
+        return self._streams.read(run_id, name, start, limit)
 
     # ------------------------------------------------------------------ work
 
@@ -799,38 +551,19 @@ class MemoryWorld(ClosesOnExit):
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> list[WorkItem]:
         """See ``World.lease``."""
-        now = self._clock()
-        due = [
-            item
-            for item in self._items.values()
-            if item.name in names
-            and item.available_at <= now
-            and (item.owner is None or (item.expires_at is not None and item.expires_at <= now))
-        ]
-        due.sort(key=lambda item: item.available_at)
-        return [self._lease_item(item, worker_id, now, lease_seconds) for item in due[:limit]]
+        return self._work.lease(
+            worker_id, self._clock(), names=names, limit=limit, lease_seconds=lease_seconds
+        )
 
     async def renew_leases(
         self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
     ) -> list[bool]:
         """See ``World.renew_leases``."""
-        now = self._clock()
-        alive = []
-        for lease in items:
-            item = self._holds(lease, worker_id, now)
-            if item is not None:
-                item.expires_at = lease_deadline(now, lease_seconds)
-            alive.append(item is not None)
-        return alive
+        return self._work.renew(worker_id, items, lease_seconds, self._clock())
 
     async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
         """See ``World.release``."""
-        now = self._clock()
-        for lease in items:
-            item = self._holds(lease, worker_id, now)
-            if item is not None:
-                item.owner, item.expires_at = None, None
-        self._signal(WORK_TOPIC)
+        self._work.release(worker_id, items, self._clock())
 
     def now(self) -> datetime:
         """See ``World.now``: the clock this world was given."""
@@ -847,15 +580,11 @@ class MemoryWorld(ClosesOnExit):
         needs: when nothing is busy, moving the clock to ``next_due()`` is the
         only way anything can happen.
         """
-        waiting = [item.available_at for item in self._items.values() if item.owner is None]
-        return min(waiting, default=None)
+        return self._work.next_due()
 
     def busy(self) -> bool:
         """True while some work item is due now or leased (a worker is on it)."""
-        now = self._clock()
-        return any(
-            item.available_at <= now or item.owner is not None for item in self._items.values()
-        )
+        return self._work.busy(self._clock())
 
     # ------------------------------------------------------------------ reads
 
@@ -893,33 +622,19 @@ class MemoryWorld(ClosesOnExit):
 
     async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
         """See ``World.find_claim``."""
-        claim_key = (key, index_value(value))
-        if claims.is_free(self._held(claim_key), self._clock()):
-            return None
-        return self._claims[claim_key]
+        return self._claims.find(key, value)
 
     async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
         """See ``World.list_slots``."""
-        rows = self._pairs.get((key, index_value(value)), _Pair())
-        return sorted([*rows.holders.values(), *rows.waiters.values()], key=_slot_order)
+        return self._slots.at_pair(key, value)
 
     async def run_slots(self, run_id: str) -> list[Slot]:
         """See ``World.run_slots``."""
-        found = []
-        for pair in self._run_pairs.get(run_id, []):
-            rows = self._pairs[pair]
-            found.append(rows.holders.get(run_id) or rows.waiters[run_id])
-        return sorted(found, key=lambda slot: (slot.key, index_value(slot.value)))
+        return self._slots.of_run(run_id)
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""
-        now = self._clock()
-        held = [
-            c
-            for c in self._claims.values()
-            if c.run_id == run_id and not (c.lapses_at is not None and c.lapses_at <= now)
-        ]
-        return sorted(held, key=lambda claim: (claim.key, index_value(claim.value)))
+        return self._claims.of_run(run_id)
 
     # ------------------------------------------------------------------ retention
 
@@ -936,86 +651,42 @@ class MemoryWorld(ClosesOnExit):
             return []
         closed.sort(key=lambda record: (record.closed_at or closed_before, record.id))
         pruned = {record.id: record.status for record in closed[:limit]}
-        now = self._clock()
-        for claim_key, claim in list(self._claims.items()):
-            lapsed = claim.lapses_at is not None and claim.lapses_at <= now
-            if lapsed or (claim.run_id in pruned and release_claims):
-                del self._claims[claim_key]
-                self._released[claim_key] = claim.generation
-            elif claim.run_id in pruned:
-                tombstone = {"pruned_status": pruned[claim.run_id], "step": None, "attempt": None}
-                self._claims[claim_key] = msgspec.structs.replace(claim, **tombstone)
+        self._claims.prune(pruned, release_claims)
         for run_id in pruned:
             del self._runs[run_id]
-            self._drop_work(run_id)
-        self._streams = {k: v for k, v in self._streams.items() if k[0] not in pruned}
-        self._resumed = {k: r for k, r in self._resumed.items() if r not in pruned}
+            self._work.drop(run_id)
+        self._streams.forget_runs(pruned)
+        self._hooks.forget_runs(pruned)
         return [record.id for record in closed[:limit]]
 
     # ------------------------------------------------------------------ schedules
 
     async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
         """See ``World.create_schedule``."""
-        schedules.check_schedule(record)
-        if record.id in self._schedules:
-            raise schedules.schedule_exists(record.id)
-        stored = schedules.created(record, self._clock())
-        self._schedules[record.id] = stored
-        self._signal(SCHEDULE_TOPIC)
-        return stored
+        return await self._schedules.create(record)
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
         """See ``World.get_schedule``."""
-        return self._schedules.get(schedule_id)
+        return await self._schedules.get(schedule_id)
 
     async def list_schedules(
         self, *, after: str | None = None, limit: int = 100
     ) -> list[ScheduleRecord]:
         """See ``World.list_schedules``."""
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        ids = sorted(i for i in self._schedules if after is None or i > after)
-        return [self._schedules[i] for i in ids[:limit]]
+        return await self._schedules.list(after=after, limit=limit)
 
     async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
         """See ``World.update_schedule``."""
-        schedules.check_schedule(record)
-        stored = self._schedules.get(record.id)
-        if stored is None or stored.version != record.version:
-            return None
-        new = schedules.updated(stored, record, self._clock())
-        self._schedules[record.id] = new
-        self._schedule_leases.pop(record.id, None)
-        self._signal(SCHEDULE_TOPIC)
-        return new
+        return await self._schedules.update(record)
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """See ``World.delete_schedule``."""
-        self._schedule_leases.pop(schedule_id, None)
-        return self._schedules.pop(schedule_id, None) is not None
+        return await self._schedules.delete(schedule_id)
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> ScheduleLease:
         """See ``World.lease_schedules``."""
-        now, wanted = self._clock(), frozenset(names)
-        due: list[ScheduleRecord] = []
-        later: datetime | None = None
-        for record in self._schedules.values():
-            if schedules.is_due(record, self._schedule_leases.get(record.id), wanted, now):
-                due.append(record)
-            elif (
-                not record.paused
-                and record.workflow in wanted
-                and record.wake_at is not None
-                and record.wake_at > now
-                and (later is None or record.wake_at < later)
-            ):
-                later = record.wake_at
-        due.sort(key=lambda record: (record.wake_at or now, record.id))
-        if len(due) > limit:
-            later = now
-        taken = due[: max(limit, 0)]
-        for record in taken:
-            self._schedule_leases[record.id] = lease_deadline(now, lease_seconds)
-        return ScheduleLease(now=now, schedules=tuple(taken), next_wake_at=later)
+        return await self._schedules.lease(
+            worker_id, names=names, limit=limit, lease_seconds=lease_seconds
+        )

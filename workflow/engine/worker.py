@@ -45,6 +45,7 @@ from workflow.engine._commits import (
 from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
 from workflow.engine._group import GroupCommitter
 from workflow.engine._instance import WorkflowInstance
+from workflow.engine._one_transaction import commit_with_workflow
 from workflow.engine._schedules import ScheduleLoop
 from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from worlds.errors import WorldMisconfiguredError
@@ -58,9 +59,7 @@ from worlds.types import (
     NewWorkItem,
     RunCreated,
     RunStatus,
-    StepCompleted,
     StepDiscarded,
-    StepFailed,
     WorkItem,
 )
 
@@ -571,75 +570,8 @@ class Worker:
     async def _commit_with_workflow(
         self, item: WorkItem, request: CommitRequest
     ) -> list[WorkItem] | None:
-        """One transaction per step: feed the outcome in ``request`` straight into the
-        run's cached workflow and commit it with the workflow's next commands.
-
-        The commit is conditional (``expect_seq``): if anything the workflow would
-        see reached the log meanwhile, the world writes nothing, the instance
-        (which has seen the outcome too early) is dropped and ``None`` tells the
-        caller to commit ``request`` the ordinary way, as it does when the run is
-        not cached here or the commit fails. A crash before the commit leaves
-        the step's lease to expire: only that step runs again.
-        """
-        outcome = request.events[0] if len(request.events) == 1 else None
-        if self._stopping or not isinstance(outcome, (StepCompleted, StepFailed)):
-            return None
-        instance = self._cache.get(item.run_id)
-        horizon = None if instance is None else instance.horizon()
-        if instance is None or horizon is None:
-            return None
-        del self._cache[item.run_id]
-        try:
-            at = max(self.world.now(), instance.latest_at)
-            instance.feed_outcome(msgspec.structs.replace(outcome, at=at))
-            blocked = instance.advance()
-            commit = instance.take_commit()
-            if commit.children:  # children are created before their start is committed
-                instance.dispose()
-                return None
-            self._steps.update(instance.step_definitions)
-            schedule, extra_slots = self._mark_eager(commit.schedule)
-            if blocked:  # a unique claim to settle first: the workflow task goes on
-                schedule += (NewWorkItem(kind="workflow"),)
-            self._reserve(item, extra_slots)
-            result = await self._committer.commit(
-                msgspec.structs.replace(
-                    request,
-                    events=(outcome, *commit.events),
-                    schedule=schedule,
-                    expect_seq=horizon,
-                    at=at,
-                )
-            )
-        except Exception as exc:
-            log.debug(
-                "worker %s: committing %s with its workflow failed: %r",
-                self.worker_id,
-                describe(item),
-                exc,
-            )
-            instance.dispose()
-            return None
-        if result.stale:
-            log.debug(
-                "worker %s: %s moved on meanwhile: committed alone", self.worker_id, describe(item)
-            )
-            instance.dispose()
-            return None
-        if not result.ok:
-            instance.dispose()
-            if result.lease_lost:
-                self._lease_lost(item, bool(result.events), result.lease_holder)
-            return list(result.leased)
-        instance.committed_outcome(result.events, horizon)
-        closing = next((event for event in result.events if closes_run(event)), None)
-        if closing is not None and _observe.current() is not None:
-            _observe.run_closed(closed_report(instance, closing))
-        if instance.finished or blocked:
-            instance.dispose()
-        else:
-            self._keep(instance)
-        return list(result.leased)
+        """One transaction per step: ``_one_transaction.commit_with_workflow``."""
+        return await commit_with_workflow(self, item, request)
 
     def _keep(self, instance: WorkflowInstance) -> None:
         """Cache ``instance`` as its run's newest, evicting the least recently used."""

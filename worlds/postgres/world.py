@@ -9,21 +9,19 @@ promises and its URL options: the package docstring (``worlds.postgres``).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
 import asyncpg
-import msgspec
 
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import batches, claims, commits, reopen, requests, resume, runs, streams
-from worlds._signals import SignalHub
+from worlds._rules import batches, claims, requests, resume, runs, streams
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
 from worlds.postgres import statements as sql
+from worlds.postgres.committing import CommitPaths
 from worlds.postgres.connection import (
     KEEPALIVE_SETTINGS,
     RETRIES,
@@ -37,22 +35,27 @@ from worlds.postgres.connection import (
     set_keepalive,
 )
 from worlds.postgres.fast import (
-    batch_params,
-    commit_params,
-    commit_result,
     start_params,
     start_result,
 )
+from worlds.postgres.listening import Listener
 from worlds.postgres.notices import Notices
+from worlds.postgres.operations import (
+    RACED,
+    create_in,
+    fork_in,
+    reopen_in,
+    resume_in,
+    start_or_deliver_in,
+)
 from worlds.postgres.schedules import ScheduleStore
 from worlds.postgres.transactions import Tx, is_run_id_taken
-from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, run_topic
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
     decode_cursor,
     encode_cursor,
     index_value,
     lease_deadline,
-    settled,
 )
 
 if TYPE_CHECKING:
@@ -60,18 +63,14 @@ if TYPE_CHECKING:
 from worlds.types import (
     AttributeValue,
     Claim,
-    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
     CreateRunResult,
     EventKind,
     HookDelivery,
-    HookReceived,
     HookRecord,
     HookStartResult,
-    NewWorkItem,
-    ReuseWindow,
     RunPage,
     RunQuery,
     RunRecord,
@@ -86,12 +85,6 @@ from worlds.types import (
 __all__ = ["PostgresWorld", "WorldClosedError"]
 
 T = TypeVar("T")
-
-_RACED = CreateRunResult()
-"""A debounced start found its pair free, then taken: run the transaction again."""
-
-_LISTEN_TIMEOUT = 5.0
-"""Seconds to open the listener connection before falling back on polling."""
 
 
 @translates_errors
@@ -135,22 +128,31 @@ class PostgresWorld(ClosesOnExit):
         self.command_timeout = options["command_timeout"]
         self._channel = schema.channel(self.schema)
         self._run_channel = schema.channel(self.schema, "runs")
-        self._channels: set[str] = set()
-        """The channels ``wait`` callers asked for; the listener subscribes to them."""
         self._settings = {
             "search_path": schema.quote(self.schema),
             "application_name": "workflow",
             **KEEPALIVE_SETTINGS,
         }
         self._pool: Pool | None = None
-        self._listener: asyncpg.Connection[asyncpg.Record] | None = None
         self._connecting: anyio.Lock | None = None
-        self._subscribing: anyio.Lock | None = None
-        """Serialises use of the listener connection (one operation at a time)."""
-        self._hub = SignalHub()
+        self._listening = Listener(
+            self.dsn,
+            self._settings,
+            command_timeout=self.command_timeout,
+            poll_interval=self.poll_interval,
+            channels=(self._channel, self._run_channel),
+        )
         self._notices = Notices()
+        self._commits = CommitPaths(
+            connect=self._connect,
+            write=self._write,
+            notices=self._notices,
+            post=self._post,
+            now=self._clock.now,
+            channels=(self._channel, self._run_channel),
+            fast_commits=fast_commits,
+        )
         self._closed = False
-        self._listen_again_at = 0.0
 
     def __repr__(self) -> str:
         return f"PostgresWorld({redact_url(self.url)!r})"
@@ -158,8 +160,8 @@ class PostgresWorld(ClosesOnExit):
     async def close(self) -> None:
         """Close the pool and the listener; later calls raise ``WorldClosedError``."""
         self._closed = True
-        self._hub.wake_all()
-        listener, self._listener = self._listener, None
+        self._listening.hub.wake_all()
+        listener = self._listening.detach()
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.command_timeout):
             await self._notices.drain()
         pool, self._pool = self._pool, None
@@ -231,7 +233,7 @@ class PostgresWorld(ClosesOnExit):
                     async with pool.acquire() as conn:
                         await self._migrate(conn)
                         await self._clock.measure(conn)
-                    await self._listen()
+                    await self._listening.listen()
                 except BaseException:
                     with anyio.CancelScope(shield=True):
                         await pool.close()
@@ -241,33 +243,6 @@ class PostgresWorld(ClosesOnExit):
 
     async def _init_connection(self, conn: Connection) -> None:
         set_keepalive(conn, self.command_timeout)
-
-    async def _listen(self) -> None:
-        """Open the listener connection; on failure ``wait`` polls until it is back."""
-        try:
-            listener = await asyncpg.connect(
-                self.dsn,
-                server_settings=self._settings,
-                timeout=min(_LISTEN_TIMEOUT, self.command_timeout),
-                command_timeout=self.command_timeout,
-            )
-            await self._init_connection(listener)
-        except (OSError, asyncpg.exceptions.PostgresError):
-            self._listen_again_at = anyio.current_time() + self.poll_interval
-            return
-        listener.add_termination_listener(self._on_listener_lost)
-        for channel in sorted(self._channels):
-            await listener.add_listener(channel, self._on_notification)
-        self._listener = listener
-        # Changes made while nobody listened may have been missed: wake everyone.
-        self._hub.wake_all()
-
-    def _on_notification(self, conn: Connection, pid: int, channel: str, payload: object) -> None:
-        self._hub.signal(str(payload))
-
-    def _on_listener_lost(self, conn: Connection) -> None:
-        if self._listener is conn:
-            self._listener = None
 
     def _post(self, topics: Collection[str]) -> None:
         """Notify ``topics`` right after this commit, in the background (``notices``)."""
@@ -345,11 +320,11 @@ class PostgresWorld(ClosesOnExit):
             return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
 
         async def body(tx: Tx) -> CreateRunResult:
-            return await _create(tx, request)
+            return await create_in(tx, request)
 
         for _ in range(RETRIES):
             result = await self._write(body)
-            if result is not _RACED:
+            if result is not RACED:
                 return result
         raise RuntimeError("create_run lost the debounce race too many times")
 
@@ -375,71 +350,7 @@ class PostgresWorld(ClosesOnExit):
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
         self._check_open()
-        args = None
-        if self._fast_commits:
-            args = commit_params(request, self._clock.now(), self._channel, self._run_channel)
-        if args is not None:
-            pool = await self._connect()
-            with self._notices.writing() as inline:
-                if not inline:
-                    args = args._replace(channel=None, run_channel=None)
-                rows = await retry(pool.fetch, sql.COMMIT_RUN, *args)
-            if not inline and rows[-1]["outcome"] == "ok":
-                closed = [run_topic(request.run_id)] if args.closed is not None else []
-                self._post([WORK_TOPIC, *closed] if rows[-1]["notify"] else closed)
-            result = commit_result(request, rows, args)
-            if result is not None:
-                return result
-        return await self._write(lambda tx: self._commit_in(tx, request))
-
-    async def _commit_in(self, tx: Tx, request: CommitRequest) -> CommitResult:
-        """``request`` applied in transaction ``tx`` (the general path)."""
-        lease = request.lease
-
-        async def body(tx: Tx) -> CommitResult:
-            found = await tx.lock_run(request.run_id)
-            if found is None:
-                raise LookupError(f"unknown run {request.run_id}")
-            run, attributes = found
-            if run.status.is_closed:
-                if request.discard is None:
-                    return commits.closed(run.status)
-                run, stored = tx.stamp(run, request.discard)
-                await tx.save_run(run, attributes)
-                return commits.closed(run.status, stored)
-            held = None
-            if lease is not None:
-                held = await tx.conn.fetchrow(
-                    sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
-                )
-                if held is None:
-                    holder: str | None = await tx.conn.fetchval(sql.LEASE_HOLDER, lease.id)
-                    discard = request.discard
-                    if discard is None:
-                        return commits.lost(run.status, holder)
-                    rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, 0)
-                    logged = (codecs.decode_event(row["data"]) for row in rows)
-                    if settled(logged, discard.step, discard.attempt):
-                        return commits.lost(run.status, holder)
-                    run, stored = tx.stamp(run, discard)
-                    await tx.save_run(run, attributes)
-                    return commits.lost(run.status, holder, stored)
-            if request.expect_seq is not None:
-                rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, request.expect_seq - 1)
-                later = (codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows)
-                if commits.stale(request, later):
-                    return commits.stale_result(run.status)
-            item = None if held is None else (held["kind"], bool(held["rewake"]))
-            done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
-            if done.attributes:
-                keys = list(done.attributes)
-                ivalues = [index_value(done.attributes[key]) for key in keys]
-                await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run.id, keys, ivalues)
-                attributes = codecs.encode(done.run.attributes)
-            await tx.save_run(done.run, attributes)
-            return done.result
-
-        return await body(tx)
+        return await self._commits.commit(request)
 
     async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
         """See ``World.commit_many``: the requests ``commit_run`` can apply go to
@@ -448,91 +359,7 @@ class PostgresWorld(ClosesOnExit):
         a recheck), follow in one transaction, each in a savepoint of its own.
         A failing ``commit_runs`` call sends the whole batch that second way."""
         self._check_open()
-        batch = batches.check_batch(requests)
-        if len(batch) < 2:
-            return await batches.one_by_one(batch, self.commit)
-        outcomes: list[batches.Outcome | None] = [None] * len(batch)
-        if self._fast_commits:
-            await self._commit_runs(batch, outcomes)
-        rest = [n for n, outcome in enumerate(outcomes) if outcome is None]
-        if rest:
-            done = await self._commit_each([batch[n] for n in rest])
-            for n, outcome in zip(rest, done, strict=True):
-                outcomes[n] = outcome
-        return [outcome for outcome in outcomes if outcome is not None]
-
-    async def _commit_runs(
-        self, batch: list[CommitRequest], outcomes: list[batches.Outcome | None]
-    ) -> None:
-        """Fill ``outcomes`` with what one ``commit_runs`` call answers for the
-        requests of ``batch`` that qualify; the rest stay ``None``."""
-        now = self._clock.now()
-        # A run with several requests keeps their order on the general path (the
-        # call may hand one back after applying the next).
-        counts = Counter(request.run_id for request in batch)
-        calls = [
-            commit_params(r, now, self._channel, self._run_channel)
-            if counts[r.run_id] == 1
-            else None
-            for r in batch
-        ]
-        fast = [(n, args) for n, args in enumerate(calls) if args is not None]
-        if not fast:
-            return
-        pool = await self._connect()
-        with self._notices.writing() as inline:
-            channels = (self._channel, self._run_channel) if inline else (None, None)
-            params = batch_params([args for _, args in fast], *channels)
-            try:
-                rows = await retry(pool.fetch, sql.COMMIT_RUNS, *params)
-            except Exception as exc:
-                if batches.is_world_failure(exc):
-                    raise
-                return  # one request made the call fail: each takes the general path
-        by_request: dict[int, list[asyncpg.Record]] = {}
-        for row in rows:
-            by_request.setdefault(row["req"], []).append(row)
-        topics: set[str] = set()
-        for req, (n, args) in enumerate(fast, start=1):
-            request, mine = batch[n], by_request[req]
-            last = mine[-1]
-            if last["outcome"] == "ok":
-                if last["notify"]:
-                    topics.add(WORK_TOPIC)
-                if args.closed is not None:
-                    topics.add(run_topic(request.run_id))
-            try:
-                outcomes[n] = commit_result(request, mine, args)
-            except LookupError as exc:
-                outcomes[n] = exc
-        if not inline:
-            self._post(sorted(topics))
-
-    async def _commit_each(self, batch: list[CommitRequest]) -> list[batches.Outcome]:
-        """``batch`` on the general path in one transaction, a savepoint per request."""
-        if len(batch) < 2:
-            return await batches.one_by_one(batch, self.commit)
-
-        async def body(tx: Tx) -> list[batches.Outcome]:
-            outcomes: list[batches.Outcome] = []
-            for request in batch:
-                signals, pending = set(tx.signals), {k: list(v) for k, v in tx.pending.items()}
-                savepoint = tx.conn.transaction()
-                await savepoint.start()
-                try:
-                    outcome: batches.Outcome = await self._commit_in(tx, request)
-                except Exception as exc:
-                    if isinstance(exc, RETRYABLE) or batches.is_world_failure(exc):
-                        raise
-                    await savepoint.rollback()
-                    tx.signals, tx.pending = signals, pending
-                    outcomes.append(exc)
-                    continue
-                await savepoint.commit()
-                outcomes.append(outcome)
-            return outcomes
-
-        return await self._write(body)
+        return await self._commits.commit_many(requests)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
         """See ``World.cancel_run``."""
@@ -551,38 +378,7 @@ class PostgresWorld(ClosesOnExit):
     ) -> str | None:
         """See ``World.resume_hook``."""
         self._check_open()
-
-        async def body(tx: Tx) -> str | None:
-            if resume_id is not None:
-                answered = await tx.conn.fetchval(sql.RESUMED, token, resume_id)
-                if answered is not None:
-                    return str(answered)
-            while True:
-                seen = await tx.conn.fetchrow(sql.HOOK_HOLDER, token)
-                if seen is None:
-                    return None
-                # Hooks are created and disposed of under their run's lock: once
-                # it is held, a hook still there stays until this commit.
-                found = await tx.lock_run(seen["run_id"])
-                hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, token)
-                if found is not None and hook is not None and hook["run_id"] == seen["run_id"]:
-                    break
-            run, attributes = found
-            if resume_id is not None and (
-                await tx.conn.fetchval(sql.RECORD_RESUME, token, resume_id, run.id) is None
-            ):
-                # a concurrent delivery with this resume id committed first
-                return str(await tx.conn.fetchval(sql.RESUMED, token, resume_id))
-            number = hook["hook"]
-            received = HookReceived(
-                hook=number, payload=payload, resume_id=resume_id, token="" if number else token
-            )
-            run, _ = tx.stamp(run, received)
-            run, _ = await tx.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
-            await tx.save_run(run, attributes)
-            return run.id
-
-        return await self._write(body)
+        return await self._write(lambda tx: resume_in(tx, token, payload, resume_id))
 
     async def start_or_resume_hook(
         self, request: CreateRunRequest, delivery: HookDelivery
@@ -593,28 +389,8 @@ class PostgresWorld(ClosesOnExit):
         requests.check_create(request)
         ivalue = index_value(request.attributes[key])
 
-        async def body(tx: Tx) -> HookStartResult | None:
-            if delivery.resume_id is not None:
-                seen = await tx.conn.fetchval(sql.RESUMED, delivery.token, delivery.resume_id)
-                if seen is not None:
-                    return HookStartResult(run_id=str(seen))
-            held = await tx.conn.fetchrow(sql.LOCK_CLAIM, key, ivalue)
-            if held is not None and held["run_id"] is not None:
-                found = await tx.lock_run(held["run_id"])
-                status = None if found is None else found[0].status
-                if resume.route(status) == "deliver":
-                    return await tx.deliver(held["run_id"], delivery)
-            hook = await tx.conn.fetchrow(sql.HOOK_HOLDER, delivery.token)
-            if hook is not None:  # another run holds the token: create nothing
-                return HookStartResult(run_id=hook["run_id"], hook_holder=hook["run_id"])
-            created = await _create(tx, request)
-            delivered = await tx.deliver(request.run_id, delivery)
-            if delivered.hook_holder is not None:
-                return None  # a concurrent caller took the token: roll back, try again
-            return msgspec.structs.replace(delivered, created=True, run=created.run)
-
         async def attempt(tx: Tx) -> HookStartResult | None:
-            result = await body(tx)
+            result = await start_or_deliver_in(tx, request, delivery, key, ivalue)
             if result is None:
                 raise RollbackError(None)
             return result
@@ -630,52 +406,14 @@ class PostgresWorld(ClosesOnExit):
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """See ``World.reopen_run``."""
         self._check_open()
-
-        async def body(tx: Tx) -> RunRecord | None:
-            found = await tx.lock_run(run_id)
-            if found is None:
-                return None
-            run, attributes = found
-            rows = await tx.conn.fetch(sql.READ_EVENTS, run_id, 0)
-            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
-            plan = reopen.plan_reopen(run, events, by)
-            if plan.event is None:
-                return run
-            run, _ = tx.stamp(run, plan.event)
-            for new in plan.work:
-                run, _ = await tx.enqueue(run, new, "", 0.0)
-            await tx.save_run(run, attributes)
-            return run
-
-        return await self._write(body)
+        return await self._write(lambda tx: reopen_in(tx, run_id, by))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> RunRecord | None:
         """See ``World.fork_run``."""
         self._check_open()
-
-        async def body(tx: Tx) -> RunRecord | None:
-            row = await tx.conn.fetchrow(sql.GET_RUN, source_run_id)
-            if row is None:
-                return None
-            source = codecs.run_from_row(row)
-            rows = await tx.conn.fetch(sql.READ_EVENTS, source_run_id, 0)
-            events = [codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows]
-            plan = reopen.plan_fork(source, events, from_step, by)
-            await tx.insert_run(run_id, source.workflow, plan.args, plan.attributes)
-            run = runs.new_run(run_id, source.workflow, plan.attributes, tx.now)
-            for event in plan.events:
-                run, _ = tx.stamp(run, event)
-            for new in plan.work:
-                run, _ = await tx.enqueue(run, new, "", 0.0)
-            keys = list(run.attributes)
-            ivalues = [index_value(run.attributes[key]) for key in keys]
-            await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run_id, keys, ivalues)
-            await tx.save_run(run, codecs.encode(run.attributes))
-            return run
-
-        return await self._write(body)
+        return await self._write(lambda tx: fork_in(tx, source_run_id, run_id, from_step, by))
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``."""
@@ -775,25 +513,7 @@ class PostgresWorld(ClosesOnExit):
         callers are woken to poll.
         """
         await self._connect()
-        channel = self._channel if topic == WORK_TOPIC else self._run_channel
-        if self._subscribing is None:
-            self._subscribing = anyio.Lock()
-        if channel not in self._channels:
-            # Heard nothing of this channel so far: subscribe, and let the
-            # caller look again (what it waits for may have happened already).
-            async with self._subscribing:
-                if channel not in self._channels:
-                    self._channels.add(channel)
-                    if self._listener is not None:
-                        await self._listener.add_listener(channel, self._on_notification)
-            await anyio.sleep(0)
-            return
-        if self._listener is None and anyio.current_time() >= self._listen_again_at:
-            async with self._subscribing:
-                if self._listener is None:
-                    await self._listen()
-        limit = self.poll_interval if self._listener is not None else 0.05
-        await self._hub.wait(topic, min(timeout, limit))
+        await self._listening.wait(topic, timeout)
 
     # ------------------------------------------------------------------ reads
 
@@ -908,73 +628,3 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.lease_schedules``."""
         self._check_open()
         return await self._schedules.lease(names, limit, lease_seconds)
-
-
-async def _create(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
-    """The transaction of ``create_run`` (its checks done) on the general path: claims
-    (by the start policy), debounce, limited pairs' slots, then the run."""
-    attributes = dict(request.attributes)
-    policy = request.policy
-    run_id = request.run_id
-    superseded = None
-    debounced = None if request.debounce is None else await tx.debounce(request)
-    if isinstance(debounced, CreateRunResult):
-        return debounced
-    for key in sorted(request.unique):
-        value = attributes[key]
-        window = request.windows.get(key, ReuseWindow())
-        reuse = (window.ttl, claims.encode_release_on(window.release_on))
-        if await tx.claim_if_free(run_id, key, value, None, None, *reuse) is not None:
-            continue
-        row = await tx.conn.fetchrow(sql.GET_CLAIM, key, index_value(value))
-        assert row is not None, "a pair claim_if_free found taken stays (it is locked)"
-        held = codecs.held_from_row(row)
-        holder_id = held.run_id
-        assert holder_id is not None  # claim_if_free takes released pairs
-        debouncing = request.debounce is not None and key == request.debounce.key
-        if debouncing and debounced is None:
-            raise RollbackError(_RACED)  # a concurrent debounce claimed it first
-        if debouncing and debounced is not None:
-            generation = debounced.generation  # the holder keeps running
-        elif claims.is_free(held, tx.now):
-            generation = claims.next_generation(held)
-        else:
-            pruned = held.pruned_status is not None
-            status = held.pruned_status
-            if not pruned:
-                lock = policy is not None and policy.key == key
-                holder = await tx.conn.fetchrow(sql.LOCK_RUN if lock else sql.GET_RUN, holder_id)
-                status = None if holder is None else codecs.run_from_row(holder).status
-            pair = (holder_id, held.generation)
-            taken = claims.on_create(policy, key, value, pair, status, run_id, pruned)
-            if isinstance(taken, ClaimConflict):
-                raise RollbackError(CreateRunResult(conflict=taken))
-            if taken.cancel_reason is not None:
-                tx.tick()
-                await tx.cancel(holder_id, taken.cancel_reason)
-                superseded = holder_id
-            generation = taken.generation
-        params = (key, index_value(value), codecs.encode(value), run_id, generation)
-        await tx.conn.execute(sql.PUT_CLAIM, *params, None, None, *reuse)
-    admitted = await tx.admit(request) if request.limits else "hold"
-    if isinstance(admitted, ClaimConflict):
-        raise RollbackError(CreateRunResult(conflict=admitted))
-    wake = admitted == "hold"
-    start_at = request.start_at
-    if request.debounce is not None:
-        start_at = claims.first_start(request.debounce, tx.now)
-    await tx.insert_run(
-        run_id,
-        request.workflow,
-        request.args,
-        attributes,
-        wake=wake,
-        start_at=start_at,
-    )
-    if request.limits:
-        await tx.take_slots(request, holding=wake)
-    run = runs.new_run(run_id, request.workflow, attributes, tx.now)
-    deadline = runs.deadline_item(request)
-    if deadline is not None:
-        run, _ = await tx.enqueue(run, deadline, "", 0.0)
-    return CreateRunResult(run=run, superseded_run_id=superseded)

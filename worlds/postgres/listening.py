@@ -1,0 +1,107 @@
+"""The PostgreSQL world's listener: one connection that ``LISTEN``s and wakes ``wait`` callers.
+
+Notifications from every process sharing the schema arrive on this connection
+and wake the callers waiting on their topic (a ``SignalHub``). It subscribes
+only to the channels callers asked for. While it is down, ``wait`` polls and
+reopens it at most once per ``poll`` interval.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import asyncpg
+
+from worlds._signals import SignalHub
+from worlds.postgres.connection import set_keepalive
+from worlds.protocol import WORK_TOPIC
+
+if TYPE_CHECKING:
+    from worlds.postgres.connection import Connection
+
+__all__ = ["Listener"]
+
+_LISTEN_TIMEOUT = 5.0
+"""Seconds to open the listener connection before falling back on polling."""
+
+
+class Listener:
+    """The listener connection of one PostgreSQL world object, and who waits on it."""
+
+    def __init__(
+        self,
+        dsn: str,
+        settings: dict[str, str],
+        *,
+        command_timeout: float,
+        poll_interval: float,
+        channels: tuple[str, str],
+    ) -> None:
+        """Connect to ``dsn`` with ``settings``; ``channels``: the work and the runs channel."""
+        self._dsn = dsn
+        self._settings = settings
+        self._command_timeout = command_timeout
+        self._poll_interval = poll_interval
+        self._channel, self._run_channel = channels
+        self._channels: set[str] = set()
+        """The channels ``wait`` callers asked for; the listener subscribes to them."""
+        self._listener: asyncpg.Connection[asyncpg.Record] | None = None
+        self._subscribing: anyio.Lock | None = None
+        """Serialises use of the listener connection (one operation at a time)."""
+        self.hub = SignalHub()
+        self._listen_again_at = 0.0
+
+    def detach(self) -> asyncpg.Connection[asyncpg.Record] | None:
+        """Stop using the listener connection; the caller closes what this returns."""
+        listener, self._listener = self._listener, None
+        return listener
+
+    async def listen(self) -> None:
+        """Open the listener connection; on failure ``wait`` polls until it is back."""
+        try:
+            listener = await asyncpg.connect(
+                self._dsn,
+                server_settings=self._settings,
+                timeout=min(_LISTEN_TIMEOUT, self._command_timeout),
+                command_timeout=self._command_timeout,
+            )
+            set_keepalive(listener, self._command_timeout)
+        except (OSError, asyncpg.exceptions.PostgresError):
+            self._listen_again_at = anyio.current_time() + self._poll_interval
+            return
+        listener.add_termination_listener(self._on_listener_lost)
+        for channel in sorted(self._channels):
+            await listener.add_listener(channel, self._on_notification)
+        self._listener = listener
+        # Changes made while nobody listened may have been missed: wake everyone.
+        self.hub.wake_all()
+
+    def _on_notification(self, conn: Connection, pid: int, channel: str, payload: object) -> None:
+        self.hub.signal(str(payload))
+
+    def _on_listener_lost(self, conn: Connection) -> None:
+        if self._listener is conn:
+            self._listener = None
+
+    async def wait(self, topic: str, timeout: float) -> None:
+        """See ``PostgresWorld.wait`` (called once the world is connected)."""
+        channel = self._channel if topic == WORK_TOPIC else self._run_channel
+        if self._subscribing is None:
+            self._subscribing = anyio.Lock()
+        if channel not in self._channels:
+            # Heard nothing of this channel so far: subscribe, and let the
+            # caller look again (what it waits for may have happened already).
+            async with self._subscribing:
+                if channel not in self._channels:
+                    self._channels.add(channel)
+                    if self._listener is not None:
+                        await self._listener.add_listener(channel, self._on_notification)
+            await anyio.sleep(0)
+            return
+        if self._listener is None and anyio.current_time() >= self._listen_again_at:
+            async with self._subscribing:
+                if self._listener is None:
+                    await self.listen()
+        limit = self._poll_interval if self._listener is not None else 0.05
+        await self.hub.wait(topic, min(timeout, limit))
