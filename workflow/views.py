@@ -43,6 +43,9 @@ from worlds.types import (
     RunForked,
     RunRecord,
     RunReopened,
+    SlotAcquired,
+    SlotReleased,
+    SlotRequested,
     StepCompleted,
     StepCreated,
     StepDiscarded,
@@ -426,6 +429,14 @@ def event_summary(event: EventKind) -> str:
         return f"patched {event.name}"
     if isinstance(event, StreamWritten):
         return f"stream {event.name}"
+    if isinstance(event, SlotRequested):
+        got = "acquired" if event.acquired else "waiting"
+        pair = f"{event.key}={format_value(event.value)}"
+        return f"hold {event.hold} {pair} limit {event.limit}: {got}"
+    if isinstance(event, SlotAcquired):
+        return f"hold {event.hold} acquired"
+    if isinstance(event, SlotReleased):
+        return f"hold {event.hold} released"
     if isinstance(event, RunReopened):
         steps = ", ".join(str(n) for n in event.steps)
         return f"reopened by {event.by}" + (f" (steps {steps} again)" if steps else "")

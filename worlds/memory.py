@@ -73,6 +73,8 @@ from worlds.types import (
     ScheduleLease,
     ScheduleRecord,
     Slot,
+    SlotAcquired,
+    SlotRequested,
     StepStarted,
     StreamChunk,
     WorkItem,
@@ -104,8 +106,8 @@ class _Item:
 class _Pair:
     """A limited pair's rows: holders and waiters, each in arrival order."""
 
-    holders: dict[str, Slot] = field(default_factory=dict)
-    waiters: dict[str, Slot] = field(default_factory=dict)
+    holders: dict[slots.Waiter, Slot] = field(default_factory=dict)
+    waiters: dict[slots.Waiter, Slot] = field(default_factory=dict)
 
 
 @dataclass
@@ -157,7 +159,8 @@ class MemoryWorld(ClosesOnExit):
         self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
         self._tokens = itertools.count(1)
         self._pairs: dict[tuple[str, str], _Pair] = {}
-        self._run_pairs: dict[str, list[tuple[str, str]]] = {}
+        self._run_pairs: dict[str, list[tuple[tuple[str, str], int]]] = {}
+        """By run: each (pair, hold number) it holds a slot of or waits in."""
         self._positions = itertools.count(1)
         self._hub = SignalHub()
         self._schedules: dict[str, ScheduleRecord] = {}
@@ -231,14 +234,20 @@ class MemoryWorld(ClosesOnExit):
 
     def _release_slots(self, run_id: str) -> None:
         """Drop the closed run's slots and places in line; promote whom that admits."""
-        freed = self._run_pairs.pop(run_id, [])
-        for pair in freed:
-            rows = self._pairs[pair]
-            rows.holders.pop(run_id, None)
-            rows.waiters.pop(run_id, None)
+        self._drop_slots(run_id, self._run_pairs.pop(run_id, []))
+
+    def _drop_slots(self, run_id: str, rows: list[tuple[tuple[str, str], int]]) -> None:
+        """Drop ``rows`` (pair, hold) of ``run_id``; promote whom that admits."""
+        freed = []
+        for pair, hold in rows:
+            at = self._pairs[pair]
+            at.holders.pop((run_id, hold), None)
+            at.waiters.pop((run_id, hold), None)
+            freed.append(pair)
         slots.drive(slots.promote_flow(freed), self._promotion_step)
         for pair in freed:
-            if not self._pairs[pair].holders and not self._pairs[pair].waiters:
+            left = self._pairs.get(pair)
+            if left is not None and not left.holders and not left.waiters:
                 del self._pairs[pair]
 
     def _promotion_step(self, need: slots.Need) -> object:
@@ -246,20 +255,25 @@ class MemoryWorld(ClosesOnExit):
             case slots.Head(pair=pair):
                 rows = self._pairs.get(pair)
                 return next(iter(rows.waiters), None) if rows is not None else None
-            case slots.Views(run_id=run_id):
+            case slots.Views(run_id=run_id, hold=hold):
                 views = []
-                for pair in self._run_pairs.get(run_id, []):
+                for pair, row_hold in self._run_pairs.get(run_id, []):
                     rows = self._pairs[pair]
-                    slot = rows.waiters[run_id]
+                    slot = rows.waiters.get((run_id, hold))
+                    if row_hold != hold or slot is None:
+                        continue
                     first = next(iter(rows.waiters))
                     views.append(slots.PairView(pair, slot.limit, len(rows.holders), first))
                 return views
-            case slots.Promote(run_id=run_id, pairs=pairs):
+            case slots.Promote(run_id=run_id, pairs=pairs, hold=hold):
                 for pair in pairs:
                     rows = self._pairs[pair]
-                    slot = rows.waiters.pop(run_id)
-                    rows.holders[run_id] = msgspec.structs.replace(slot, holding=True)
-                self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
+                    slot = rows.waiters.pop((run_id, hold))
+                    rows.holders[(run_id, hold)] = msgspec.structs.replace(slot, holding=True)
+                now = self._clock()
+                if hold:
+                    self._append(self._runs[run_id], SlotAcquired(hold=hold), now)
+                self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
                 return None
             case _:
                 assert_never(need)
@@ -355,15 +369,17 @@ class MemoryWorld(ClosesOnExit):
                     claim, run_id=event.next_run_id, generation=generation
                 )
         self._move_hooks(old, new, event, now)
-        moved = self._run_pairs.pop(record.id, [])
-        for pair in moved:
-            rows = self._pairs[pair]
-            slot = rows.holders.pop(record.id)
-            rows.holders[event.next_run_id] = msgspec.structs.replace(
+        rows = self._run_pairs.pop(record.id, [])
+        moved = [(pair, hold) for pair, hold in rows if hold == 0]
+        for pair, _ in moved:
+            at = self._pairs[pair]
+            slot = at.holders.pop((record.id, 0))
+            at.holders[(event.next_run_id, 0)] = msgspec.structs.replace(
                 slot, run_id=event.next_run_id
             )
         if moved:
             self._run_pairs[event.next_run_id] = moved
+        self._drop_slots(record.id, [(pair, hold) for pair, hold in rows if hold != 0])
         self._enqueue(event.next_run_id, NewWorkItem(kind="workflow"), "", now, 0)
 
     def _lease_item(self, item: _Item, worker_id: str, now: datetime, seconds: float) -> WorkItem:
@@ -541,9 +557,41 @@ class MemoryWorld(ClosesOnExit):
         states = {}
         for key in request.limits:
             rows = self._pairs.get((key, index_value(request.attributes[key])), _Pair())
-            someone = next(iter(rows.holders), None) or next(iter(rows.waiters), None)
-            states[key] = slots.PairState(len(rows.holders), len(rows.waiters), someone)
+            states[key] = self._pair_state(rows)
         return slots.admit(request, states)
+
+    @staticmethod
+    def _pair_state(rows: _Pair) -> slots.PairState:
+        someone = next(iter(rows.holders), None) or next(iter(rows.waiters), None)
+        name = None if someone is None else someone[0]
+        return slots.PairState(len(rows.holders), len(rows.waiters), name)
+
+    def _acquire(self, run_id: str, event: SlotRequested) -> SlotRequested:
+        """A ``hold``'s row at its pair: the slot if ``slots.admit_hold`` says so, else in line."""
+        pair = (event.key, index_value(event.value))
+        rows = self._pairs.setdefault(pair, _Pair())
+        acquired = slots.admit_hold(self._pair_state(rows), event.limit)
+        slot = Slot(
+            key=event.key,
+            value=event.value,
+            run_id=run_id,
+            limit=event.limit,
+            holding=acquired,
+            position=next(self._positions),
+            hold=event.hold,
+        )
+        (rows.holders if acquired else rows.waiters)[(run_id, event.hold)] = slot
+        self._run_pairs.setdefault(run_id, []).append((pair, event.hold))
+        return msgspec.structs.replace(event, acquired=acquired)
+
+    def _release_hold(self, run_id: str, hold: int) -> None:
+        """Drop hold ``hold`` of ``run_id`` (slot or place in line); promote whom that admits."""
+        rows = self._run_pairs.get(run_id, [])
+        gone = [(pair, number) for pair, number in rows if number == hold]
+        self._run_pairs[run_id] = [row for row in rows if row[1] != hold]
+        if not self._run_pairs[run_id]:
+            del self._run_pairs[run_id]
+        self._drop_slots(run_id, gone)
 
     def _take_slots(self, request: CreateRunRequest, *, holding: bool) -> None:
         """The new run's row at each of its limited pairs: a slot, or a place in line."""
@@ -560,8 +608,8 @@ class MemoryWorld(ClosesOnExit):
                 position=position,
             )
             rows = self._pairs.setdefault(pair, _Pair())
-            (rows.holders if holding else rows.waiters)[request.run_id] = slot
-            self._run_pairs.setdefault(request.run_id, []).append(pair)
+            (rows.holders if holding else rows.waiters)[(request.run_id, 0)] = slot
+            self._run_pairs.setdefault(request.run_id, []).append((pair, 0))
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``."""
@@ -606,8 +654,12 @@ class MemoryWorld(ClosesOnExit):
                     reply = self._try_claim(need.run_id, need.event)
                 else:
                     reply = self._try_hook(need.run_id, need.event, now)
+            elif isinstance(need, commits.Acquire):
+                reply = self._acquire(need.run_id, need.event)
             elif isinstance(need, commits.Append):
                 self._store(run, need.run, need.event)
+            elif isinstance(need, commits.Release):
+                self._release_hold(need.run_id, need.hold)
             elif isinstance(need, commits.Continue):
                 self._continue(run, need.event, now)
             elif isinstance(need, commits.Stream):
@@ -906,10 +958,10 @@ class MemoryWorld(ClosesOnExit):
     async def run_slots(self, run_id: str) -> list[Slot]:
         """See ``World.run_slots``."""
         found = []
-        for pair in self._run_pairs.get(run_id, []):
+        for pair, hold in self._run_pairs.get(run_id, []):
             rows = self._pairs[pair]
-            found.append(rows.holders.get(run_id) or rows.waiters[run_id])
-        return sorted(found, key=lambda slot: (slot.key, index_value(slot.value)))
+            found.append(rows.holders.get((run_id, hold)) or rows.waiters[(run_id, hold)])
+        return sorted(found, key=lambda slot: (slot.key, index_value(slot.value), slot.hold))
 
     async def run_claims(self, run_id: str) -> list[Claim]:
         """See ``World.run_claims``."""

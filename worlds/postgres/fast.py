@@ -29,6 +29,8 @@ from worlds.types import (
     HookCreated,
     RunRecord,
     RunStatus,
+    SlotReleased,
+    SlotRequested,
     StepStarted,
     StreamWritten,
     WorkItem,
@@ -74,7 +76,9 @@ def _qualifies(event: EventKind) -> bool:
     if isinstance(event, AttributeSet):
         return event.step is not None and not event.unique
     # closing a run may tell its parent or cancel its children (worlds._rules.children)
-    return not isinstance(event, (HookCreated, StreamWritten, *CLOSING_EVENTS))
+    # a hold's slot is settled (and released, promoting) by the general path
+    slot = (SlotRequested, SlotReleased)
+    return not isinstance(event, (HookCreated, StreamWritten, *slot, *CLOSING_EVENTS))
 
 
 def _unstamped(event: EventKind) -> EventKind:

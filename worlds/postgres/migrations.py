@@ -871,5 +871,8 @@ $fn$
         PRIMARY KEY (run_id, name, seq)
     )""",
     ),
+    # 9: slots taken by ``hold`` inside workflows (rfcs/0008-flow-control.md):
+    # a row's hold number (0: a start-time slot of ``Limited``).
+    9: ("ALTER TABLE slots ADD COLUMN hold integer NOT NULL DEFAULT 0",),
 }
 """The statements of each schema version, applied in order to reach it."""
