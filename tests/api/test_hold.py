@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -131,7 +132,7 @@ async def test_waiters_enter_first_in_first_out_holding_no_worker(world: World) 
         users = []
         for name in ["u1", "u2", "u3"]:
             users.append(await start(gate_user, name, world=world))
-            await _eventually(lambda n=len(users): _in_line(world, n))  # type: ignore[misc]
+            await _eventually(functools.partial(_in_line, world, len(users)))
         # three runs wait, and the one-task worker still runs other work
         plain = await start(plain_job, 1, world=world)
         with anyio.fail_after(30):
@@ -149,9 +150,7 @@ async def test_waiters_enter_first_in_first_out_holding_no_worker(world: World) 
 
 
 async def _holds(world: World, run: Run[Any]) -> bool:
-    return [(row.run_id, row.holding) for row in await world.run_slots(run.id)] == [
-        (run.id, True)
-    ]
+    return [(row.run_id, row.holding) for row in await world.run_slots(run.id)] == [(run.id, True)]
 
 
 async def test_a_failing_block_releases_its_slot(world: World) -> None:
