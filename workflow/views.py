@@ -250,13 +250,18 @@ class HookSummary:
 
 @dataclass
 class Waiting:
-    """A limited pair a pending run waits in: who holds its slots, how many wait ahead."""
+    """A limited pair a run waits in: who holds its slots, how many wait ahead.
+
+    ``hold`` is 0 for a pending run's start-time slot (``Limited``), else the
+    number of the ``hold()`` block a running workflow waits in.
+    """
 
     key: str
     value: Any
     limit: int
     holders: list[str]
     ahead: int
+    hold: int = 0
 
     def reason(self) -> str:
         """The sentence ``wf runs show`` prints."""
@@ -264,7 +269,8 @@ class Waiting:
         held = f"held by {shown}" if self.holders else "none held yet"
         line = f" ({self.ahead} ahead in line)" if self.ahead else ""
         pair = f"{self.key}={format_value(self.value)}"
-        return f"waiting for {pair}: {len(self.holders)} of {self.limit} slots {held}{line}"
+        block = f" (hold {self.hold})" if self.hold else ""
+        return f"waiting for {pair}{block}: {len(self.holders)} of {self.limit} slots {held}{line}"
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields."""
@@ -274,6 +280,7 @@ class Waiting:
             "limit": self.limit,
             "holders": self.holders,
             "ahead": self.ahead,
+            "hold": self.hold,
             "reason": self.reason(),
         }
 
@@ -371,7 +378,7 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         rows = await run.world.list_slots(slot.key, slot.value)
         holders = [row.run_id for row in rows if row.holding]
         ahead = sum(1 for row in rows if not row.holding and row.position < slot.position)
-        waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead))
+        waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead, slot.hold))
     parent = await run.parent()
     children = [child.record for child in await run.children() if child.record is not None]
     return RunDetails(
