@@ -113,7 +113,7 @@ def describe(event: EventKind) -> str:
         case StreamWritten():
             return f"write_stream({event.name!r})"
         case SlotRequested():
-            return f"hold({event.key!r})"
+            return f"hold({event.key!r}, {event.value!r})"
         case SlotReleased():
             return "the end of a hold() block"
         case (

@@ -59,7 +59,7 @@ class Holds:
                 "at a time (a second hold of it could only deadlock); raise the limit or "
                 "hold it once around both parts"
             )
-        issued = f"hold({key!r})"
+        issued = f"hold({key!r}, {value!r})"
         recorded = instance.next_recorded(issued)
         future: asyncio.Future[SlotRequested] = instance.loop.create_future()
         if recorded is None:
@@ -67,7 +67,14 @@ class Holds:
             event = SlotRequested(hold=number, key=key, value=value, limit=limit)
             instance.outbox.events.append(event)
             instance.calls.append(PendingCall(future, None, len(instance.outbox.events) - 1))
-        elif isinstance(recorded, SlotRequested) and recorded.key == key:
+        elif (
+            isinstance(recorded, SlotRequested)
+            and (
+                recorded.key,
+                index_value(recorded.value),
+            )
+            == pair
+        ):
             number = recorded.hold
             instance.calls.append(PendingCall(future, recorded))
         else:
