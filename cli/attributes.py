@@ -157,8 +157,9 @@ def holders(
     world: WorldOption = None,
 ) -> None:
     """Who holds the pair KEY=VALUE: its unique claim (with generation, and whether the
-    holder was pruned) and, for a Limited pair, the runs holding its slots and the
-    runs waiting for one, in the order they will be promoted.
+    holder was pruned) and, for a limited pair (Limited at start, or hold() in
+    workflow code), the runs holding its slots and the runs waiting for one, in
+    the order they will be promoted; a hold() block shows its number.
 
     Examples:
 
@@ -192,6 +193,7 @@ def holders(
                     "limit": limit,
                     "holders": [slot.run_id for slot in holding],
                     "waiters": [slot.run_id for slot in waiting],
+                    "holds": {slot.run_id: slot.hold for slot in slots if slot.hold},
                 }
             )
             return
@@ -209,6 +211,8 @@ def holders(
                 table.add_column(column)
             for n, slot in enumerate([*holding, *waiting], 1):
                 state = "holding" if slot.holding else "waiting"
+                if slot.hold:
+                    state += f" (hold {slot.hold})"
                 table.add_row(str(n), slot.run_id, state, str(slot.limit))
             console.print(table)
         if claim is None and not slots:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -136,6 +137,15 @@ class Runtime(ABC):
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name``; see ``workflow.patched``."""
         raise NotInWorkflowError("patched() works in workflow code, not in steps")
+
+    def hold(
+        self, key: str, value: AttributeValue, limit: int
+    ) -> AbstractAsyncContextManager[None]:
+        """A durable semaphore block of workflow code; see ``workflow.hold``."""
+        raise NotInWorkflowError(
+            "hold() works in workflow code: a step cannot wait durably; hold the slot in "
+            "the workflow around the step call"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,13 @@ from it on replay; inside a step they act on the current step attempt.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 from uuid import UUID
 
 from workflow import _runtime
-from workflow._attributes import reuse_window
+from workflow._attributes import check_pair, reuse_window
 from workflow._codec import encode_result
 from workflow._hooks import Hook
 from workflow.types import RunMetadata, StepMetadata
@@ -25,6 +26,7 @@ __all__ = [
     "get_attribute",
     "get_run_metadata",
     "get_step_metadata",
+    "hold",
     "list_attributes",
     "now",
     "patched",
@@ -95,6 +97,38 @@ async def sleep(duration: float | timedelta) -> None:
     if seconds != seconds:
         raise ValueError("sleep() needs a number of seconds, got NaN")
     await _runtime.current().sleep(seconds)
+
+
+def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContextManager[None]:
+    """A durable semaphore: ``async with hold(key, value, limit=n):`` runs its block
+    while this run holds one of ``n`` slots of the pair (``key``, ``value``).
+
+    Entering takes a free slot, or waits in line for one: first in, first out
+    per pair, holding no worker (the run's workflow task ends; the world wakes
+    it when a slot frees), and a full pair never delays other pairs. The slot
+    is given back when the block exits, however it exits, or when the run
+    closes, whatever its outcome. Cancelling the run while it waits ends the
+    wait with ``CancelledError`` and gives up its place in line. Slots are the
+    rows ``Limited`` takes at start (the same pair may be limited both ways),
+    listed by ``wf attributes holders KEY VALUE``. Acquire and release are
+    recorded in the log, so replay answers them from there.
+
+    A run holds a pair once at a time: entering a second ``hold`` of a pair it
+    already holds or waits for raises ``ValueError`` (it could only deadlock).
+
+    Raises:
+        TypeError: ``limit`` is not an int.
+        ValueError: the key or value is not a valid attribute pair, ``limit`` is
+            outside 1-1000000, or this run already holds the pair.
+        NotInWorkflowError: called outside workflow code (a step cannot wait
+            durably; hold the slot in the workflow around the step call).
+    """
+    key, value = check_pair(key, value)
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise TypeError(f"hold() takes an int limit, not {type(limit).__name__}")
+    if not 1 <= limit <= 1_000_000:
+        raise ValueError(f"limit of hold({key!r}) must be 1-1000000, got {limit}")
+    return _runtime.current().hold(key, value, limit)
 
 
 def create_hook(

@@ -43,6 +43,9 @@ from worlds.types import (
     RunForked,
     RunRecord,
     RunReopened,
+    SlotAcquired,
+    SlotReleased,
+    SlotRequested,
     StepCompleted,
     StepCreated,
     StepDiscarded,
@@ -247,13 +250,18 @@ class HookSummary:
 
 @dataclass
 class Waiting:
-    """A limited pair a pending run waits in: who holds its slots, how many wait ahead."""
+    """A limited pair a run waits in: who holds its slots, how many wait ahead.
+
+    ``hold`` is 0 for a pending run's start-time slot (``Limited``), else the
+    number of the ``hold()`` block a running workflow waits in.
+    """
 
     key: str
     value: Any
     limit: int
     holders: list[str]
     ahead: int
+    hold: int = 0
 
     def reason(self) -> str:
         """The sentence ``wf runs show`` prints."""
@@ -261,7 +269,8 @@ class Waiting:
         held = f"held by {shown}" if self.holders else "none held yet"
         line = f" ({self.ahead} ahead in line)" if self.ahead else ""
         pair = f"{self.key}={format_value(self.value)}"
-        return f"waiting for {pair}: {len(self.holders)} of {self.limit} slots {held}{line}"
+        block = f" (hold {self.hold})" if self.hold else ""
+        return f"waiting for {pair}{block}: {len(self.holders)} of {self.limit} slots {held}{line}"
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields."""
@@ -271,6 +280,7 @@ class Waiting:
             "limit": self.limit,
             "holders": self.holders,
             "ahead": self.ahead,
+            "hold": self.hold,
             "reason": self.reason(),
         }
 
@@ -368,7 +378,7 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         rows = await run.world.list_slots(slot.key, slot.value)
         holders = [row.run_id for row in rows if row.holding]
         ahead = sum(1 for row in rows if not row.holding and row.position < slot.position)
-        waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead))
+        waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead, slot.hold))
     parent = await run.parent()
     children = [child.record for child in await run.children() if child.record is not None]
     return RunDetails(
@@ -426,6 +436,14 @@ def event_summary(event: EventKind) -> str:
         return f"patched {event.name}"
     if isinstance(event, StreamWritten):
         return f"stream {event.name}"
+    if isinstance(event, SlotRequested):
+        got = "acquired" if event.acquired else "waiting"
+        pair = f"{event.key}={format_value(event.value)}"
+        return f"hold {event.hold} {pair} limit {event.limit}: {got}"
+    if isinstance(event, SlotAcquired):
+        return f"hold {event.hold} acquired"
+    if isinstance(event, SlotReleased):
+        return f"hold {event.hold} released"
     if isinstance(event, RunReopened):
         steps = ", ".join(str(n) for n in event.steps)
         return f"reopened by {event.by}" + (f" (steps {steps} again)" if steps else "")

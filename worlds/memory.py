@@ -74,6 +74,7 @@ from worlds.types import (
     ScheduleLease,
     ScheduleRecord,
     Slot,
+    SlotAcquired,
     StepStarted,
     StreamChunk,
     WorkItem,
@@ -180,9 +181,13 @@ class MemoryWorld(ClosesOnExit):
                 if children.cancels_with_parent(child.record, record.id):
                     self._append(child, RunCancelled(reason=reason), closing.at)
 
-    def _wake(self, run_id: str) -> None:
-        """Enqueue ``run_id``'s workflow task, due now."""
-        self._enqueue(run_id, NewWorkItem(kind="workflow"), "", self._clock(), 0)
+    def _wake(self, run_id: str, hold: int = 0) -> None:
+        """Enqueue ``run_id``'s workflow task, due now (after ``SlotAcquired`` for a
+        ``hold()`` block just given its slot)."""
+        now = self._clock()
+        if hold:
+            self._append(self._runs[run_id], SlotAcquired(hold=hold), now)
+        self._enqueue(run_id, NewWorkItem(kind="workflow"), "", now, 0)
 
     def _move_hooks(self, old: _Run, new: _Run, event: RunContinued, now: datetime) -> None:
         """Hand ``old``'s tokens, unbound, and their unread payloads to ``new``."""
@@ -362,8 +367,12 @@ class MemoryWorld(ClosesOnExit):
                     reply = self._claims.try_set(need.run_id, need.event)
                 else:
                     reply = self._hooks.try_bind(need.run_id, need.event, now)
+            elif isinstance(need, commits.Acquire):
+                reply = self._slots.acquire(need.run_id, need.event)
             elif isinstance(need, commits.Append):
                 self._store(run, need.run, need.event)
+            elif isinstance(need, commits.Release):
+                self._slots.release_hold(need.run_id, need.hold)
             elif isinstance(need, commits.Continue):
                 self._continue(run, need.event, now)
             elif isinstance(need, commits.Stream):

@@ -69,6 +69,9 @@ __all__ = [
     "ScheduleLease",
     "ScheduleRecord",
     "Slot",
+    "SlotAcquired",
+    "SlotReleased",
+    "SlotRequested",
     "StartPolicy",
     "StepCompleted",
     "StepCreated",
@@ -400,6 +403,33 @@ class RunForked(Event, tag="run_forked", frozen=True, kw_only=True):
     by: str
 
 
+class SlotRequested(Event, tag="slot_requested", frozen=True, kw_only=True):
+    """Workflow code asked for a slot of a limited pair (``hold``): a command.
+
+    The world settles it in the commit: ``acquired`` says whether the slot was
+    taken at once; else the run waits in line, holding no worker, until a
+    ``SlotAcquired`` for the same ``hold`` number is appended to its log.
+    """
+
+    hold: int
+    key: str
+    value: StoredValue
+    limit: int
+    acquired: bool = False
+
+
+class SlotAcquired(Event, tag="slot_acquired", frozen=True, kw_only=True):
+    """A waiting ``hold`` was promoted: the run now holds its slot (appended by the world)."""
+
+    hold: int
+
+
+class SlotReleased(Event, tag="slot_released", frozen=True, kw_only=True):
+    """Workflow code gave back slot (or place in line) ``hold``: a command."""
+
+    hold: int
+
+
 EventKind: TypeAlias = (
     RunCreated
     | RunStarted
@@ -428,6 +458,9 @@ EventKind: TypeAlias = (
     | StreamWritten
     | RunReopened
     | RunForked
+    | SlotRequested
+    | SlotAcquired
+    | SlotReleased
 )
 """Every concrete event type: decode a stored event with this union."""
 
@@ -549,6 +582,8 @@ class Slot(msgspec.Struct, frozen=True, kw_only=True):
     limit: int
     holding: bool
     position: int
+    hold: int = 0
+    """0 for a slot taken at start (``Limited``); else the run's ``hold`` number."""
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]

@@ -24,6 +24,7 @@ def test_workflow_exports_are_pinned() -> None:
         "HookNotFoundError",
         "Limited",
         "NotInWorkflowError",
+        "hold",
         "QuerySyntaxError",
         "RunList",
         "decode_history",

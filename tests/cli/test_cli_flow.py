@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import anyio
 import pytest
 
 import worlds
+from tests.api.test_hold import gate_keeper, gate_user
 from tests.cli.test_cli import wf
-from workflow import Limited, Unique, start, workflow
+from workflow import Limited, Unique, Worker, start, workflow
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +87,31 @@ def test_start_with_limit_and_delay(tmp_path: Path) -> None:
         assert refused.code == 2 and "--limit takes KEY=VALUE:N" in refused.err
     twice = wf(url, "start", target, "0", "--attr", "lane=x", "--limit", "lane=l-1:1")
     assert twice.code == 2 and "given twice" in twice.err
+
+
+async def test_hold_blocks_show_in_holders_and_runs_show(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    async with worlds.open(url) as world:
+        async with Worker(world, [gate_keeper, gate_user]):
+            keeper = await start(gate_keeper, "cli-token", world=world)
+            user = await start(gate_user, "cli", world=world)
+            with anyio.fail_after(30):
+                while len(await world.list_slots("gate", "g")) < 2:
+                    await anyio.sleep(0.02)
+                rows = await world.list_slots("gate", "g")
+                while [row.holding for row in rows] != [True, False]:
+                    await anyio.sleep(0.02)
+                    rows = await world.list_slots("gate", "g")
+        holder, waiter = rows[0].run_id, rows[1].run_id
+        assert {holder, waiter} == {keeper.id, user.id}
+    holders = wf(url, "attributes", "holders", "gate", "g", "--json").json()
+    assert (holders["limit"], holders["holders"], holders["waiters"]) == (1, [holder], [waiter])
+    assert holders["holds"] == {holder: 1, waiter: 1}
+    table = wf(url, "attributes", "holders", "gate", "g")
+    assert "holding (hold 1)" in table.out and "waiting (hold 1)" in table.out
+    shown = wf(url, "runs", "show", waiter)
+    assert shown.code == 0, shown.err
+    assert f"waiting for gate=g (hold 1): 1 of 1 slots held by {holder}" in shown.out
+    assert "hold 1 gate=g limit 1: waiting" in shown.out
+    (waiting,) = wf(url, "runs", "show", waiter, "--json").json()["waiting"]
+    assert (waiting["hold"], waiting["holders"]) == (1, [holder])

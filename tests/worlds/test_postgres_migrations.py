@@ -31,6 +31,7 @@ FROZEN = {
     7: "6b5f78fb45320730a6ff105a3417797f6713e2169b484133bbf6fd74f8bbf3f9",
     8: "a69ff3393f7e908e16855303d2b63a5b0e1e70dc2ac3d7aa65276c853b24b9fa",
     9: "4f21322ff61fdc561ed8f80c7f0130d5426d8642b8a380e04e4c69624d83a138",
+    10: "92c3b59a532a581a60e34adfbb78dc45583fea5cabc98060d152dbae3c7bfd90",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

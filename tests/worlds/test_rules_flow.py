@@ -48,10 +48,10 @@ class _Pairs:
     def do(self, need: slots.Need) -> Any:
         if isinstance(need, slots.Head):
             line = self.lines[need.pair[0]]
-            return line[0] if line else None
+            return (line[0], 0) if line else None
         if isinstance(need, slots.Views):
             return [
-                slots.PairView((key, ""), self.limit, len(self.holders[key]), line[0])
+                slots.PairView((key, ""), self.limit, len(self.holders[key]), (line[0], 0))
                 for key, line in self.lines.items()
                 if need.run_id in line
             ]
@@ -113,3 +113,42 @@ def test_release_on_round_trips_through_its_column() -> None:
     assert claims.decode_release_on("cancelled,failed") == statuses
     assert claims.encode_release_on(frozenset()) is None
     assert claims.decode_release_on(None) == frozenset()
+
+
+@given(st.integers(0, 5), st.integers(0, 3), st.integers(1, 4))
+def test_a_hold_takes_a_slot_only_with_room_and_nobody_waiting(
+    holding: int, waiting: int, limit: int
+) -> None:
+    acquired = slots.admit_hold(slots.PairState(holding, waiting, None), limit)
+    assert acquired == (holding < limit and waiting == 0)
+
+
+def test_holds_of_one_run_in_two_pairs_are_promoted_independently() -> None:
+    """A waiter is (run, hold): a run waiting in two pairs by two holds needs no
+    slot of the other pair, unlike a start-time waiter (hold 0) in both."""
+    lines: dict[tuple[str, str], list[slots.Waiter]] = {
+        ("a", ""): [("r", 1)],
+        ("b", ""): [("r", 2)],
+    }
+    holders: dict[tuple[str, str], list[slots.Waiter]] = {("a", ""): [], ("b", ""): [("h", 0)]}
+    promoted: list[slots.Waiter] = []
+
+    def do(need: slots.Need) -> Any:
+        if isinstance(need, slots.Head):
+            return lines[need.pair][0] if lines[need.pair] else None
+        if isinstance(need, slots.Views):
+            me = (need.run_id, need.hold)
+            return [
+                slots.PairView(pair, 1, len(holders[pair]), line[0])
+                for pair, line in lines.items()
+                if me in line
+            ]
+        for pair in need.pairs:
+            lines[pair].remove((need.run_id, need.hold))
+            holders[pair].append((need.run_id, need.hold))
+        promoted.append((need.run_id, need.hold))
+        return None
+
+    assert slots.drive(slots.promote_flow([("a", ""), ("b", "")]), do) == ["r"]
+    assert promoted == [("r", 1)]
+    assert lines == {("a", ""): [], ("b", ""): [("r", 2)]}

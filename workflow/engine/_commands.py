@@ -30,6 +30,9 @@ from worlds.types import (
     RunForked,
     RunReopened,
     RunStarted,
+    SlotAcquired,
+    SlotReleased,
+    SlotRequested,
     StepCompleted,
     StepCreated,
     StepDiscarded,
@@ -63,6 +66,8 @@ def is_command(event: EventKind) -> bool:
             | ChildConflict()
             | PatchMarker()
             | StreamWritten()
+            | SlotRequested()
+            | SlotReleased()
         ):
             return True
         case (
@@ -79,6 +84,7 @@ def is_command(event: EventKind) -> bool:
             | ChildClosed()
             | RunReopened()
             | RunForked()
+            | SlotAcquired()
         ):
             return False
         case _:
@@ -106,6 +112,10 @@ def describe(event: EventKind) -> str:
             return f"patched({event.name!r})"
         case StreamWritten():
             return f"write_stream({event.name!r})"
+        case SlotRequested():
+            return f"hold({event.key!r}, {event.value!r})"
+        case SlotReleased():
+            return "the end of a hold() block"
         case (
             RunCreated()
             | RunStarted()
@@ -120,6 +130,7 @@ def describe(event: EventKind) -> str:
             | ChildClosed()
             | RunReopened()
             | RunForked()
+            | SlotAcquired()
         ):
             raise AssertionError(f"{type(event).__name__} is not a command; nothing issues it")
         case _:

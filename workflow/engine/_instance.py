@@ -22,6 +22,7 @@ import contextvars
 import hashlib
 import random as _random
 from collections.abc import Awaitable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any, assert_never
 from uuid import UUID
@@ -47,6 +48,7 @@ from workflow.client import Run
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._children import child_run_id
 from workflow.engine._commands import describe, is_command
+from workflow.engine._holds import Holds
 from workflow.engine._loop import WorkflowLoop
 from workflow.engine._outbox import LATEST_TIMER, Commit, Outcome, PendingCall, WorkflowHook
 from workflow.errors import (
@@ -87,6 +89,9 @@ from worlds.types import (
     RunReopened,
     RunStarted,
     RunStatus,
+    SlotAcquired,
+    SlotReleased,
+    SlotRequested,
     StepCompleted,
     StepCreated,
     StepDiscarded,
@@ -150,6 +155,7 @@ class WorkflowInstance(_runtime.Runtime):
         self._child_closed: dict[str, ChildClosed] = {}
         self._child_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._patches: dict[str, bool] = {}
+        self._holds = Holds(self)
 
     # ================================================================ engine side
 
@@ -296,6 +302,8 @@ class WorkflowInstance(_runtime.Runtime):
                 self._cancel_requested(event)
             case ChildClosed():
                 self._child_done(event)
+            case SlotAcquired():
+                self._holds.acquired(event)
             case RunReopened() | RunForked():
                 pass  # markers: ``feed`` already replays the log as they say
             case (
@@ -320,6 +328,8 @@ class WorkflowInstance(_runtime.Runtime):
                 | ChildConflict()
                 | PatchMarker()
                 | StreamWritten()
+                | SlotRequested()
+                | SlotReleased()
             ):
                 raise AssertionError(
                     f"{type(event).__name__} (seq {event.seq}) is a command: feed() matches "
@@ -436,6 +446,8 @@ class WorkflowInstance(_runtime.Runtime):
                     call.future.set_exception(
                         AttributeConflictError(outcome.key, outcome.value, holder)
                     )
+                case SlotRequested():
+                    call.future.set_result(outcome)
                 case None:
                     raise AssertionError("a call is resolved only once its outcome is known")
                 case _:
@@ -453,6 +465,25 @@ class WorkflowInstance(_runtime.Runtime):
         while self._recorded and isinstance(self._recorded[0], PatchMarker):
             self._recorded.popleft()
         return self._recorded.popleft() if self._recorded else None
+
+    # what ``workflow.engine._holds`` issues commands with
+    @property
+    def outbox(self) -> Commit:
+        """The commands and work not yet handed to the engine."""
+        return self._outbox
+
+    @property
+    def calls(self) -> list[PendingCall]:
+        """Calls answered at the next quiescent point."""
+        return self._calls
+
+    def next_recorded(self, issued: str) -> EventKind | None:
+        """Match a new command against the log (see ``_next_recorded``)."""
+        return self._next_recorded(issued)
+
+    def mismatch(self, recorded: EventKind, issued: str) -> NonDeterminismError:
+        """Fail the run: the body issued ``issued`` where the log holds ``recorded``."""
+        return self._mismatch(recorded, issued)
 
     def _mismatch(self, recorded: EventKind, issued: str) -> NonDeterminismError:
         error = NonDeterminismError(self._position - 1, describe(recorded), issued)
@@ -712,6 +743,12 @@ class WorkflowInstance(_runtime.Runtime):
             self._outbox.events.append(StreamWritten(name=name, data=data))
         elif not (isinstance(recorded, StreamWritten) and recorded.name == name):
             raise self._mismatch(recorded, issued)
+
+    def hold(
+        self, key: str, value: AttributeValue, limit: int
+    ) -> AbstractAsyncContextManager[None]:
+        """A durable semaphore block; see ``workflow.hold`` and ``workflow.engine._holds``."""
+        return self._holds.block(key, value, limit)
 
     def patched(self, name: str) -> bool:
         """True for a run that is new here or recorded the marker; False for one that

@@ -26,6 +26,7 @@ from worlds.types import (
     HookConflict,
     HookCreated,
     NewWorkItem,
+    SlotRequested,
 )
 
 __all__ = ["LATEST_TIMER", "Commit", "Outcome", "PendingCall", "WorkflowHook"]
@@ -36,7 +37,13 @@ to this: they never fire in practice, and every world can store the time."""
 
 
 Outcome = (
-    AttributeSet | AttributeConflict | HookCreated | HookConflict | ChildStarted | ChildConflict
+    AttributeSet
+    | AttributeConflict
+    | HookCreated
+    | HookConflict
+    | ChildStarted
+    | ChildConflict
+    | SlotRequested
 )
 
 

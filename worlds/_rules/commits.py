@@ -25,6 +25,8 @@ from worlds.types import (
     RunContinued,
     RunRecord,
     RunStatus,
+    SlotReleased,
+    SlotRequested,
     StepCompleted,
     StepDiscarded,
     StepFailed,
@@ -36,11 +38,13 @@ from worlds.types import (
 
 __all__ = [
     "Ack",
+    "Acquire",
     "Append",
     "Committed",
     "Continue",
     "Enqueue",
     "Need",
+    "Release",
     "Settle",
     "Stream",
     "after_ack",
@@ -118,6 +122,25 @@ class Settle(NamedTuple):
     event: AttributeSet | HookCreated
 
 
+class Acquire(NamedTuple):
+    """Ask: settle a ``hold``'s ``SlotRequested``: take the slot or a place in line.
+
+    Reply with the event to append, ``acquired`` set when the slot was taken
+    (``worlds._rules.slots.admit_hold`` decides; the world writes the row).
+    """
+
+    run_id: str
+    event: SlotRequested
+
+
+class Release(NamedTuple):
+    """Tell: run ``run_id`` gave back hold ``hold`` (its slot or place in line):
+    drop the row and promote whom that admits (``slots.promote_flow``)."""
+
+    run_id: str
+    hold: int
+
+
 class Append(NamedTuple):
     """Tell: ``event`` is stored as the next of ``run`` (already numbered and dated)."""
 
@@ -152,7 +175,7 @@ class Enqueue(NamedTuple):
     new: NewWorkItem
 
 
-Need = Settle | Append | Continue | Stream | Ack | Enqueue
+Need = Settle | Acquire | Append | Release | Continue | Stream | Ack | Enqueue
 """What a commit needs its world to do, in order."""
 
 
@@ -182,8 +205,12 @@ def commit_flow(
     for event in request.events:
         if (isinstance(event, AttributeSet) and event.unique) or isinstance(event, HookCreated):
             event = yield Settle(run.id, event)
+        if isinstance(event, SlotRequested):
+            event = yield Acquire(run.id, event)
         run, stored = runs.stamped(run, event, now)
         yield Append(run, stored)
+        if isinstance(stored, SlotReleased):
+            yield Release(run.id, stored.hold)
         if isinstance(stored, RunContinued):
             yield Continue(run, stored)
         if isinstance(stored, StreamWritten):

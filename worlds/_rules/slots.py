@@ -11,6 +11,14 @@ promoted blocks the ones behind it in that pair only, so a full pair never
 delays another pair's runs. Every promotion takes slots and frees none, so a
 pair's holders never exceed the limit its holders asked for.
 
+Workflow code takes slots too (``workflow.hold``): a ``SlotRequested``
+command gets a row for (run, hold number) at its one pair, decided by
+``admit_hold`` (the same rule: a slot if one is free and nobody waits, else a
+place in line); ``SlotReleased`` or the run's close drops it. A waiter is
+therefore a (run id, hold number) ``Waiter``: hold 0 is a start-time row
+(promotion gives the run its workflow item), any other a ``hold`` inside a
+running workflow (promotion appends ``SlotAcquired`` to its log and wakes it).
+
 ``promote_flow`` is a generator a backend drives, answering each ``Need``
 with the rows it reads (``Head``, ``Views``) or the write it does
 (``Promote``); see ``commits.drive`` for the synchronous driver pattern.
@@ -30,7 +38,10 @@ __all__ = [
     "PairView",
     "Promote",
     "Views",
+    "Waiter",
     "admit",
+    "admit_hold",
+    "check_hold",
     "check_limits",
     "drive",
     "promote_flow",
@@ -38,6 +49,9 @@ __all__ = [
 
 Pair = tuple[str, str]
 """A limited pair as worlds index it: (key, ``index_value(value)``)."""
+
+Waiter = tuple[str, int]
+"""A row in line: (run id, hold number); hold 0 is a run waiting to start."""
 
 
 class PairState(NamedTuple):
@@ -92,32 +106,55 @@ def admit(
     return "wait" if full else "hold"
 
 
+def check_hold(key: str, limit: int) -> None:
+    """Raise ``ValueError`` for a ``hold`` whose key or limit no world can keep."""
+    if not key:
+        raise ValueError("hold() needs a non-empty key")
+    if not 1 <= limit <= 1_000_000:
+        raise ValueError(f"limit of hold({key!r}) must be 1-1000000, got {limit}")
+
+
+def admit_hold(state: PairState, limit: int) -> bool:
+    """Whether a ``hold`` takes its slot at once (else it waits in line).
+
+    The start-time rule for one pair: a slot is free and nobody waits (a
+    newcomer never passes a waiter).
+    """
+    return state.holding < limit and state.waiting == 0
+
+
 class PairView(NamedTuple):
     """One pair a waiting run waits in: its limit there, the slots held, the first waiter."""
 
     pair: Pair
     limit: int
     holding: int
-    first_waiter: str
+    first_waiter: Waiter
 
 
 class Head(NamedTuple):
-    """Ask: the first waiting run of ``pair`` (reply: its run id, or ``None``)."""
+    """Ask: the first waiter of ``pair`` (reply: its ``Waiter``, or ``None``)."""
 
     pair: Pair
 
 
 class Views(NamedTuple):
-    """Ask: a ``PairView`` of every pair run ``run_id`` waits in (reply: a list)."""
+    """Ask: a ``PairView`` of every pair waiter (``run_id``, ``hold``) waits in (reply: a list)."""
 
     run_id: str
+    hold: int = 0
 
 
 class Promote(NamedTuple):
-    """Do: run ``run_id`` takes a slot in each of ``pairs`` and gets its workflow work item."""
+    """Do: waiter (``run_id``, ``hold``) takes a slot in each of ``pairs``.
+
+    Hold 0: the run gets its workflow work item. Else: ``SlotAcquired(hold)``
+    is appended to the run's log and its workflow is woken.
+    """
 
     run_id: str
     pairs: tuple[Pair, ...]
+    hold: int = 0
 
 
 Need = Head | Views | Promote
@@ -135,14 +172,15 @@ def promote_flow(freed: Iterable[Pair]) -> Generator[Need, Any, list[str]]:
     while todo:
         pair = todo.pop(0)
         while True:
-            head: str | None = yield Head(pair)
+            head: Waiter | None = yield Head(pair)
             if head is None:
                 break
-            views: list[PairView] = yield Views(head)
-            if not all(v.holding < v.limit and v.first_waiter == head for v in views):
+            run_id, hold = head
+            views: list[PairView] = yield Views(run_id, hold)
+            if not all(v.holding < v.limit and tuple(v.first_waiter) == head for v in views):
                 break
-            yield Promote(head, tuple(sorted(v.pair for v in views)))
-            promoted.append(head)
+            yield Promote(run_id, tuple(sorted(v.pair for v in views)), hold)
+            promoted.append(run_id)
             todo.extend(v.pair for v in views if v.pair != pair and v.pair not in todo)
     return promoted
 

@@ -143,6 +143,7 @@ def slot_from_row(row: Record) -> Slot:
         limit=row["lim"],
         holding=row["holding"],
         position=row["position"],
+        hold=row["hold"],
     )
 
 

@@ -39,6 +39,8 @@ from worlds.types import (
     RunContinued,
     RunRecord,
     RunStatus,
+    SlotReleased,
+    SlotRequested,
     StepStarted,
     StreamWritten,
     WorkItem,
@@ -93,9 +95,11 @@ class CommitRunArgs(NamedTuple):
 def _qualifies(event: EventKind) -> bool:
     if isinstance(event, AttributeSet):
         return event.step is not None and not event.unique
-    # a close that must tell a parent or cancel children is sent back by the
-    # function (outcome ``general``)
-    return not isinstance(event, (HookCreated, RunContinued, StreamWritten))
+    # a close that must tell a parent, cancel children or free slots is sent back
+    # by the function (outcome ``general``); a hold's slot is settled (and
+    # released, promoting) by the general path
+    slot = (SlotRequested, SlotReleased)
+    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, *slot))
 
 
 def _unstamped(event: EventKind) -> EventKind:

@@ -57,6 +57,9 @@ lease, stamped ``p_now`` (``commit_run``'s rows). ``commit_run`` answers
 ``general`` (nothing written) for a commit that closes a run with slots,
 windowed claims, a parent or children: the general path releases, promotes,
 tells the parent and cancels the children (migration 6's ``slots``, widened).
+
+Migration 10: slots taken by ``hold()`` inside workflows (rfcs/0008-flow-control.md):
+a slot row's hold number (0: a start-time slot of ``Limited``).
 """
 
 from __future__ import annotations
@@ -893,5 +896,8 @@ $fn$
     )""",
     ),
     9: migration9.STATEMENTS,
+    # 10: slots taken by ``hold`` inside workflows (rfcs/0008-flow-control.md):
+    # a row's hold number (0: a start-time slot of ``Limited``).
+    10: ("ALTER TABLE slots ADD COLUMN hold integer NOT NULL DEFAULT 0",),
 }
 """The statements of each schema version, applied in order to reach it."""

@@ -128,6 +128,7 @@ REFERENCE: tuple[str, ...] = (
         value bytea NOT NULL,
         lim integer NOT NULL,
         holding boolean NOT NULL,
+        hold integer NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, position)
     )""",
     "CREATE SEQUENCE slot_positions",

@@ -335,23 +335,33 @@ ORDER BY n
 RUN_SLOT_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = $1"
 FIRST_WAITER = (
-    "SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
+    "SELECT run_id, hold FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
     "ORDER BY position LIMIT 1"
 )
+INSERT_HOLD = """
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold)
+VALUES ($1, $2, nextval('slot_positions'), $3, $4, $5, $6, $7)
+"""
+HOLD_PAIR = "SELECT key, ivalue FROM slots WHERE run_id = $1 AND hold = $2"
+RUN_HOLD_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 AND hold <> 0"
+DROP_HOLD = "DELETE FROM slots WHERE run_id = $1 AND hold = $2"
+DROP_HOLDS = "DELETE FROM slots WHERE run_id = $1 AND hold <> 0"
+PROMOTE_HOLD = "UPDATE slots SET holding = true WHERE run_id = $1 AND hold = $2 AND NOT holding"
 # Each pair a run waits in: its limit there, the slots held, the first waiter.
 # Read only once all those pairs are locked (the caller checks and re-reads).
 RUN_WAITING_VIEWS = """
 SELECT s.key, s.ivalue, s.lim,
     (SELECT count(*) FROM slots h WHERE h.key = s.key AND h.ivalue = s.ivalue AND h.holding)
         AS holding,
-    (SELECT w.run_id FROM slots w WHERE w.key = s.key AND w.ivalue = s.ivalue AND NOT w.holding
+    (SELECT ARRAY[w.run_id, w.hold::text] FROM slots w
+     WHERE w.key = s.key AND w.ivalue = s.ivalue AND NOT w.holding
      ORDER BY w.position LIMIT 1) AS first_waiter
-FROM slots s WHERE s.run_id = $1 AND NOT s.holding
+FROM slots s WHERE s.run_id = $1 AND s.hold = $2 AND NOT s.holding
 """
 # The waiter takes its slots and gets its workflow item.
 PROMOTE = """
 WITH promoted AS (
-    UPDATE slots SET holding = true WHERE run_id = $1 AND NOT holding
+    UPDATE slots SET holding = true WHERE run_id = $1 AND hold = 0 AND NOT holding
 )
 INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
                   ever_leased)
@@ -359,12 +369,12 @@ SELECT $2, id, 'workflow', workflow, 0, 1, '', $3, 0, false FROM runs WHERE id =
 ON CONFLICT (id) DO NOTHING
 """
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = $1 WHERE run_id = $2"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = $1 AND ivalue = $2 "
     "ORDER BY holding DESC, position"
 )
-RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
+RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue, hold"
 
 # ---------------------------------------------------------------------------- debounce
 

@@ -48,6 +48,8 @@ from worlds.types import (
     RunContinued,
     RunRecord,
     RunStatus,
+    SlotAcquired,
+    SlotRequested,
     StepStarted,
     WorkItem,
     utcnow,
@@ -117,8 +119,12 @@ class Tx:
                     reply = await self.try_claim(need.run_id, need.event)
                 else:
                     reply = await self.try_hook(need.run_id, need.event)
+            elif isinstance(need, commits.Acquire):
+                reply = await self.acquire(need.run_id, need.event)
             elif isinstance(need, commits.Append):
                 self.queue(need.run.id, need.event)
+            elif isinstance(need, commits.Release):
+                await self.release_hold(need.run_id, need.hold)
             elif isinstance(need, commits.Continue):
                 await self.continue_run(need.run, need.event)
             elif isinstance(need, commits.Stream):
@@ -315,6 +321,41 @@ class Tx:
         freed = [(row["key"], row["ivalue"]) for row in rows]
         await self.lock_pairs(freed)
         await self.conn.execute(sql.DROP_RUN_SLOTS, run_id)
+        await self._promote(freed)
+
+    async def acquire(self, run_id: str, event: SlotRequested) -> SlotRequested:
+        """A ``hold``'s row at its (locked) pair: the slot if ``slots.admit_hold`` says
+        so, else a place in line."""
+        pair = (event.key, index_value(event.value))
+        await self.lock_pairs([pair])
+        row = await self.conn.fetchrow(sql.SLOT_STATE, *pair)
+        assert row is not None
+        state = slots.PairState(row["holding"], int(row["first_waiter"] is not None), None)
+        acquired = slots.admit_hold(state, event.limit)
+        value = codecs.encode(event.value)
+        params = (*pair, run_id, value, event.limit, acquired, event.hold)
+        await self.conn.execute(sql.INSERT_HOLD, *params)
+        return msgspec.structs.replace(event, acquired=acquired)
+
+    async def release_hold(self, run_id: str, hold: int) -> None:
+        """Drop hold ``hold`` of ``run_id`` (slot or place in line); promote whom that admits."""
+        rows = await self.conn.fetch(sql.HOLD_PAIR, run_id, hold)
+        freed = [(row["key"], row["ivalue"]) for row in rows]
+        await self.lock_pairs(freed)
+        await self.conn.execute(sql.DROP_HOLD, run_id, hold)
+        await self._promote(freed)
+
+    async def drop_holds(self, run_id: str) -> None:
+        """Drop every hold of ``run_id`` (a run continuing as new); promote whom that admits."""
+        rows = await self.conn.fetch(sql.RUN_HOLD_PAIRS, run_id)
+        freed = [(row["key"], row["ivalue"]) for row in rows]
+        if freed:
+            await self.lock_pairs(freed)
+            await self.conn.execute(sql.DROP_HOLDS, run_id)
+            await self._promote(freed)
+
+    async def _promote(self, freed: list[tuple[str, str]]) -> None:
+        """Promote whom the ``freed`` pairs (locked) now admit (``slots.promote_flow``)."""
         flow = slots.promote_flow(freed)
         reply: object = None
         while True:
@@ -328,20 +369,30 @@ class Tx:
         conn = self.conn
         match need:
             case slots.Head(pair=pair):
-                head: str | None = await conn.fetchval(sql.FIRST_WAITER, *pair)
-                return head
-            case slots.Views(run_id=run_id):
-                rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id)
+                row = await conn.fetchrow(sql.FIRST_WAITER, *pair)
+                return None if row is None else (row["run_id"], row["hold"])
+            case slots.Views(run_id=run_id, hold=hold):
+                rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id, hold)
                 pairs = [(row["key"], row["ivalue"]) for row in rows]
                 if not set(pairs) <= self.locked_pairs:
                     await self.lock_pairs(pairs)  # its other pairs; a deadlock is retried
-                    rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id)  # read under the locks
-                return [
-                    slots.PairView(
-                        (row["key"], row["ivalue"]), row["lim"], row["holding"], row["first_waiter"]
-                    )
-                    for row in rows
-                ]
+                    rows = await conn.fetch(sql.RUN_WAITING_VIEWS, run_id, hold)  # under the locks
+                views = []
+                for row in rows:
+                    first_run, first_hold = row["first_waiter"]
+                    first = (first_run, int(first_hold))
+                    pair = (row["key"], row["ivalue"])
+                    views.append(slots.PairView(pair, row["lim"], row["holding"], first))
+                return views
+            case slots.Promote(run_id=run_id, hold=hold) if hold:
+                await conn.execute(sql.PROMOTE_HOLD, run_id, hold)
+                found = await self.lock_run(run_id)
+                assert found is not None
+                run, attributes = found
+                run, _ = self.stamp(run, SlotAcquired(hold=hold))
+                run, _ = await self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+                await self.save_run(run, attributes)
+                return None
             case slots.Promote(run_id=run_id):
                 await conn.execute(sql.PROMOTE, run_id, workflow_item_id(run_id), self.now)
                 self.signals.add(WORK_TOPIC)
@@ -537,6 +588,7 @@ class Tx:
         except ValueError:
             raise requests.successor_exists(event.next_run_id) from None
         await self.conn.execute(sql.MOVE_RUN_CLAIMS, event.next_run_id, old.id)
+        await self.drop_holds(old.id)
         await self.conn.execute(sql.MOVE_RUN_SLOTS, event.next_run_id, old.id)
         await self._move_hooks(old, event)
 

@@ -125,6 +125,7 @@ def slot_from_row(row: sqlite3.Row) -> Slot:
         limit=row["lim"],
         holding=bool(row["holding"]),
         position=row["position"],
+        hold=row["hold"],
     )
 
 

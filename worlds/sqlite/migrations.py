@@ -180,5 +180,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         PRIMARY KEY (run_id, name, seq)
     ) WITHOUT ROWID""",
     ),
+    # 7: slots taken by ``hold`` inside workflows (rfcs/0008-flow-control.md):
+    # a row's hold number (0: a start-time slot of ``Limited``).
+    7: ("ALTER TABLE slots ADD COLUMN hold INTEGER NOT NULL DEFAULT 0",),
 }
 """The statements that produce each schema version from the one before."""

@@ -115,6 +115,7 @@ SCHEMA = (
         value BLOB NOT NULL,
         lim INTEGER NOT NULL,
         holding INTEGER NOT NULL,
+        hold INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, position)
     ) WITHOUT ROWID""",
     "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding = 1",

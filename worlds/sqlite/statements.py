@@ -220,28 +220,30 @@ SLOT_STATE = (
     "AS next_position"
 )
 INSERT_SLOT = (
-    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+DROP_HOLD = "DELETE FROM slots WHERE run_id = ? AND hold = ? RETURNING key, ivalue"
+DROP_HOLDS = "DELETE FROM slots WHERE run_id = ? AND hold <> 0 RETURNING key, ivalue"
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = ? RETURNING key, ivalue"
 FIRST_WAITER = (
-    "SELECT run_id FROM slots INDEXED BY slots_waiting WHERE key = ? AND ivalue = ? "
+    "SELECT run_id, hold FROM slots INDEXED BY slots_waiting WHERE key = ? AND ivalue = ? "
     "AND holding = 0 ORDER BY position LIMIT 1"
 )
-RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND holding = 0"
+RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND hold = ? AND holding = 0"
 COUNT_HOLDING = (
     "SELECT count(*) FROM slots INDEXED BY slots_holding "
     "WHERE key = ? AND ivalue = ? AND holding = 1"
 )
-PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND holding = 0"
+PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND hold = ? AND holding = 0"
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = ? WHERE run_id = ?"
 GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = ? AND ivalue = ? "
     "ORDER BY holding DESC, position"
 )
-RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue"
+RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue, hold"
 
 # --------------------------------------------------------------------------- debounce
 

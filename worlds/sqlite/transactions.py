@@ -54,6 +54,8 @@ from worlds.types import (
     RunContinued,
     RunRecord,
     RunStatus,
+    SlotAcquired,
+    SlotRequested,
     StepStarted,
     WorkItem,
     utcnow,
@@ -185,8 +187,12 @@ class Writer:
                 if isinstance(settling, AttributeSet):
                     return self.try_claim(run_id, settling)
                 return self.try_hook(run_id, settling)
+            case commits.Acquire(run_id=run_id, event=requested):
+                return self.acquire(run_id, requested)
             case commits.Append(run=run, event=event):
                 self.queue(run.id, event)
+            case commits.Release(run_id=run_id, hold=hold):
+                self.release_hold(run_id, hold)
             case commits.Continue(run=run, event=continued):
                 self.continue_run(run, continued)
             case commits.Stream(run_id=run_id, event=written):
@@ -333,6 +339,7 @@ class Writer:
                     codecs.encode(request.attributes[key]),
                     limit.limit,
                     int(holding),
+                    0,
                 )
                 for key, limit in request.limits.items()
             ],
@@ -340,28 +347,50 @@ class Writer:
 
     def release_slots(self, run_id: str) -> None:
         """Drop a closed run's slots and places in line; promote whom that admits."""
-        freed = [
-            (row["key"], row["ivalue"]) for row in self.db.execute(sql.DROP_RUN_SLOTS, (run_id,))
-        ]
+        self._promote([tuple(row) for row in self.db.execute(sql.DROP_RUN_SLOTS, (run_id,))])
+
+    def _promote(self, freed: list[tuple[str, str]]) -> None:
+        """Promote whom the ``freed`` pairs now admit (``slots.promote_flow``)."""
         if freed:
             slots.drive(slots.promote_flow(freed), self._promotion_step)
+
+    def acquire(self, run_id: str, event: SlotRequested) -> SlotRequested:
+        """A ``hold``'s row at its pair: the slot if ``slots.admit_hold`` says so, else in line."""
+        pair = (event.key, index_value(event.value))
+        row = self.db.execute(sql.SLOT_STATE, pair).fetchone()
+        state = slots.PairState(row["holding"], int(row["first_waiter"] is not None), None)
+        acquired = slots.admit_hold(state, event.limit)
+        params = (*pair, row["next_position"], run_id, codecs.encode(event.value))
+        self.db.execute(sql.INSERT_SLOT, (*params, event.limit, int(acquired), event.hold))
+        return msgspec.structs.replace(event, acquired=acquired)
+
+    def release_hold(self, run_id: str, hold: int) -> None:
+        """Drop hold ``hold`` of ``run_id`` (slot or place in line); promote whom that admits."""
+        self._promote([tuple(row) for row in self.db.execute(sql.DROP_HOLD, (run_id, hold))])
 
     def _promotion_step(self, need: slots.Need) -> object:
         db = self.db
         match need:
             case slots.Head(pair=pair):
                 row = db.execute(sql.FIRST_WAITER, pair).fetchone()
-                return None if row is None else row["run_id"]
-            case slots.Views(run_id=run_id):
+                return None if row is None else (row["run_id"], row["hold"])
+            case slots.Views(run_id=run_id, hold=hold):
                 views = []
-                for row in db.execute(sql.RUN_WAITING, (run_id,)).fetchall():
+                for row in db.execute(sql.RUN_WAITING, (run_id, hold)).fetchall():
                     pair = (row["key"], row["ivalue"])
                     (holding,) = db.execute(sql.COUNT_HOLDING, pair).fetchone()
-                    (first,) = db.execute(sql.FIRST_WAITER, pair).fetchone()
+                    first = tuple(db.execute(sql.FIRST_WAITER, pair).fetchone())
                     views.append(slots.PairView(pair, row["lim"], holding, first))
                 return views
-            case slots.Promote(run_id=run_id):
-                db.execute(sql.PROMOTE_SLOTS, (run_id,))
+            case slots.Promote(run_id=run_id, hold=hold) if hold:
+                db.execute(sql.PROMOTE_SLOTS, (run_id, hold))
+                row = db.execute(sql.GET_RUN, (run_id,)).fetchone()
+                run, _ = self.stamp(codecs.run_from_row(row), SlotAcquired(hold=hold))
+                run, _ = self.enqueue(run, NewWorkItem(kind="workflow"), "", 0.0)
+                self.save_run(run, row["attributes"])
+                return None
+            case slots.Promote(run_id=run_id, hold=hold):
+                db.execute(sql.PROMOTE_SLOTS, (run_id, hold))
                 (workflow,) = db.execute(sql.GET_WORKFLOW_NAME, (run_id,)).fetchone()
                 item = (run_id, workflow_item_id(run_id), "workflow", workflow, 0, 1)
                 db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, b"", self.now_us, None, 0, None, 0))
@@ -464,6 +493,7 @@ class Writer:
         stored = runs.created_event(old.workflow, event.args, old.attributes, self.now)
         self.rows.append((run_id, 1, "run_created", codecs.encode(stored)))
         db.execute(sql.MOVE_RUN_CLAIMS, (run_id, old.id))
+        self._promote([tuple(row) for row in db.execute(sql.DROP_HOLDS, (old.id,))])
         db.execute(sql.MOVE_RUN_SLOTS, (run_id, old.id))
         self._move_hooks(old, event)
         item = (run_id, workflow_item_id(run_id), "workflow", old.workflow, 0, 1)

@@ -67,6 +67,7 @@ from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
+from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
@@ -101,6 +102,7 @@ class WorldConformance(
     ReopenConformance,
     ValueConformance,
     SlotsConformance,
+    HoldConformance,
     ReuseConformance,
     DebounceConformance,
     ModelConformance,
@@ -124,7 +126,8 @@ class WorldConformance(
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), limited pairs: slots, waiting and promotion
-    (``SlotsConformance``), reuse windows and tombstones (``ReuseConformance``), debounced
+    (``SlotsConformance``), ``hold`` slots inside workflows (``HoldConformance``),
+    reuse windows and tombstones (``ReuseConformance``), debounced
     starts (``DebounceConformance``),
     the whole range of values the SDK accepts
     (``ValueConformance``), a
