@@ -32,7 +32,7 @@ from worlds.types import (
 __all__ = [
     "closed_report",
     "closes_run",
-    "describe",
+    "describe_work",
     "exhausted_commit",
     "is_outcome_of",
     "poisoned_run_commit",
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-def describe(item: WorkItem) -> str:
+def describe_work(item: WorkItem) -> str:
     """``item`` in words, for a log line."""
     if item.kind == "step":
         return f"step {item.name!r} #{item.number} attempt {item.attempt} of run {item.run_id}"

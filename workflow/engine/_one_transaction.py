@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from workflow import _observe
-from workflow.engine._commits import closed_report, closes_run, describe
+from workflow.engine._commits import closed_report, closes_run, describe_work
 from worlds.types import CommitRequest, NewWorkItem, StepCompleted, StepFailed, WorkItem
 
 if TYPE_CHECKING:
@@ -71,14 +71,16 @@ async def commit_with_workflow(
         log.debug(
             "worker %s: committing %s with its workflow failed: %r",
             worker.worker_id,
-            describe(item),
+            describe_work(item),
             exc,
         )
         instance.dispose()
         return None
     if result.stale:
         log.debug(
-            "worker %s: %s moved on meanwhile: committed alone", worker.worker_id, describe(item)
+            "worker %s: %s moved on meanwhile: committed alone",
+            worker.worker_id,
+            describe_work(item),
         )
         instance.dispose()
         return None
@@ -87,7 +89,7 @@ async def commit_with_workflow(
         if result.lease_lost:
             worker._lease_lost(item, bool(result.events), result.lease_holder)
         return list(result.leased)
-    instance.committed_outcome(result.events, horizon)
+    instance.committed(result.events)
     closing = next((event for event in result.events if closes_run(event)), None)
     if closing is not None and _observe.current() is not None:
         _observe.run_closed(closed_report(instance, closing))

@@ -35,7 +35,7 @@ from workflow.engine._children import create_children
 from workflow.engine._commits import (
     closed_report,
     closes_run,
-    describe,
+    describe_work,
     exhausted_commit,
     poisoned_run_commit,
     poisoned_step_commit,
@@ -451,7 +451,7 @@ class Worker:
                 if (fatal := is_fatal(exc)) is not None:
                     self._fail(fatal)
                 else:
-                    self._complaints.failed(f"finish {describe(item)}", exc, None)
+                    self._complaints.failed(f"finish {describe_work(item)}", exc, None)
                 leased = []
             finally:
                 self._forget(item)
@@ -589,7 +589,7 @@ class Worker:
         a row is replaced by a step failure naming the cause.
         """
         backoff = Backoff(cap=self.lease_seconds / 6)
-        doing = f"commit {describe(item)}"
+        doing = f"commit {describe_work(item)}"
         poisoned = 0
         while True:
             try:
@@ -624,7 +624,7 @@ class Worker:
                 "worker %s: the result of %s was refused and discarded: its lease was lost"
                 " (%s: it ran past its lease, or its run was cancelled)",
                 self.worker_id,
-                describe(item),
+                describe_work(item),
                 now_held,
             )
 
@@ -633,7 +633,7 @@ class Worker:
         the lease is ours (a replay finds whatever part of it had been committed).
         A task that fails otherwise ``POISON_LIMIT`` times fails its run."""
         backoff = Backoff(cap=self.lease_seconds / 6)
-        doing = f"run {describe(item)}"
+        doing = f"run {describe_work(item)}"
         poisoned = 0
         while True:
             try:
