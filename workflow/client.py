@@ -141,7 +141,7 @@ class EagerStarter(Protocol):
         """Hold a slot for a new run of ``workflow`` in ``world``; False if it cannot."""
         ...
 
-    def first_task(self, request: CreateRunRequest) -> CreateRunRequest:
+    async def first_task(self, request: CreateRunRequest) -> CreateRunRequest:
         """``request`` (after ``reserve``) with ``lease_to`` set, and with the run's
         first workflow task run ahead (``first``) where it can be."""
         ...
@@ -545,7 +545,7 @@ async def _create(
     else:
         outcome = None
         try:
-            request = starter.first_task(request)
+            request = await starter.first_task(request)
             created = outcome = await target.create_run(request)
         finally:
             starter.adopt(request, outcome)
