@@ -10,7 +10,7 @@ takes nothing new.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 
 import anyio
@@ -87,16 +87,17 @@ class Capacity:
         self._reserved_by[item.id] = self._reserved_by.get(item.id, 0) + slots
 
     def mark_eager(
-        self, schedule: list[NewWorkItem], runs_step: Callable[[str], bool]
+        self, schedule: list[NewWorkItem], steps: Container[str]
     ) -> tuple[tuple[NewWorkItem, ...], int]:
         """Ask for the new steps this worker can start now (``lease=True``); return
         the schedule and the extra slots they need (the first one continues in
-        the slot of the item whose commit leases them)."""
+        the slot of the item whose commit leases them). ``steps``: the names of
+        the steps this worker runs."""
         budget = 0 if self.stopping else self.free() + 1
         marked = []
         eager = 0
         for new in schedule:
-            if eager < budget and new.kind == "step" and runs_step(new.name):
+            if eager < budget and new.kind == "step" and new.name in steps:
                 new = msgspec.structs.replace(new, lease=True)
                 eager += 1
             marked.append(new)

@@ -21,8 +21,8 @@ from typing import Any
 
 from workflow._attributes import check_count
 from workflow._codec import decode_result
+from workflow._run import Run
 from workflow._runtime import ChildRequest
-from workflow.client import Run
 from workflow.engine._loop import WorkflowLoop
 from workflow.engine._recorder import Recorder
 from workflow.engine._steps_and_timers import LATEST_TIMER

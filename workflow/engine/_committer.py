@@ -12,6 +12,7 @@ the cause.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -43,10 +44,8 @@ class Committer:
         self._capacity = capacity
         self._complaints = complaints
         self._group = GroupCommitter(world)
-
-    async def send(self, request: CommitRequest) -> CommitResult:
-        """Commit ``request`` once, with whatever else is ready this loop turn."""
-        return await self._group.commit(request)
+        self.send: Callable[[CommitRequest], Awaitable[CommitResult]] = self._group.commit
+        """Commit a request once, with whatever else is ready this loop turn."""
 
     async def commit(self, item: WorkItem, request: CommitRequest) -> list[WorkItem]:
         """Commit the outcome of ``item``, riding out a world that is unavailable;

@@ -19,7 +19,7 @@ from uuid import UUID
 from workflow._attributes import check_count, check_pair, check_token
 from workflow._codec import decode_result
 from workflow._hooks import Hook
-from workflow.client import Run
+from workflow._run import Run
 from workflow.engine._loop import WorkflowLoop
 from workflow.engine._recorder import Recorder
 from workflow.errors import HookConflictError

@@ -30,6 +30,7 @@ import random as _random
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, assert_never
 from uuid import UUID
 
@@ -98,16 +99,34 @@ class WorkflowInstance(_runtime.Runtime):
         self._recorder = Recorder(self._fail)
         self._work = StepsAndTimers(self._recorder, self.loop, definition.name)
         self._attributes = RunAttributes(self._recorder, self.loop, world)
-        self._hooks = Hooks(self._recorder, self.loop, world)
-        self._children = Children(self._recorder, self.loop, run_id, world)
-        self._holds = Holds(self._recorder, self.loop)
-        self._patches = Patches(self._recorder)
-        self._streams = Streams(self._recorder)
         self._created_at = EPOCH
         seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
         self._rng = _random.Random(seed)
         self._main: asyncio.Task[Any] | None = None
         self._cancel: RunCancelRequested | None = None
+
+    # The parts most runs never use are made on first use (an instance is made
+    # for every run a worker starts or rebuilds, on the hot path).
+
+    @cached_property
+    def _hooks(self) -> Hooks:
+        return Hooks(self._recorder, self.loop, self.world)
+
+    @cached_property
+    def _children(self) -> Children:
+        return Children(self._recorder, self.loop, self.run_id, self.world)
+
+    @cached_property
+    def _holds(self) -> Holds:
+        return Holds(self._recorder, self.loop)
+
+    @cached_property
+    def _patches(self) -> Patches:
+        return Patches(self._recorder)
+
+    @cached_property
+    def _streams(self) -> Streams:
+        return Streams(self._recorder)
 
     # ================================================================ engine side
 
@@ -160,21 +179,21 @@ class WorkflowInstance(_runtime.Runtime):
         first (then call ``committed`` and ``advance`` again).
         """
         recorder = self._recorder
+        externals = recorder.externals
         while True:
             self._run_loop()
             if self.failure is not None or self.finished:
                 return False
-            if recorder.calls_pending:
+            if recorder.calls:
                 if recorder.needs_world:
                     return True
                 recorder.answer_calls()
                 continue
             if self._finish_if_done():
                 return False
-            event = recorder.next_external()
-            if event is None:
+            if not externals:
                 return False
-            self._deliver(event)
+            self._deliver(externals.popleft())
 
     def take_commit(self) -> Commit:
         """Hand over the outbox; the engine commits it and calls ``committed``."""

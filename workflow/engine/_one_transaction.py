@@ -63,12 +63,14 @@ class StepWithWorkflow:
         if self._capacity.stopping or not isinstance(outcome, (StepCompleted, StepFailed)):
             return None
         instance = self._cache.peek(item.run_id)
-        if instance is None or instance.horizon() is None:
+        if instance is None:
             return None
-        self._cache.take(item.run_id)
         try:
             at = max(self._world.now(), instance.latest_at)
             horizon = instance.feed_outcome(msgspec.structs.replace(outcome, at=at))
+            if horizon is None:  # nothing fed: the instance stays as it was
+                return None
+            self._cache.take(item.run_id)
 
             async def send(turn: Turn) -> CommitResult | None:
                 if turn.commit.children:  # children are created before their start is committed
@@ -95,6 +97,8 @@ class StepWithWorkflow:
                 describe_work(item),
                 exc,
             )
+            if self._cache.peek(item.run_id) is instance:  # it failed before its take
+                self._cache.take(item.run_id)
             instance.dispose()
             return None
         result = task.result

@@ -90,11 +90,13 @@ class Recorder:
         self.closed = False
         """Set when the instance is evicted: any further command is refused."""
         self._fail = fail
+        self.externals: collections.deque[ExternalEvent] = collections.deque()
+        """External events fed and not yet delivered, in log order (the instance takes them)."""
+        self.calls: list[_Call] = []
+        """Calls waiting to be answered at the next quiescent point, in call order."""
         self._recorded: collections.deque[CommandEvent] = collections.deque()
-        self._externals: collections.deque[ExternalEvent] = collections.deque()
         self._own_seqs: set[int] = set()
         self._position = 0
-        self._calls: list[_Call] = []
         self._outcome_horizon: int | None = None
 
     # ------------------------------------------------------------ the log
@@ -130,16 +132,12 @@ class Recorder:
             if event.seq in own:
                 own.discard(event.seq)
             elif is_external(event):
-                self._externals.append(event)
+                self.externals.append(event)
             elif is_command(event):
                 self._recorded.append(event)
             # else a step attempt's attribute: its own record, which the body never sees
             self.last_seq = max(self.last_seq, event.seq)
             self.latest_at = max(self.latest_at, event.at)
-
-    def next_external(self) -> ExternalEvent | None:
-        """The next external event to deliver, in log order; None when there is none."""
-        return self._externals.popleft() if self._externals else None
 
     def horizon(self) -> int | None:
         """The last sequence number up to which the whole log is known here (what
@@ -160,7 +158,7 @@ class Recorder:
         horizon = self.horizon()
         if horizon is not None:
             self._outcome_horizon = horizon
-            self._externals.append(event)
+            self.externals.append(event)
             self.latest_at = max(self.latest_at, event.at)
         return horizon
 
@@ -171,7 +169,7 @@ class Recorder:
         if not self.started and (commit.events or ended):
             self.started = True
             commit.events.insert(0, RunStarted())
-            for call in self._calls:
+            for call in self.calls:
                 if call.outcome is None:
                     call.outbox_index += 1
         return commit
@@ -185,7 +183,7 @@ class Recorder:
         for event in commands:
             self._own_seqs.add(event.seq)
             self.latest_at = max(self.latest_at, event.at)
-        for call in self._calls:
+        for call in self.calls:
             if call.outcome is None:
                 outcome = commands[call.outbox_index]
                 assert is_command(outcome), f"{outcome!r} answers no call"
@@ -193,24 +191,20 @@ class Recorder:
             call.outbox_index = -1
         if horizon is not None:
             self.last_seq = max(horizon, *(event.seq for event in appended))
-            self._own_seqs = {seq for seq in self._own_seqs if seq > self.last_seq}
+            if self._own_seqs:
+                self._own_seqs = {seq for seq in self._own_seqs if seq > self.last_seq}
             self.latest_at = max(self.latest_at, appended[0].at)
 
     # ------------------------------------------------------------ the calls
 
     @property
-    def calls_pending(self) -> bool:
-        """Whether calls wait to be answered at this quiescent point."""
-        return bool(self._calls)
-
-    @property
     def needs_world(self) -> bool:
         """Whether a pending call's answer comes from the world (commit first)."""
-        return any(call.outcome is None for call in self._calls)
+        return any(call.outcome is None for call in self.calls)
 
     def answer_calls(self) -> None:
         """Answer the pending calls, in call order (all answers known)."""
-        calls, self._calls = self._calls, []
+        calls, self.calls = self.calls, []
         for call in calls:
             assert call.outcome is not None, "a call is answered only once its answer is known"
             call.answer(call.outcome)
@@ -285,12 +279,12 @@ class Recorder:
             events = self.outbox.events
             events.append(event)
             if answered:
-                self._calls.append(_Call(answer, event))
+                self.calls.append(_Call(answer, event))
             else:
-                self._calls.append(_Call(answer, None, len(events) - 1))
+                self.calls.append(_Call(answer, None, len(events) - 1))
             return event
         if isinstance(recorded, (kind, refused)) and (same is None or same(recorded)):
-            self._calls.append(_Call(answer, recorded))
+            self.calls.append(_Call(answer, recorded))
             return recorded
         raise self.mismatch(recorded, issued)
 

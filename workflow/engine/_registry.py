@@ -72,6 +72,7 @@ class Registry:
         """The step registered as ``name``, if any."""
         return self._steps.get(name)
 
-    def runs_step(self, name: str) -> bool:
-        """Whether a step named ``name`` is registered."""
-        return name in self._steps
+    @property
+    def steps(self) -> Mapping[str, StepDefinition[..., Any]]:
+        """The registered steps, by name (read only)."""
+        return self._steps

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workflow._attributes import ALWAYS_UNIQUE, check_count, check_settable
-from workflow.client import Run
+from workflow._run import Run
 from workflow.engine._loop import WorkflowLoop
 from workflow.engine._recorder import Recorder
 from workflow.errors import AttributeConflictError

@@ -12,7 +12,7 @@ whether to keep the instance or drop it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from workflow import _observe
 from workflow.engine._capacity import Capacity
@@ -38,11 +38,10 @@ class EagerSteps:
         """``schedule`` with the steps this worker starts now marked ``lease``, and
         the extra slots they need."""
         self._registry.learn(instance.step_definitions)
-        return self._capacity.mark_eager(schedule, self._registry.runs_step)
+        return self._capacity.mark_eager(schedule, self._registry.steps)
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(NamedTuple):
     """What one ``advance`` of the body hands over to be committed."""
 
     blocked: bool
@@ -59,14 +58,13 @@ Send = Callable[[Turn], Awaitable[CommitResult | None]]
 reserves the turn's ``extra_slots`` before its first wait."""
 
 
-@dataclass(slots=True)
-class TaskOutcome:
+class TaskOutcome(NamedTuple):
     """How a task ended: its last turn and the world's last answer."""
 
     turn: Turn
     result: CommitResult | None
     """None when the last turn was not sent."""
-    leased: list[WorkItem] = field(default_factory=list)
+    leased: list[WorkItem]
     """Everything the task's commits leased to this worker."""
 
     @property

@@ -33,8 +33,7 @@ from typing import Any, Self
 
 import anyio
 
-from workflow import _observe
-from workflow.client import serve_world, stop_serving_world
+from workflow import _observe, _runtime
 from workflow.engine._capacity import Capacity
 from workflow.engine._commits import (
     closes_run,
@@ -188,7 +187,7 @@ class Worker:
     async def __aenter__(self) -> Self:
         # client calls without world= now check against it, and start() hands
         # this worker the first task of the runs it can run
-        serve_world(self.world, self._eager_start)
+        _runtime.serve(self.world, self._eager_start)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
         self._eager_start.open(self._spawn)
@@ -212,7 +211,7 @@ class Worker:
             self._task_group = None
             self._eager_start.close()
         finally:
-            stop_serving_world(self.world, self._eager_start)
+            _runtime.stop_serving(self.world, self._eager_start)
 
     async def run(self) -> None:
         """Run until ``stop()``, then shut down gracefully.
