@@ -23,9 +23,8 @@ from workflow._attributes import check_count
 from workflow._codec import decode_result
 from workflow._run import Run
 from workflow._runtime import ChildRequest
-from workflow.engine._loop import WorkflowLoop
+from workflow.engine._loop import LATEST_TIMER, WorkflowLoop
 from workflow.engine._recorder import Recorder
-from workflow.engine._steps_and_timers import LATEST_TIMER
 from workflow.errors import (
     AttributeConflictError,
     NotInWorkflowError,

@@ -17,7 +17,7 @@ from typing import Any
 from workflow import _observe
 from workflow._codec import decode_result, encode_call
 from workflow.decorators import StepDefinition
-from workflow.engine._loop import WorkflowLoop
+from workflow.engine._loop import LATEST_TIMER, WorkflowLoop
 from workflow.engine._recorder import Recorder
 from workflow.errors import StepFailedError
 from worlds.types import (
@@ -29,11 +29,7 @@ from worlds.types import (
     WaitCreated,
 )
 
-__all__ = ["LATEST_TIMER", "StepsAndTimers"]
-
-LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
-"""Timers due later (``sleep(1e12)``, ``wait_for(x, timeout=inf)``) are clamped
-to this: they never fire in practice, and every world can store the time."""
+__all__ = ["StepsAndTimers"]
 
 
 class StepsAndTimers:
