@@ -3,6 +3,8 @@ a due timer, a step past its attempts, and the failures that end a poison loop."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from workflow import _observe
@@ -31,7 +33,7 @@ from worlds.types import (
 
 __all__ = [
     "closed_report",
-    "closes_run",
+    "closing_event",
     "describe_work",
     "exhausted_commit",
     "is_outcome_of",
@@ -152,9 +154,12 @@ _CLOSING_STATUS = {
 }
 
 
-def closes_run(event: EventKind) -> bool:
-    """Whether ``event`` closes its run."""
-    return type(event) in _CLOSING_STATUS
+def closing_event(events: Iterable[EventKind]) -> EventKind | None:
+    """The event among ``events`` that closes their run, if one does."""
+    for event in events:
+        if type(event) in _CLOSING_STATUS:
+            return event
+    return None
 
 
 def closed_report(instance: WorkflowInstance, closing: EventKind) -> _observe.RunClosed:

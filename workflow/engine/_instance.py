@@ -99,7 +99,8 @@ class WorkflowInstance(_runtime.Runtime):
         self._recorder = Recorder(self._fail)
         self._work = StepsAndTimers(self._recorder, self.loop, definition.name)
         self._attributes = RunAttributes(self._recorder, self.loop, world)
-        self._created_at = EPOCH
+        self._metadata: RunMetadata | None = None
+        """Fixed once ``RunCreated`` is delivered (``$parent`` is set at creation only)."""
         seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
         self._rng = _random.Random(seed)
         self._main: asyncio.Task[Any] | None = None
@@ -261,8 +262,10 @@ class WorkflowInstance(_runtime.Runtime):
                 assert_never(event)
 
     def _start(self, event: RunCreated) -> None:
-        self._created_at = event.at
         self._attributes.start(event.attributes)
+        parent = event.attributes.get(PARENT_KEY)
+        parent_run_id = parent if isinstance(parent, str) else None
+        self._metadata = RunMetadata(self.run_id, self.definition.name, event.at, parent_run_id)
         try:
             self._work.headers = decode_headers(event.args)
             args, kwargs = decode_call(event.args, self.definition.fn)
@@ -389,9 +392,9 @@ class WorkflowInstance(_runtime.Runtime):
 
     def run_metadata(self) -> RunMetadata:
         """This run's id, workflow, creation time and parent run (if it is a child)."""
-        parent = self._attributes.values.get(PARENT_KEY)
-        parent_run_id = parent if isinstance(parent, str) else None
-        return RunMetadata(self.run_id, self.definition.name, self._created_at, parent_run_id)
+        if self._metadata is None:  # before RunCreated is delivered
+            return RunMetadata(self.run_id, self.definition.name, EPOCH, None)
+        return self._metadata
 
     def step_metadata(self) -> StepMetadata:
         """Refused: workflow code is not a step."""

@@ -12,11 +12,11 @@ whether to keep the instance or drop it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from workflow import _observe
 from workflow.engine._capacity import Capacity
-from workflow.engine._commits import closed_report, closes_run
+from workflow.engine._commits import closed_report, closing_event
 from workflow.engine._instance import WorkflowInstance
 from workflow.engine._recorder import Commit
 from workflow.engine._registry import Registry
@@ -31,6 +31,7 @@ class EagerSteps:
     def __init__(self, registry: Registry, capacity: Capacity) -> None:
         self._registry = registry
         self._capacity = capacity
+        self._steps = registry.steps
 
     def mark(
         self, instance: WorkflowInstance, schedule: list[NewWorkItem]
@@ -38,10 +39,11 @@ class EagerSteps:
         """``schedule`` with the steps this worker starts now marked ``lease``, and
         the extra slots they need."""
         self._registry.learn(instance.step_definitions)
-        return self._capacity.mark_eager(schedule, self._registry.steps)
+        return self._capacity.mark_eager(schedule, self._steps)
 
 
-class Turn(NamedTuple):
+@dataclass(slots=True)
+class Turn:
     """What one ``advance`` of the body hands over to be committed."""
 
     blocked: bool
@@ -58,7 +60,8 @@ Send = Callable[[Turn], Awaitable[CommitResult | None]]
 reserves the turn's ``extra_slots`` before its first wait."""
 
 
-class TaskOutcome(NamedTuple):
+@dataclass(slots=True)
+class TaskOutcome:
     """How a task ended: its last turn and the world's last answer."""
 
     turn: Turn
@@ -111,7 +114,7 @@ async def run_task(
         if not result.ok:
             return TaskOutcome(turn, result, leased)
         instance.committed(result.events)
-        closing = closing or next((e for e in result.events if closes_run(e)), None)
+        closing = closing or closing_event(result.events)
         if not (blocked and settle_claims):
             break
     if closing is not None and _observe.current() is not None:

@@ -36,7 +36,7 @@ import anyio
 from workflow import _observe, _runtime
 from workflow.engine._capacity import Capacity
 from workflow.engine._commits import (
-    closes_run,
+    closing_event,
     describe_work,
     exhausted_commit,
     report_closed_by_timer,
@@ -419,7 +419,7 @@ class Worker:
         if item.kind == "timer":
             request = timer_commit(item, self.worker_id, self.lease_seconds, wake_eagerly)
             leased = await self._committer.commit(item, request)
-            if _observe.current() is not None and any(map(closes_run, request.events)):
+            if _observe.current() is not None and closing_event(request.events) is not None:
                 await report_closed_by_timer(self.world, item.run_id, request.events[-1])
             return leased
         step = self._registry.step(item.name)
