@@ -165,10 +165,6 @@ class WorkflowInstance(_runtime.Runtime):
         """Take new log entries (``Recorder.feed``)."""
         self._recorder.feed(events)
 
-    def horizon(self) -> int | None:
-        """How far this instance knows the whole log (``Recorder.horizon``)."""
-        return self._recorder.horizon()
-
     def feed_outcome(self, event: StepCompleted | StepFailed) -> int | None:
         """Take a step's outcome before it is stored (``Recorder.feed_outcome``)."""
         return self._recorder.feed_outcome(event)

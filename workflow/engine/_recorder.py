@@ -139,7 +139,7 @@ class Recorder:
             self.last_seq = max(self.last_seq, event.seq)
             self.latest_at = max(self.latest_at, event.at)
 
-    def horizon(self) -> int | None:
+    def _horizon(self) -> int | None:
         """The last sequence number up to which the whole log is known here (what
         was read, then what was written right after); None when a gap not read
         lies below something written."""
@@ -153,9 +153,10 @@ class Recorder:
 
         It is delivered like any external event; the next ``committed`` takes
         what the world appended for it first. Returns the horizon the commit
-        must be conditional on, or None (and feeds nothing) when there is none.
+        must be conditional on (the last sequence number up to which the whole
+        log is known here), or None (and feeds nothing) when there is none.
         """
-        horizon = self.horizon()
+        horizon = self._horizon()
         if horizon is not None:
             self._outcome_horizon = horizon
             self.externals.append(event)
