@@ -16,7 +16,18 @@ See the README and ``rfcs/`` for the model.
 
 from workflow._hooks import Hook
 from workflow._log import logger
-from workflow.api import (
+from workflow.client import (
+    Run,
+    RunList,
+    find_run,
+    get_run,
+    list_hooks,
+    list_runs,
+    prune_runs,
+    resume_hook,
+    start,
+)
+from workflow.context import (
     continue_as_new,
     create_hook,
     get_attribute,
@@ -31,17 +42,6 @@ from workflow.api import (
     sleep,
     uuid4,
     write_stream,
-)
-from workflow.client import (
-    Run,
-    RunList,
-    find_run,
-    get_run,
-    list_hooks,
-    list_runs,
-    prune_runs,
-    resume_hook,
-    start,
 )
 from workflow.decorators import step, workflow
 from workflow.engine import Worker, decode_history, encode_history, replay

@@ -1,11 +1,22 @@
-"""The seam between the public API and the engine.
+"""The seam between the public API and the engine: the one channel between them.
 
-Public functions such as ``set_attribute`` are one-line calls to the runtime
-found in a context variable; the engine installs a ``WorkflowInstance`` while a
-workflow body runs and a ``StepRuntime`` while a step runs. This context
-variable is the only channel from the engine to user-facing code (the client
-finds the worker's world through ``default_world`` too). The public modules
-never import the engine: they only know this abstract class.
+The public modules never import the engine; they know only what this module
+declares, and the engine implements it. Two things cross:
+
+* **The runtime of the code running now.** Public functions such as
+  ``set_attribute`` are one-line calls to the ``Runtime`` found in a context
+  variable; the engine installs a ``WorkflowInstance`` while a workflow body
+  runs and a ``StepRuntime`` while a step runs (``installed``/``uninstall``).
+  The client finds the worker's world through ``default_world`` too.
+* **The worlds the Workers of this process serve.** A running ``Worker``
+  registers its world and its ``EagerStarter`` (``serve``/``stop_serving``):
+  the client then refuses a default world no worker here serves
+  (``served_worlds``), and ``start`` hands the worker the first task of a run
+  it can run (``eager_starter``).
+
+``workflow.decorators`` and this module know each other: a step call asks the
+runtime for ``call_step`` (decorators imports this module), and ``Runtime``'s
+signature names ``StepDefinition`` (an import for type checking only).
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from workflow.errors import NotInWorkflowError
@@ -26,15 +37,20 @@ if TYPE_CHECKING:
     from workflow._hooks import Hook
     from workflow.decorators import StepDefinition
     from worlds.protocol import World
-    from worlds.types import AttributeValue, ReuseWindow
+    from worlds.types import AttributeValue, CreateRunRequest, CreateRunResult, ReuseWindow
 
 __all__ = [
     "ChildRequest",
+    "EagerStarter",
     "Runtime",
     "current",
     "current_or_none",
     "default_world",
+    "eager_starter",
     "installed",
+    "serve",
+    "served_worlds",
+    "stop_serving",
     "uninstall",
 ]
 
@@ -194,3 +210,59 @@ def installed(runtime: Runtime) -> contextvars.Token[Runtime | None]:
 def uninstall(token: contextvars.Token[Runtime | None]) -> None:
     """Undo ``installed``."""
     _current.reset(token)
+
+
+# ------------------------------------------------------------------ served worlds
+
+
+class EagerStarter(Protocol):
+    """A Worker in this process that takes the first workflow task of the runs
+    started here that it can run, leased to it as the run is created."""
+
+    def reserve(self, world: World, workflow: str) -> bool:
+        """Hold a slot for a new run of ``workflow`` in ``world``; False if it cannot."""
+        ...
+
+    async def first_task(self, request: CreateRunRequest) -> CreateRunRequest:
+        """``request`` (after ``reserve``) with ``lease_to`` set, and with the run's
+        first workflow task run ahead (``first``) where it can be."""
+        ...
+
+    def adopt(self, request: CreateRunRequest, created: CreateRunResult | None) -> None:
+        """Take over what creating ``request`` leased to this worker (``created``
+        None: it raised); the slot ``reserve`` held is free again."""
+        ...
+
+
+# The worlds that Workers running in this process serve (once per Worker), and
+# the Workers' starters.
+_served: list[World] = []
+_starters: list[EagerStarter] = []
+
+
+def serve(world: World, starter: EagerStarter) -> None:
+    """Note that a Worker in this process serves ``world`` (until ``stop_serving``);
+    ``start`` hands ``starter`` the first task of runs it can run."""
+    _served.append(world)
+    _starters.append(starter)
+
+
+def stop_serving(world: World, starter: EagerStarter) -> None:
+    """Undo one ``serve(world, starter)``."""
+    if world in _served:
+        _served.remove(world)
+    if starter in _starters:
+        _starters.remove(starter)
+
+
+def served_worlds() -> list[World]:
+    """The worlds the Workers in this process serve now, oldest first."""
+    return list(_served)
+
+
+def eager_starter(world: World, workflow: str) -> EagerStarter | None:
+    """A Worker here that reserved a slot for a new run of ``workflow`` in ``world``."""
+    for starter in _starters:
+        if starter.reserve(world, workflow):
+            return starter
+    return None

@@ -25,9 +25,11 @@ __all__ = [
     "ChildClosed",
     "ChildConflict",
     "ChildStarted",
+    "CommandEvent",
     "ErrorInfo",
     "Event",
     "EventKind",
+    "ExternalEvent",
     "HookConflict",
     "HookCreated",
     "HookReceived",
@@ -399,36 +401,48 @@ class SlotReleased(Event, tag="slot_released", frozen=True, kw_only=True):
     hold: int
 
 
-EventKind: TypeAlias = (
-    RunCreated
-    | RunStarted
+CommandEvent: TypeAlias = (
+    StepCreated
+    | WaitCreated
+    | AttributeSet
+    | AttributeConflict
+    | HookCreated
+    | HookConflict
+    | ChildStarted
+    | ChildConflict
+    | PatchMarker
+    | StreamWritten
+    | SlotRequested
+    | SlotReleased
     | RunCompleted
     | RunFailed
-    | RunCancelled
-    | RunCancelRequested
     | RunContinued
-    | StepCreated
+    | RunCancelled
+)
+"""What the workflow body issues: on replay each is matched by position against the
+body's calls (``rfcs/0001-execution-model.md``). ``AttributeSet`` and
+``AttributeConflict`` are commands when run-scoped; a step attempt's (``step`` set)
+are that attempt's own record, which the body never sees."""
+
+ExternalEvent: TypeAlias = (
+    RunCreated
+    | RunStarted
+    | RunCancelRequested
     | StepStarted
     | StepCompleted
     | StepRetrying
     | StepFailed
     | StepDiscarded
-    | AttributeSet
-    | AttributeConflict
-    | WaitCreated
     | WaitCompleted
-    | HookCreated
     | HookReceived
-    | HookConflict
-    | ChildStarted
-    | ChildConflict
     | ChildClosed
-    | PatchMarker
-    | StreamWritten
+    | SlotAcquired
     | RunReopened
     | RunForked
-    | SlotRequested
-    | SlotAcquired
-    | SlotReleased
 )
-"""Every concrete event type: decode a stored event with this union."""
+"""What happens to a run (step workers, timers, the outside world, the world's own
+bookkeeping): delivered to the body one at a time, in log order."""
+
+EventKind: TypeAlias = CommandEvent | ExternalEvent
+"""Every concrete event type: decode a stored event with this union. Each kind is
+in exactly one of the two families, so a new kind is classified where it is added."""

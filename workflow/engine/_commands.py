@@ -1,137 +1,89 @@
-"""Which log entries are commands: calls the workflow body issued.
+"""Which log entries are commands, and how a recorded command is named.
 
-A command is matched by position against the body's calls on replay; every
-other entry is an external event, delivered to the body in log order. Both
-switches are exhaustive over ``EventKind``: mypy flags a new event kind here
-until it is classified, and at run time an unknown kind raises.
+The split itself is written once, in ``worlds.events``: ``CommandEvent`` (what
+the workflow body issues, matched by position on replay) and ``ExternalEvent``
+(what happens to the run, delivered to the body in log order), whose union is
+``EventKind``. ``issuing_call`` is exhaustive over the commands: mypy flags a
+new command kind here until it has a name.
 """
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import TypeGuard, assert_never, get_args
 
+from worlds.events import CommandEvent, ExternalEvent
 from worlds.types import (
     AttributeConflict,
     AttributeSet,
-    ChildClosed,
     ChildConflict,
     ChildStarted,
     EventKind,
     HookConflict,
     HookCreated,
-    HookReceived,
     PatchMarker,
     RunCancelled,
-    RunCancelRequested,
     RunCompleted,
     RunContinued,
-    RunCreated,
     RunFailed,
-    RunForked,
-    RunReopened,
-    RunStarted,
-    SlotAcquired,
     SlotReleased,
     SlotRequested,
-    StepCompleted,
     StepCreated,
-    StepDiscarded,
-    StepFailed,
-    StepRetrying,
-    StepStarted,
     StreamWritten,
-    WaitCompleted,
     WaitCreated,
 )
 
-__all__ = ["describe", "is_command"]
+__all__ = ["is_command", "is_external", "issuing_call"]
+
+# a set of types: one lookup per event, where isinstance of a union tries each member
+_COMMANDS: frozenset[type] = frozenset(get_args(CommandEvent))
+_EXTERNALS: frozenset[type] = frozenset(get_args(ExternalEvent))
 
 
-def is_command(event: EventKind) -> bool:
-    """True for what the workflow body issued (matched by position on replay),
-    False for what happened to the run (delivered to the body in log order)."""
-    match event:
-        case AttributeSet() | AttributeConflict():
-            return event.step is None  # a step's attribute is its own business
-        case (
-            StepCreated()
-            | WaitCreated()
-            | HookCreated()
-            | HookConflict()
-            | RunCompleted()
-            | RunFailed()
-            | RunContinued()
-            | RunCancelled()
-            | ChildStarted()
-            | ChildConflict()
-            | PatchMarker()
-            | StreamWritten()
-            | SlotRequested()
-            | SlotReleased()
-        ):
-            return True
-        case (
-            RunCreated()
-            | RunStarted()
-            | RunCancelRequested()
-            | StepStarted()
-            | StepCompleted()
-            | StepRetrying()
-            | StepFailed()
-            | StepDiscarded()
-            | WaitCompleted()
-            | HookReceived()
-            | ChildClosed()
-            | RunReopened()
-            | RunForked()
-            | SlotAcquired()
-        ):
-            return False
-        case _:
-            assert_never(event)
+def is_external(event: EventKind) -> TypeGuard[ExternalEvent]:
+    """True for what happened to the run: delivered to the body in log order."""
+    return type(event) in _EXTERNALS
 
 
-def describe(event: EventKind) -> str:
-    """A recorded command as ``NonDeterminismError`` names it."""
-    match event:
+def is_command(event: EventKind) -> TypeGuard[CommandEvent]:
+    """True for what the workflow body issued: matched by position on replay.
+
+    A step attempt's ``AttributeSet``/``AttributeConflict`` is not: it is the
+    attempt's own record, which the body never sees. An event of no kind in
+    ``EventKind`` raises ``AssertionError``.
+    """
+    if isinstance(event, (AttributeSet, AttributeConflict)):
+        return event.step is None
+    if type(event) in _COMMANDS:
+        return True
+    if type(event) in _EXTERNALS:
+        return False
+    raise AssertionError(f"{type(event).__name__} (seq {event.seq}) is of no known event kind")
+
+
+def issuing_call(command: CommandEvent) -> str:
+    """The call that issues ``command``, as ``NonDeterminismError`` names it."""
+    match command:
         case StepCreated():
-            return f"step {event.name!r}"
+            return f"step {command.name!r}"
         case WaitCreated():
             return "a timer"
         case AttributeSet() | AttributeConflict():
-            return f"set_attribute({event.key!r})"
+            return f"set_attribute({command.key!r})"
         case HookCreated() | HookConflict():
             return "create_hook"
         case RunCompleted() | RunFailed() | RunContinued() | RunCancelled():
             return "the end of the workflow"
         case ChildStarted():
-            return f"start({event.workflow!r})"
+            return f"start({command.workflow!r})"
         case ChildConflict():
             return "start() of a child run"
         case PatchMarker():
-            return f"patched({event.name!r})"
+            return f"patched({command.name!r})"
         case StreamWritten():
-            return f"write_stream({event.name!r})"
+            return f"write_stream({command.name!r})"
         case SlotRequested():
-            return f"hold({event.key!r}, {event.value!r})"
+            return f"hold({command.key!r}, {command.value!r})"
         case SlotReleased():
             return "the end of a hold() block"
-        case (
-            RunCreated()
-            | RunStarted()
-            | RunCancelRequested()
-            | StepStarted()
-            | StepCompleted()
-            | StepRetrying()
-            | StepFailed()
-            | StepDiscarded()
-            | WaitCompleted()
-            | HookReceived()
-            | ChildClosed()
-            | RunReopened()
-            | RunForked()
-            | SlotAcquired()
-        ):
-            raise AssertionError(f"{type(event).__name__} is not a command; nothing issues it")
         case _:
-            assert_never(event)
+            assert_never(command)

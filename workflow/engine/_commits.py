@@ -3,6 +3,8 @@ a due timer, a step past its attempts, and the failures that end a poison loop."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
 from workflow import _observe
@@ -31,8 +33,8 @@ from worlds.types import (
 
 __all__ = [
     "closed_report",
-    "closes_run",
-    "describe",
+    "closing_event",
+    "describe_work",
     "exhausted_commit",
     "is_outcome_of",
     "poisoned_run_commit",
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 
-def describe(item: WorkItem) -> str:
+def describe_work(item: WorkItem) -> str:
     """``item`` in words, for a log line."""
     if item.kind == "step":
         return f"step {item.name!r} #{item.number} attempt {item.attempt} of run {item.run_id}"
@@ -152,9 +154,12 @@ _CLOSING_STATUS = {
 }
 
 
-def closes_run(event: EventKind) -> bool:
-    """Whether ``event`` closes its run."""
-    return type(event) in _CLOSING_STATUS
+def closing_event(events: Iterable[EventKind]) -> EventKind | None:
+    """The event among ``events`` that closes their run, if one does."""
+    for event in events:
+        if type(event) in _CLOSING_STATUS:
+            return event
+    return None
 
 
 def closed_report(instance: WorkflowInstance, closing: EventKind) -> _observe.RunClosed:

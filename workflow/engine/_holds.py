@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING
 
-from workflow.engine._outbox import PendingCall
+from workflow.engine._loop import WorkflowLoop
+from workflow.engine._recorder import Recorder
 from worlds.semantics import index_value
 from worlds.types import AttributeValue, SlotAcquired, SlotReleased, SlotRequested
-
-if TYPE_CHECKING:
-    from workflow.engine._instance import WorkflowInstance
 
 __all__ = ["HoldBlock", "Holds"]
 
@@ -31,8 +28,9 @@ __all__ = ["HoldBlock", "Holds"]
 class Holds:
     """One run's hold blocks: their numbers, the pairs in use and who waits."""
 
-    def __init__(self, instance: WorkflowInstance) -> None:
-        self._instance = instance
+    def __init__(self, recorder: Recorder, loop: WorkflowLoop) -> None:
+        self._recorder = recorder
+        self._loop = loop
         self._next = 1
         self._pairs: dict[int, tuple[str, str]] = {}
         self._acquired: set[int] = set()
@@ -51,7 +49,6 @@ class Holds:
 
     async def acquire(self, key: str, value: AttributeValue, limit: int) -> int:
         """Take a slot of (``key``, ``value``) or wait in line for one; the hold's number."""
-        instance = self._instance
         pair = (key, index_value(value))
         if pair in self._pairs.values():
             raise ValueError(
@@ -59,32 +56,22 @@ class Holds:
                 "at a time (a second hold of it could only deadlock); raise the limit or "
                 "hold it once around both parts"
             )
-        issued = f"hold({key!r}, {value!r})"
-        recorded = instance.next_recorded(issued)
-        future: asyncio.Future[SlotRequested] = instance.loop.create_future()
-        if recorded is None:
-            number = self._next
-            event = SlotRequested(hold=number, key=key, value=value, limit=limit)
-            instance.outbox.events.append(event)
-            instance.calls.append(PendingCall(future, None, len(instance.outbox.events) - 1))
-        elif (
-            isinstance(recorded, SlotRequested)
-            and (
-                recorded.key,
-                index_value(recorded.value),
-            )
-            == pair
-        ):
-            number = recorded.hold
-            instance.calls.append(PendingCall(future, recorded))
-        else:
-            raise instance.mismatch(recorded, issued)
+        future: asyncio.Future[SlotRequested] = self._loop.create_future()
+        requested = self._recorder.ask(
+            f"hold({key!r}, {value!r})",
+            SlotRequested,
+            SlotRequested,
+            lambda: SlotRequested(hold=self._next, key=key, value=value, limit=limit),
+            lambda recorded: (recorded.key, index_value(recorded.value)) == pair,
+            future.set_result,
+        )
+        number = requested.hold
         self._next = max(self._next, number + 1)
         self._pairs[number] = pair
         try:
-            requested = await future
-            if not requested.acquired and number not in self._acquired:
-                waiter: asyncio.Future[None] = instance.loop.create_future()
+            answered = await future
+            if not answered.acquired and number not in self._acquired:
+                waiter: asyncio.Future[None] = self._loop.create_future()
                 self._waiters[number] = waiter
                 await waiter
         except GeneratorExit:
@@ -98,12 +85,12 @@ class Holds:
         """Give back hold ``number`` (its slot or its place in line): a command."""
         self._pairs.pop(number, None)
         self._waiters.pop(number, None)
-        issued = "the end of a hold() block"
-        recorded = self._instance.next_recorded(issued)
-        if recorded is None:
-            self._instance.outbox.events.append(SlotReleased(hold=number))
-        elif not (isinstance(recorded, SlotReleased) and recorded.hold == number):
-            raise self._instance.mismatch(recorded, issued)
+        self._recorder.record(
+            "the end of a hold() block",
+            SlotReleased,
+            lambda: SlotReleased(hold=number),
+            lambda recorded: recorded.hold == number,
+        )
 
 
 class HoldBlock:

@@ -16,12 +16,18 @@ import collections
 import contextvars
 from asyncio import events
 from collections.abc import Callable, Coroutine, Generator
+from datetime import UTC, datetime
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
-__all__ = ["WorkflowLoop"]
+__all__ = ["LATEST_TIMER", "WorkflowLoop"]
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
+
+LATEST_TIMER = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
+"""The latest moment of the workflow clock a durable timer or a child's deadline is
+recorded for: later ones (``sleep(1e12)``, ``wait_for(x, timeout=inf)``) are
+clamped to it. They never fire in practice, and every world can store the time."""
 
 
 class WorkflowLoop(asyncio.AbstractEventLoop):

@@ -15,7 +15,7 @@ from workflow import _observe, _runtime
 from workflow._attributes import ALWAYS_UNIQUE, check_count, check_settable
 from workflow._codec import decode_call, decode_headers, encode_result, error_info, with_header
 from workflow._hooks import Hook
-from workflow.client import Run
+from workflow._run import Run
 from workflow.decorators import StepDefinition
 from workflow.errors import (
     AttributeConflictError,

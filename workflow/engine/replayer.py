@@ -20,13 +20,10 @@ import msgspec
 
 from workflow.decorators import WorkflowDefinition
 from workflow.engine._instance import WorkflowInstance
+from workflow.engine._task import Turn, run_task
 from workflow.errors import NonDeterminismError
 from worlds.semantics import CLOSING_EVENTS
-from worlds.types import (
-    EventKind,
-    RunCreated,
-    RunStarted,
-)
+from worlds.types import EventKind, RunCreated, RunStarted
 
 __all__ = ["decode_history", "encode_history", "replay"]
 
@@ -72,15 +69,19 @@ async def replay(
     closed = isinstance(events[-1], CLOSING_EVENTS)
     try:
         instance.feed(events)
-        blocked = instance.advance()
+        turn = (await run_task(instance, _nowhere)).turn
         if isinstance(instance.failure, NonDeterminismError):
             raise instance.failure
-        new_calls = [e for e in instance.take_commit().events if not isinstance(e, RunStarted)]
-        if closed and (blocked or new_calls):
+        new_calls = [e for e in turn.commit.events if not isinstance(e, RunStarted)]
+        if closed and (turn.blocked or new_calls):
             issued = type(new_calls[0]).__name__ if new_calls else "a unique claim"
             raise NonDeterminismError(instance.position, "the end of the log", issued)
     finally:
         instance.dispose()
+
+
+async def _nowhere(turn: Turn) -> None:
+    """A replay writes nothing: the task ends after its first turn."""
 
 
 def _events_of(history: object) -> list[EventKind]:

@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 
 from workflow.client import get_run, resume_hook
 from workflow.errors import HookNotFoundError
-from workflow.ui._app import Ui
+from workflow.ui._context import Ui
 from workflow.ui._security import COOKIE
 
 __all__ = ["cancel", "login_page", "logout", "resume"]

@@ -15,7 +15,7 @@ from workflow.client import RunList, find_run, get_run, list_runs
 from workflow.errors import QuerySyntaxError
 from workflow.query import And, AttrRef, Compare, Expr, parse
 from workflow.query import format as format_query
-from workflow.ui._app import PAGE_SIZE, Ui
+from workflow.ui._context import PAGE_SIZE, Ui
 from workflow.views import (
     EventWindow,
     RunDetails,

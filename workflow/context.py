@@ -1,4 +1,5 @@
-"""The API workflow and step code calls. Each function is one call to the runtime.
+"""The context API: what workflow and step code calls. Each function is one call
+to the runtime in force (``workflow._runtime``).
 
 Inside a workflow these calls are recorded in the run's event log and answered
 from it on replay; inside a step they act on the current step attempt.

@@ -1,0 +1,175 @@
+"""Runs and hooks from outside a workflow: by id, by unique pair, by filter; pruning.
+
+``get_run`` makes a handle without I/O; ``find_run`` resolves a unique pair to
+its holder; ``list_runs`` pages through a filter; ``prune_runs`` deletes closed
+runs (keeping their claims as tombstones); ``resume_hook`` and ``list_hooks``
+reach a run's hooks by token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from workflow._attributes import check_pair, check_text, check_token
+from workflow._codec import encode_result
+from workflow._run import Run
+from workflow._world_resolution import resolve_world
+from workflow.decorators import WorkflowDefinition
+from workflow.errors import HookNotFoundError
+from workflow.query import parse as parse_query
+from worlds.protocol import World
+from worlds.query import Expr
+from worlds.types import AttributeValue, HookRecord, RunQuery, RunStatus
+
+__all__ = [
+    "RunList",
+    "find_run",
+    "get_run",
+    "list_hooks",
+    "list_runs",
+    "prune_runs",
+    "resume_hook",
+]
+
+
+def get_run(run_id: str, *, world: World | None = None) -> Run[Any]:
+    """A handle to run ``run_id``; no I/O happens until a method is awaited."""
+    return Run(run_id, world=world)
+
+
+async def find_run(
+    key: str, value: AttributeValue, *, world: World | None = None
+) -> Run[Any] | None:
+    """The run holding the unique pair (``key``, ``value``), or ``None``.
+
+    A pair whose reuse window freed it (``Unique(..., ttl=, release_on=)``) has
+    no holder. A pruned holder's tombstone still answers with that run's id,
+    though the run itself is gone (``Run.status()`` raises ``RunNotFoundError``;
+    ``Run.claims()`` of a live holder show ``pruned_status`` None).
+    """
+    key, value = check_pair(key, value)
+    claim = await resolve_world(world).find_claim(key, value)
+    return None if claim is None else Run(claim.run_id, world=world)
+
+
+@dataclass(frozen=True, slots=True)
+class RunList:
+    """One page of ``list_runs``: iterate it; pass ``next_cursor`` back for more."""
+
+    runs: list[Run[Any]]
+    next_cursor: str | None
+
+    def __iter__(self) -> Iterator[Run[Any]]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+
+async def list_runs(
+    *,
+    workflow: str | WorkflowDefinition[..., Any] | None = None,
+    status: RunStatus | str | list[RunStatus | str] | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    limit: int = 100,
+    cursor: str | None = None,
+    query: str | Expr | None = None,
+    world: World | None = None,
+) -> RunList:
+    """Runs matching every given filter, newest first, one page at a time.
+
+    ``query`` is a filter in the language of ``workflow.query`` (text, or a tree
+    from ``workflow.query.parse``), ANDed with the other filters.
+
+    Raises:
+        QuerySyntaxError: ``query`` is malformed (a ``ValueError``).
+        NotImplementedError: the world cannot serve ``query``; the message says why.
+    """
+    where = parse_query(query) if isinstance(query, str) else query
+    if isinstance(workflow, WorkflowDefinition):
+        workflow = workflow.name
+    statuses = None
+    if status is not None:
+        items = status if isinstance(status, list) else [status]
+        statuses = frozenset(RunStatus(s) for s in items)
+    checked = dict(check_pair(k, v) for k, v in (attributes or {}).items())
+    for name, moment in (("created_after", created_after), ("created_before", created_before)):
+        if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+            raise ValueError(f"{name} must be timezone-aware, got {moment!r}")
+    if not 1 <= limit <= 1000:
+        raise ValueError(f"limit must be 1-1000, got {limit}")
+    page = await resolve_world(world).list_runs(
+        RunQuery(
+            workflow=workflow,
+            statuses=statuses,
+            attributes=checked,
+            created_after=created_after,
+            created_before=created_before,
+            limit=limit,
+            cursor=cursor,
+            where=where,
+        )
+    )
+    runs: list[Run[Any]] = [Run(r.id, world=world, record=r) for r in page.runs]
+    return RunList(runs, page.next_cursor)
+
+
+async def prune_runs(
+    *,
+    closed_before: datetime,
+    limit: int = 1000,
+    release_claims: bool = False,
+    world: World | None = None,
+) -> list[str]:
+    """Delete runs that closed before ``closed_before``; keep their claims as tombstones.
+
+    Retention is not uniqueness: each pruned run's unique claims stay as
+    tombstones (pair, run id, final status, generation), so a later start of
+    the pair is still refused, by an ``AttributeConflictError`` saying the
+    holder was pruned (policies see the holder's final status). With
+    ``release_claims=True`` the pairs are released instead and may be claimed
+    again (with a higher generation). Claims whose ``ttl`` lapsed are released
+    either way. Deletes at most ``limit`` runs, oldest first, in one atomic
+    world operation; returns their ids. Call it again to prune more.
+    """
+    if closed_before.tzinfo is None:
+        raise ValueError("closed_before must be timezone-aware")
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    if not isinstance(release_claims, bool):
+        raise TypeError("release_claims is True or False")
+    return await resolve_world(world).prune_runs(
+        closed_before, limit, release_claims=release_claims
+    )
+
+
+async def resume_hook(
+    token: str, payload: Any = None, *, resume_id: str | None = None, world: World | None = None
+) -> Run[Any]:
+    """Deliver ``payload`` to the hook ``token`` and return the run that holds it.
+
+    Each call delivers once; calls with the same ``resume_id`` deliver once in
+    all (retries of one webhook, say).
+
+    Raises:
+        HookNotFoundError: no open run holds ``token``.
+        TypeError: ``payload`` cannot be recorded; nothing was delivered.
+    """
+    check_token(token)
+    if resume_id is not None:
+        check_text("resume_id", resume_id)
+    encoded = encode_result(payload, "the hook payload")
+    run_id = await resolve_world(world).resume_hook(token, encoded, resume_id)
+    if run_id is None:
+        raise HookNotFoundError(token)
+    return Run(run_id, world=world)
+
+
+async def list_hooks(*, run_id: str | None = None, world: World | None = None) -> list[HookRecord]:
+    """The live hooks of run ``run_id`` (or of every open run), oldest first."""
+    return await resolve_world(world).list_hooks(run_id)
