@@ -42,7 +42,8 @@ import anyio
 import worlds
 from workflow import RunStatus, Worker, list_runs, start, workflow
 from workflow.schedules import create_schedule
-from worlds.types import RunQuery, RunRecord
+from worlds.query import RunQuery
+from worlds.types import RunRecord
 
 
 @workflow

@@ -21,8 +21,8 @@ from workflow.decorators import WorkflowDefinition
 from workflow.errors import HookNotFoundError
 from workflow.query import parse as parse_query
 from worlds.protocol import World
-from worlds.query import Expr
-from worlds.types import AttributeValue, HookRecord, RunQuery, RunStatus
+from worlds.query import Expr, RunQuery
+from worlds.types import AttributeValue, HookRecord, RunStatus
 
 __all__ = [
     "RunList",

@@ -22,7 +22,7 @@ from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import RunCancelledError, RunFailedError, RunNotFoundError
 from worlds.protocol import World, run_topic
-from worlds.query import AttrRef, Compare
+from worlds.query import AttrRef, Compare, RunQuery
 from worlds.semantics import PARENT_KEY, check_stream_name, new_run_id
 from worlds.types import (
     AttributeValue,
@@ -30,7 +30,6 @@ from worlds.types import (
     EventKind,
     RunCancelled,
     RunContinued,
-    RunQuery,
     RunRecord,
     RunStatus,
     Slot,

@@ -48,7 +48,8 @@ from workflow.decorators import WorkflowDefinition
 from workflow.errors import ScheduleExistsError, ScheduleNotFoundError
 from worlds._rules.schedules import SCHEDULE_ID
 from worlds.protocol import World
-from worlds.types import AttributeValue, RunQuery, ScheduleRecord
+from worlds.query import RunQuery
+from worlds.types import AttributeValue, ScheduleRecord
 
 __all__ = [
     "Overlap",

@@ -5,9 +5,13 @@ claims, and a queue of leased work. Every method that writes is one atomic
 operation: a world either performs all of it or none of it. The engine never
 reads, decides and writes in separate calls where a race could slip in.
 
-A third-party world implements this protocol (structural typing, no base class
-to inherit) and proves itself with ``worlds.testing``. See
-``rfcs/0002-world-protocol.md`` for each operation's atomicity and failure modes.
+``World`` is the intersection of seven capability protocols, each lining up
+with classes of the conformance kit: ``Lifecycle``, ``Runs``, ``Work``,
+``Hooks``, ``Streams``, ``Index`` and ``Schedules``. A third-party world
+implements ``World`` (structural typing, no base class to inherit) and proves
+itself with ``worlds.testing``; a world that wraps another subclasses
+``worlds.wrapper.WorldWrapper``. See ``rfcs/0002-world-protocol.md`` for each
+operation's atomicity and failure modes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
+from worlds.query import RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -28,8 +33,6 @@ from worlds.types import (
     HookDelivery,
     HookRecord,
     HookStartResult,
-    RunPage,
-    RunQuery,
     RunRecord,
     ScheduleLease,
     ScheduleRecord,
@@ -38,7 +41,20 @@ from worlds.types import (
     WorkItem,
 )
 
-__all__ = ["PROTOCOL_VERSION", "SCHEDULE_TOPIC", "WORK_TOPIC", "World", "run_topic"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SCHEDULE_TOPIC",
+    "WORK_TOPIC",
+    "Hooks",
+    "Index",
+    "Lifecycle",
+    "Runs",
+    "Schedules",
+    "Streams",
+    "Work",
+    "World",
+    "run_topic",
+]
 
 PROTOCOL_VERSION = 1
 """The protocol revision this runtime speaks; a world declares the one it implements."""
@@ -56,10 +72,14 @@ def run_topic(run_id: str) -> str:
 
 
 @runtime_checkable
-class World(Protocol):
-    """A storage backend. All timestamps are aware UTC datetimes."""
+class Lifecycle(Protocol):
+    """What every world has: its URL and protocol version, ``async with``, closing,
+    migrating and describing itself. Checked by ``RunsConformance`` (the version,
+    ``info``) and by every class of the kit, which opens and closes worlds.
+    """
 
     protocol_version: int
+
     url: str
 
     async def __aenter__(self) -> Self: ...
@@ -88,7 +108,17 @@ class World(Protocol):
         count of runs per status under ``runs.<status>`` keys."""
         ...
 
-    # ------------------------------------------------------------------ runs
+
+@runtime_checkable
+class Runs(Protocol):
+    """Runs and their logs: creating (claims, policies, slots: RFCs 0003, 0004,
+    0008), committing, cancelling, reopening, forking, reading and pruning them.
+    Checked by ``RunsConformance``, ``ClaimsConformance``, ``TakeoverConformance``,
+    ``CancelConformance``, ``ChildrenConformance``, ``ReopenConformance``,
+    ``PruneConformance``, ``ReuseConformance``, ``DebounceConformance``,
+    ``SlotsConformance``, ``HoldConformance``, ``BatchCommitConformance``,
+    ``ConditionalCommitConformance``, ``ValueConformance`` and ``ModelConformance``.
+    """
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """Create a pending run, its ``RunCreated`` event, its attributes and claims,
@@ -137,39 +167,6 @@ class World(Protocol):
         """
         ...
 
-    async def resume_hook(
-        self, token: str, payload: bytes, resume_id: str | None = None
-    ) -> str | None:
-        """Deliver ``payload`` to the live hook ``token``, atomically: append
-        ``HookReceived`` and wake the run's workflow. Returns the run id, or
-        ``None`` if no open run holds the token (unknown or disposed).
-
-        A second call with the same token and non-None ``resume_id`` appends
-        nothing and returns the same run id again, even after that run closed
-        (until it is pruned): exactly once per resume id. When a continue-as-new
-        moved the token (see ``RunContinued``), the answer is its successor.
-        A token held unbound (hook 0) gets ``HookReceived(hook=0, token=...)``.
-        """
-        ...
-
-    async def start_or_resume_hook(
-        self, request: CreateRunRequest, delivery: HookDelivery
-    ) -> HookStartResult:
-        """Deliver ``delivery`` to the open run holding the pair ``request.policy.key``
-        names, or create the run of ``request`` with the payload waiting, atomically.
-
-        The rules are ``worlds._rules.resume``: exactly once per resume id; a
-        token nobody holds is taken unbound (hook 0) by the run, so a payload
-        for a hook the run has not created yet waits for it; a token another
-        run holds writes nothing (``hook_holder``). ``ValueError`` as for
-        ``create_run``, or when ``request.policy`` is None.
-        """
-        ...
-
-    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
-        """Live hooks (of one run, or all), oldest first."""
-        ...
-
     async def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
     ) -> RunRecord | None:
@@ -200,22 +197,36 @@ class World(Protocol):
         an unknown source; ``ValueError`` for a step it does not have or a taken id."""
         ...
 
-    # ------------------------------------------------------------------ streams
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        ...
 
-    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
-        """Append ``chunks`` to stream ``name`` of run ``run_id``, atomically, and signal
-        ``run_topic(run_id)``. Returns the offset of the first chunk; ``None`` when the
-        run is closed or unknown (nothing is written). See ``worlds._rules.streams``.
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+        """The run's events with ``seq > after_seq``, in order."""
+        ...
+
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
+        """Delete up to ``limit`` runs closed before ``closed_before``, atomically.
+
+        Their events, attributes and work go with them. Their unique claims stay
+        as tombstones (``Claim.pruned_status``: the holder's id, final status and
+        generation), which keep refusing the pair, unless ``release_claims``:
+        then they are released. Claims whose ``lapses_at`` passed are released
+        too, whoever held them. A released pair keeps its generation, so the
+        next claim of it gets a higher one (fencing tokens never go back).
+        Returns the ids pruned.
         """
         ...
 
-    async def read_stream(
-        self, run_id: str, name: str, start: int = 0, limit: int = 1000
-    ) -> list[StreamChunk]:
-        """Up to ``limit`` chunks of stream ``name`` of run ``run_id`` from offset ``start``."""
-        ...
 
-    # ------------------------------------------------------------------ work
+@runtime_checkable
+class Work(Protocol):
+    """The work queue and the world's clock and wake-ups: leasing, renewing and
+    releasing work items, ``now`` and ``wait``. Checked by ``WorkConformance``
+    and, for worlds shared across hosts, ``ClockConformance``.
+    """
 
     async def lease(
         self,
@@ -263,15 +274,72 @@ class World(Protocol):
         """
         ...
 
-    # ------------------------------------------------------------------ reads
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        """The run, or ``None``."""
+@runtime_checkable
+class Hooks(Protocol):
+    """Hooks: delivering payloads to a run's hook tokens (RFC 0006) and
+    start-or-resume (RFC 0012). Checked by ``HookConformance`` and
+    ``ResumeConformance``.
+    """
+
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """Deliver ``payload`` to the live hook ``token``, atomically: append
+        ``HookReceived`` and wake the run's workflow. Returns the run id, or
+        ``None`` if no open run holds the token (unknown or disposed).
+
+        A second call with the same token and non-None ``resume_id`` appends
+        nothing and returns the same run id again, even after that run closed
+        (until it is pruned): exactly once per resume id. When a continue-as-new
+        moved the token (see ``RunContinued``), the answer is its successor.
+        A token held unbound (hook 0) gets ``HookReceived(hook=0, token=...)``.
+        """
         ...
 
-    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
-        """The run's events with ``seq > after_seq``, in order."""
+    async def start_or_resume_hook(
+        self, request: CreateRunRequest, delivery: HookDelivery
+    ) -> HookStartResult:
+        """Deliver ``delivery`` to the open run holding the pair ``request.policy.key``
+        names, or create the run of ``request`` with the payload waiting, atomically.
+
+        The rules are ``worlds._rules.resume``: exactly once per resume id; a
+        token nobody holds is taken unbound (hook 0) by the run, so a payload
+        for a hook the run has not created yet waits for it; a token another
+        run holds writes nothing (``hook_holder``). ``ValueError`` as for
+        ``create_run``, or when ``request.policy`` is None.
+        """
         ...
+
+    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+        """Live hooks (of one run, or all), oldest first."""
+        ...
+
+
+@runtime_checkable
+class Streams(Protocol):
+    """Run streams (RFC 0012). Checked by ``StreamConformance``."""
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """Append ``chunks`` to stream ``name`` of run ``run_id``, atomically, and signal
+        ``run_topic(run_id)``. Returns the offset of the first chunk; ``None`` when the
+        run is closed or unknown (nothing is written). See ``worlds._rules.streams``.
+        """
+        ...
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[StreamChunk]:
+        """Up to ``limit`` chunks of stream ``name`` of run ``run_id`` from offset ``start``."""
+        ...
+
+
+@runtime_checkable
+class Index(Protocol):
+    """What the world indexes: runs by their fields and attributes, unique claims,
+    limited pairs' slots. Checked by ``SearchConformance`` and the reads of
+    ``ClaimsConformance`` and ``SlotsConformance``.
+    """
 
     async def list_runs(self, query: RunQuery) -> RunPage:
         """Runs matching ``query``, newest first, one page at a time."""
@@ -297,24 +365,12 @@ class World(Protocol):
         """The limited pairs run ``run_id`` holds a slot of or waits in, by key then value."""
         ...
 
-    # ------------------------------------------------------------------ retention
 
-    async def prune_runs(
-        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
-    ) -> list[str]:
-        """Delete up to ``limit`` runs closed before ``closed_before``, atomically.
-
-        Their events, attributes and work go with them. Their unique claims stay
-        as tombstones (``Claim.pruned_status``: the holder's id, final status and
-        generation), which keep refusing the pair, unless ``release_claims``:
-        then they are released. Claims whose ``lapses_at`` passed are released
-        too, whoever held them. A released pair keeps its generation, so the
-        next claim of it gets a higher one (fencing tokens never go back).
-        Returns the ids pruned.
-        """
-        ...
-
-    # ------------------------------------------------------------------ schedules
+@runtime_checkable
+class Schedules(Protocol):
+    """Schedules (RFC 0009): stored, compare-and-set, leased to one worker at a
+    time. Checked by ``ScheduleConformance`` and ``ScheduleModelConformance``.
+    """
 
     async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
         """Store a new schedule at version 1 and signal ``SCHEDULE_TOPIC``.
@@ -365,3 +421,13 @@ class World(Protocol):
         derived from the fire time and so started at most once anyway.
         """
         ...
+
+
+@runtime_checkable
+class World(Lifecycle, Runs, Work, Hooks, Streams, Index, Schedules, Protocol):
+    """A storage backend: every capability above. All timestamps are aware UTC datetimes.
+
+    A part of the runtime that needs only some capabilities may take the part
+    (``Runs``, ``Work``, ...) instead; ``worlds.wrapper.WorldWrapper`` forwards
+    all of them.
+    """

@@ -1,11 +1,13 @@
 """The run filter language as data: expression nodes, their rules, and an evaluator.
 
-A filter is a tree of msgspec structs. ``workflow.query.parse`` builds one from
-text (``status = 'failed' AND customer = 'c-9'``) and ``workflow.query.format``
-prints it back; worlds receive it as ``RunQuery.where``. A world either compiles
-the tree into its own query language with bound parameters (never by pasting
-values into text), evaluates it in Python with ``matches``, or raises
-``NotImplementedError`` naming the part it cannot serve.
+A filter is a tree of msgspec structs; ``RunQuery`` carries one (``where``)
+with the simple filters of ``World.list_runs``, and ``RunPage`` is its answer.
+``workflow.query.parse`` builds one from text (``status = 'failed' AND
+customer = 'c-9'``) and ``workflow.query.format`` prints it back; worlds
+receive it as ``RunQuery.where``. A world either compiles the tree into its
+own query language with bound parameters (never by pasting values into text),
+evaluates it in Python with ``matches``, or raises ``NotImplementedError``
+naming the part it cannot serve.
 
 Semantics (every world must agree with ``matches``):
 
@@ -31,7 +33,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from worlds.types import RunRecord, StoredValue
+from worlds.types import RunRecord, RunStatus, StoredValue
 
 __all__ = [
     "FIELDS",
@@ -49,6 +51,8 @@ __all__ = [
     "Not",
     "Operand",
     "Or",
+    "RunPage",
+    "RunQuery",
     "StartsWith",
     "check",
     "matches",
@@ -132,6 +136,32 @@ class Not(msgspec.Struct, frozen=True, tag="not"):
 
 Expr: TypeAlias = Compare | In | StartsWith | IsNull | And | Or | Not
 """Any filter expression."""
+
+
+class RunQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """A filter over runs; every given field must match. Newest runs first.
+
+    ``where`` is a filter expression (``worlds.query``) ANDed with the other
+    fields. A world serves it with the semantics of ``worlds.query.matches``,
+    or raises ``NotImplementedError`` naming what it cannot serve.
+    """
+
+    workflow: str | None = None
+    statuses: frozenset[RunStatus] | None = None
+    attributes: dict[str, StoredValue] = {}
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    limit: int = 100
+    cursor: str | None = None
+    where: Expr | None = None
+
+
+class RunPage(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of ``list_runs``; pass ``next_cursor`` back for the next one."""
+
+    runs: tuple[RunRecord, ...]
+    next_cursor: str | None = None
+
 
 _STRING_FIELDS = frozenset({"status", "workflow", "id"})
 _INT64 = (-(2**63), 2**63 - 1)

@@ -3,7 +3,12 @@
 A third-party world may use these helpers; they are pure functions over the
 types in ``worlds.types`` and touch no storage. The rules themselves live in
 the private ``worlds._rules`` package, one module per concept; this module
-re-exports the ones a world outside this package needs.
+re-exports the ones a world outside this package needs: ids and cursors, index
+values and query matching, the records a world writes (``new_run``,
+``created_event``, ``apply_to_run``, ``stale_result``), the column codecs of a
+claim's reuse window, and predicates a world's own queries may evaluate
+(``is_free``, ``schedule_is_due``). The order in which an operation applies the
+rules is not here: the built-in worlds share it in ``worlds._flows``.
 """
 
 from __future__ import annotations
@@ -17,12 +22,35 @@ from datetime import datetime, timedelta
 from worlds._rules import slots
 from worlds._rules.cancel import CANCEL_DEADLINE_TIMER
 from worlds._rules.children import ON_PARENT_CLOSE, ON_PARENT_CLOSE_KEY, PARENT_KEY
-from worlds._rules.claims import is_free, may_take_over, on_close
-from worlds._rules.commits import settled
+from worlds._rules.claims import (
+    decode_release_on,
+    encode_release_on,
+    is_free,
+    may_take_over,
+    on_close,
+)
+from worlds._rules.commits import settled, stale_result
 from worlds._rules.reopen import effective_log, reopen_base
-from worlds._rules.runs import CLOSING_EVENTS, RUN_DEADLINE_TIMER, apply_to_run
+from worlds._rules.runs import (
+    CLOSING_EVENTS,
+    RUN_DEADLINE_TIMER,
+    apply_to_run,
+    created_event,
+    deadline_item,
+    first_task_commit,
+    new_run,
+    runs_ahead,
+    stamped,
+)
+from worlds._rules.schedules import is_due as schedule_is_due
 from worlds._rules.streams import check_name as check_stream_name
-from worlds._rules.terms import index_value, matches
+from worlds._rules.terms import (
+    SELECTIVITY_CAP,
+    index_terms,
+    index_value,
+    matches,
+    most_selective_first,
+)
 from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunContinued
 
 __all__ = [
@@ -32,22 +60,35 @@ __all__ = [
     "ON_PARENT_CLOSE_KEY",
     "PARENT_KEY",
     "RUN_DEADLINE_TIMER",
+    "SELECTIVITY_CAP",
     "apply_to_run",
     "carried_payloads",
     "check_stream_name",
+    "created_event",
+    "deadline_item",
     "decode_cursor",
+    "decode_release_on",
     "effective_log",
     "encode_cursor",
+    "encode_release_on",
+    "first_task_commit",
+    "index_terms",
     "index_value",
     "is_free",
     "lease_deadline",
     "matches",
     "may_take_over",
+    "most_selective_first",
+    "new_run",
     "new_run_id",
     "on_close",
     "reopen_base",
+    "runs_ahead",
+    "schedule_is_due",
     "settled",
     "slots",
+    "stale_result",
+    "stamped",
     "step_item_id",
     "timer_item_id",
     "work_item_id",

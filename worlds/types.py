@@ -12,7 +12,7 @@ the one place to import from.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import msgspec
 
@@ -57,9 +57,6 @@ from worlds.events import (
     utcnow,
 )
 
-if TYPE_CHECKING:  # only for the annotation of RunQuery.where; see worlds.query
-    from worlds.query import Expr
-
 __all__ = [
     "EPOCH",
     "AttributeConflict",
@@ -99,8 +96,6 @@ __all__ = [
     "RunCreated",
     "RunFailed",
     "RunForked",
-    "RunPage",
-    "RunQuery",
     "RunRecord",
     "RunReopened",
     "RunStarted",
@@ -499,31 +494,6 @@ class CommitResult(msgspec.Struct, frozen=True, kw_only=True):
     lease_lost: bool = False
     lease_holder: str | None = None
     stale: bool = False
-
-
-class RunQuery(msgspec.Struct, frozen=True, kw_only=True):
-    """A filter over runs; every given field must match. Newest runs first.
-
-    ``where`` is a filter expression (``worlds.query``) ANDed with the other
-    fields. A world serves it with the semantics of ``worlds.query.matches``,
-    or raises ``NotImplementedError`` naming what it cannot serve.
-    """
-
-    workflow: str | None = None
-    statuses: frozenset[RunStatus] | None = None
-    attributes: dict[str, StoredValue] = {}
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    limit: int = 100
-    cursor: str | None = None
-    where: Expr | None = None
-
-
-class RunPage(msgspec.Struct, frozen=True, kw_only=True):
-    """One page of ``list_runs``; pass ``next_cursor`` back for the next one."""
-
-    runs: tuple[RunRecord, ...]
-    next_cursor: str | None = None
 
 
 class ScheduleRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -36,7 +36,7 @@ from workflow.query import (
     parse,
 )
 from worlds.postgres import filters as pg_filters
-from worlds.query import matches
+from worlds.query import RunQuery, matches
 from worlds.semantics import new_run_id
 from worlds.sqlite.filters import list_runs_sql, where_sql
 from worlds.types import (
@@ -45,7 +45,6 @@ from worlds.types import (
     ErrorInfo,
     RunCompleted,
     RunFailed,
-    RunQuery,
     RunRecord,
     RunStarted,
     RunStatus,

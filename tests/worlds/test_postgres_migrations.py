@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.conftest import fresh_schema, with_schema
-from worlds.postgres import PostgresWorld
+from tests.worlds.migration_modules import versions_by_module
+from worlds.postgres import PostgresWorld, functions
+from worlds.postgres import migrations as migrations_package
 from worlds.postgres.migrations import MIGRATIONS
 from worlds.postgres.schema import (
     RECORD_VERSION,
@@ -43,6 +46,23 @@ def _digest(version: int) -> str:
 def test_migrations_are_numbered_from_one_and_frozen() -> None:
     assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
     assert {version: _digest(version) for version in MIGRATIONS} == FROZEN
+
+
+def test_each_version_is_a_module_that_says_what_and_why() -> None:
+    assert versions_by_module(migrations_package) == MIGRATIONS
+
+
+_DEFINES = re.compile(r"^\s*CREATE (?:OR REPLACE )?FUNCTION (\w+)\(")
+
+
+def test_the_live_functions_are_the_latest_migration_defining_each() -> None:
+    latest: dict[str, str] = {}
+    for version in sorted(MIGRATIONS):
+        for statement in MIGRATIONS[version]:
+            defined = _DEFINES.match(statement)
+            if defined:
+                latest[defined.group(1)] = statement
+    assert latest == functions.LIVE
 
 
 async def _snapshot(conn: Any, schema: str) -> dict[str, list[tuple[object, ...]]]:

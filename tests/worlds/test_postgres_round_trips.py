@@ -20,6 +20,7 @@ from tests.conftest import fresh_schema
 from tests.pg_round_trips import RoundTripProxy, server_address
 from workflow import Worker, start, step, workflow
 from worlds.postgres import PostgresWorld
+from worlds.query import RunQuery
 from worlds.semantics import new_run_id
 from worlds.types import (
     CommitRequest,
@@ -29,7 +30,6 @@ from worlds.types import (
     FirstTask,
     NewWorkItem,
     RunCompleted,
-    RunQuery,
     RunStarted,
     RunStatus,
     StepCompleted,

@@ -79,6 +79,21 @@ def test_generations_only_grow_or_stay_with_their_holder(
         assert held is None or outcome > held.generation
 
 
+@given(HELD, RUN_IDS, STEPS)
+def test_only_the_holder_itself_claims_again(
+    held: claims.HeldClaim | None, run_id: str, step: int | None
+) -> None:
+    again = claims.claims_again(held, run_id, _set(step), NOW)
+    outcome = claims.on_attribute_set(held, run_id, _set(step), NOW)
+    assert again == (
+        held is not None
+        and not claims.is_free(held, NOW)
+        and (held.run_id, held.step) == (run_id, step)
+    )
+    if again:
+        assert held is not None and outcome == held.generation
+
+
 def test_a_released_pair_is_claimed_again_at_the_next_generation() -> None:
     assert claims.on_attribute_set(claims.HeldClaim(None, 4), "r1", _set(None), NOW) == 5
     assert claims.on_attribute_set(None, "r1", _set(2), NOW) == 1

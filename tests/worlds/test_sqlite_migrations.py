@@ -8,14 +8,17 @@ is created from ``worlds.sqlite.schema.SCHEMA``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from tests.worlds.migration_modules import versions_by_module
 from worlds.semantics import new_run_id
 from worlds.sqlite import SqliteWorld
+from worlds.sqlite import migrations as migrations_package
 from worlds.sqlite.migrations import MIGRATIONS
 from worlds.sqlite.schema import SCHEMA_VERSION
 from worlds.types import CreateRunRequest
@@ -52,9 +55,33 @@ def _file_at(path: Path, version: int) -> None:
         db.close()
 
 
+FROZEN = {
+    1: "6fb7e4ada75d536eac772aac160b006e16a64368632a158715a501a5c193de65",
+    2: "7008e93c13211c10cdd5c45c4c2366fe00a4fbb86004438b2d64ae5beb5ddd89",
+    3: "2b9f8738eeec29ac1acc9c0d941afa876507437b64e6efb343355848db372481",
+    4: "effb91644791c1d2941cf0d7e5aa9b5af72a2d2ad5b9203db4bf636c3ed890d4",
+    5: "b84ddb7dc7db30604b465f7e84378809692b2952dc44f561462fd5bb3d2efecd",
+    6: "317334b7ee35c4364b33782d06b88ace4103f0176e239000524ea906a2fdd4d8",
+    7: "14942edf15393f45d00241582eb5aa46af302f60c1335abb1ca388583107f2df",
+}
+"""sha256 of each migration's statements: a file at version v ran exactly these."""
+
+
 def test_migrations_are_numbered_by_the_version_they_produce() -> None:
     assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
     assert all(isinstance(s, str) for statements in MIGRATIONS.values() for s in statements)
+
+
+def test_migrations_are_frozen() -> None:
+    digests = {
+        version: hashlib.sha256("\x00".join(statements).encode()).hexdigest()
+        for version, statements in MIGRATIONS.items()
+    }
+    assert digests == FROZEN
+
+
+def test_each_version_is_a_module_that_says_what_and_why() -> None:
+    assert versions_by_module(migrations_package) == MIGRATIONS
 
 
 @pytest.mark.anyio

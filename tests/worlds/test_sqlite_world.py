@@ -29,6 +29,7 @@ import pytest
 import worlds
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import World, run_topic
+from worlds.query import RunQuery
 from worlds.semantics import new_run_id
 from worlds.sqlite import SqliteWorld, WorldClosedError, codecs, filters, schema, statements
 from worlds.sqlite.migrations import MIGRATIONS
@@ -48,7 +49,6 @@ from worlds.types import (
     RunCompleted,
     RunCreated,
     RunFailed,
-    RunQuery,
     RunRecord,
     RunStarted,
     RunStatus,

@@ -1,12 +1,12 @@
-"""Every world rule, once: pure functions that decide, backends do the I/O.
+"""Every world rule, once: pure functions that decide; the flows ask them, backends do the I/O.
 
 Private to ``worlds``. Each module is one concept: ``requests`` (checks of
 what a caller sends), ``runs`` (a new run and how events change it),
 ``claims`` (who holds a unique attribute and at which generation),
 ``cancel`` (what cancelling a run does), ``commits`` (what a commit does
 with its lease), ``slots`` (limited pairs: admission and promotion) and
-``work`` (where a new work item goes and whether its enqueuer leases it). A
-backend's transaction reads the rows a rule needs, calls the rule and writes
-its outcome; ``worlds.semantics`` re-exports the parts a third-party world
-may use.
+``work`` (where a new work item goes and whether its enqueuer leases it). The
+flows of ``worlds._flows`` read the rows a rule needs, call the rule and write
+its outcome, in one order for every backend (backends never import this
+package); ``worlds.semantics`` re-exports the parts a third-party world may use.
 """

@@ -34,6 +34,7 @@ __all__ = [
     "HeldClaim",
     "Takeover",
     "check_window",
+    "claims_again",
     "debounce",
     "decode_release_on",
     "encode_release_on",
@@ -44,6 +45,7 @@ __all__ = [
     "on_attribute_set",
     "on_close",
     "on_create",
+    "window_on_set",
 ]
 
 
@@ -59,6 +61,8 @@ class HeldClaim(NamedTuple):
     step: int | None = None
     lapses_at: datetime | None = None
     pruned_status: RunStatus | None = None
+    window: ReuseWindow = ReuseWindow()
+    """The reuse window its holder took it with."""
 
 
 def is_free(held: HeldClaim | None, now: datetime) -> bool:
@@ -172,8 +176,9 @@ def on_attribute_set(
     """A unique ``AttributeSet`` of ``run_id`` meets ``held``: its generation or a conflict.
 
     A free pair (``is_free``) is claimed at ``next_generation``; the same run
-    and step claiming again keeps the generation; any other holder, a
-    tombstone included, conflicts.
+    and step claiming again keeps the generation (``claims_again``; and its
+    reuse window, ``window_on_set``); any other holder, a tombstone included,
+    conflicts.
     """
     if is_free(held, now):
         return next_generation(held)
@@ -187,6 +192,24 @@ def on_attribute_set(
         step=event.step,
         attempt=event.attempt,
     )
+
+
+def claims_again(held: HeldClaim | None, run_id: str, event: AttributeSet, now: datetime) -> bool:
+    """Whether ``event`` is the pair's holder (run and step) setting it again."""
+    if held is None or is_free(held, now):
+        return False
+    return held.run_id == run_id and held.step == event.step
+
+
+def window_on_set(
+    held: HeldClaim | None, run_id: str, event: AttributeSet, now: datetime
+) -> ReuseWindow:
+    """The reuse window a unique ``AttributeSet`` stores with its claim: its own, but
+    the holder setting its pair again (``claims_again``) keeps the window it holds
+    it with, so that window still applies when the holder closes."""
+    if held is not None and claims_again(held, run_id, event, now):
+        return held.window
+    return ReuseWindow(ttl=event.ttl, release_on=event.release_on)
 
 
 class Debounced(NamedTuple):

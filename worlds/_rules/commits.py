@@ -2,8 +2,8 @@
 
 ``commit_flow`` is the commit's logic without I/O, a generator that yields
 what it needs from the world (settle a claim, store an event, enqueue work)
-and receives the replies; SQLite drives it synchronously, PostgreSQL with
-``await`` and the memory world from its dictionaries.
+and receives the replies; the commit flow (``worlds._flows.commit``) drives it,
+once, for every backend.
 """
 
 from __future__ import annotations

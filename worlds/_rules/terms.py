@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from worlds.query import And, AttrRef, Compare, Expr, check
-from worlds.types import AttributeValue, RunQuery, RunRecord
+from worlds.query import And, AttrRef, Compare, Expr, RunQuery, check
+from worlds.types import AttributeValue, RunRecord
 
 __all__ = ["SELECTIVITY_CAP", "index_terms", "index_value", "matches", "most_selective_first"]
 

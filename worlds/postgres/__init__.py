@@ -34,12 +34,15 @@ Hung connections are detected (see ``worlds.postgres.connection``).
 
 The package exports ``PostgresWorld`` (and ``WorldClosedError``, as it always
 did); its other modules are private to it, so their names carry no underscore,
-one job each: ``world`` (the operations), ``connection`` (URL, retries,
-keepalives, the server's clock), ``transactions`` (``Tx``, the steps of a
-write), ``fast`` (the one-round-trip ``commit_run`` path), ``schema`` (the
-current schema for reading, and applying migrations), ``migrations`` (the
-frozen DDL of each version), ``statements`` (SQL text), ``filters`` (the
-run-filter compiler) and ``codecs`` (rows <-> records).
+one job each: ``world`` (the operations: writes run the flows of
+``worlds._flows``), ``rows`` (the flows' rows port over one transaction),
+``connection`` (URL, retries, keepalives, the server's clock), ``fast`` and
+``committing`` (the one-round-trip ``commit_run``, ``commit_runs``,
+``start_run`` and ``create_run`` paths), ``functions`` (their live PL/pgSQL
+text), ``notices`` and ``listening`` (notifications), ``schedules``,
+``schema`` (the current schema for reading, and applying migrations),
+``migrations`` (the frozen DDL of each version), ``statements`` (SQL text),
+``filters`` (the run-filter compiler) and ``codecs`` (rows <-> records).
 """
 
 try:

@@ -1,42 +1,41 @@
-"""Row <-> record codecs of the PostgreSQL world (msgpack ``bytea`` columns)."""
+"""Row <-> record codecs of the PostgreSQL world (msgpack ``bytea`` columns).
+
+Records are read by column name as ``worlds._columns`` reads them for both SQL
+worlds; what is PostgreSQL's own: events stored with seq 0 (their seq and at
+are the columns), the parameters of ``SAVE_RUN``, the rows of ``LEASE``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, get_args
+from typing import get_args
 
 import msgspec
 from asyncpg import Record
 
-from worlds._rules.claims import HeldClaim, decode_release_on
+from worlds import _columns
+from worlds._columns import Columns
 from worlds.types import (
-    AttributeValue,
-    Claim,
-    ErrorInfo,
     EventKind,
-    HookRecord,
     RunRecord,
-    RunStatus,
-    Slot,
     WorkItem,
 )
 
-encode = msgspec.msgpack.Encoder().encode
-_decode_attributes = msgspec.msgpack.Decoder(dict[str, Any]).decode
-_decode_error = msgspec.msgpack.Decoder(ErrorInfo).decode
-_decode_value = msgspec.msgpack.Decoder(Any).decode
 _decode_event = msgspec.msgpack.Decoder(EventKind).decode
-_STATUS = {status.value: status for status in RunStatus}
+
+
+def _as_is(moment: datetime) -> datetime:
+    return moment
+
+
+columns = Columns(_as_is)
+"""Records from rows by column name (``worlds._columns``); times are ``timestamptz``."""
+
+encode = _columns.encode
 
 EVENT_TAGS: dict[type, str] = {cls: cls.__struct_config__.tag for cls in get_args(EventKind)}
 """The ``kind`` column of each event type."""
-
-
-def decode_value(data: bytes) -> AttributeValue:
-    """An attribute value from its msgpack bytes."""
-    value: AttributeValue = _decode_value(data)
-    return value
 
 
 def decode_event(data: bytes, seq: int = 0, at: datetime | None = None) -> EventKind:
@@ -58,34 +57,6 @@ STEP_STARTED_PARTS = _step_started_parts()
 """``LEASE`` builds a StepStarted as ``head || int4(step) || middle || int4(attempt)``."""
 
 
-def hook_from_row(row: Record) -> HookRecord:
-    """A ``HookRecord`` from a row of ``LIST_HOOKS``."""
-    return HookRecord(
-        token=row["token"],
-        run_id=row["run_id"],
-        hook=row["hook"],
-        attributes=_decode_attributes(row["attributes"]),
-        created_at=row["created_at"],
-    )
-
-
-def run_from_row(row: Record) -> RunRecord:
-    """A ``RunRecord`` from the ``RUN_COLUMNS`` of a row."""
-    error = row["error"]
-    return RunRecord(
-        id=row["id"],
-        workflow=row["workflow"],
-        status=_STATUS[row["status"]],
-        created_at=row["created_at"],
-        started_at=row["started_at"],
-        closed_at=row["closed_at"],
-        last_seq=row["last_seq"],
-        attributes=_decode_attributes(row["attributes"]),
-        result=row["result"],
-        error=None if error is None else _decode_error(error),
-    )
-
-
 def save_params(
     run: RunRecord, attributes: bytes, events: Sequence[tuple[int, str, bytes]], at: datetime
 ) -> tuple[object, ...]:
@@ -104,46 +75,6 @@ def save_params(
         [kind for _, kind, _ in events],
         [data for _, _, data in events],
         at,
-    )
-
-
-def claim_from_row(row: Record, key: str, run_id: str | None = None) -> Claim:
-    """A ``Claim`` on ``key`` from a row of ``GET_CLAIM`` or (with ``run_id``) ``RUN_CLAIMS``."""
-    return Claim(
-        key=key,
-        value=decode_value(row["value"]),
-        run_id=row["run_id"] if run_id is None else run_id,
-        generation=row["generation"],
-        step=row["step"],
-        attempt=row["attempt"],
-        ttl=row["ttl"],
-        release_on=decode_release_on(row["release_on"]),
-        lapses_at=row["lapses_at"],
-        pruned_status=None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
-    )
-
-
-def held_from_row(row: Record) -> HeldClaim:
-    """The ``HeldClaim`` a rule decides on, from a row of ``GET_CLAIM``."""
-    return HeldClaim(
-        row["run_id"],
-        row["generation"],
-        row["step"],
-        row["lapses_at"],
-        None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
-    )
-
-
-def slot_from_row(row: Record) -> Slot:
-    """A ``Slot`` from a row of ``LIST_SLOTS`` / ``RUN_SLOTS``."""
-    return Slot(
-        key=row["key"],
-        value=decode_value(row["value"]),
-        run_id=row["run_id"],
-        limit=row["lim"],
-        holding=row["holding"],
-        position=row["position"],
-        hold=row["hold"],
     )
 
 

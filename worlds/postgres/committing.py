@@ -1,10 +1,10 @@
 """The commit paths of the PostgreSQL world: ``commit`` and ``commit_many``.
 
 A commit the ``commit_run`` function can apply goes there in one round trip
-(``fast.py``); the rest take the general path: the rows a rule needs read in
-one transaction, ``commits.commit_flow`` driven, the outcome written. A batch
-sends what qualifies to ``commit_runs`` in one call and the others in one
-transaction, each in a savepoint of its own.
+(``fast.py``); the rest take the commit flow (``worlds._flows.commit``) in one
+transaction. A batch sends what qualifies to ``commit_runs`` in one call and
+the others through ``commit_each``, in one transaction, each in a savepoint
+of its own.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import asyncpg
 
-from worlds._rules import batches, commits
-from worlds.postgres import codecs
+from worlds._flows import commit as flow
+from worlds._flows.commit import Outcome
 from worlds.postgres import statements as sql
-from worlds.postgres.connection import RETRYABLE, retry
+from worlds.postgres.connection import retry
 from worlds.postgres.fast import batch_params, commit_params, commit_result
 from worlds.postgres.notices import Notices
-from worlds.postgres.transactions import Tx
+from worlds.postgres.rows import PostgresRows
 from worlds.protocol import WORK_TOPIC, run_topic
-from worlds.semantics import index_value, settled
 from worlds.types import CommitRequest, CommitResult
 
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ T = TypeVar("T")
 class Write(Protocol):
     """``PostgresWorld._write``: run a body as one transaction, retried on races."""
 
-    def __call__(self, body: Callable[[Tx], Awaitable[T]]) -> Awaitable[T]: ...
+    def __call__(self, body: Callable[[PostgresRows], Awaitable[T]]) -> Awaitable[T]: ...
 
 
 class CommitPaths:
@@ -82,18 +81,18 @@ class CommitPaths:
             result = commit_result(request, rows, args)
             if result is not None:
                 return result
-        return await self._write(lambda tx: _commit_in(tx, request))
+        return await self._write(lambda rows: flow.commit(rows, request))
 
-    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[Outcome]:
         """See ``World.commit_many``: the requests ``commit_run`` can apply go to
         ``commit_runs`` in one call (one round trip, one transaction); the others,
         and those it leaves to the general path (a lost lease, a late result,
         a recheck), follow in one transaction, each in a savepoint of its own.
         A failing ``commit_runs`` call sends the whole batch that second way."""
-        batch = batches.check_batch(requests)
+        batch = flow.check_batch(requests)
         if len(batch) < 2:
-            return await batches.one_by_one(batch, self.commit)
-        outcomes: list[batches.Outcome | None] = [None] * len(batch)
+            return await flow.one_by_one(batch, self.commit)
+        outcomes: list[Outcome | None] = [None] * len(batch)
         if self._fast_commits:
             await self._commit_runs(batch, outcomes)
         rest = [n for n, outcome in enumerate(outcomes) if outcome is None]
@@ -104,7 +103,7 @@ class CommitPaths:
         return [outcome for outcome in outcomes if outcome is not None]
 
     async def _commit_runs(
-        self, batch: list[CommitRequest], outcomes: list[batches.Outcome | None]
+        self, batch: list[CommitRequest], outcomes: list[Outcome | None]
     ) -> None:
         """Fill ``outcomes`` with what one ``commit_runs`` call answers for the
         requests of ``batch`` that qualify; the rest stay ``None``."""
@@ -128,7 +127,7 @@ class CommitPaths:
             try:
                 rows = await retry(pool.fetch, sql.COMMIT_RUNS, *params)
             except Exception as exc:
-                if batches.is_world_failure(exc):
+                if flow.is_world_failure(exc):
                     raise
                 return  # one request made the call fail: each takes the general path
         by_request: dict[int, list[asyncpg.Record]] = {}
@@ -150,78 +149,8 @@ class CommitPaths:
         if not inline:
             self._post(sorted(topics))
 
-    async def _commit_each(self, batch: list[CommitRequest]) -> list[batches.Outcome]:
-        """``batch`` on the general path in one transaction, a savepoint per request."""
+    async def _commit_each(self, batch: list[CommitRequest]) -> list[Outcome]:
+        """``batch`` through the commit flow in one transaction, a savepoint per request."""
         if len(batch) < 2:
-            return await batches.one_by_one(batch, self.commit)
-
-        async def body(tx: Tx) -> list[batches.Outcome]:
-            outcomes: list[batches.Outcome] = []
-            for request in batch:
-                signals, pending = set(tx.signals), {k: list(v) for k, v in tx.pending.items()}
-                savepoint = tx.conn.transaction()
-                await savepoint.start()
-                try:
-                    outcome: batches.Outcome = await _commit_in(tx, request)
-                except Exception as exc:
-                    if isinstance(exc, RETRYABLE) or batches.is_world_failure(exc):
-                        raise
-                    await savepoint.rollback()
-                    tx.signals, tx.pending = signals, pending
-                    outcomes.append(exc)
-                    continue
-                await savepoint.commit()
-                outcomes.append(outcome)
-            return outcomes
-
-        return await self._write(body)
-
-
-async def _commit_in(tx: Tx, request: CommitRequest) -> CommitResult:
-    """``request`` applied in transaction ``tx`` (the general path)."""
-    lease = request.lease
-
-    async def body(tx: Tx) -> CommitResult:
-        found = await tx.lock_run(request.run_id)
-        if found is None:
-            raise LookupError(f"unknown run {request.run_id}")
-        run, attributes = found
-        if run.status.is_closed:
-            if request.discard is None:
-                return commits.closed(run.status)
-            run, stored = tx.stamp(run, request.discard)
-            await tx.save_run(run, attributes)
-            return commits.closed(run.status, stored)
-        held = None
-        if lease is not None:
-            held = await tx.conn.fetchrow(
-                sql.LOCK_LEASE, lease.id, run.id, request.worker_id, lease.token
-            )
-            if held is None:
-                holder: str | None = await tx.conn.fetchval(sql.LEASE_HOLDER, lease.id)
-                discard = request.discard
-                if discard is None:
-                    return commits.lost(run.status, holder)
-                rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, 0)
-                logged = (codecs.decode_event(row["data"]) for row in rows)
-                if settled(logged, discard.step, discard.attempt):
-                    return commits.lost(run.status, holder)
-                run, stored = tx.stamp(run, discard)
-                await tx.save_run(run, attributes)
-                return commits.lost(run.status, holder, stored)
-        if request.expect_seq is not None:
-            rows = await tx.conn.fetch(sql.READ_EVENTS, run.id, request.expect_seq - 1)
-            later = (codecs.decode_event(r["data"], r["seq"], r["at"]) for r in rows)
-            if commits.stale(request, later):
-                return commits.stale_result(run.status)
-        item = None if held is None else (held["kind"], bool(held["rewake"]))
-        done = await tx.commit(commits.commit_flow(run, request, tx.now, item), request)
-        if done.attributes:
-            keys = list(done.attributes)
-            ivalues = [index_value(done.attributes[key]) for key in keys]
-            await tx.conn.execute(sql.UPSERT_ATTRIBUTES, run.id, keys, ivalues)
-            attributes = codecs.encode(done.run.attributes)
-        await tx.save_run(done.run, attributes)
-        return done.result
-
-    return await body(tx)
+            return await flow.one_by_one(batch, self.commit)
+        return await self._write(lambda rows: flow.commit_each(rows, batch))

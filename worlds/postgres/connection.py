@@ -44,7 +44,6 @@ __all__ = [
     "MIGRATION_TIMEOUT",
     "RETRIES",
     "RETRYABLE",
-    "RollbackError",
     "ServerClock",
     "backoff",
     "check_schema_name",
@@ -160,14 +159,6 @@ def check_schema_name(name: str) -> str:
     if not _SCHEMA_NAME.fullmatch(name):
         raise ValueError(f"schema name {name!r} must match {_SCHEMA_NAME.pattern}")
     return name
-
-
-class RollbackError(Exception):
-    """Raised inside a transaction to undo it and return ``result`` instead."""
-
-    def __init__(self, result: object) -> None:
-        super().__init__()
-        self.result = result
 
 
 def parse_url(raw: str) -> tuple[str, str, dict[str, float]]:

@@ -1,11 +1,16 @@
-"""One-round-trip commits of the PostgreSQL world (private to ``worlds.postgres``).
+"""One-round-trip commits and starts of the PostgreSQL world (private to ``worlds.postgres``).
 
 Most commits (a workflow task's events and steps, a step's result, a timer) set
 no claim, hook or run attribute and do not close the run. Those go to the
 ``commit_run`` function of the schema in one call: it locks the run, checks
-the lease, appends the events, acks and enqueues, all as the general path would.
-``commit_params`` says whether a request qualifies and builds the call;
-``commit_result`` turns the rows back into a ``CommitResult``.
+the lease, appends the events, acks and enqueues, all as the commit flow
+(``worlds._flows.commit``) would. ``commit_params`` says whether a request
+qualifies and builds the call; ``commit_result`` turns the rows back into a
+``CommitResult``. Starts likewise: ``start_run`` (a run leased or with its
+first task) and ``create_run`` (a run whose pairs are all free) do what the
+create flow would. These functions are the one place an algorithm of the flows
+is written a second time (``worlds.postgres.functions`` has their text);
+``tests/worlds/test_postgres_fast_path.py`` holds the two equal.
 """
 
 from __future__ import annotations
@@ -17,13 +22,17 @@ from typing import NamedTuple
 import msgspec
 from asyncpg import Record
 
-from worlds._rules import commits, runs
 from worlds.postgres import codecs
-from worlds.postgres.transactions import new_token
+from worlds.postgres.rows import new_token
 from worlds.semantics import (
     apply_to_run,
+    created_event,
+    deadline_item,
+    first_task_commit,
     index_value,
     lease_deadline,
+    new_run,
+    stale_result,
     work_item_id,
     workflow_item_id,
 )
@@ -50,6 +59,8 @@ __all__ = [
     "CommitRunArgs",
     "StartRun",
     "batch_params",
+    "claiming_params",
+    "claiming_result",
     "commit_params",
     "commit_result",
     "start_params",
@@ -181,7 +192,7 @@ def commit_result(
     if outcome == "general":
         return None  # slots, windowed claims, a parent or children: the general path
     if outcome == "stale":
-        return commits.stale_result(RunStatus(status))
+        return stale_result(RunStatus(status))
     if outcome == "recheck":
         return None
     events = tuple(
@@ -272,7 +283,7 @@ def start_params(
     when ``commit_run`` can apply it (else only the workflow item is leased)."""
     if request.lease_to is None or request.unique or request.timeout_at is not None:
         return None
-    task = runs.first_task_commit(request)
+    task = first_task_commit(request)
     commit = None if task is None else commit_params(task, now, channel, run_channel)
     if commit is None:
         task = None
@@ -281,7 +292,7 @@ def start_params(
     keys = list(attributes)
     token = new_token()
     expires = lease_deadline(at, request.lease_seconds) if commit is None else commit.expires
-    created = runs.created_event(request.workflow, request.args, attributes, at)
+    created = created_event(request.workflow, request.args, attributes, at)
     head: list[object] = [
         request.run_id,
         request.workflow,
@@ -309,7 +320,7 @@ def start_result(
     request: CreateRunRequest, start: StartRun, rows: Sequence[Record]
 ) -> CreateRunResult:
     """The result of a ``START_RUN`` call made with ``start``."""
-    run = runs.new_run(request.run_id, request.workflow, dict(request.attributes), start.at)
+    run = new_run(request.run_id, request.workflow, dict(request.attributes), start.at)
     if start.task is None or start.commit is None:
         leased = WorkItem(
             id=workflow_item_id(request.run_id),
@@ -326,3 +337,36 @@ def start_result(
     first = commit_result(start.task, rows, start.commit)
     assert first is not None, "a new run's first task is neither closed, lost nor stale"
     return CreateRunResult(run=run, first=first)
+
+
+def claiming_params(request: CreateRunRequest, now: datetime, channel: str | None) -> list[object]:
+    """The arguments of ``CREATE_RUN_CLAIMING`` (the ``create_run`` function): the run
+    of ``request`` with its unique pairs (claimed in key order) and its deadline timer."""
+    attributes = dict(request.attributes)
+    created = created_event(request.workflow, request.args, attributes, now)
+    keys, claimed = list(attributes), sorted(request.unique)
+    timer = deadline_item(request)
+    return [
+        request.run_id,
+        request.workflow,
+        now,
+        codecs.encode(attributes),
+        keys,
+        [index_value(attributes[key]) for key in keys],
+        codecs.encode(created),
+        workflow_item_id(request.run_id),
+        channel,
+        claimed,
+        [index_value(attributes[key]) for key in claimed],
+        [codecs.encode(attributes[key]) for key in claimed],
+        None if timer is None else work_item_id(request.run_id, timer),
+        None if timer is None else timer.number,
+        None if timer is None else timer.attempt,
+        None if timer is None else timer.payload,
+        None if timer is None else timer.available_at,
+    ]
+
+
+def claiming_result(request: CreateRunRequest, now: datetime) -> CreateRunResult:
+    """The result of a ``CREATE_RUN_CLAIMING`` call made at ``now`` that succeeded."""
+    return CreateRunResult(run=new_run(request.run_id, request.workflow, request.attributes, now))

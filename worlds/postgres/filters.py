@@ -6,7 +6,6 @@ import math
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
-from worlds._rules.terms import index_terms
 from worlds.postgres.statements import RUN_COLUMNS
 from worlds.query import (
     And,
@@ -17,11 +16,11 @@ from worlds.query import (
     IsNull,
     Not,
     Or,
+    RunQuery,
     StartsWith,
     check,
 )
-from worlds.semantics import index_value
-from worlds.types import RunQuery
+from worlds.semantics import index_terms, index_value
 
 
 def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[object]]:

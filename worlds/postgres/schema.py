@@ -160,10 +160,8 @@ REFERENCE: tuple[str, ...] = (
         at timestamptz NOT NULL,
         PRIMARY KEY (run_id, name, seq)
     )""",
-    # ``commit_run``, the one-round-trip commit (``fast.py``), and ``create_run``,
-    # the one-round-trip start of a run with claims or a deadline: their text
-    # is in ``MIGRATIONS[9]`` (``create_run``: ``MIGRATIONS[6]``), with ``commit_runs``
-    # and ``start_run``.
+    # The PL/pgSQL functions (``commit_run``, ``commit_runs``, ``start_run``,
+    # ``create_run``): their live text is in ``worlds.postgres.functions``.
 )
 """The current tables and indexes (functions aside), for reading; see the module docstring."""
 

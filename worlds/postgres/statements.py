@@ -113,7 +113,7 @@ WHERE claims.run_id IS NULL
 RETURNING generation
 """
 _CLAIM_COLUMNS = (
-    "run_id, generation, step, attempt, value, ttl, release_on, lapses_at, pruned_status"
+    "key, run_id, generation, step, attempt, value, ttl, release_on, lapses_at, pruned_status"
 )
 GET_CLAIM = f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE key = $1 AND ivalue = $2"
 LOCK_CLAIM = f"{GET_CLAIM} FOR UPDATE"
@@ -138,9 +138,8 @@ MOVE_RUN_CLAIMS = (
     "UPDATE claims SET run_id = $1, generation = generation + 1 WHERE run_id = $2 AND step IS NULL"
 )
 RUN_CLAIMS = (
-    "SELECT key, value, generation, step, attempt, ttl, release_on, lapses_at, pruned_status "
-    "FROM claims WHERE run_id = $1 AND (lapses_at IS NULL OR lapses_at > $2) "
-    "ORDER BY key, ivalue"
+    f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE run_id = $1 "
+    "AND (lapses_at IS NULL OR lapses_at > $2) ORDER BY key, ivalue"
 )
 
 INSERT_HOOK = """
@@ -169,34 +168,42 @@ _HOOK_COLUMNS = "SELECT token, run_id, hook, attributes, created_at FROM hooks"
 LIST_HOOKS = f"{_HOOK_COLUMNS} ORDER BY created_at, run_id, hook"
 LIST_RUN_HOOKS = f"{_HOOK_COLUMNS} WHERE run_id = $1 ORDER BY created_at, run_id, hook"
 
-PRUNE = """
-WITH doomed AS (
-    SELECT id, closed_at, status FROM runs
-    WHERE closed_at IS NOT NULL AND closed_at < $1
-    ORDER BY closed_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
-), gone_events AS (
-    DELETE FROM events WHERE run_id IN (SELECT id FROM doomed)
+# Pruning, in one transaction: the runs to prune (locked; those another
+# transaction holds wait for a later prune), the lapsed claims released, the
+# pruned runs' claims released or tombstoned, then every row of the runs.
+PRUNABLE_RUNS = """
+SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1
+ORDER BY closed_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+"""
+RELEASE_LAPSED_CLAIMS = """
+UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
+    pruned_status = NULL
+WHERE lapses_at IS NOT NULL AND lapses_at <= $1
+"""
+RELEASE_RUN_CLAIMS = """
+UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
+    pruned_status = NULL
+WHERE run_id = ANY($1::text[])
+"""
+TOMBSTONE_RUN_CLAIMS = """
+UPDATE claims SET step = NULL, attempt = NULL, pruned_status = r.status
+FROM runs r WHERE claims.run_id = r.id AND r.id = ANY($1::text[])
+"""
+DELETE_RUNS = """
+WITH gone_events AS (
+    DELETE FROM events WHERE run_id = ANY($1::text[])
 ), gone_attributes AS (
-    DELETE FROM attributes WHERE run_id IN (SELECT id FROM doomed)
+    DELETE FROM attributes WHERE run_id = ANY($1::text[])
 ), gone_work AS (
-    DELETE FROM work WHERE run_id IN (SELECT id FROM doomed)
+    DELETE FROM work WHERE run_id = ANY($1::text[])
 ), gone_hooks AS (
-    DELETE FROM hooks WHERE run_id IN (SELECT id FROM doomed)
+    DELETE FROM hooks WHERE run_id = ANY($1::text[])
 ), gone_resumes AS (
-    DELETE FROM hook_resumes WHERE run_id IN (SELECT id FROM doomed)
+    DELETE FROM hook_resumes WHERE run_id = ANY($1::text[])
 ), gone_streams AS (
-    DELETE FROM streams WHERE run_id IN (SELECT id FROM doomed)
-), released AS (
-    UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
-        pruned_status = NULL
-    WHERE (run_id IN (SELECT id FROM doomed) AND $3)
-       OR (lapses_at IS NOT NULL AND lapses_at <= $4)
-), tombstoned AS (
-    UPDATE claims SET step = NULL, attempt = NULL, pruned_status = doomed.status
-    FROM doomed WHERE claims.run_id = doomed.id AND NOT $3
-        AND (claims.lapses_at IS NULL OR claims.lapses_at > $4)
+    DELETE FROM streams WHERE run_id = ANY($1::text[])
 )
-DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, closed_at
+DELETE FROM runs WHERE id = ANY($1::text[])
 """
 
 # ----------------------------------------------------------------------------- streams
@@ -229,7 +236,7 @@ REPLACE_WORK = (
     "expires_at = excluded.expires_at, rewake = false, ever_leased = excluded.ever_leased"
 )
 LOCK_WORK = (
-    "SELECT name, number, attempt, payload, available_at, owner, expires_at "
+    "SELECT name, number, attempt, payload, available_at, owner, expires_at, ever_leased "
     "FROM work WHERE id = $1 FOR UPDATE"
 )
 SET_REWAKE = "UPDATE work SET rewake = true WHERE id = $1"
@@ -378,5 +385,36 @@ RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, 
 
 # ---------------------------------------------------------------------------- debounce
 
-WORKFLOW_ITEM_LEASED = "SELECT ever_leased FROM work WHERE id = $1 FOR UPDATE"
 REWRITE_CREATED = "UPDATE events SET data = $2 WHERE run_id = $1 AND seq = 1"
+
+# ---------------------------------------------------------------------------- schedules
+
+SCHEDULE_COLUMNS = (
+    "id, workflow, spec, paused, note, next_fire_at, buffered_at, wake_at, version, "
+    "created_at, updated_at"
+)
+INSERT_SCHEDULE = (
+    f"INSERT INTO schedules ({SCHEDULE_COLUMNS}, leased_until) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL) ON CONFLICT (id) DO NOTHING "
+    "RETURNING id"
+)
+GET_SCHEDULE = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = $1"
+LOCK_SCHEDULE = f"{GET_SCHEDULE} FOR UPDATE"
+LIST_SCHEDULES = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id > $1 ORDER BY id LIMIT $2"
+PUT_SCHEDULE = (
+    "UPDATE schedules SET paused = $2, note = $3, next_fire_at = $4, buffered_at = $5, "
+    "wake_at = $6, version = $7, updated_at = $8, leased_until = NULL WHERE id = $1"
+)
+DELETE_SCHEDULE = "DELETE FROM schedules WHERE id = $1"
+LEASE_SCHEDULES = (
+    "WITH due AS (SELECT id FROM schedules WHERE NOT paused AND wake_at IS NOT NULL "
+    "AND wake_at <= $1 AND workflow = ANY($2::text[]) "
+    "AND (leased_until IS NULL OR leased_until <= $1) ORDER BY wake_at, id LIMIT $3 "
+    "FOR UPDATE SKIP LOCKED) "
+    "UPDATE schedules s SET leased_until = $4 FROM due WHERE s.id = due.id "
+    f"RETURNING {', '.join('s.' + c.strip() for c in SCHEDULE_COLUMNS.split(','))}"
+)
+NEXT_SCHEDULE_WAKE = (
+    "SELECT min(wake_at) FROM schedules WHERE NOT paused AND wake_at IS NOT NULL "
+    "AND wake_at > $1 AND workflow = ANY($2::text[])"
+)

@@ -1,10 +1,12 @@
 """``PostgresWorld``: the protocol operations of the PostgreSQL world.
 
-Each operation is thin: it reads the rows a rule of ``worlds._rules`` needs
-(in one transaction, ``transactions.Tx``), calls the rule and writes the
-outcome; commits without claims, hooks, run attributes or continue-as-new go
-to the ``commit_run`` function in one round trip (``fast.py``). What the world
-promises and its URL options: the package docstring (``worlds.postgres``).
+A write runs its flow (``worlds._flows``) over one transaction's rows
+(``rows.PostgresRows``), awaiting asyncpg, retried when it lost a deadlock, a
+serialization race or a race the flow itself saw (``Retry``). The commonest
+commits and starts take the one-round-trip PL/pgSQL functions instead
+(``fast.py``, ``committing.py``): the one place the flows' algorithm is
+written a second time. Reads are queries. What the world promises and its URL
+options: the package docstring (``worlds.postgres``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import anyio
 import asyncpg
+import msgspec
 
+from worlds._flows import cancel, create, hooks, prune, reopen, streams
+from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
-from worlds._rules import batches, claims, requests, resume, runs, streams
 from worlds._urls import redact_url
 from worlds.postgres import codecs, filters, schema
 from worlds.postgres import statements as sql
@@ -26,7 +30,6 @@ from worlds.postgres.connection import (
     KEEPALIVE_SETTINGS,
     RETRIES,
     RETRYABLE,
-    RollbackError,
     ServerClock,
     backoff,
     keep_session,
@@ -34,53 +37,25 @@ from worlds.postgres.connection import (
     retry,
     set_keepalive,
 )
-from worlds.postgres.fast import (
-    start_params,
-    start_result,
-)
+from worlds.postgres.fast import claiming_params, claiming_result, start_params, start_result
 from worlds.postgres.listening import Listener
 from worlds.postgres.notices import Notices
-from worlds.postgres.operations import (
-    RACED,
-    create_in,
-    fork_in,
-    reopen_in,
-    resume_in,
-    start_or_deliver_in,
-)
+from worlds.postgres.rows import PostgresRows, is_run_id_taken
 from worlds.postgres.schedules import ScheduleStore
-from worlds.postgres.transactions import Tx, is_run_id_taken
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
 from worlds.semantics import (
     decode_cursor,
     encode_cursor,
     index_value,
+    is_free,
     lease_deadline,
+    runs_ahead,
 )
 
 if TYPE_CHECKING:
     from worlds.postgres.connection import Connection, Pool
-from worlds.types import (
-    AttributeValue,
-    Claim,
-    CommitRequest,
-    CommitResult,
-    CreateRunRequest,
-    CreateRunResult,
-    EventKind,
-    HookDelivery,
-    HookRecord,
-    HookStartResult,
-    RunPage,
-    RunQuery,
-    RunRecord,
-    ScheduleLease,
-    ScheduleRecord,
-    Slot,
-    StreamChunk,
-    WorkItem,
-    utcnow,
-)
+from worlds import types
+from worlds.query import RunPage, RunQuery
 
 __all__ = ["PostgresWorld", "WorldClosedError"]
 
@@ -113,7 +88,7 @@ class PostgresWorld(ClosesOnExit):
         self,
         url: str,
         *,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] = types.utcnow,
         create: bool = True,
         shared: bool = False,
         fast_commits: bool = True,
@@ -254,33 +229,41 @@ class PostgresWorld(ClosesOnExit):
         if pool is not None:
             await pool.execute(sql.NOTIFY, self._channel, self._run_channel, topics)
 
-    async def _write(self, body: Callable[[Tx], Awaitable[T]]) -> T:
-        """Run ``body`` as one transaction, again if it lost a deadlock or serialization race.
+    async def _write(self, body: Callable[[PostgresRows], Awaitable[T]]) -> T:
+        """Run ``body`` as one transaction; again if it lost a deadlock or serialization
+        race, or a race its flow saw (``Retry``); a flow's ``Rollback`` answers its result.
 
         Its notifications go in the transaction when it is this world object's
         only write in flight, else right after it commits (``notices``).
         """
         pool = await self._connect()
         with self._notices.writing() as inline:
+            races = 0
             for attempt in range(RETRIES):
                 try:
                     async with pool.acquire() as conn:
                         try:
                             async with conn.transaction():
-                                tx = Tx(conn, self._channel if inline else None, self._clock.now)
-                                result = await body(tx)
-                                if tx.signals and inline:
+                                rows = PostgresRows(
+                                    conn, self._channel if inline else None, self._clock.now
+                                )
+                                result = await body(rows)
+                                if rows.signals and inline:
                                     await conn.execute(
                                         sql.NOTIFY,
                                         self._channel,
                                         self._run_channel,
-                                        sorted(tx.signals),
+                                        sorted(rows.signals),
                                     )
-                        except RollbackError as rollback:
+                        except Rollback as rollback:
                             return cast(T, rollback.result)
                     if not inline:
-                        self._post(tx.signals)
+                        self._post(rows.signals)
                     return result
+                except Retry:
+                    races += 1  # a concurrent transaction won: now there is something to see
+                    if races == RETRIES * 4:
+                        raise RuntimeError(f"{self!r} kept losing races; try again") from None
                 except RETRYABLE:
                     if attempt == RETRIES - 1:
                         raise
@@ -289,46 +272,70 @@ class PostgresWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ runs
 
-    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
-        """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
+    async def create_run(self, request: types.CreateRunRequest) -> types.CreateRunResult:
+        """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key).
+
+        A plain start (no flow control: slots, reuse windows, a start time,
+        debounce) takes one round trip: ``start_run`` when it runs ahead,
+        ``create_run`` (the function) when it claims pairs or has a deadline and
+        every pair is free, else the create flow's one statement. Every other
+        start runs the create flow in a transaction, without a first task run
+        ahead: it takes locks as it goes, and the task's time may pass meanwhile.
+        """
         self._check_open()
-        requests.check_create(request)
-        attributes = dict(request.attributes)
-        run_id = request.run_id
-        # flow control (slots, reuse windows, a start time, debounce) takes the general path
-        plain = not (request.limits or request.windows or request.debounce or request.start_at)
-        created = False
-        if plain:
+        create.check(request)
+        general = msgspec.structs.replace(request, lease_to=None, first=None)
+        if not (request.limits or request.windows or request.debounce or request.start_at):
             pool = await self._connect()
-            if self._fast_commits and runs.runs_ahead(request):
+            if self._fast_commits and runs_ahead(request):
                 started = await self._start_run(pool, request)
                 if started is not None:
                     return started
-            with self._notices.writing() as inline:
-                async with pool.acquire() as conn:
-                    tx = Tx(conn, self._channel if inline else None, self._clock.now)
-                    if not request.unique and request.timeout_at is None:
-                        # nothing to claim: one statement, its own transaction
-                        await tx.insert_run(run_id, request.workflow, request.args, attributes)
-                        created = True
-                    else:
-                        # every pair free (the usual case): one call; else the general path
-                        created = await retry(tx.insert_run_claiming, request)
-        if created:
-            if not inline:
-                self._post(tx.signals)
-            return CreateRunResult(run=runs.new_run(run_id, request.workflow, attributes, tx.now))
+            if not request.unique and request.timeout_at is None:
+                return await self._single(lambda rows: create.create_run(rows, general))
+            claimed = await self._create_claiming(pool, request)
+            if claimed is not None:
+                return claimed
+        return await self._write(lambda rows: create.create_run(rows, general))
 
-        async def body(tx: Tx) -> CreateRunResult:
-            return await create_in(tx, request)
+    async def _single(self, flow: Callable[[Rows], Awaitable[T]]) -> T:
+        """Run ``flow``, which writes in one statement, on a connection outside any
+        transaction (the statement is one by itself)."""
+        pool = await self._connect()
+        with self._notices.writing() as inline:
+            async with pool.acquire() as conn:
+                channel = self._channel if inline else None
+                rows = PostgresRows(conn, channel, self._clock.now, single_statement=True)
+                result = await flow(rows)
+        if not inline:
+            self._post(rows.signals)
+        return result
 
-        for _ in range(RETRIES):
-            result = await self._write(body)
-            if result is not RACED:
-                return result
-        raise RuntimeError("create_run lost the debounce race too many times")
+    async def _create_claiming(
+        self, pool: Pool, request: types.CreateRunRequest
+    ) -> types.CreateRunResult | None:
+        """``request`` in one ``create_run`` call, its pairs claimed and its deadline
+        queued; ``None`` (nothing written) when a pair is held: the flow decides then."""
+        with self._notices.writing() as inline:
+            now = self._clock.now()
+            params = claiming_params(request, now, self._channel if inline else None)
+            try:
+                await retry(pool.execute, sql.CREATE_RUN_CLAIMING, *params)
+            except asyncpg.exceptions.UniqueViolationError as exc:
+                if is_run_id_taken(exc):
+                    create.run_exists(request.run_id)
+                raise
+            except asyncpg.exceptions.PostgresError as exc:
+                if exc.sqlstate == sql.PAIR_HELD:
+                    return None
+                raise
+        if not inline:
+            self._post([WORK_TOPIC])
+        return claiming_result(request, now)
 
-    async def _start_run(self, pool: Pool, request: CreateRunRequest) -> CreateRunResult | None:
+    async def _start_run(
+        self, pool: Pool, request: types.CreateRunRequest
+    ) -> types.CreateRunResult | None:
         """``request`` (with ``lease_to``) in one ``start_run`` call: the run with its
         workflow item leased, or with its first task; ``None`` if it needs the
         other paths (pairs to claim, a deadline)."""
@@ -341,18 +348,20 @@ class PostgresWorld(ClosesOnExit):
                 rows = await retry(pool.fetch, sql.START_RUN, *start.params)
             except asyncpg.exceptions.UniqueViolationError as exc:
                 if is_run_id_taken(exc):
-                    raise requests.run_exists(request.run_id) from None
+                    create.run_exists(request.run_id)
                 raise
         if not inline and rows[-1]["notify"]:
             self._post([WORK_TOPIC])
         return start_result(request, start, rows)
 
-    async def commit(self, request: CommitRequest) -> CommitResult:
+    async def commit(self, request: types.CommitRequest) -> types.CommitResult:
         """See ``World.commit``."""
         self._check_open()
         return await self._commits.commit(request)
 
-    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+    async def commit_many(
+        self, requests: Sequence[types.CommitRequest]
+    ) -> list[types.CommitResult | Exception]:
         """See ``World.commit_many``: the requests ``commit_run`` can apply go to
         ``commit_runs`` in one call (one round trip, one transaction); the others,
         and those it leaves to the general path (a lost lease, a late result,
@@ -361,83 +370,69 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         return await self._commits.commit_many(requests)
 
-    async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
+    async def cancel_run(self, run_id: str, reason: str | None) -> types.RunRecord | None:
         """See ``World.cancel_run``."""
         self._check_open()
-        return await self._write(lambda tx: tx.cancel(run_id, reason))
+        return await self._write(lambda rows: cancel.cancel_run(rows, run_id, reason))
 
     async def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
-    ) -> RunRecord | None:
+    ) -> types.RunRecord | None:
         """See ``World.request_cancel``."""
         self._check_open()
-        return await self._write(lambda tx: tx.request_cancel(run_id, reason, grace_seconds))
+        return await self._write(
+            lambda rows: cancel.request_cancel(rows, run_id, reason, grace_seconds)
+        )
 
     async def resume_hook(
         self, token: str, payload: bytes, resume_id: str | None = None
     ) -> str | None:
         """See ``World.resume_hook``."""
         self._check_open()
-        return await self._write(lambda tx: resume_in(tx, token, payload, resume_id))
+        return await self._write(lambda rows: hooks.resume_hook(rows, token, payload, resume_id))
 
     async def start_or_resume_hook(
-        self, request: CreateRunRequest, delivery: HookDelivery
-    ) -> HookStartResult:
-        """See ``World.start_or_resume_hook``."""
+        self, request: types.CreateRunRequest, delivery: types.HookDelivery
+    ) -> types.HookStartResult:
+        """See ``World.start_or_resume_hook``; a race lost to a concurrent caller (it
+        created the holder, or took the token, first) runs the flow again."""
         self._check_open()
-        key = resume.check_request(request)
-        requests.check_create(request)
-        ivalue = index_value(request.attributes[key])
+        hooks.check_start_or_resume(request)
+        return await self._write(lambda rows: hooks.start_or_resume_hook(rows, request, delivery))
 
-        async def attempt(tx: Tx) -> HookStartResult | None:
-            result = await start_or_deliver_in(tx, request, delivery, key, ivalue)
-            if result is None:
-                raise RollbackError(None)
-            return result
-
-        for _ in range(RETRIES * 4):
-            result: object = await self._write(attempt)
-            if isinstance(result, HookStartResult):
-                return result
-            # a concurrent caller created the holder (or took the token) first: now
-            # there is one to deliver to
-        raise RuntimeError("start_or_resume_hook kept losing races; try again")
-
-    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+    async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
         """See ``World.reopen_run``."""
         self._check_open()
-        return await self._write(lambda tx: reopen_in(tx, run_id, by))
+        return await self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
-    ) -> RunRecord | None:
+    ) -> types.RunRecord | None:
         """See ``World.fork_run``."""
         self._check_open()
-        return await self._write(lambda tx: fork_in(tx, source_run_id, run_id, from_step, by))
+        return await self._write(
+            lambda rows: reopen.fork_run(rows, source_run_id, run_id, from_step, by)
+        )
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
-        """See ``World.append_stream``."""
+        """See ``World.append_stream``: appends to a run, and its closing, take turns
+        on the run's row lock."""
         self._check_open()
         streams.check_name(name)
-
-        async def body(tx: Tx) -> int | None:
-            found = await tx.lock_run(run_id)  # appends to a run, and its closing, take turns
-            if not streams.accepts(None if found is None else found[0].status):
-                return None
-            return await tx.stream(run_id, name, chunks)
-
-        return await self._write(body)
+        return await self._write(lambda rows: streams.append_stream(rows, run_id, name, chunks))
 
     async def read_stream(
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
-    ) -> list[StreamChunk]:
+    ) -> list[types.StreamChunk]:
         """See ``World.read_stream``."""
         self._check_open()
         pool = await self._connect()
         rows = await retry(pool.fetch, sql.READ_STREAM, run_id, name, max(start, 0), max(limit, 0))
-        return [StreamChunk(offset=row["seq"], data=row["data"], at=row["at"]) for row in rows]
+        return [
+            types.StreamChunk(offset=row["seq"], data=row["data"], at=row["at"]) for row in rows
+        ]
 
-    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+    async def list_hooks(self, run_id: str | None = None) -> list[types.HookRecord]:
         """See ``World.list_hooks``."""
         self._check_open()
         pool = await self._connect()
@@ -445,13 +440,13 @@ class PostgresWorld(ClosesOnExit):
             rows = await pool.fetch(sql.LIST_HOOKS)
         else:
             rows = await pool.fetch(sql.LIST_RUN_HOOKS, run_id)
-        return [codecs.hook_from_row(row) for row in rows]
+        return [codecs.columns.hook(row) for row in rows]
 
     # ------------------------------------------------------------------ work
 
     async def lease(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
-    ) -> list[WorkItem]:
+    ) -> list[types.WorkItem]:
         """See ``World.lease``.
 
         Items due at the same instant are leased in (run id, item id) order.
@@ -472,7 +467,7 @@ class PostgresWorld(ClosesOnExit):
         return [codecs.work_item_from_row(row, expires) for row in rows]
 
     async def renew_leases(
-        self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
+        self, worker_id: str, items: Sequence[types.WorkItem], lease_seconds: float
     ) -> list[bool]:
         """See ``World.renew_leases``."""
         self._check_open()
@@ -486,7 +481,7 @@ class PostgresWorld(ClosesOnExit):
         alive = {(row["id"], row["token"]) for row in rows}
         return [(item.id, item.token) in alive for item in items]
 
-    async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
+    async def release(self, worker_id: str, items: Sequence[types.WorkItem]) -> None:
         """See ``World.release``."""
         self._check_open()
         pool = await self._connect()
@@ -517,13 +512,13 @@ class PostgresWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ reads
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
+    async def get_run(self, run_id: str) -> types.RunRecord | None:
         """See ``World.get_run``."""
         self._check_open()
         row = await (await self._connect()).fetchrow(sql.GET_RUN, run_id)
-        return None if row is None else codecs.run_from_row(row)
+        return None if row is None else codecs.columns.run(row)
 
-    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
         """See ``World.read_events``."""
         self._check_open()
         rows = await (await self._connect()).fetch(sql.READ_EVENTS, run_id, after_seq)
@@ -542,36 +537,36 @@ class PostgresWorld(ClosesOnExit):
         before = decode_cursor(query.cursor) if query.cursor else None
         statement, params = filters.list_runs_sql(query, before)
         rows = await (await self._connect()).fetch(statement, *params)
-        page = tuple(codecs.run_from_row(row) for row in rows[: query.limit])
+        page = tuple(codecs.columns.run(row) for row in rows[: query.limit])
         more = len(rows) > query.limit
         return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
 
-    async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
+    async def find_claim(self, key: str, value: types.AttributeValue) -> types.Claim | None:
         """See ``World.find_claim``."""
         self._check_open()
         pool = await self._connect()
         row = await pool.fetchrow(sql.GET_CLAIM, key, index_value(value))
-        if row is None or claims.is_free(codecs.held_from_row(row), self._clock.now()):
+        if row is None or is_free(codecs.columns.held(row), self._clock.now()):
             return None  # never claimed, released or lapsed
-        return codecs.claim_from_row(row, key)
+        return codecs.columns.claim(row)
 
-    async def run_claims(self, run_id: str) -> list[Claim]:
+    async def run_claims(self, run_id: str) -> list[types.Claim]:
         """See ``World.run_claims``; pairs with the same key come in value order."""
         self._check_open()
         rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id, self._clock.now())
-        return [codecs.claim_from_row(row, row["key"], run_id) for row in rows]
+        return [codecs.columns.claim(row) for row in rows]
 
-    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+    async def list_slots(self, key: str, value: types.AttributeValue) -> list[types.Slot]:
         """See ``World.list_slots``."""
         self._check_open()
         rows = await (await self._connect()).fetch(sql.LIST_SLOTS, key, index_value(value))
-        return [codecs.slot_from_row(row) for row in rows]
+        return [codecs.columns.slot(row) for row in rows]
 
-    async def run_slots(self, run_id: str) -> list[Slot]:
+    async def run_slots(self, run_id: str) -> list[types.Slot]:
         """See ``World.run_slots``."""
         self._check_open()
         rows = await (await self._connect()).fetch(sql.RUN_SLOTS, run_id)
-        return [codecs.slot_from_row(row) for row in rows]
+        return [codecs.columns.slot(row) for row in rows]
 
     # ------------------------------------------------------------------ retention
 
@@ -585,9 +580,9 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         if limit <= 0:
             return []
-        pool = await self._connect()
-        rows = await pool.fetch(sql.PRUNE, closed_before, limit, release_claims, self._clock.now())
-        return [row["id"] for row in sorted(rows, key=lambda row: (row["closed_at"], row["id"]))]
+        return await self._write(
+            lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
+        )
 
     # ------------------------------------------------------------------ schedules
 
@@ -595,24 +590,24 @@ class PostgresWorld(ClosesOnExit):
     def _schedules(self) -> ScheduleStore:
         return ScheduleStore(self._connect, self._write, self._clock.now, self._clock.refresh)
 
-    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+    async def create_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord:
         """See ``World.create_schedule``."""
         self._check_open()
         return await self._schedules.create(record)
 
-    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+    async def get_schedule(self, schedule_id: str) -> types.ScheduleRecord | None:
         """See ``World.get_schedule``."""
         self._check_open()
         return await self._schedules.get(schedule_id)
 
     async def list_schedules(
         self, *, after: str | None = None, limit: int = 100
-    ) -> list[ScheduleRecord]:
+    ) -> list[types.ScheduleRecord]:
         """See ``World.list_schedules``."""
         self._check_open()
         return await self._schedules.list(after, limit)
 
-    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+    async def update_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord | None:
         """See ``World.update_schedule``."""
         self._check_open()
         return await self._schedules.update(record)
@@ -624,7 +619,7 @@ class PostgresWorld(ClosesOnExit):
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
-    ) -> ScheduleLease:
+    ) -> types.ScheduleLease:
         """See ``World.lease_schedules``."""
         self._check_open()
         return await self._schedules.lease(names, limit, lease_seconds)

@@ -42,11 +42,12 @@ place where the file cannot be created or opened raises
 
 The package exports only ``SqliteWorld`` (and ``WorldClosedError``, as it
 always has); its modules are private, one job each: ``world`` (the protocol
-operations), ``connection`` (opening the file, where operations run),
-``transactions`` (the write transaction and lock retries), ``schema`` (the
-current DDL, applying migrations), ``migrations`` (frozen SQL per version),
-``statements`` (SQL text), ``filters`` (the run-filter compiler) and
-``codecs`` (rows to records and back).
+operations: writes run the flows of ``worlds._flows``), ``rows`` (the flows'
+rows port over one write transaction), ``connection`` (opening the file, where
+operations run, group commit), ``transactions`` (``BEGIN IMMEDIATE`` and lock
+retries), ``schema`` (the current DDL, applying migrations), ``migrations``
+(frozen SQL, one module per version), ``statements`` (SQL text), ``schedules``,
+``filters`` (the run-filter compiler) and ``codecs`` (rows to records and back).
 """
 
 from worlds._lifecycle import WorldClosedError

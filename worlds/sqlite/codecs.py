@@ -12,23 +12,20 @@ from typing import Any, cast, get_args
 
 import msgspec
 
-from worlds._rules.claims import HeldClaim, decode_release_on
-from worlds._rules.work import Placement
+from worlds import _columns
+from worlds._columns import Columns
+from worlds._flows.rows import Placement
 from worlds.types import (
     EPOCH,
-    AttributeValue,
-    Claim,
-    ErrorInfo,
     EventKind,
-    HookRecord,
     NewWorkItem,
     RunRecord,
-    RunStatus,
-    Slot,
+    ScheduleRecord,
     WorkItem,
 )
 
 _MICROSECOND = timedelta(microseconds=1)
+_EVENT_DECODER = msgspec.msgpack.Decoder(EventKind)
 
 
 def to_micros(moment: datetime) -> int:
@@ -41,92 +38,20 @@ def from_micros(micros: int) -> datetime:
     return EPOCH + timedelta(microseconds=micros)
 
 
-encode = msgspec.msgpack.Encoder().encode
-_decode_attributes = msgspec.msgpack.Decoder(dict[str, Any]).decode
-_decode_error = msgspec.msgpack.Decoder(ErrorInfo).decode
-_decode_value = msgspec.msgpack.Decoder(Any).decode
-
-_STATUS = {status.value: status for status in RunStatus}
+def to_micros_or_none(moment: datetime | None) -> int | None:
+    """``to_micros`` of a time that may be missing."""
+    return None if moment is None else to_micros(moment)
 
 
-def decode_value(data: bytes) -> AttributeValue:
-    """An attribute value from its msgpack blob."""
-    value: AttributeValue = _decode_value(data)
-    return value
+def from_micros_or_none(micros: int | None) -> datetime | None:
+    """``from_micros`` of a column that may be NULL."""
+    return None if micros is None else from_micros(micros)
 
 
-def decode_attributes(data: bytes) -> dict[str, AttributeValue]:
-    """An attribute map from its msgpack blob."""
-    attributes: dict[str, AttributeValue] = _decode_attributes(data)
-    return attributes
+columns = Columns(from_micros)
+"""Records from rows by column name (``worlds._columns``), times in microseconds."""
 
-
-def run_from_row(row: sqlite3.Row) -> RunRecord:
-    """A ``RunRecord`` from a row with the ``RUN_COLUMNS``."""
-    started, closed, error = row["started_at"], row["closed_at"], row["error"]
-    return RunRecord(
-        id=row["id"],
-        workflow=row["workflow"],
-        status=_STATUS[row["status"]],
-        created_at=from_micros(row["created_at"]),
-        started_at=None if started is None else from_micros(started),
-        closed_at=None if closed is None else from_micros(closed),
-        last_seq=row["last_seq"],
-        attributes=decode_attributes(row["attributes"]),
-        result=row["result"],
-        error=None if error is None else _decode_error(error),
-    )
-
-
-def hook_from_row(row: sqlite3.Row) -> HookRecord:
-    """A ``HookRecord`` from a row with the ``HOOK_COLUMNS``."""
-    return HookRecord(
-        token=row["token"],
-        run_id=row["run_id"],
-        hook=row["hook"],
-        attributes=decode_attributes(row["attributes"]),
-        created_at=from_micros(row["created_at"]),
-    )
-
-
-def claim_from_row(row: sqlite3.Row) -> Claim:
-    """A ``Claim`` from a row with the ``CLAIM_COLUMNS`` of a held claim."""
-    return Claim(
-        key=row["key"],
-        value=decode_value(row["value"]),
-        run_id=row["run_id"],
-        generation=row["generation"],
-        step=row["step"],
-        attempt=row["attempt"],
-        ttl=row["ttl"],
-        release_on=decode_release_on(row["release_on"]),
-        lapses_at=None if row["lapses_at"] is None else from_micros(row["lapses_at"]),
-        pruned_status=None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
-    )
-
-
-def held_from_row(row: sqlite3.Row) -> HeldClaim:
-    """The ``HeldClaim`` a rule decides on, from a row with the ``CLAIM_COLUMNS``."""
-    return HeldClaim(
-        row["run_id"],
-        row["generation"],
-        row["step"],
-        None if row["lapses_at"] is None else from_micros(row["lapses_at"]),
-        None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
-    )
-
-
-def slot_from_row(row: sqlite3.Row) -> Slot:
-    """A ``Slot`` from a row of ``LIST_SLOTS`` / ``RUN_SLOTS``."""
-    return Slot(
-        key=row["key"],
-        value=decode_value(row["value"]),
-        run_id=row["run_id"],
-        limit=row["lim"],
-        holding=bool(row["holding"]),
-        position=row["position"],
-        hold=row["hold"],
-    )
+encode = _columns.encode
 
 
 def run_update_params(run: RunRecord, attributes: bytes) -> tuple[object, ...]:
@@ -155,8 +80,6 @@ def run_state_params(run: RunRecord) -> tuple[object, ...]:
         run.id,
     )
 
-
-_EVENT_DECODER = msgspec.msgpack.Decoder(EventKind)
 
 EVENT_TAGS: dict[type, str] = {cls: cls.__struct_config__.tag for cls in get_args(EventKind)}
 """The ``kind`` column of each event type."""
@@ -193,3 +116,20 @@ def work_params(run_id: str, new: NewWorkItem, placed: Placement) -> tuple[objec
     leased = int(placed.leased is not None)
     item = (run_id, placed.item_id, new.kind, placed.name, new.number, new.attempt, new.payload)
     return (*item, to_micros(placed.available_at), placed.owner, placed.token, expires, leased)
+
+
+def schedule_params(record: ScheduleRecord) -> tuple[object, ...]:
+    """Parameters of ``INSERT_SCHEDULE`` that store ``record``."""
+    return (
+        record.id,
+        record.workflow,
+        record.spec,
+        int(record.paused),
+        record.note,
+        to_micros_or_none(record.next_fire_at),
+        to_micros_or_none(record.buffered_at),
+        to_micros_or_none(record.wake_at),
+        record.version,
+        to_micros(record.created_at),
+        to_micros(record.updated_at),
+    )

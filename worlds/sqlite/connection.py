@@ -25,18 +25,13 @@ import aiosqlite
 import anyio
 import anyio.to_thread
 
+from worlds._flows.rows import Rollback
 from worlds._lifecycle import WorldClosedError
 from worlds._signals import SignalHub
 from worlds.errors import WorldMisconfiguredError, as_world_error
+from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import apply_schema
-from worlds.sqlite.transactions import (
-    RollbackError,
-    WouldBlockError,
-    Writer,
-    retrying,
-    run_once,
-    transact,
-)
+from worlds.sqlite.transactions import WouldBlockError, retrying, run_once, transact
 
 __all__ = ["SYNCHRONOUS", "Checkpointer", "Connection", "parse_url"]
 
@@ -258,7 +253,7 @@ class Connection:
 
         return await _execute(conn, blocking)
 
-    async def write(self, body: Callable[[Writer], T]) -> T:
+    async def write(self, body: Callable[[SqliteRows], T]) -> T:
         """Run ``body`` as one transaction; deliver its signals once it committed.
 
         Group commit: the writes of one loop turn share one transaction (one
@@ -283,11 +278,11 @@ class Connection:
         if len(batch) == 1:
 
             def transaction(db: sqlite3.Connection) -> tuple[list[_Outcome], set[str]]:
-                writer = Writer(db)
+                writer = SqliteRows(db)
                 try:
                     return [(True, batch[0].body(writer))], writer.signals
-                except RollbackError as rollback:
-                    raise RollbackError(([(True, rollback.result)], set())) from None
+                except Rollback as rollback:
+                    raise Rollback(([(True, rollback.result)], set())) from None
 
         else:
 
@@ -325,7 +320,7 @@ _Outcome = tuple[bool, object]
 class _Write:
     """One caller's write body waiting for its batch, and its outcome."""
 
-    def __init__(self, body: Callable[[Writer], object]) -> None:
+    def __init__(self, body: Callable[[SqliteRows], object]) -> None:
         self.body = body
         self.done = anyio.Event()
         self._outcome: _Outcome | None = None
@@ -350,11 +345,11 @@ def _in_savepoints(db: sqlite3.Connection, batch: list[_Write]) -> tuple[list[_O
     outcomes: list[_Outcome] = []
     signals: set[str] = set()
     for entry in batch:
-        writer = Writer(db)
+        writer = SqliteRows(db)
         db.execute("SAVEPOINT write")
         try:
             outcomes.append((True, entry.body(writer)))
-        except RollbackError as rollback:
+        except Rollback as rollback:
             db.execute("ROLLBACK TO write")
             outcomes.append((True, rollback.result))
         except Exception as exc:

@@ -12,11 +12,11 @@ from typing import TypeAlias, get_args
 import msgspec
 
 from worlds import query as q
-from worlds._rules.terms import SELECTIVITY_CAP, index_terms
-from worlds.semantics import index_value
+from worlds.query import RunQuery
+from worlds.semantics import SELECTIVITY_CAP, index_terms, index_value
 from worlds.sqlite.codecs import to_micros
 from worlds.sqlite.statements import RUN_COLUMNS
-from worlds.types import AttributeValue, RunQuery
+from worlds.types import AttributeValue
 
 
 def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[object]]:

@@ -47,14 +47,15 @@ UPSERT_ATTRIBUTE = (
     "ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue"
 )
 
-# Claims a free pair: a new row, or a released one whose generation goes up.
+# Claims a free pair: a new row, or a released one whose generation goes up;
+# no row comes back when another run holds it.
 CLAIM_IF_FREE = (
-    "INSERT INTO claims (key, ivalue, value, run_id, generation, ttl, release_on) "
-    "VALUES (?, ?, ?, ?, 1, ?, ?) "
+    "INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt, ttl, release_on) "
+    "VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value, run_id = excluded.run_id, "
-    "generation = generation + 1, step = NULL, attempt = NULL, ttl = excluded.ttl, "
-    "release_on = excluded.release_on, lapses_at = NULL, pruned_status = NULL "
-    "WHERE run_id IS NULL"
+    "generation = generation + 1, step = excluded.step, attempt = excluded.attempt, "
+    "ttl = excluded.ttl, release_on = excluded.release_on, lapses_at = NULL, "
+    "pruned_status = NULL WHERE run_id IS NULL RETURNING generation"
 )
 CLAIM_COLUMNS = (
     "key, value, run_id, generation, step, attempt, ttl, release_on, lapses_at, pruned_status"
@@ -76,7 +77,10 @@ READ_HOOK_PAYLOADS = (
     "SELECT data FROM events WHERE run_id = ? AND kind = 'hook_received' ORDER BY seq"
 )
 GET_RESUME = "SELECT run_id FROM hook_resumes WHERE token = ? AND resume_id = ?"
-INSERT_RESUME = "INSERT INTO hook_resumes (token, resume_id, run_id) VALUES (?, ?, ?)"
+INSERT_RESUME = (
+    "INSERT INTO hook_resumes (token, resume_id, run_id) VALUES (?, ?, ?) "
+    "ON CONFLICT (token, resume_id) DO NOTHING"
+)
 DISPOSE_HOOKS = "DELETE FROM hooks WHERE run_id = ?"
 HOOK_COLUMNS = "token, run_id, hook, attributes, created_at"
 LIST_HOOKS = f"SELECT {HOOK_COLUMNS} FROM hooks ORDER BY created_at, run_id, hook"
@@ -155,7 +159,7 @@ REPLACE_WORK = (
     "expires_at = excluded.expires_at, rewake = 0, ever_leased = excluded.ever_leased"
 )
 GET_WORK = (
-    "SELECT run_id, id, kind, name, number, attempt, payload, available_at, owner, expires_at "
+    "SELECT name, number, attempt, payload, available_at, owner, expires_at, ever_leased "
     "FROM work WHERE run_id = ? AND id = ?"
 )
 SET_REWAKE = "UPDATE work SET rewake = 1 WHERE run_id = ? AND id = ?"
@@ -215,13 +219,13 @@ SLOT_STATE = (
     "(SELECT run_id FROM slots INDEXED BY slots_waiting "
     "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1) AS first_waiter, "
     "(SELECT run_id FROM slots INDEXED BY slots_holding "
-    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder, "
-    "(SELECT coalesce(max(position), 0) + 1 FROM slots WHERE key = ?1 AND ivalue = ?2) "
-    "AS next_position"
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder"
 )
+# A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (
     "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?1, ?2, (SELECT coalesce(max(position), 0) + 1 FROM slots "
+    "WHERE key = ?1 AND ivalue = ?2), ?3, ?4, ?5, ?6, ?7)"
 )
 DROP_HOLD = "DELETE FROM slots WHERE run_id = ? AND hold = ? RETURNING key, ivalue"
 DROP_HOLDS = "DELETE FROM slots WHERE run_id = ? AND hold <> 0 RETURNING key, ivalue"
@@ -247,5 +251,39 @@ RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, i
 
 # --------------------------------------------------------------------------- debounce
 
-WORKFLOW_ITEM_LEASED = "SELECT ever_leased FROM work WHERE run_id = ? AND id = ?"
 REWRITE_CREATED = "UPDATE events SET data = ? WHERE run_id = ? AND seq = 1"
+
+# --------------------------------------------------------------------------- schedules
+
+SCHEDULE_COLUMNS = (
+    "id, workflow, spec, paused, note, next_fire_at, buffered_at, wake_at, version, "
+    "created_at, updated_at"
+)
+INSERT_SCHEDULE = (
+    f"INSERT INTO schedules ({SCHEDULE_COLUMNS}, leased_until) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (id) DO NOTHING"
+)
+GET_SCHEDULE = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"
+LIST_SCHEDULES = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id > ? ORDER BY id LIMIT ?"
+PUT_SCHEDULE = (
+    "UPDATE schedules SET paused = ?, note = ?, next_fire_at = ?, buffered_at = ?, "
+    "wake_at = ?, version = ?, updated_at = ?, leased_until = NULL WHERE id = ?"
+)
+DELETE_SCHEDULE = "DELETE FROM schedules WHERE id = ?"
+LEASE_SCHEDULE = "UPDATE schedules SET leased_until = ? WHERE id = ?"
+
+
+def due_schedules_sql(names: int) -> tuple[str, str]:
+    """The due schedules of ``names`` workflows (``now, *names, now, limit``), and the
+    next wake time after now (``now, *names``)."""
+    marks = ", ".join("?" * names)
+    due = (
+        f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE paused = 0 AND wake_at IS NOT NULL "
+        f"AND wake_at <= ? AND workflow IN ({marks}) "
+        "AND (leased_until IS NULL OR leased_until <= ?) ORDER BY wake_at, id LIMIT ?"
+    )
+    later = (
+        "SELECT MIN(wake_at) FROM schedules WHERE paused = 0 AND wake_at IS NOT NULL "
+        f"AND wake_at > ? AND workflow IN ({marks})"
+    )
+    return due, later

@@ -1,9 +1,9 @@
-"""The protocol operations of the SQLite world: read rows, apply the rule, write.
+"""The protocol operations of the SQLite world: writes are flows, reads are queries.
 
-Each operation is one function over the connection (``worlds.sqlite.connection``);
-a write is one ``Writer`` transaction (``worlds.sqlite.transactions``) that asks
-``worlds._rules`` what to do and stores the outcome. What the longer writes
-(create, commit, hooks, reopen, fork) do inside it: ``worlds.sqlite.operations``.
+Each operation is one function over the connection (``worlds.sqlite.connection``).
+A write runs its flow (``worlds._flows``) over the transaction's rows
+(``worlds.sqlite.rows.SqliteRows``), synchronously: the rows never wait, so
+the flow finishes in one step (``run_sync``) inside the write transaction.
 """
 
 from __future__ import annotations
@@ -14,59 +14,31 @@ from datetime import datetime
 
 import msgspec
 
+from worlds import types
+from worlds._flows import cancel, commit, create, hooks, prune, reopen, streams
+from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit, translates_errors
-from worlds._rules import batches, claims, requests, resume, runs, streams, terms
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
+from worlds.query import RunPage, RunQuery
 from worlds.semantics import (
     decode_cursor,
     encode_cursor,
+    index_terms,
     index_value,
+    is_free,
     lease_deadline,
+    most_selective_first,
 )
 from worlds.sqlite import codecs
 from worlds.sqlite import schedules as schedule_ops
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.filters import list_runs_sql, match_counts_sql
-from worlds.sqlite.operations import (
-    commit_in,
-    create_in,
-    fork_in,
-    reopen_in,
-    resume_in,
-    start_or_deliver_in,
-)
+from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import SCHEMA_VERSION
-from worlds.sqlite.transactions import (
-    WouldBlockError,
-    Writer,
-    new_token,
-    run_once,
-)
-from worlds.types import (
-    AttributeValue,
-    Claim,
-    CommitRequest,
-    CommitResult,
-    CreateRunRequest,
-    CreateRunResult,
-    EventKind,
-    HookDelivery,
-    HookRecord,
-    HookStartResult,
-    RunPage,
-    RunQuery,
-    RunRecord,
-    ScheduleLease,
-    ScheduleRecord,
-    Slot,
-    StepStarted,
-    StreamChunk,
-    WorkItem,
-    utcnow,
-)
+from worlds.sqlite.transactions import new_token, run_once
 
 __all__ = ["SqliteWorld"]
 
@@ -134,66 +106,47 @@ class SqliteWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ runs
 
-    async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
+    async def create_run(self, request: types.CreateRunRequest) -> types.CreateRunResult:
         """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
         self._connection.check_open()
-        requests.check_create(request)
+        create.check(request)
+        return await self._connection.write(lambda tx: run_sync(create.create_run(tx, request)))
 
-        task = runs.first_task_commit(request)
-
-        def body(tx: Writer) -> CreateRunResult:
-            return create_in(tx, request, task)
-
-        return await self._connection.write(body)
-
-    async def commit(self, request: CommitRequest) -> CommitResult:
+    async def commit(self, request: types.CommitRequest) -> types.CommitResult:
         """See ``World.commit``."""
         self._connection.check_open()
-        return await self._connection.write(lambda tx: commit_in(tx, request))
+        return await self._connection.write(lambda tx: run_sync(commit.commit(tx, request)))
 
-    async def commit_many(self, requests: Sequence[CommitRequest]) -> list[batches.Outcome]:
+    async def commit_many(
+        self, requests: Sequence[types.CommitRequest]
+    ) -> list[types.CommitResult | Exception]:
         """See ``World.commit_many``: one transaction (one fsync) for the batch, each
         request in a savepoint of its own, so a failing one leaves no trace."""
         self._connection.check_open()
-        batch = batches.check_batch(requests)
+        batch = commit.check_batch(requests)
+        return await self._connection.write(lambda tx: run_sync(commit.commit_each(tx, batch)))
 
-        def body(tx: Writer) -> list[batches.Outcome]:
-            outcomes: list[batches.Outcome] = []
-            for request in batch:
-                signals, rows = set(tx.signals), list(tx.rows)
-                tx.db.execute("SAVEPOINT request")
-                try:
-                    outcomes.append(commit_in(tx, request))
-                except Exception as exc:
-                    if isinstance(exc, WouldBlockError) or batches.is_world_failure(exc):
-                        raise
-                    tx.db.execute("ROLLBACK TO request")
-                    tx.signals, tx.rows = signals, rows
-                    outcomes.append(exc)
-                tx.db.execute("RELEASE request")
-            return outcomes
-
-        return await self._connection.write(body)
-
-    async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
+    async def cancel_run(self, run_id: str, reason: str | None) -> types.RunRecord | None:
         """See ``World.cancel_run``."""
         self._connection.check_open()
-        return await self._connection.write(lambda tx: tx.cancel(run_id, reason))
+        return await self._connection.write(
+            lambda tx: run_sync(cancel.cancel_run(tx, run_id, reason))
+        )
 
     async def request_cancel(
         self, run_id: str, reason: str | None, grace_seconds: float
-    ) -> RunRecord | None:
+    ) -> types.RunRecord | None:
         """See ``World.request_cancel``."""
         self._connection.check_open()
         return await self._connection.write(
-            lambda tx: tx.request_cancel(run_id, reason, grace_seconds)
+            lambda tx: run_sync(cancel.request_cancel(tx, run_id, reason, grace_seconds))
         )
 
     # ------------------------------------------------------------------ work
 
     async def lease(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
-    ) -> list[WorkItem]:
+    ) -> list[types.WorkItem]:
         """See ``World.lease``.
 
         Items due at the same instant are leased in (run id, item id) order.
@@ -211,12 +164,12 @@ class SqliteWorld(ClosesOnExit):
             rows.sort(key=lambda row: (row["available_at"], row["run_id"], row["id"]))
             return rows[:limit]
 
-        def body(tx: Writer) -> list[WorkItem]:
+        def body(tx: SqliteRows) -> list[types.WorkItem]:
             rows = due(tx.db, tx.now_us)
             expires = codecs.to_micros(lease_deadline(tx.now, lease_seconds))
             updates: list[tuple[object, ...]] = []
-            items: list[WorkItem] = []
-            started: dict[str, list[StepStarted]] = {}
+            items: list[types.WorkItem] = []
+            started: dict[str, list[types.StepStarted]] = {}
             for row in rows:
                 run_id, item_id, step = row["run_id"], row["id"], row["kind"] == "step"
                 attempt = row["attempt"] + 1 if step and row["ever_leased"] else row["attempt"]
@@ -225,18 +178,18 @@ class SqliteWorld(ClosesOnExit):
                 updates.append(lease)
                 items.append(codecs.leased(row, attempt=attempt, token=token, expires=expires))
                 if step:
-                    begun = StepStarted(step=row["number"], attempt=attempt)
+                    begun = types.StepStarted(step=row["number"], attempt=attempt)
                     started.setdefault(run_id, []).append(begun)
             tx.db.executemany(sql.LEASE_WORK, updates)
             for run_id, events in started.items():
                 bumped = tx.db.execute(sql.BUMP_LAST_SEQ, (len(events), run_id)).fetchone()
                 last_seq = bumped["last_seq"]
-                tx.stamp_new(run_id, last_seq - len(events), events)
+                tx.queue_started(run_id, last_seq - len(events), events)
             tx.flush_events()
             return items
 
         def run(db: sqlite3.Connection, blocking: bool) -> bool:
-            return bool(run_once(lambda: due(db, codecs.to_micros(utcnow())), blocking))
+            return bool(run_once(lambda: due(db, codecs.to_micros(types.utcnow())), blocking))
 
         # Look before taking the write lock: idle workers polling an empty queue
         # must not serialize every other process behind them.
@@ -245,14 +198,14 @@ class SqliteWorld(ClosesOnExit):
         return await self._connection.write(body)
 
     async def renew_leases(
-        self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float
+        self, worker_id: str, items: Sequence[types.WorkItem], lease_seconds: float
     ) -> list[bool]:
         """See ``World.renew_leases``."""
         self._connection.check_open()
         if not items:
             return []
 
-        def body(tx: Writer) -> list[bool]:
+        def body(tx: SqliteRows) -> list[bool]:
             expires = codecs.to_micros(lease_deadline(tx.now, lease_seconds))
             return [
                 tx.db.execute(
@@ -264,12 +217,12 @@ class SqliteWorld(ClosesOnExit):
 
         return await self._connection.write(body)
 
-    async def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
+    async def release(self, worker_id: str, items: Sequence[types.WorkItem]) -> None:
         """See ``World.release``."""
         self._connection.check_open()
         rows = [(item.run_id, item.id, worker_id, item.token) for item in items]
 
-        def body(tx: Writer) -> None:
+        def body(tx: SqliteRows) -> None:
             if rows:
                 tx.db.executemany(sql.RELEASE_WORK, rows)
             tx.signals.add(WORK_TOPIC)
@@ -278,7 +231,7 @@ class SqliteWorld(ClosesOnExit):
 
     def now(self) -> datetime:
         """See ``World.now``: the host's clock."""
-        return utcnow()
+        return types.utcnow()
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``.
@@ -293,21 +246,21 @@ class SqliteWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ reads
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
+    async def get_run(self, run_id: str) -> types.RunRecord | None:
         """See ``World.get_run``."""
         self._connection.check_open()
 
-        def body(db: sqlite3.Connection) -> RunRecord | None:
+        def body(db: sqlite3.Connection) -> types.RunRecord | None:
             row = db.execute(sql.GET_RUN, (run_id,)).fetchone()
-            return None if row is None else codecs.run_from_row(row)
+            return None if row is None else codecs.columns.run(row)
 
         return await self._connection.read(body)
 
-    async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
         """See ``World.read_events``."""
         self._connection.check_open()
 
-        def body(db: sqlite3.Connection) -> list[EventKind]:
+        def body(db: sqlite3.Connection) -> list[types.EventKind]:
             rows = db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
             return [codecs.decode_event(row["data"]) for row in rows]
 
@@ -326,34 +279,34 @@ class SqliteWorld(ClosesOnExit):
             raise ValueError(f"limit must be at least 1, not {query.limit}")
         before = decode_cursor(query.cursor) if query.cursor else None
         if query.where is not None:
-            attributes, rest = terms.index_terms(query.attributes, query.where)
+            attributes, rest = index_terms(query.attributes, query.where)
             query = msgspec.structs.replace(query, attributes=attributes, where=rest)
         list_runs_sql(query, before)  # a malformed filter raises here, not in the reader
 
-        def body(db: sqlite3.Connection) -> list[RunRecord]:
+        def body(db: sqlite3.Connection) -> list[types.RunRecord]:
             ordered = query
             if len(query.attributes) > 1:
                 counts = db.execute(*match_counts_sql(query.attributes)).fetchone()
-                attributes = terms.most_selective_first(query.attributes, tuple(counts))
+                attributes = most_selective_first(query.attributes, tuple(counts))
                 ordered = msgspec.structs.replace(query, attributes=attributes)
             statement, params = list_runs_sql(ordered, before)
-            return [codecs.run_from_row(row) for row in db.execute(statement, params)]
+            return [codecs.columns.run(row) for row in db.execute(statement, params)]
 
         found = await self._connection.read(body)
         page = tuple(found[: query.limit])
         more = len(found) > query.limit
         return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
 
-    async def find_claim(self, key: str, value: AttributeValue) -> Claim | None:
+    async def find_claim(self, key: str, value: types.AttributeValue) -> types.Claim | None:
         """See ``World.find_claim``."""
         self._connection.check_open()
         params = (key, index_value(value))
 
-        def body(db: sqlite3.Connection) -> Claim | None:
+        def body(db: sqlite3.Connection) -> types.Claim | None:
             row = db.execute(sql.GET_CLAIM, params).fetchone()
-            if row is None or claims.is_free(codecs.held_from_row(row), utcnow()):
+            if row is None or is_free(codecs.columns.held(row), types.utcnow()):
                 return None  # never claimed, released or lapsed
-            return codecs.claim_from_row(row)
+            return codecs.columns.claim(row)
 
         return await self._connection.read(body)
 
@@ -362,106 +315,99 @@ class SqliteWorld(ClosesOnExit):
     ) -> str | None:
         """See ``World.resume_hook``."""
         self._connection.check_open()
-        return await self._connection.write(lambda tx: resume_in(tx, token, payload, resume_id))
+        return await self._connection.write(
+            lambda tx: run_sync(hooks.resume_hook(tx, token, payload, resume_id))
+        )
 
     async def start_or_resume_hook(
-        self, request: CreateRunRequest, delivery: HookDelivery
-    ) -> HookStartResult:
+        self, request: types.CreateRunRequest, delivery: types.HookDelivery
+    ) -> types.HookStartResult:
         """See ``World.start_or_resume_hook``."""
         self._connection.check_open()
-        key = resume.check_request(request)
-        requests.check_create(request)
-        claim = (key, index_value(request.attributes[key]))
-        result = await self._connection.write(
-            lambda tx: start_or_deliver_in(tx, request, delivery, claim)
+        hooks.check_start_or_resume(request)
+        return await self._connection.write(
+            lambda tx: run_sync(hooks.start_or_resume_hook(tx, request, delivery))
         )
-        if isinstance(result, CreateRunResult):  # the policy refused to take the pair over
-            assert result.conflict is not None
-            return HookStartResult(run_id=result.conflict.holder_run_id)
-        return result
 
-    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+    async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
         """See ``World.reopen_run``."""
         self._connection.check_open()
-        return await self._connection.write(lambda tx: reopen_in(tx, run_id, by))
+        return await self._connection.write(lambda tx: run_sync(reopen.reopen_run(tx, run_id, by)))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
-    ) -> RunRecord | None:
+    ) -> types.RunRecord | None:
         """See ``World.fork_run``."""
         self._connection.check_open()
         return await self._connection.write(
-            lambda tx: fork_in(tx, source_run_id, run_id, from_step, by)
+            lambda tx: run_sync(reopen.fork_run(tx, source_run_id, run_id, from_step, by))
         )
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``."""
         self._connection.check_open()
         streams.check_name(name)
-
-        def body(tx: Writer) -> int | None:
-            row = tx.db.execute(sql.GET_RUN, (run_id,)).fetchone()
-            if not streams.accepts(None if row is None else codecs.run_from_row(row).status):
-                return None
-            return tx.stream(run_id, name, chunks)
-
-        return await self._connection.write(body)
+        return await self._connection.write(
+            lambda tx: run_sync(streams.append_stream(tx, run_id, name, chunks))
+        )
 
     async def read_stream(
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
-    ) -> list[StreamChunk]:
+    ) -> list[types.StreamChunk]:
         """See ``World.read_stream``."""
         self._connection.check_open()
 
-        def body(db: sqlite3.Connection) -> list[StreamChunk]:
+        def body(db: sqlite3.Connection) -> list[types.StreamChunk]:
             rows = db.execute(sql.READ_STREAM, (run_id, name, max(start, 0), max(limit, 0)))
             return [
-                StreamChunk(offset=row["seq"], data=row["data"], at=codecs.from_micros(row["at"]))
+                types.StreamChunk(
+                    offset=row["seq"], data=row["data"], at=codecs.from_micros(row["at"])
+                )
                 for row in rows
             ]
 
         return await self._connection.read(body)
 
-    async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
+    async def list_hooks(self, run_id: str | None = None) -> list[types.HookRecord]:
         """See ``World.list_hooks``."""
         self._connection.check_open()
 
-        def body(db: sqlite3.Connection) -> list[HookRecord]:
+        def body(db: sqlite3.Connection) -> list[types.HookRecord]:
             if run_id is None:
                 rows = db.execute(sql.LIST_HOOKS).fetchall()
             else:
                 rows = db.execute(sql.LIST_RUN_HOOKS, (run_id,)).fetchall()
-            return [codecs.hook_from_row(row) for row in rows]
+            return [codecs.columns.hook(row) for row in rows]
 
         return await self._connection.read(body)
 
-    async def run_claims(self, run_id: str) -> list[Claim]:
+    async def run_claims(self, run_id: str) -> list[types.Claim]:
         """See ``World.run_claims``; pairs with the same key come in value order."""
         self._connection.check_open()
 
-        def body(db: sqlite3.Connection) -> list[Claim]:
-            now = codecs.to_micros(utcnow())
+        def body(db: sqlite3.Connection) -> list[types.Claim]:
+            now = codecs.to_micros(types.utcnow())
             rows = db.execute(sql.RUN_CLAIMS, (run_id, now))
-            return [codecs.claim_from_row(row) for row in rows]
+            return [codecs.columns.claim(row) for row in rows]
 
         return await self._connection.read(body)
 
-    async def list_slots(self, key: str, value: AttributeValue) -> list[Slot]:
+    async def list_slots(self, key: str, value: types.AttributeValue) -> list[types.Slot]:
         """See ``World.list_slots``."""
         self._connection.check_open()
         pair = (key, index_value(value))
 
-        def body(db: sqlite3.Connection) -> list[Slot]:
-            return [codecs.slot_from_row(row) for row in db.execute(sql.LIST_SLOTS, pair)]
+        def body(db: sqlite3.Connection) -> list[types.Slot]:
+            return [codecs.columns.slot(row) for row in db.execute(sql.LIST_SLOTS, pair)]
 
         return await self._connection.read(body)
 
-    async def run_slots(self, run_id: str) -> list[Slot]:
+    async def run_slots(self, run_id: str) -> list[types.Slot]:
         """See ``World.run_slots``."""
         self._connection.check_open()
 
-        def body(db: sqlite3.Connection) -> list[Slot]:
-            return [codecs.slot_from_row(row) for row in db.execute(sql.RUN_SLOTS, (run_id,))]
+        def body(db: sqlite3.Connection) -> list[types.Slot]:
+            return [codecs.columns.slot(row) for row in db.execute(sql.RUN_SLOTS, (run_id,))]
 
         return await self._connection.read(body)
 
@@ -474,38 +420,32 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
         if limit <= 0:
             return []
-        params = (codecs.to_micros(closed_before), limit)
-
-        def body(tx: Writer) -> list[str]:
-            pruned = [row["id"] for row in tx.db.execute(sql.PRUNABLE_RUNS, params)]
-            tx.db.execute(sql.RELEASE_LAPSED_CLAIMS, (tx.now_us,))
-            keep = sql.RELEASE_RUN_CLAIMS if release_claims else sql.TOMBSTONE_RUN_CLAIMS
-            for statement in (keep, *sql.PRUNE_RUN):
-                tx.db.executemany(statement, [(run_id,) for run_id in pruned])
-            return pruned
-
-        return await self._connection.write(body)
+        return await self._connection.write(
+            lambda tx: run_sync(
+                prune.prune_runs(tx, closed_before, limit, release_claims=release_claims)
+            )
+        )
 
     # ------------------------------------------------------------------ schedules
 
-    async def create_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+    async def create_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord:
         """See ``World.create_schedule``."""
         self._connection.check_open()
         return await schedule_ops.create_schedule(self._connection, record)
 
-    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+    async def get_schedule(self, schedule_id: str) -> types.ScheduleRecord | None:
         """See ``World.get_schedule``."""
         self._connection.check_open()
         return await schedule_ops.get_schedule(self._connection, schedule_id)
 
     async def list_schedules(
         self, *, after: str | None = None, limit: int = 100
-    ) -> list[ScheduleRecord]:
+    ) -> list[types.ScheduleRecord]:
         """See ``World.list_schedules``."""
         self._connection.check_open()
         return await schedule_ops.list_schedules(self._connection, after, limit)
 
-    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+    async def update_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord | None:
         """See ``World.update_schedule``."""
         self._connection.check_open()
         return await schedule_ops.update_schedule(self._connection, record)
@@ -517,7 +457,7 @@ class SqliteWorld(ClosesOnExit):
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
-    ) -> ScheduleLease:
+    ) -> types.ScheduleLease:
         """See ``World.lease_schedules``."""
         self._connection.check_open()
         return await schedule_ops.lease_schedules(

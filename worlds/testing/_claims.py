@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from worlds.protocol import World
+from worlds.query import RunQuery
 from worlds.testing._base import (
     WF,
     ConformanceBase,
@@ -28,7 +29,6 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     EventKind,
-    RunQuery,
     RunStatus,
 )
 

@@ -38,6 +38,7 @@ from hypothesis.stateful import (
 )
 
 from worlds.protocol import World
+from worlds.query import RunQuery
 from worlds.testing._base import ConformanceBase, new_run_id
 from worlds.types import (
     AttributeConflict,
@@ -54,7 +55,6 @@ from worlds.types import (
     RunCancelled,
     RunCompleted,
     RunFailed,
-    RunQuery,
     RunStarted,
     RunStatus,
     StartPolicy,

@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from worlds.protocol import World
+from worlds.query import RunQuery
 from worlds.testing._base import WF, ConformanceBase, create_run, new_run_id
 from worlds.types import (
     AttributeSet,
@@ -20,7 +21,6 @@ from worlds.types import (
     RunCancelled,
     RunCompleted,
     RunFailed,
-    RunQuery,
     RunRecord,
     RunStarted,
     RunStatus,

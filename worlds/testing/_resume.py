@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 import anyio
+import msgspec
 import pytest
 
 from worlds.protocol import World
@@ -29,6 +31,7 @@ from worlds.types import (
     RunCompleted,
     RunStarted,
     StartPolicy,
+    utcnow,
 )
 
 __all__ = ["ResumeConformance"]
@@ -140,6 +143,37 @@ class ResumeConformance(ConformanceBase):
         assert result.created and result.run_id != old.id
         claim = await world.find_claim("cart", "c-5")
         assert claim is not None and claim.run_id == result.run_id and claim.generation == 2
+
+    @pytest.mark.anyio
+    async def test_a_pruned_holder_is_replaced_or_refuses_as_its_tombstone_says(
+        self, world: World
+    ) -> None:
+        """A pair whose holder was pruned is held by a tombstone: the policy decides as
+        for a closed holder (the memory and SQLite worlds used to fail, looking for the
+        pruned run)."""
+        for value, reuse in (("c-10", "allow_duplicate"), ("c-11", "reject_duplicate")):
+            old = await create_run(world, attributes={"cart": value}, unique={"cart"})
+            await world.commit(
+                CommitRequest(run_id=old.id, worker_id=WORKER, events=(RunCompleted(result=b""),))
+            )
+            assert await world.prune_runs(utcnow() + timedelta(seconds=1)) == [old.id]
+            request = msgspec.structs.replace(
+                _request(value),
+                policy=StartPolicy(key="cart", reuse=reuse),  # type: ignore[arg-type]
+            )
+            result = await world.start_or_resume_hook(
+                request, HookDelivery(token=f"t-{value}", payload=b"p")
+            )
+            claim = await world.find_claim("cart", value)
+            assert claim is not None
+            if reuse == "allow_duplicate":
+                assert result.created and result.run_id == request.run_id
+                assert claim.run_id == request.run_id and claim.generation == 2
+                assert _payloads(await world.read_events(request.run_id)) == [b"p"]
+            else:
+                assert not result.created and result.run_id == old.id
+                assert claim.pruned_status is not None and claim.run_id == old.id
+                assert await world.get_run(request.run_id) is None
 
     @pytest.mark.anyio
     async def test_a_token_held_by_another_run_writes_nothing(self, world: World) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import anyio
+import msgspec
 import pytest
 
 from worlds.protocol import World
+from worlds.query import RunQuery
 from worlds.testing._base import (
     SHORT_DELAY,
     WF,
@@ -32,7 +34,6 @@ from worlds.types import (
     RunContinued,
     RunCreated,
     RunFailed,
-    RunQuery,
     RunStatus,
     StartPolicy,
     utcnow,
@@ -75,6 +76,23 @@ _FAILED = RunFailed(error=ErrorInfo(type="E", message="boom"))
 
 class ReuseConformance(ConformanceBase):
     """Claims that free themselves after their holder closed, and claims that outlive it."""
+
+    @pytest.mark.anyio
+    async def test_a_holder_setting_its_pair_again_keeps_the_window(self, world: World) -> None:
+        """A run that sets its own unique pair again (``AttributeSet``, same value) keeps
+        the claim as it was: its generation and its reuse window, so closing it still
+        releases the pair (the window used to be dropped: the pair stayed held)."""
+        window = ReuseWindow(release_on=frozenset({RunStatus.CANCELLED}))
+        holder = await _holder(world, "o-again", window)
+        again = AttributeSet(key="order", value="o-again", unique=True)
+        set_again = await world.commit(CommitRequest(run_id=holder, worker_id="w", events=(again,)))
+        assert set_again.ok
+        (stored,) = set_again.events
+        assert isinstance(stored, AttributeSet) and stored.generation == 1
+        claim = await world.find_claim("order", "o-again")
+        assert claim is not None and claim.release_on == window.release_on
+        await world.cancel_run(holder, None)
+        assert await world.find_claim("order", "o-again") is None
 
     @pytest.mark.anyio
     async def test_release_on_frees_the_pair_when_the_holder_ends_so(self, world: World) -> None:
@@ -281,6 +299,22 @@ class DebounceConformance(ConformanceBase):
         assert claim is not None and (claim.run_id, claim.generation) == (second.run.id, 2)
         record = await world.get_run(first.run.id)
         assert record is not None and record.status == RunStatus.PENDING
+
+    @pytest.mark.anyio
+    async def test_a_debounced_start_takes_a_pair_whose_claim_lapsed(self, world: World) -> None:
+        """A pair held by a closed holder whose ``ttl`` ran out is free: a debounced start
+        claims it, one generation up (PostgreSQL used to retry until it gave up)."""
+        request = msgspec.structs.replace(
+            _debounced("u-4", b"\x90"), windows={"user": ReuseWindow(ttl=SHORT_DELAY)}
+        )
+        first = await world.create_run(request)
+        assert first.run is not None
+        await _close(world, first.run.id, RunCompleted(result=b""))
+        await anyio.sleep(SHORT_DELAY * 2)
+        second = await world.create_run(_debounced("u-4", b"\x91"))
+        assert second.run is not None and not second.debounced
+        claim = await world.find_claim("user", "u-4")
+        assert claim is not None and (claim.run_id, claim.generation) == (second.run.id, 2)
 
     @pytest.mark.anyio
     async def test_concurrent_debounces_leave_one_pending_run(

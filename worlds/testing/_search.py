@@ -19,6 +19,7 @@ from worlds.query import (
     IsNull,
     Not,
     Or,
+    RunQuery,
     StartsWith,
     matches,
 )
@@ -31,7 +32,6 @@ from worlds.types import (
     EventKind,
     RunCompleted,
     RunFailed,
-    RunQuery,
     RunRecord,
     RunStarted,
     RunStatus,

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from worlds.protocol import World
+from worlds.query import RunQuery
 from worlds.testing._base import (
     STEP,
     WF,
@@ -31,7 +32,6 @@ from worlds.types import (
     RunContinued,
     RunCreated,
     RunFailed,
-    RunQuery,
     RunStarted,
     RunStatus,
     StartPolicy,

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from worlds.protocol import World
-from worlds.query import AttrRef, Compare
+from worlds.query import AttrRef, Compare, RunQuery
 from worlds.testing._base import WF, WORKER, ConformanceBase, create_run, lease_one
 from worlds.types import (
     AttributeSet,
@@ -28,7 +28,6 @@ from worlds.types import (
     RunCompleted,
     RunCreated,
     RunFailed,
-    RunQuery,
     StepCompleted,
     StepCreated,
 )

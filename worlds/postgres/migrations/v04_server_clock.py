@@ -1,8 +1,11 @@
-"""Migration 5 of the PostgreSQL world's schema, frozen like the others: the one-call ``create_run``
-and ``commit_run`` with deferred notifications.
+"""Migration 4 of the PostgreSQL world's schema: ``commit_run`` on the server's clock.
 
-Kept apart from ``migrations.py`` only for its length; ``MIGRATIONS[5]`` is
-``STATEMENTS``, and the docstring of ``migrations`` says what it does.
+What: ``commit_run`` is replaced: its time is never later than the server's
+clock (``statement_timestamp()``), and an item scheduled without a due time
+(NULL in ``p_available``) is due at it.
+
+Why: one clock decides leases and timers (RFC 0002): a committer whose clock
+runs fast neither leases a timer early nor counts a live lease as expired.
 """
 
 from __future__ import annotations
@@ -10,66 +13,8 @@ from __future__ import annotations
 __all__ = ["STATEMENTS"]
 
 STATEMENTS: tuple[str, ...] = (
-    # A run that claims unique pairs or has a deadline, created in one call
-    # when every pair is free; a held pair raises WF001 (nothing written)
-    # and the caller takes the general path (start policies, conflicts).
     """
-CREATE OR REPLACE FUNCTION create_run(
-    p_run text, p_workflow text, p_now timestamptz, p_attributes bytea, p_keys text[],
-    p_ivalues text[], p_event bytea, p_item text, p_channel text, p_claim_keys text[],
-    p_claim_ivalues text[], p_claim_values bytea[], p_timer_id text, p_timer_number integer,
-    p_timer_attempt integer, p_timer_payload bytea, p_timer_at timestamptz
-) RETURNS void
-LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
-BEGIN
-    FOR i IN 1 .. coalesce(cardinality(p_claim_keys), 0) LOOP
-        INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
-        VALUES (p_claim_keys[i], p_claim_ivalues[i], p_claim_values[i], p_run, 1, NULL, NULL)
-        ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value,
-            run_id = excluded.run_id, generation = claims.generation + 1, step = NULL,
-            attempt = NULL
-        WHERE claims.run_id IS NULL;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'pair held' USING ERRCODE = 'WF001';
-        END IF;
-    END LOOP;
-    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
-    VALUES (p_run, p_workflow, 'pending', p_now, 1, p_now, p_attributes);
-    INSERT INTO attributes (run_id, key, ivalue)
-    SELECT p_run, k, v FROM unnest(p_keys, p_ivalues) AS a(k, v)
-    ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue;
-    INSERT INTO events (run_id, seq, kind, data, at)
-    VALUES (p_run, 1, 'run_created', p_event, p_now);
-    INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
-        ever_leased)
-    VALUES (p_item, p_run, 'workflow', p_workflow, 0, 1, '', p_now, 0, false)
-    ON CONFLICT (id) DO NOTHING;
-    IF p_timer_id IS NOT NULL THEN
-        INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at,
-            owner, token, expires_at, ever_leased)
-        VALUES (p_timer_id, p_run, 'timer', p_workflow, p_timer_number, p_timer_attempt,
-            p_timer_payload, p_timer_at, NULL, 0, NULL, false)
-        ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name,
-            number = excluded.number, attempt = excluded.attempt, payload = excluded.payload,
-            available_at = excluded.available_at, owner = excluded.owner,
-            token = excluded.token, expires_at = excluded.expires_at, rewake = false,
-            ever_leased = excluded.ever_leased;
-    END IF;
-    IF p_channel IS NOT NULL THEN
-        PERFORM pg_notify(p_channel, 'work');
-    END IF;
-END
-$fn$
-""",
-    # commit_run notifies only when given the channels; without them the
-    # caller notifies after the commit, and the last row's ``notify`` says
-    # whether work became due.
-    """DROP FUNCTION commit_run(text, text, text, bigint, boolean, timestamptz, text[],
-    bytea[], text, timestamptz, timestamptz, bytea, bytea, text[], text[], text[], integer[],
-    integer[], bytea[], timestamptz[], boolean[], bigint[], timestamptz, bytea[], text, text)""",
-    """
-CREATE FUNCTION commit_run(
+CREATE OR REPLACE FUNCTION commit_run(
     p_run text, p_worker text, p_lease text, p_token bigint, p_ack boolean,
     p_now timestamptz, p_kinds text[], p_data bytea[], p_status text,
     p_started timestamptz, p_closed timestamptz, p_result bytea, p_error bytea,
@@ -77,9 +22,7 @@ CREATE FUNCTION commit_run(
     p_attempts integer[], p_payloads bytea[], p_available timestamptz[],
     p_lease_asked boolean[], p_tokens bigint[], p_expires timestamptz,
     p_starts bytea[], p_channel text, p_run_channel text
-) RETURNS TABLE (
-    outcome text, status text, last_seq integer, at timestamptz, name text, notify boolean
-)
+) RETURNS TABLE (outcome text, status text, last_seq integer, at timestamptz, name text)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -95,11 +38,11 @@ BEGIN
     SELECT runs.status, runs.last_seq, runs.last_at, runs.workflow INTO r FROM runs
     WHERE runs.id = p_run FOR UPDATE;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 'missing', NULL::text, 0, NULL::timestamptz, NULL::text, false;
+        RETURN QUERY SELECT 'missing', NULL::text, 0, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
     IF r.status IN ('completed', 'failed', 'cancelled', 'continued') THEN
-        RETURN QUERY SELECT 'closed', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
+        RETURN QUERY SELECT 'closed', r.status, r.last_seq, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
     IF p_lease IS NOT NULL THEN
@@ -108,7 +51,7 @@ BEGIN
           AND work.token = p_token
         FOR UPDATE;
         IF NOT FOUND THEN
-            RETURN QUERY SELECT 'lost', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
+            RETURN QUERY SELECT 'lost', r.status, r.last_seq, NULL::timestamptz, NULL::text;
             RETURN;
         END IF;
     END IF;
@@ -121,9 +64,7 @@ BEGIN
     IF p_closed IS NOT NULL THEN
         DELETE FROM work WHERE work.run_id = p_run;
         DELETE FROM hooks WHERE hooks.run_id = p_run;
-        IF p_run_channel IS NOT NULL THEN
-            PERFORM pg_notify(p_run_channel, 'run:' || p_run);
-        END IF;
+        PERFORM pg_notify(p_run_channel, 'run:' || p_run);
     ELSE
         IF p_lease IS NOT NULL AND p_ack THEN
             IF h.kind = 'workflow' AND h.rewake THEN
@@ -159,8 +100,7 @@ BEGIN
                         INSERT INTO events (run_id, seq, kind, data, at)
                         VALUES (p_run, v_seq, 'step_started', p_starts[i], v_now);
                     END IF;
-                    RETURN QUERY
-                        SELECT 'leased', NULL::text, i, NULL::timestamptz, p_names[i], false;
+                    RETURN QUERY SELECT 'leased', NULL::text, i, NULL::timestamptz, p_names[i];
                 END IF;
                 CONTINUE;
             END IF;
@@ -190,7 +130,7 @@ BEGIN
                 END IF;
             END IF;
             IF v_lease THEN
-                RETURN QUERY SELECT 'leased', NULL::text, i, NULL::timestamptz, r.workflow, false;
+                RETURN QUERY SELECT 'leased', NULL::text, i, NULL::timestamptz, r.workflow;
             ELSE
                 v_notify := true;
             END IF;
@@ -201,11 +141,10 @@ BEGIN
         closed_at = coalesce(p_closed, runs.closed_at), last_seq = v_seq, last_at = v_now,
         result = coalesce(p_result, runs.result), error = coalesce(p_error, runs.error)
     WHERE runs.id = p_run;
-    IF v_notify AND p_channel IS NOT NULL THEN
+    IF v_notify THEN
         PERFORM pg_notify(p_channel, 'work');
     END IF;
-    RETURN QUERY SELECT 'ok', coalesce(p_status, r.status), r.last_seq, v_now, r.workflow,
-        v_notify AND p_channel IS NULL;
+    RETURN QUERY SELECT 'ok', coalesce(p_status, r.status), r.last_seq, v_now, r.workflow;
 END
 $fn$
 """,

@@ -1,8 +1,20 @@
-"""Migration 6 of the PostgreSQL world's schema, frozen like the others: flow control (slots, reuse
-windows, tombstones); ``commit_run`` and ``create_run`` replaced.
+"""Migration 3 of the PostgreSQL world's schema: event times as columns and ``commit_run``.
 
-Kept apart from ``migrations.py`` only for its length; ``MIGRATIONS[6]`` is
-``STATEMENTS``, and the docstring of ``migrations`` says what it does.
+What: ``events.at`` and ``runs.last_at``; statements that append events
+without knowing the run's last sequence number store them with seq 0, and the
+columns then give the event's seq and at (``codecs.decode_event``). The
+PL/pgSQL function ``commit_run`` applies a commit with no claims, hooks, run
+attributes or continue-as-new in one round trip: it locks the run, checks the
+lease, appends the events, acks and enqueues. Its rows: one ``('leased', NULL,
+i, NULL, name)`` for each scheduled item ``i`` (1-based) leased to the
+committer, then ``(outcome, status, last_seq before, at, workflow)``, where
+outcome is ok, missing, closed or lost.
+
+Why: the common commit is a round trip instead of a multi-statement
+transaction. Each statement of a plpgsql function sees what committed before
+it started (READ COMMITTED), so once the run row is locked the function reads
+and writes exactly as the general path's transaction (the commit flow,
+``worlds._flows.commit``) would.
 """
 
 from __future__ import annotations
@@ -10,78 +22,10 @@ from __future__ import annotations
 __all__ = ["STATEMENTS"]
 
 STATEMENTS: tuple[str, ...] = (
-    """CREATE TABLE slots (
-            key text NOT NULL,
-            ivalue text NOT NULL,
-            position bigint NOT NULL,
-            run_id text NOT NULL,
-            value bytea NOT NULL,
-            lim integer NOT NULL,
-            holding boolean NOT NULL,
-            PRIMARY KEY (key, ivalue, position)
-        )""",
-    "CREATE SEQUENCE slot_positions",
-    "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding",
-    "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE NOT holding",
-    "CREATE INDEX slots_run ON slots (run_id)",
-    "ALTER TABLE claims ADD COLUMN ttl double precision",
-    "ALTER TABLE claims ADD COLUMN release_on text",
-    "ALTER TABLE claims ADD COLUMN lapses_at timestamptz",
-    "ALTER TABLE claims ADD COLUMN pruned_status text",
-    "CREATE INDEX claims_lapsing ON claims (lapses_at) WHERE lapses_at IS NOT NULL",
+    "ALTER TABLE events ADD COLUMN at timestamptz",
+    "ALTER TABLE runs ADD COLUMN last_at timestamptz",
     """
-CREATE OR REPLACE FUNCTION create_run(
-    p_run text, p_workflow text, p_now timestamptz, p_attributes bytea, p_keys text[],
-    p_ivalues text[], p_event bytea, p_item text, p_channel text, p_claim_keys text[],
-    p_claim_ivalues text[], p_claim_values bytea[], p_timer_id text, p_timer_number integer,
-    p_timer_attempt integer, p_timer_payload bytea, p_timer_at timestamptz
-) RETURNS void
-LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
-BEGIN
-    FOR i IN 1 .. coalesce(cardinality(p_claim_keys), 0) LOOP
-        INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
-        VALUES (p_claim_keys[i], p_claim_ivalues[i], p_claim_values[i], p_run, 1, NULL, NULL)
-        ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value,
-            run_id = excluded.run_id, generation = claims.generation + 1, step = NULL,
-            attempt = NULL, ttl = NULL, release_on = NULL, lapses_at = NULL,
-            pruned_status = NULL
-        WHERE claims.run_id IS NULL;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'pair held' USING ERRCODE = 'WF001';
-        END IF;
-    END LOOP;
-    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
-    VALUES (p_run, p_workflow, 'pending', p_now, 1, p_now, p_attributes);
-    INSERT INTO attributes (run_id, key, ivalue)
-    SELECT p_run, k, v FROM unnest(p_keys, p_ivalues) AS a(k, v)
-    ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue;
-    INSERT INTO events (run_id, seq, kind, data, at)
-    VALUES (p_run, 1, 'run_created', p_event, p_now);
-    INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
-        ever_leased)
-    VALUES (p_item, p_run, 'workflow', p_workflow, 0, 1, '', p_now, 0, false)
-    ON CONFLICT (id) DO NOTHING;
-    IF p_timer_id IS NOT NULL THEN
-        INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at,
-            owner, token, expires_at, ever_leased)
-        VALUES (p_timer_id, p_run, 'timer', p_workflow, p_timer_number, p_timer_attempt,
-            p_timer_payload, p_timer_at, NULL, 0, NULL, false)
-        ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name,
-            number = excluded.number, attempt = excluded.attempt, payload = excluded.payload,
-            available_at = excluded.available_at, owner = excluded.owner,
-            token = excluded.token, expires_at = excluded.expires_at, rewake = false,
-            ever_leased = excluded.ever_leased;
-    END IF;
-    IF p_channel IS NOT NULL THEN
-        PERFORM pg_notify(p_channel, 'work');
-    END IF;
-END
-$fn$
-
-""",
-    """
-CREATE OR REPLACE FUNCTION commit_run(
+CREATE FUNCTION commit_run(
     p_run text, p_worker text, p_lease text, p_token bigint, p_ack boolean,
     p_now timestamptz, p_kinds text[], p_data bytea[], p_status text,
     p_started timestamptz, p_closed timestamptz, p_result bytea, p_error bytea,
@@ -89,9 +33,7 @@ CREATE OR REPLACE FUNCTION commit_run(
     p_attempts integer[], p_payloads bytea[], p_available timestamptz[],
     p_lease_asked boolean[], p_tokens bigint[], p_expires timestamptz,
     p_starts bytea[], p_channel text, p_run_channel text
-) RETURNS TABLE (
-    outcome text, status text, last_seq integer, at timestamptz, name text, notify boolean
-)
+) RETURNS TABLE (outcome text, status text, last_seq integer, at timestamptz, name text)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -107,11 +49,11 @@ BEGIN
     SELECT runs.status, runs.last_seq, runs.last_at, runs.workflow INTO r FROM runs
     WHERE runs.id = p_run FOR UPDATE;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 'missing', NULL::text, 0, NULL::timestamptz, NULL::text, false;
+        RETURN QUERY SELECT 'missing', NULL::text, 0, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
     IF r.status IN ('completed', 'failed', 'cancelled', 'continued') THEN
-        RETURN QUERY SELECT 'closed', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
+        RETURN QUERY SELECT 'closed', r.status, r.last_seq, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
     IF p_lease IS NOT NULL THEN
@@ -120,22 +62,12 @@ BEGIN
           AND work.token = p_token
         FOR UPDATE;
         IF NOT FOUND THEN
-            RETURN QUERY SELECT 'lost', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
+            RETURN QUERY SELECT 'lost', r.status, r.last_seq, NULL::timestamptz, NULL::text;
             RETURN;
         END IF;
     END IF;
-    -- closing a run with slots (waiters to promote) or with claims that have a
-    -- reuse window (to release or date) is the general path's
-    IF p_closed IS NOT NULL AND (
-        EXISTS (SELECT 1 FROM slots WHERE slots.run_id = p_run)
-        OR EXISTS (SELECT 1 FROM claims WHERE claims.run_id = p_run
-                   AND (claims.ttl IS NOT NULL OR claims.release_on IS NOT NULL))
-    ) THEN
-        RETURN QUERY SELECT 'slots', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
-        RETURN;
-    END IF;
     -- times never go back along a run's log, whichever host wrote last
-    v_now := greatest(least(p_now, statement_timestamp()), r.last_at);
+    v_now := greatest(p_now, r.last_at);
     v_seq := r.last_seq;
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT p_run, v_seq + n, k, d, v_now FROM unnest(p_kinds, p_data) WITH ORDINALITY AS e(k, d, n);
@@ -143,9 +75,7 @@ BEGIN
     IF p_closed IS NOT NULL THEN
         DELETE FROM work WHERE work.run_id = p_run;
         DELETE FROM hooks WHERE hooks.run_id = p_run;
-        IF p_run_channel IS NOT NULL THEN
-            PERFORM pg_notify(p_run_channel, 'run:' || p_run);
-        END IF;
+        PERFORM pg_notify(p_run_channel, 'run:' || p_run);
     ELSE
         IF p_lease IS NOT NULL AND p_ack THEN
             IF h.kind = 'workflow' AND h.rewake THEN
@@ -158,7 +88,6 @@ BEGIN
             END IF;
         END IF;
         FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
-            p_available[i] := coalesce(p_available[i], v_now);
             v_lease := p_lease_asked[i] AND p_available[i] <= v_now;
             IF p_wkinds[i] <> 'workflow' THEN
                 INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at,
@@ -181,8 +110,7 @@ BEGIN
                         INSERT INTO events (run_id, seq, kind, data, at)
                         VALUES (p_run, v_seq, 'step_started', p_starts[i], v_now);
                     END IF;
-                    RETURN QUERY
-                        SELECT 'leased', NULL::text, i, NULL::timestamptz, p_names[i], false;
+                    RETURN QUERY SELECT 'leased', NULL::text, i, NULL::timestamptz, p_names[i];
                 END IF;
                 CONTINUE;
             END IF;
@@ -212,7 +140,7 @@ BEGIN
                 END IF;
             END IF;
             IF v_lease THEN
-                RETURN QUERY SELECT 'leased', NULL::text, i, NULL::timestamptz, r.workflow, false;
+                RETURN QUERY SELECT 'leased', NULL::text, i, NULL::timestamptz, r.workflow;
             ELSE
                 v_notify := true;
             END IF;
@@ -223,13 +151,11 @@ BEGIN
         closed_at = coalesce(p_closed, runs.closed_at), last_seq = v_seq, last_at = v_now,
         result = coalesce(p_result, runs.result), error = coalesce(p_error, runs.error)
     WHERE runs.id = p_run;
-    IF v_notify AND p_channel IS NOT NULL THEN
+    IF v_notify THEN
         PERFORM pg_notify(p_channel, 'work');
     END IF;
-    RETURN QUERY SELECT 'ok', coalesce(p_status, r.status), r.last_seq, v_now, r.workflow,
-        v_notify AND p_channel IS NULL;
+    RETURN QUERY SELECT 'ok', coalesce(p_status, r.status), r.last_seq, v_now, r.workflow;
 END
 $fn$
-
 """,
 )

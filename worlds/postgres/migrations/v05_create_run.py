@@ -1,7 +1,17 @@
-"""Migration 9 of the PostgreSQL world's schema (issue 18), frozen like the others.
+"""Migration 5 of the PostgreSQL world's schema: the one-call ``create_run`` and
+``commit_run`` with deferred notifications.
 
-Kept apart from ``migrations.py`` only for its length; ``MIGRATIONS[9]`` is
-``STATEMENTS``, and the docstring of ``migrations`` says what it does.
+What: ``create_run`` creates a run with unique pairs to claim or a deadline
+timer in one round trip: it claims every pair (in the order given) or, on the
+first one held, raises SQLSTATE ``WF001``, which undoes the whole call; the
+caller then takes the create flow, which decides by the start policy.
+``commit_run`` is replaced: its rows gain a ``notify`` column; given NULL
+channels it notifies nothing, and its last row's ``notify`` says whether work
+became due, for the caller to notify after the commit (``notices.py``).
+
+Why: ``start(idempotency_key=...)`` and ``start(timeout=...)`` become one round
+trip when every pair is free; notifications sent inside a transaction
+serialise concurrent commits on the notification queue's lock.
 """
 
 from __future__ import annotations
@@ -9,9 +19,61 @@ from __future__ import annotations
 __all__ = ["STATEMENTS"]
 
 STATEMENTS: tuple[str, ...] = (
-    # commit_run learns conditional commits (p_expect, p_at), which answer
-    # 'stale' or 'recheck'; commit_runs applies a batch of commits in one call;
-    # start_run creates a run with its workflow item leased or its first task.
+    # A run that claims unique pairs or has a deadline, created in one call
+    # when every pair is free; a held pair raises WF001 (nothing written)
+    # and the caller takes the general path (start policies, conflicts).
+    """
+CREATE OR REPLACE FUNCTION create_run(
+    p_run text, p_workflow text, p_now timestamptz, p_attributes bytea, p_keys text[],
+    p_ivalues text[], p_event bytea, p_item text, p_channel text, p_claim_keys text[],
+    p_claim_ivalues text[], p_claim_values bytea[], p_timer_id text, p_timer_number integer,
+    p_timer_attempt integer, p_timer_payload bytea, p_timer_at timestamptz
+) RETURNS void
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(p_claim_keys), 0) LOOP
+        INSERT INTO claims (key, ivalue, value, run_id, generation, step, attempt)
+        VALUES (p_claim_keys[i], p_claim_ivalues[i], p_claim_values[i], p_run, 1, NULL, NULL)
+        ON CONFLICT (key, ivalue) DO UPDATE SET value = excluded.value,
+            run_id = excluded.run_id, generation = claims.generation + 1, step = NULL,
+            attempt = NULL
+        WHERE claims.run_id IS NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'pair held' USING ERRCODE = 'WF001';
+        END IF;
+    END LOOP;
+    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
+    VALUES (p_run, p_workflow, 'pending', p_now, 1, p_now, p_attributes);
+    INSERT INTO attributes (run_id, key, ivalue)
+    SELECT p_run, k, v FROM unnest(p_keys, p_ivalues) AS a(k, v)
+    ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue;
+    INSERT INTO events (run_id, seq, kind, data, at)
+    VALUES (p_run, 1, 'run_created', p_event, p_now);
+    INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, token,
+        ever_leased)
+    VALUES (p_item, p_run, 'workflow', p_workflow, 0, 1, '', p_now, 0, false)
+    ON CONFLICT (id) DO NOTHING;
+    IF p_timer_id IS NOT NULL THEN
+        INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at,
+            owner, token, expires_at, ever_leased)
+        VALUES (p_timer_id, p_run, 'timer', p_workflow, p_timer_number, p_timer_attempt,
+            p_timer_payload, p_timer_at, NULL, 0, NULL, false)
+        ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, name = excluded.name,
+            number = excluded.number, attempt = excluded.attempt, payload = excluded.payload,
+            available_at = excluded.available_at, owner = excluded.owner,
+            token = excluded.token, expires_at = excluded.expires_at, rewake = false,
+            ever_leased = excluded.ever_leased;
+    END IF;
+    IF p_channel IS NOT NULL THEN
+        PERFORM pg_notify(p_channel, 'work');
+    END IF;
+END
+$fn$
+""",
+    # commit_run notifies only when given the channels; without them the
+    # caller notifies after the commit, and the last row's ``notify`` says
+    # whether work became due.
     """DROP FUNCTION commit_run(text, text, text, bigint, boolean, timestamptz, text[],
     bytea[], text, timestamptz, timestamptz, bytea, bytea, text[], text[], text[], integer[],
     integer[], bytea[], timestamptz[], boolean[], bigint[], timestamptz, bytea[], text, text)""",
@@ -23,8 +85,7 @@ CREATE FUNCTION commit_run(
     p_ids text[], p_wkinds text[], p_names text[], p_numbers integer[],
     p_attempts integer[], p_payloads bytea[], p_available timestamptz[],
     p_lease_asked boolean[], p_tokens bigint[], p_expires timestamptz,
-    p_starts bytea[], p_channel text, p_run_channel text, p_expect integer,
-    p_at timestamptz
+    p_starts bytea[], p_channel text, p_run_channel text
 ) RETURNS TABLE (
     outcome text, status text, last_seq integer, at timestamptz, name text, notify boolean
 )
@@ -39,8 +100,6 @@ DECLARE
     v_lease boolean;
     v_available timestamptz;
     v_notify boolean := false;
-    v_seen boolean;
-    v_step_only boolean;
 BEGIN
     SELECT runs.status, runs.last_seq, runs.last_at, runs.workflow INTO r FROM runs
     WHERE runs.id = p_run FOR UPDATE;
@@ -62,46 +121,8 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- closing a run is the general path's when the run has slots (waiters to
-    -- promote), claims with a reuse window (to release or date), a parent (to
-    -- tell) or children (to cancel with it)
-    IF p_closed IS NOT NULL AND (
-        EXISTS (SELECT 1 FROM slots WHERE slots.run_id = p_run)
-        OR EXISTS (SELECT 1 FROM claims WHERE claims.run_id = p_run
-                   AND (claims.ttl IS NOT NULL OR claims.release_on IS NOT NULL))
-        OR EXISTS (SELECT 1 FROM attributes WHERE attributes.run_id = p_run
-                   AND attributes.key = '$parent')
-        OR EXISTS (SELECT 1 FROM attributes WHERE attributes.key = '$parent'
-                   AND attributes.ivalue = 's:' || p_run)
-    ) THEN
-        RETURN QUERY SELECT 'general', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
-        RETURN;
-    END IF;
-    IF p_expect IS NOT NULL THEN
-        -- seen: an event after the horizon the workflow would have seen, or one
-        -- later than p_at; step_only: every later event is a step's own record
-        -- except attribute events, whose step only the caller can read
-        SELECT coalesce(bool_or((p_at IS NOT NULL AND events.at > p_at)
-                OR (events.seq > p_expect AND events.kind NOT IN ('step_started',
-                    'step_retrying', 'step_discarded', 'attribute_set',
-                    'attribute_conflict'))), false),
-            coalesce(bool_and(events.seq <= p_expect
-                OR events.kind IN ('step_started', 'step_retrying', 'step_discarded')), true)
-        INTO v_seen, v_step_only
-        FROM events WHERE events.run_id = p_run AND events.seq >= p_expect;
-        IF v_seen THEN
-            RETURN QUERY SELECT 'stale', r.status, r.last_seq, NULL::timestamptz, NULL::text,
-                false;
-            RETURN;
-        ELSIF NOT v_step_only THEN
-            RETURN QUERY SELECT 'recheck', r.status, r.last_seq, NULL::timestamptz,
-                NULL::text, false;
-            RETURN;
-        END IF;
-    END IF;
-    -- times never go back along a run's log, whichever host wrote last; a
-    -- conditional commit's events carry the time its workflow was shown
-    v_now := coalesce(p_at, greatest(least(p_now, statement_timestamp()), r.last_at));
+    -- times never go back along a run's log, whichever host wrote last
+    v_now := greatest(least(p_now, statement_timestamp()), r.last_at);
     v_seq := r.last_seq;
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT p_run, v_seq + n, k, d, v_now FROM unnest(p_kinds, p_data) WITH ORDINALITY AS e(k, d, n);
@@ -197,83 +218,4 @@ BEGIN
 END
 $fn$
 """,
-    """
-CREATE FUNCTION commit_runs(
-    p_runs text[], p_workers text[], p_leases text[], p_tokens bigint[], p_acks boolean[],
-    p_nows timestamptz[], p_event_counts integer[], p_kinds text[], p_data bytea[],
-    p_statuses text[], p_starteds timestamptz[], p_closeds timestamptz[], p_results bytea[],
-    p_errors bytea[], p_item_counts integer[], p_ids text[], p_wkinds text[], p_names text[],
-    p_numbers integer[], p_attempts integer[], p_payloads bytea[],
-    p_available timestamptz[], p_lease_asked boolean[], p_item_tokens bigint[],
-    p_expires timestamptz[], p_starts bytea[], p_channel text, p_run_channel text,
-    p_expects integer[], p_ats timestamptz[]
-) RETURNS TABLE (
-    req integer, outcome text, status text, last_seq integer, at timestamptz, name text,
-    notify boolean
 )
-LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
-DECLARE
-    e integer := 0;
-    w integer := 0;
-    ne integer;
-    nw integer;
-BEGIN
-    FOR i IN 1 .. coalesce(cardinality(p_runs), 0) LOOP
-        ne := p_event_counts[i];
-        nw := p_item_counts[i];
-        RETURN QUERY SELECT i, c.* FROM commit_run(p_runs[i], p_workers[i], p_leases[i],
-            p_tokens[i], p_acks[i], p_nows[i], p_kinds[e + 1 : e + ne],
-            p_data[e + 1 : e + ne], p_statuses[i], p_starteds[i], p_closeds[i],
-            p_results[i], p_errors[i], p_ids[w + 1 : w + nw], p_wkinds[w + 1 : w + nw],
-            p_names[w + 1 : w + nw], p_numbers[w + 1 : w + nw], p_attempts[w + 1 : w + nw],
-            p_payloads[w + 1 : w + nw], p_available[w + 1 : w + nw],
-            p_lease_asked[w + 1 : w + nw], p_item_tokens[w + 1 : w + nw], p_expires[i],
-            p_starts[w + 1 : w + nw], p_channel, p_run_channel, p_expects[i], p_ats[i]) AS c;
-        e := e + ne;
-        w := w + nw;
-    END LOOP;
-END
-$fn$
-""",
-    """
-CREATE FUNCTION start_run(
-    p_run text, p_workflow text, p_now timestamptz, p_attributes bytea, p_keys text[],
-    p_ivalues text[], p_event bytea, p_item text, p_lease_to text, p_token bigint,
-    p_first boolean, p_kinds text[], p_data bytea[], p_status text, p_started timestamptz,
-    p_closed timestamptz, p_result bytea, p_error bytea, p_ids text[], p_wkinds text[],
-    p_names text[], p_numbers integer[], p_attempts integer[], p_payloads bytea[],
-    p_available timestamptz[], p_lease_asked boolean[], p_tokens bigint[],
-    p_expires timestamptz, p_starts bytea[], p_channel text, p_run_channel text
-) RETURNS TABLE (
-    outcome text, status text, last_seq integer, at timestamptz, name text, notify boolean
-)
-LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
-BEGIN
-    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
-    VALUES (p_run, p_workflow, 'pending', p_now, 1, p_now, p_attributes);
-    INSERT INTO attributes (run_id, key, ivalue)
-    SELECT p_run, k, v FROM unnest(p_keys, p_ivalues) AS a(k, v)
-    ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue;
-    INSERT INTO events (run_id, seq, kind, data, at)
-    VALUES (p_run, 1, 'run_created', p_event, p_now);
-    IF p_first THEN
-        RETURN QUERY SELECT * FROM commit_run(p_run, p_lease_to, NULL, NULL, false, p_now,
-            p_kinds, p_data, p_status, p_started, p_closed, p_result, p_error, p_ids,
-            p_wkinds, p_names, p_numbers, p_attempts, p_payloads, p_available,
-            p_lease_asked, p_tokens, p_expires, p_starts, p_channel, p_run_channel, NULL,
-            p_now);
-        RETURN;
-    END IF;
-    INSERT INTO work (id, run_id, kind, name, number, attempt, payload, available_at, owner,
-        token, expires_at, ever_leased)
-    VALUES (p_item, p_run, 'workflow', p_workflow, 0, 1, '', p_now, p_lease_to, p_token,
-        p_expires, true);
-    RETURN QUERY SELECT 'leased', NULL::text, 1, NULL::timestamptz, p_workflow, false;
-    RETURN QUERY SELECT 'ok', 'pending', 1, p_now, p_workflow, false;
-END
-$fn$
-""",
-)
-"""``commit_run`` with conditions, ``commit_runs`` and ``start_run``."""

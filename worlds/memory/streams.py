@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from worlds.protocol import run_topic
+from worlds.memory.journal import Journal
 from worlds.types import StreamChunk
 
 __all__ = ["StreamStore"]
@@ -14,19 +14,21 @@ __all__ = ["StreamStore"]
 class StreamStore:
     """The memory world's streams, keyed by (run id, stream name)."""
 
-    def __init__(self, signal: Callable[[str], None]) -> None:
-        """An append ``signal``s the run's topic, waking its readers."""
-        self._signal = signal
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
         self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
 
     def append(self, run_id: str, name: str, chunks: Sequence[bytes], now: datetime) -> int:
         """Append ``chunks`` to the stream; the offset of the first."""
-        stream = self._streams.setdefault((run_id, name), [])
+        key = (run_id, name)
+        if key not in self._streams:
+            self._journal.put(self._streams, key, [])
+        stream = self._streams[key]
         first = len(stream)
         stream.extend(
             StreamChunk(offset=first + n, data=data, at=now) for n, data in enumerate(chunks)
         )
-        self._signal(run_topic(run_id))
+        self._journal.record(lambda: stream.__delitem__(slice(first, None)))
         return first
 
     def read(self, run_id: str, name: str, start: int, limit: int) -> list[StreamChunk]:
@@ -36,4 +38,5 @@ class StreamStore:
 
     def forget_runs(self, run_ids: Collection[str]) -> None:
         """Drop the streams of the pruned ``run_ids``."""
-        self._streams = {k: v for k, v in self._streams.items() if k[0] not in run_ids}
+        for key in [key for key in self._streams if key[0] in run_ids]:
+            self._journal.pop(self._streams, key)

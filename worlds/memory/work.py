@@ -1,20 +1,24 @@
 """The work queue of the memory world: workflow tasks, steps and timers, and their leases.
 
-An item is keyed by ``work_item_id``, so a run has at most one workflow task:
-enqueuing another while a worker holds it marks it for a rewake instead. A
-lease is an owner, a fencing token and an expiry; an expired lease can be
-taken by the next ``lease``.
+An item is keyed by ``work_item_id``, so a run has at most one workflow task.
+A lease is an owner, a fencing token and an expiry; an expired lease can be
+taken by the next ``lease``. The rows a flow writes (``add``, ``put``,
+``update``, ``delete``, ``drop_run``) go through the world's ``Journal``;
+leasing, renewing and releasing are whole operations of their own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from worlds._flows.rows import Placement
+from worlds.memory.journal import Journal
 from worlds.protocol import WORK_TOPIC
-from worlds.semantics import lease_deadline, work_item_id
+from worlds.semantics import lease_deadline
 from worlds.types import NewWorkItem, StepStarted, WorkItem, WorkKind
 
 __all__ = ["QueuedItem", "WorkQueue"]
@@ -44,22 +48,69 @@ class WorkQueue:
 
     def __init__(
         self,
+        journal: Journal,
         signal: Callable[[str], None],
-        workflow_of: Callable[[str], str],
         started: Callable[[str, StepStarted, datetime], None],
     ) -> None:
-        """``workflow_of(run_id)`` names a run's workflow (a workflow task's name);
-        ``started`` records the ``StepStarted`` of a step leased for an attempt."""
+        """``started`` records the ``StepStarted`` of a step leased for an attempt."""
+        self._journal = journal
         self._signal = signal
-        self._workflow_of = workflow_of
         self._started = started
         self.items: dict[str, QueuedItem] = {}
         self._tokens = itertools.count(1)
 
-    def drop(self, run_id: str) -> None:
-        """Forget every item of ``run_id``."""
-        for item_id in [i.id for i in self.items.values() if i.run_id == run_id]:
-            del self.items[item_id]
+    def new_token(self) -> int:
+        """A fresh fencing token."""
+        return next(self._tokens)
+
+    # ------------------------------------------------------------ rows a flow writes
+
+    def add(self, run_id: str, new: NewWorkItem, placed: Placement) -> bool:
+        """Store ``placed`` unless an item has its id; False then."""
+        if placed.item_id in self.items:
+            return False
+        self.put(run_id, new, placed)
+        return True
+
+    def put(self, run_id: str, new: NewWorkItem, placed: Placement) -> None:
+        """Store ``placed``, replacing an item with its id."""
+        item = QueuedItem(
+            id=placed.item_id,
+            run_id=run_id,
+            kind=new.kind,
+            name=placed.name,
+            number=new.number,
+            attempt=new.attempt,
+            payload=new.payload,
+            available_at=placed.available_at,
+            owner=placed.owner,
+            token=placed.token,
+            expires_at=placed.expires_at,
+            ever_leased=placed.leased is not None,
+        )
+        self._journal.put(self.items, item.id, item)
+
+    def update(self, item_id: str, **changes: object) -> None:
+        """Change fields of the item."""
+        item = self.items[item_id]
+        self._journal.put(self.items, item_id, dataclasses.replace(item, **changes))  # type: ignore[arg-type]
+
+    def delete(self, item_id: str) -> None:
+        """Delete the item."""
+        self._journal.pop(self.items, item_id)
+
+    def drop_run(self, run_id: str, kinds: Collection[str] | None = None) -> list[QueuedItem]:
+        """Delete every item of ``run_id`` (of ``kinds`` only, if given); the items deleted."""
+        dropped = [
+            item
+            for item in self.items.values()
+            if item.run_id == run_id and (kinds is None or item.kind in kinds)
+        ]
+        for item in dropped:
+            self._journal.pop(self.items, item.id)
+        return dropped
+
+    # ------------------------------------------------------------ leases
 
     def _lease_item(
         self, item: QueuedItem, worker_id: str, now: datetime, seconds: float
@@ -83,37 +134,7 @@ class WorkQueue:
             lease_expires_at=item.expires_at,
         )
 
-    def enqueue(
-        self, run_id: str, new: NewWorkItem, worker_id: str, now: datetime, seconds: float
-    ) -> WorkItem | None:
-        """Queue ``new`` for ``run_id``; leased to ``worker_id`` at once if it asks and is due."""
-        item_id = work_item_id(run_id, new)
-        available_at = new.available_at or now
-        existing = self.items.get(item_id)
-        if existing is not None and new.kind == "workflow":
-            if existing.owner is not None and existing.expires_at and existing.expires_at > now:
-                existing.rewake = True
-                return None
-            existing.available_at = min(existing.available_at, available_at)
-            item = existing
-        else:
-            item = QueuedItem(
-                id=item_id,
-                run_id=run_id,
-                kind=new.kind,
-                name=self._workflow_of(run_id) if new.kind == "workflow" else new.name,
-                number=new.number,
-                attempt=new.attempt,
-                payload=new.payload,
-                available_at=available_at,
-            )
-            self.items[item_id] = item
-        if new.lease and item.available_at <= now:
-            return self._lease_item(item, worker_id, now, seconds)
-        self._signal(WORK_TOPIC)
-        return None
-
-    def holds(self, lease: WorkItem, worker_id: str, now: datetime) -> QueuedItem | None:
+    def holds(self, lease: WorkItem, worker_id: str) -> QueuedItem | None:
         """The item ``lease`` names if ``worker_id`` still holds it under that token."""
         item = self.items.get(lease.id)
         if item is None or item.owner != worker_id or item.token != lease.token:
@@ -129,7 +150,7 @@ class WorkQueue:
         limit: int,
         lease_seconds: float,
     ) -> list[WorkItem]:
-        """See ``World.lease``."""
+        """See ``World.lease``: items due at the same time in (run id, item id) order."""
         due = [
             item
             for item in self.items.values()
@@ -137,7 +158,7 @@ class WorkQueue:
             and item.available_at <= now
             and (item.owner is None or (item.expires_at is not None and item.expires_at <= now))
         ]
-        due.sort(key=lambda item: item.available_at)
+        due.sort(key=lambda item: (item.available_at, item.run_id, item.id))
         return [self._lease_item(item, worker_id, now, lease_seconds) for item in due[:limit]]
 
     def renew(
@@ -146,16 +167,16 @@ class WorkQueue:
         """See ``World.renew_leases``."""
         alive = []
         for lease in items:
-            item = self.holds(lease, worker_id, now)
+            item = self.holds(lease, worker_id)
             if item is not None:
                 item.expires_at = lease_deadline(now, lease_seconds)
             alive.append(item is not None)
         return alive
 
-    def release(self, worker_id: str, items: Sequence[WorkItem], now: datetime) -> None:
+    def release(self, worker_id: str, items: Sequence[WorkItem]) -> None:
         """See ``World.release``."""
         for lease in items:
-            item = self.holds(lease, worker_id, now)
+            item = self.holds(lease, worker_id)
             if item is not None:
                 item.owner, item.expires_at = None, None
         self._signal(WORK_TOPIC)

@@ -1,0 +1,173 @@
+"""Records from SQL rows, column by column, for both SQL worlds.
+
+The SQLite and PostgreSQL schemas name their columns alike and store the same
+msgpack blobs (attribute maps and values, errors, hook attributes); they differ
+in how a time is stored (SQLite: integer microseconds; PostgreSQL:
+``timestamptz``) and a flag (an integer or a boolean). ``Columns(time)`` turns
+a row read by column name into the record it holds, given how its backend
+reads a time column; ``claim_params`` is the one parameter list both backends'
+claim statements take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+import msgspec
+
+from worlds._flows.rows import ClaimRow, HeldClaim, QueuedWork
+from worlds.semantics import decode_release_on, encode_release_on
+from worlds.types import (
+    AttributeValue,
+    Claim,
+    ErrorInfo,
+    HookRecord,
+    ReuseWindow,
+    RunRecord,
+    RunStatus,
+    ScheduleRecord,
+    Slot,
+)
+
+__all__ = ["Columns", "Row", "claim_params", "decode_attributes", "decode_value", "encode"]
+
+
+class Row(Protocol):
+    """A row, read by column name (``sqlite3.Row``, ``asyncpg.Record``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+encode = msgspec.msgpack.Encoder().encode
+"""The msgpack encoding of every blob column."""
+_decode_attributes = msgspec.msgpack.Decoder(dict[str, Any]).decode
+_decode_error = msgspec.msgpack.Decoder(ErrorInfo).decode
+_decode_value = msgspec.msgpack.Decoder(Any).decode
+_STATUS = {status.value: status for status in RunStatus}
+
+
+def decode_value(data: bytes) -> AttributeValue:
+    """An attribute value from its msgpack blob."""
+    value: AttributeValue = _decode_value(data)
+    return value
+
+
+def decode_attributes(data: bytes) -> dict[str, AttributeValue]:
+    """An attribute map from its msgpack blob."""
+    attributes: dict[str, AttributeValue] = _decode_attributes(data)
+    return attributes
+
+
+def claim_params(claim: ClaimRow, generation: int | None = None) -> tuple[object, ...]:
+    """Parameters of ``CLAIM_IF_FREE`` (no ``generation``) and of ``PUT_CLAIM``: key,
+    index value, value, run id, [generation,] step, attempt, ttl, release_on."""
+    head = (*claim.pair, encode(claim.value), claim.run_id)
+    window = claim.window
+    tail = (claim.step, claim.attempt, window.ttl, encode_release_on(window.release_on))
+    return (*head, *tail) if generation is None else (*head, generation, *tail)
+
+
+class Columns:
+    """Reads records from rows whose time columns ``time`` reads."""
+
+    def __init__(self, time: Callable[[Any], datetime]) -> None:
+        self._time = time
+
+    def _maybe(self, value: Any) -> datetime | None:
+        return None if value is None else self._time(value)
+
+    def run(self, row: Row) -> RunRecord:
+        """A ``RunRecord`` from a row with the ``RUN_COLUMNS``."""
+        time, error = self._time, row["error"]
+        started, closed = row["started_at"], row["closed_at"]
+        return RunRecord(
+            id=row["id"],
+            workflow=row["workflow"],
+            status=_STATUS[row["status"]],
+            created_at=time(row["created_at"]),
+            started_at=None if started is None else time(started),
+            closed_at=None if closed is None else time(closed),
+            last_seq=row["last_seq"],
+            attributes=decode_attributes(row["attributes"]),
+            result=row["result"],
+            error=None if error is None else _decode_error(error),
+        )
+
+    def hook(self, row: Row) -> HookRecord:
+        """A ``HookRecord`` from a row with the hook columns."""
+        return HookRecord(
+            token=row["token"],
+            run_id=row["run_id"],
+            hook=row["hook"],
+            attributes=decode_attributes(row["attributes"]),
+            created_at=self._time(row["created_at"]),
+        )
+
+    def claim(self, row: Row) -> Claim:
+        """A ``Claim`` from a row with the claim columns (``key`` and ``run_id`` among them)."""
+        return Claim(
+            key=row["key"],
+            value=decode_value(row["value"]),
+            run_id=row["run_id"],
+            generation=row["generation"],
+            step=row["step"],
+            attempt=row["attempt"],
+            ttl=row["ttl"],
+            release_on=decode_release_on(row["release_on"]),
+            lapses_at=self._maybe(row["lapses_at"]),
+            pruned_status=None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
+        )
+
+    def held(self, row: Row) -> HeldClaim:
+        """The ``HeldClaim`` a rule decides on, from a row with the claim columns."""
+        return HeldClaim(
+            row["run_id"],
+            row["generation"],
+            row["step"],
+            self._maybe(row["lapses_at"]),
+            None if row["pruned_status"] is None else RunStatus(row["pruned_status"]),
+            ReuseWindow(ttl=row["ttl"], release_on=decode_release_on(row["release_on"])),
+        )
+
+    def slot(self, row: Row) -> Slot:
+        """A ``Slot`` from a row of ``LIST_SLOTS`` / ``RUN_SLOTS``."""
+        return Slot(
+            key=row["key"],
+            value=decode_value(row["value"]),
+            run_id=row["run_id"],
+            limit=row["lim"],
+            holding=bool(row["holding"]),
+            position=row["position"],
+            hold=row["hold"],
+        )
+
+    def queued(self, row: Row) -> QueuedWork:
+        """A ``QueuedWork`` from a row of the work item a flow merges into."""
+        return QueuedWork(
+            name=row["name"],
+            number=row["number"],
+            attempt=row["attempt"],
+            payload=row["payload"],
+            available_at=self._time(row["available_at"]),
+            owner=row["owner"],
+            expires_at=self._maybe(row["expires_at"]),
+            ever_leased=bool(row["ever_leased"]),
+        )
+
+    def schedule(self, row: Row) -> ScheduleRecord:
+        """A ``ScheduleRecord`` from a row with the ``SCHEDULE_COLUMNS``."""
+        return ScheduleRecord(
+            id=row["id"],
+            workflow=row["workflow"],
+            spec=bytes(row["spec"]),
+            paused=bool(row["paused"]),
+            note=row["note"],
+            next_fire_at=self._maybe(row["next_fire_at"]),
+            buffered_at=self._maybe(row["buffered_at"]),
+            wake_at=self._maybe(row["wake_at"]),
+            version=row["version"],
+            created_at=self._time(row["created_at"]),
+            updated_at=self._time(row["updated_at"]),
+        )

@@ -1,0 +1,449 @@
+"""The rows port: what a flow asks of a backend's storage, one row operation at a time.
+
+``Rows`` is the protocol every backend implements over its transaction
+(``worlds/memory/rows.py``, ``worlds/sqlite/rows.py``, ``worlds/postgres/rows.py``).
+A method says what it reads or writes, in the backend's rows, never why: the
+flows (``worlds._flows``) decide, in one order, for every backend. Locks are
+the port's business: PostgreSQL's ``get_run`` locks the row until the
+transaction ends and its ``slot_states`` takes the pairs' advisory locks;
+SQLite and the memory world already hold their one writer's lock.
+
+Every method that touches storage is ``async``. A backend whose storage does
+not wait (SQLite inside its write transaction, the memory world) implements
+them without ever suspending, and its flows run to the end in one step
+(``worlds._flows.stepper.run_sync``).
+
+Three exceptions end a transaction early, whatever the backend:
+``Rollback(result)`` (undo everything, answer ``result``), ``Retry`` (undo
+everything, run the flow again: a race lost to a concurrent transaction) and
+``IdTaken`` (``insert_run`` found the run id taken; the flow raises the
+caller's error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import NamedTuple, Protocol
+
+from worlds._rules.claims import HeldClaim
+from worlds._rules.slots import PairState, PairView, Waiter
+from worlds._rules.work import Placement
+from worlds.types import (
+    AttributeValue,
+    EventKind,
+    HookRecord,
+    NewWorkItem,
+    ReuseWindow,
+    RunCreated,
+    RunRecord,
+    RunStatus,
+    ScheduleRecord,
+    WorkItem,
+)
+
+__all__ = [
+    "ClaimRow",
+    "DroppedWork",
+    "HeldClaim",
+    "HeldLease",
+    "HookHolder",
+    "HookRow",
+    "IdTaken",
+    "LeaseRow",
+    "Pair",
+    "PairState",
+    "PairView",
+    "Placement",
+    "QueuedWork",
+    "Retry",
+    "Rollback",
+    "Rows",
+    "SlotRow",
+    "Waiter",
+    "Windowed",
+]
+
+Pair = tuple[str, str]
+"""A claimed or limited pair as rows are keyed: (key, ``index_value(value)``)."""
+
+
+class Rollback(Exception):  # noqa: N818 - an instruction, not an error
+    """Raised by a flow: undo the transaction and answer ``result`` instead."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__()
+        self.result = result
+
+
+class Retry(Exception):  # noqa: N818 - an instruction, not an error
+    """Raised by a flow that lost a race to a concurrent transaction between a read
+    and a write: undo the transaction and run the flow again."""
+
+
+class IdTaken(Exception):  # noqa: N818 - a fact about the rows
+    """``insert_run`` found its run id taken; nothing was inserted."""
+
+
+class ClaimRow(NamedTuple):
+    """A claim as a run takes it: the pair and its value, the holder (with the step
+    attempt, for a step's claim) and the reuse window."""
+
+    pair: Pair
+    value: AttributeValue
+    run_id: str
+    step: int | None
+    attempt: int | None
+    window: ReuseWindow
+
+
+class SlotRow(NamedTuple):
+    """A row of (``run_id``, ``hold``) at a limited pair, whose holders ask ``limit``."""
+
+    pair: Pair
+    value: AttributeValue
+    run_id: str
+    limit: int
+    hold: int
+
+
+class HookRow(NamedTuple):
+    """A hook token as run ``run_id`` holds it: as ``hook`` (0: unbound)."""
+
+    token: str
+    run_id: str
+    hook: int
+    attributes: Mapping[str, AttributeValue]
+
+
+class LeaseRow(NamedTuple):
+    """A work item's lease: its holder, fencing token and end, and the item's due
+    time and attempt from then on."""
+
+    worker_id: str
+    token: int
+    expires_at: datetime
+    available_at: datetime
+    attempt: int
+
+
+class HeldLease(NamedTuple):
+    """The leased item a commit holds: its kind and whether it was woken while leased."""
+
+    kind: str
+    rewake: bool
+
+
+class QueuedWork(NamedTuple):
+    """A work item's row, as a flow merging into it reads it."""
+
+    name: str
+    number: int
+    attempt: int
+    payload: bytes
+    available_at: datetime
+    owner: str | None
+    expires_at: datetime | None
+    ever_leased: bool
+
+
+class DroppedWork(NamedTuple):
+    """A step or timer item a cancel request dropped; ``in_flight``: a live lease held it."""
+
+    kind: str
+    number: int
+    attempt: int
+    in_flight: bool
+
+
+class HookHolder(NamedTuple):
+    """Who holds a hook token: the run and its hook number (0: held unbound)."""
+
+    run_id: str
+    hook: int
+
+
+class Windowed(NamedTuple):
+    """A claim with a reuse window, of a run that closes."""
+
+    pair: Pair
+    ttl: float | None
+    release_on: frozenset[RunStatus]
+
+
+class Rows(Protocol):
+    """One write transaction's rows, as the flows read and write them.
+
+    ``now`` is the transaction's time (events are stamped with it; a backend
+    may move it forward as it takes locks, never back).
+    """
+
+    now: datetime
+
+    # ------------------------------------------------------------ the transaction
+
+    def signal(self, topic: str) -> None:
+        """Wake ``World.wait`` callers on ``topic`` once the transaction committed."""
+        ...
+
+    def new_token(self) -> int:
+        """A fresh fencing token for a lease."""
+        ...
+
+    async def savepoint(self) -> object:
+        """Mark the transaction here; ``rollback_to`` undoes what follows."""
+        ...
+
+    async def rollback_to(self, savepoint: object) -> None:
+        """Undo everything since ``savepoint`` (the rows, queued events and signals)."""
+        ...
+
+    async def release(self, savepoint: object) -> None:
+        """Keep everything since ``savepoint``; forget the mark."""
+        ...
+
+    def fails_transaction(self, exc: Exception) -> bool:
+        """Whether ``exc`` fails the whole transaction (a lock to wait for, a deadlock
+        to retry), not only the request of a batch that raised it."""
+        ...
+
+    # ------------------------------------------------------------ runs and logs
+
+    async def get_run(self, run_id: str, *, lock: bool = True) -> RunRecord | None:
+        """The run (locked against other writers unless ``lock`` is False)."""
+        ...
+
+    async def commit_target(
+        self, run_id: str, lease: WorkItem | None, worker_id: str
+    ) -> tuple[RunRecord, HeldLease | None] | None:
+        """The run (locked) and, when ``worker_id`` still holds ``lease`` (its item
+        of this run, under its token) and the run is open, that item's lease."""
+        ...
+
+    async def insert_run(
+        self, run: RunRecord, created: RunCreated, *, wake_at: datetime | None
+    ) -> None:
+        """Store the new pending ``run``, its attributes' index terms and ``created``
+        (seq 1); with ``wake_at``, its workflow item due then. Raises ``IdTaken``."""
+        ...
+
+    def append(self, run_id: str, event: EventKind) -> None:
+        """Queue ``event``, numbered and dated, as the next of run ``run_id``; it is
+        stored with the run by ``save_run``."""
+        ...
+
+    async def save_run(self, run: RunRecord) -> None:
+        """Store ``run``'s queued events and its state (its attributes when they
+        changed). A closed run's work items and hooks go with it."""
+        ...
+
+    async def index_attributes(self, run_id: str, attributes: Mapping[str, AttributeValue]) -> None:
+        """Set the index terms of ``attributes`` (keys of run ``run_id``)."""
+        ...
+
+    async def events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
+        """The stored events of the run with ``seq > after_seq``, in order."""
+        ...
+
+    async def hook_payloads(self, run_id: str) -> list[EventKind]:
+        """The run's stored ``HookReceived`` events, in order."""
+        ...
+
+    async def rewrite_created(self, run_id: str, created: RunCreated) -> None:
+        """Replace the run's first event, its ``RunCreated``, by ``created``."""
+        ...
+
+    async def open_runs_with(self, key: str, value: AttributeValue) -> list[RunRecord]:
+        """The open runs whose attribute ``key`` is ``value``, by id (locked)."""
+        ...
+
+    # ------------------------------------------------------------ claims
+
+    async def get_claim(self, pair: Pair, *, lock: bool = False) -> HeldClaim | None:
+        """The claim row of ``pair`` (released and tombstoned ones included)."""
+        ...
+
+    async def claim_if_free(self, claim: ClaimRow) -> int | None:
+        """Take ``claim`` if no row holds its pair (none, or released); its generation
+        then, one above the released one's. ``None``: held (and locked)."""
+        ...
+
+    async def put_claim(self, claim: ClaimRow, generation: int) -> None:
+        """Store ``claim`` at ``generation`` (no lapse, no tombstone)."""
+        ...
+
+    async def windowed_claims(self, run_id: str) -> list[Windowed]:
+        """The claims ``run_id`` holds that have a reuse window."""
+        ...
+
+    async def release_claim(self, pair: Pair) -> None:
+        """Free ``pair``, keeping its generation."""
+        ...
+
+    async def lapse_claim(self, pair: Pair, at: datetime) -> None:
+        """Mark ``pair`` free from ``at`` on."""
+        ...
+
+    async def carry_claims(self, old_run_id: str, new_run_id: str) -> None:
+        """Hand the run-level claims of ``old_run_id`` to ``new_run_id``, each one
+        generation up (continue-as-new)."""
+        ...
+
+    # ------------------------------------------------------------ hooks
+
+    async def insert_hook(self, hook: HookRow) -> bool:
+        """Store ``hook`` unless someone holds its token; False then."""
+        ...
+
+    async def bind_hook(self, hook: HookRow) -> bool:
+        """Bind the token ``hook.run_id`` holds unbound to ``hook``; False if not so held."""
+        ...
+
+    async def hook_holder(self, token: str) -> HookHolder | None:
+        """Who holds ``token``."""
+        ...
+
+    async def hook_run(self, token: str) -> tuple[RunRecord, int] | None:
+        """The run holding ``token`` (locked) and its hook number, which stay so until
+        the transaction ends; ``None`` when nobody holds it."""
+        ...
+
+    async def run_hooks(self, run_id: str) -> list[HookRecord]:
+        """The tokens ``run_id`` holds."""
+        ...
+
+    async def carry_hooks(self, old_run_id: str, new_run_id: str) -> None:
+        """Hand every token of ``old_run_id``, unbound, and its resume ids to ``new_run_id``."""
+        ...
+
+    async def resumed(self, token: str, resume_id: str) -> str | None:
+        """The run a delivery to ``token`` with ``resume_id`` went to."""
+        ...
+
+    async def record_resume(self, token: str, resume_id: str, run_id: str) -> bool:
+        """Record that the delivery went to ``run_id``; False if one was recorded first."""
+        ...
+
+    # ------------------------------------------------------------ slots
+
+    async def slot_states(self, pairs: Sequence[Pair]) -> list[PairState]:
+        """Each limited pair's holders and waiters, in ``pairs``' order, the pairs
+        locked (in sorted order) until the transaction ends."""
+        ...
+
+    async def insert_slots(self, slots: Sequence[SlotRow], *, holding: bool) -> None:
+        """Store ``slots`` (one run's, of one hold), holding or in line, each after every
+        row at its pair (pairs locked)."""
+        ...
+
+    async def drop_run_slots(self, run_id: str) -> list[Pair]:
+        """Drop every row of ``run_id``; the pairs it stood at (locked)."""
+        ...
+
+    async def drop_hold(self, run_id: str, hold: int) -> list[Pair]:
+        """Drop the rows of hold ``hold`` of ``run_id``; their pairs (locked)."""
+        ...
+
+    async def drop_holds(self, run_id: str) -> list[Pair]:
+        """Drop the rows of every ``hold()`` of ``run_id`` (not hold 0); their pairs."""
+        ...
+
+    async def first_waiter(self, pair: Pair) -> Waiter | None:
+        """The first row in line at ``pair``."""
+        ...
+
+    async def waiting_views(self, run_id: str, hold: int) -> list[PairView]:
+        """A view of every pair where (``run_id``, ``hold``) waits, those pairs locked."""
+        ...
+
+    async def promote(self, run_id: str, hold: int) -> None:
+        """The waiting rows of (``run_id``, ``hold``) take their slots; for hold 0 the
+        run also gets its workflow item, due now."""
+        ...
+
+    async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
+        """Hand ``old_run_id``'s remaining rows (its start-time slots) to ``new_run_id``."""
+        ...
+
+    # ------------------------------------------------------------ work
+
+    async def add_work(self, run_id: str, new: NewWorkItem, placed: Placement) -> bool:
+        """Store item ``placed`` unless the run has an item with its id; False then."""
+        ...
+
+    async def put_work(self, run_id: str, new: NewWorkItem, placed: Placement) -> None:
+        """Store item ``placed``, replacing one with its id."""
+        ...
+
+    async def get_work(self, run_id: str, item_id: str) -> QueuedWork | None:
+        """The item's row (locked)."""
+        ...
+
+    async def set_rewake(self, run_id: str, item_id: str) -> None:
+        """Mark the (leased) item to be due again once its lease is acked."""
+        ...
+
+    async def set_available(self, run_id: str, item_id: str, at: datetime) -> None:
+        """Make the item due at ``at``."""
+        ...
+
+    async def lease_work(self, run_id: str, item_id: str, lease: LeaseRow) -> None:
+        """Lease the item as ``lease`` says."""
+        ...
+
+    async def rewake_item(self, run_id: str, item_id: str) -> None:
+        """Give the item's lease back and make it due now (an ack of a rewoken item)."""
+        ...
+
+    async def delete_item(self, run_id: str, item_id: str) -> None:
+        """Delete the item."""
+        ...
+
+    async def lease_holder(self, lease: WorkItem) -> str | None:
+        """Who holds the item ``lease`` names now."""
+        ...
+
+    async def drop_cancelled_work(self, run_id: str) -> list[DroppedWork]:
+        """Delete the run's step and timer items; what each was."""
+        ...
+
+    # ------------------------------------------------------------ streams
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        """Append ``chunks`` to the run's stream ``name``; the offset of the first."""
+        ...
+
+    # ------------------------------------------------------------ retention
+
+    async def prunable(self, closed_before: datetime, limit: int) -> list[str]:
+        """Up to ``limit`` runs closed before ``closed_before``, oldest first (locked;
+        runs another transaction holds are passed over)."""
+        ...
+
+    async def release_lapsed_claims(self) -> None:
+        """Free every claim whose lapse time passed (by ``now``)."""
+        ...
+
+    async def retire_claims(self, run_ids: Sequence[str], *, release: bool) -> None:
+        """The claims of the runs ``run_ids``, which are closed: released, or kept as
+        tombstones naming each run's final status."""
+        ...
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs and every row of theirs (events, attributes, work, hooks,
+        resumes, streams)."""
+        ...
+
+    # ------------------------------------------------------------ schedules
+
+    async def insert_schedule(self, record: ScheduleRecord) -> bool:
+        """Store a new schedule; False if its id is taken."""
+        ...
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord | None:
+        """The schedule (locked)."""
+        ...
+
+    async def put_schedule(self, record: ScheduleRecord) -> None:
+        """Store the schedule's new state, its lease released."""
+        ...

@@ -1,0 +1,335 @@
+"""The memory world's rows port: ``worlds._flows.rows.Rows`` over its dictionaries.
+
+``MemoryRows`` is one operation's view of the world's stores (``Tables``): each
+row operation the flows ask for, applied at once and journaled
+(``worlds.memory.journal``), so the operation can be undone if its flow fails.
+The events a flow appends wait in the operation until ``save_run`` stores them
+with the run, as a database's queued rows would; the topics it signals are
+delivered only once the flow returned. The methods are ``async`` for the
+port's sake but never suspend, so a flow over them runs to its end in one step
+and no other task sees it half done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from worlds import types
+from worlds._flows import rows as port
+from worlds.memory.claims import ClaimStore
+from worlds.memory.hooks import HookStore
+from worlds.memory.journal import Journal
+from worlds.memory.runs import RunStore
+from worlds.memory.schedules import ScheduleStore
+from worlds.memory.slots import SlotStore
+from worlds.memory.streams import StreamStore
+from worlds.memory.work import WorkQueue
+from worlds.protocol import WORK_TOPIC
+from worlds.semantics import workflow_item_id
+
+__all__ = ["MemoryRows", "Tables"]
+
+
+@dataclass
+class Tables:
+    """Every store of one memory world, sharing one journal."""
+
+    journal: Journal
+    runs: RunStore
+    work: WorkQueue
+    claims: ClaimStore
+    hooks: HookStore
+    slots: SlotStore
+    streams: StreamStore
+    schedules: ScheduleStore
+
+
+@dataclass
+class _Savepoint:
+    mark: int
+    signals: frozenset[str]
+    pending: dict[str, list[types.EventKind]] = field(default_factory=dict)
+
+
+class MemoryRows:
+    """The rows of one memory world operation."""
+
+    def __init__(self, tables: Tables, clock: Callable[[], datetime]) -> None:
+        self._t = tables
+        self.now = clock()
+        self.signals: set[str] = set()
+        """The topics to signal once the operation's flow returned."""
+        self._pending: dict[str, list[types.EventKind]] = {}
+
+    # ------------------------------------------------------------ the transaction
+
+    def signal(self, topic: str) -> None:
+        self.signals.add(topic)
+
+    def new_token(self) -> int:
+        return self._t.work.new_token()
+
+    async def savepoint(self) -> object:
+        pending = {run_id: list(events) for run_id, events in self._pending.items()}
+        return _Savepoint(self._t.journal.mark(), frozenset(self.signals), pending)
+
+    async def rollback_to(self, savepoint: object) -> None:
+        assert isinstance(savepoint, _Savepoint)
+        self._t.journal.undo_to(savepoint.mark)
+        self.signals, self._pending = set(savepoint.signals), savepoint.pending
+
+    async def release(self, savepoint: object) -> None:
+        return None
+
+    def fails_transaction(self, exc: Exception) -> bool:
+        return False
+
+    def _wake_new(self, run_id: str, workflow: str, at: datetime) -> None:
+        """Give a run without one its workflow item, due ``at``."""
+        item_id = workflow_item_id(run_id)
+        placed = port.Placement(item_id, workflow, at, None, 0, None, None, None)
+        self._t.work.add(run_id, types.NewWorkItem(kind="workflow"), placed)
+        self.signals.add(WORK_TOPIC)
+
+    # ------------------------------------------------------------ runs and logs
+
+    async def get_run(self, run_id: str, *, lock: bool = True) -> types.RunRecord | None:
+        return self._t.runs.get(run_id)
+
+    async def commit_target(
+        self, run_id: str, lease: types.WorkItem | None, worker_id: str
+    ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
+        run = self._t.runs.get(run_id)
+        if run is None:
+            return None
+        held = None
+        if lease is not None and not run.status.is_closed:
+            item = self._t.work.holds(lease, worker_id)
+            if item is not None and item.run_id == run_id:
+                held = port.HeldLease(item.kind, item.rewake)
+        return run, held
+
+    async def insert_run(
+        self, run: types.RunRecord, created: types.RunCreated, *, wake_at: datetime | None
+    ) -> None:
+        if not self._t.runs.insert(run, created):
+            raise port.IdTaken(run.id)
+        if wake_at is not None:
+            self._wake_new(run.id, run.workflow, wake_at)
+
+    def append(self, run_id: str, event: types.EventKind) -> None:
+        self._pending.setdefault(run_id, []).append(event)
+
+    async def save_run(self, run: types.RunRecord) -> None:
+        self._t.runs.store(run, self._pending.pop(run.id, []))
+        if run.status.is_closed:
+            self._t.work.drop_run(run.id)
+            self._t.hooks.dispose(run.id)
+
+    async def index_attributes(
+        self, run_id: str, attributes: Mapping[str, types.AttributeValue]
+    ) -> None:
+        return None  # the run's record is its own index here
+
+    async def events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
+        return self._t.runs.events(run_id, after_seq)
+
+    async def hook_payloads(self, run_id: str) -> list[types.EventKind]:
+        return [e for e in self._t.runs.events(run_id) if isinstance(e, types.HookReceived)]
+
+    async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
+        self._t.runs.rewrite_created(run_id, created)
+
+    async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
+        return self._t.runs.open_with(key, value)
+
+    # ------------------------------------------------------------ claims
+
+    async def get_claim(self, pair: port.Pair, *, lock: bool = False) -> port.HeldClaim | None:
+        return self._t.claims.held(pair)
+
+    async def claim_if_free(self, claim: port.ClaimRow) -> int | None:
+        return self._t.claims.claim_if_free(claim)
+
+    async def put_claim(self, claim: port.ClaimRow, generation: int) -> None:
+        self._t.claims.put(claim, generation)
+
+    async def windowed_claims(self, run_id: str) -> list[port.Windowed]:
+        return self._t.claims.windowed(run_id)
+
+    async def release_claim(self, pair: port.Pair) -> None:
+        self._t.claims.release(pair)
+
+    async def lapse_claim(self, pair: port.Pair, at: datetime) -> None:
+        self._t.claims.lapse(pair, at)
+
+    async def carry_claims(self, old_run_id: str, new_run_id: str) -> None:
+        self._t.claims.carry(old_run_id, new_run_id)
+
+    # ------------------------------------------------------------ hooks
+
+    async def insert_hook(self, hook: port.HookRow) -> bool:
+        return self._t.hooks.insert(hook, self.now)
+
+    async def bind_hook(self, hook: port.HookRow) -> bool:
+        return self._t.hooks.bind(hook)
+
+    async def hook_holder(self, token: str) -> port.HookHolder | None:
+        return self._t.hooks.holder(token)
+
+    async def hook_run(self, token: str) -> tuple[types.RunRecord, int] | None:
+        holder = self._t.hooks.holder(token)
+        if holder is None:
+            return None
+        run = self._t.runs.get(holder.run_id)
+        assert run is not None, "a hook goes with its run"
+        return run, holder.hook
+
+    async def run_hooks(self, run_id: str) -> list[types.HookRecord]:
+        return self._t.hooks.list(run_id)
+
+    async def carry_hooks(self, old_run_id: str, new_run_id: str) -> None:
+        self._t.hooks.carry(old_run_id, new_run_id)
+
+    async def resumed(self, token: str, resume_id: str) -> str | None:
+        return self._t.hooks.resumed.get((token, resume_id))
+
+    async def record_resume(self, token: str, resume_id: str, run_id: str) -> bool:
+        return self._t.hooks.record_resume(token, resume_id, run_id)
+
+    # ------------------------------------------------------------ slots
+
+    async def slot_states(self, pairs: Sequence[port.Pair]) -> list[port.PairState]:
+        return [self._t.slots.state(pair) for pair in pairs]
+
+    async def insert_slots(self, slots: Sequence[port.SlotRow], *, holding: bool) -> None:
+        self._t.slots.insert(slots, holding=holding)
+
+    async def drop_run_slots(self, run_id: str) -> list[port.Pair]:
+        return self._t.slots.drop(run_id)
+
+    async def drop_hold(self, run_id: str, hold: int) -> list[port.Pair]:
+        return self._t.slots.drop(run_id, {hold})
+
+    async def drop_holds(self, run_id: str) -> list[port.Pair]:
+        return self._t.slots.drop(run_id, self._t.slots.holds_of(run_id) - {0})
+
+    async def first_waiter(self, pair: port.Pair) -> port.Waiter | None:
+        return self._t.slots.first_waiter(pair)
+
+    async def waiting_views(self, run_id: str, hold: int) -> list[port.PairView]:
+        return self._t.slots.views(run_id, hold)
+
+    async def promote(self, run_id: str, hold: int) -> None:
+        self._t.slots.promote(run_id, hold)
+        if hold == 0:
+            run = self._t.runs.get(run_id)
+            assert run is not None, "a waiting run is open"
+            self._wake_new(run_id, run.workflow, self.now)
+
+    async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
+        self._t.slots.carry(old_run_id, new_run_id)
+
+    # ------------------------------------------------------------ work
+
+    async def add_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> bool:
+        return self._t.work.add(run_id, new, placed)
+
+    async def put_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> None:
+        self._t.work.put(run_id, new, placed)
+
+    async def get_work(self, run_id: str, item_id: str) -> port.QueuedWork | None:
+        item = self._t.work.items.get(item_id)
+        if item is None:
+            return None
+        return port.QueuedWork(
+            item.name,
+            item.number,
+            item.attempt,
+            item.payload,
+            item.available_at,
+            item.owner,
+            item.expires_at,
+            item.ever_leased,
+        )
+
+    async def set_rewake(self, run_id: str, item_id: str) -> None:
+        self._t.work.update(item_id, rewake=True)
+
+    async def set_available(self, run_id: str, item_id: str, at: datetime) -> None:
+        self._t.work.update(item_id, available_at=at)
+
+    async def lease_work(self, run_id: str, item_id: str, lease: port.LeaseRow) -> None:
+        self._t.work.update(
+            item_id,
+            available_at=lease.available_at,
+            owner=lease.worker_id,
+            token=lease.token,
+            expires_at=lease.expires_at,
+            attempt=lease.attempt,
+            rewake=False,
+            ever_leased=True,
+        )
+
+    async def rewake_item(self, run_id: str, item_id: str) -> None:
+        self._t.work.update(
+            item_id, owner=None, expires_at=None, rewake=False, available_at=self.now
+        )
+
+    async def delete_item(self, run_id: str, item_id: str) -> None:
+        self._t.work.delete(item_id)
+
+    async def lease_holder(self, lease: types.WorkItem) -> str | None:
+        item = self._t.work.items.get(lease.id)
+        return None if item is None else item.owner
+
+    async def drop_cancelled_work(self, run_id: str) -> list[port.DroppedWork]:
+        dropped = []
+        for item in self._t.work.drop_run(run_id, kinds=("step", "timer")):
+            in_flight = item.owner is not None and (
+                item.expires_at is not None and item.expires_at > self.now
+            )
+            dropped.append(port.DroppedWork(item.kind, item.number, item.attempt, in_flight))
+        return dropped
+
+    # ------------------------------------------------------------ streams
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        return self._t.streams.append(run_id, name, chunks, self.now)
+
+    # ------------------------------------------------------------ retention
+
+    async def prunable(self, closed_before: datetime, limit: int) -> list[str]:
+        return self._t.runs.closed_before(closed_before, limit)
+
+    async def release_lapsed_claims(self) -> None:
+        self._t.claims.release_lapsed(self.now)
+
+    async def retire_claims(self, run_ids: Sequence[str], *, release: bool) -> None:
+        statuses = {}
+        for run_id in run_ids:
+            run = self._t.runs.get(run_id)
+            assert run is not None
+            statuses[run_id] = run.status
+        self._t.claims.retire(statuses, release=release)
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> None:
+        for run_id in run_ids:
+            self._t.work.drop_run(run_id)
+            self._t.hooks.dispose(run_id)
+        self._t.runs.delete(run_ids)
+        self._t.streams.forget_runs(run_ids)
+        self._t.hooks.forget_runs(run_ids)
+
+    # ------------------------------------------------------------ schedules
+
+    async def insert_schedule(self, record: types.ScheduleRecord) -> bool:
+        return self._t.schedules.insert(record)
+
+    async def get_schedule(self, schedule_id: str) -> types.ScheduleRecord | None:
+        return self._t.schedules.get(schedule_id)
+
+    async def put_schedule(self, record: types.ScheduleRecord) -> None:
+        self._t.schedules.put(record)

@@ -1,0 +1,328 @@
+"""``MemoryWorld``: the protocol operations of the memory world (see ``worlds.memory``).
+
+A write runs its flow (``worlds._flows``) over the world's rows
+(``worlds.memory.rows``), to the end in one step: nothing in between awaits,
+so on one event loop each operation is atomic, and a flow that fails is undone
+(``worlds.memory.journal``). Reads look at the stores directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Coroutine, Sequence
+from datetime import datetime
+from typing import Any, TypeVar, cast
+
+from worlds import types
+from worlds._flows import cancel, commit, create, hooks, prune, reopen, schedules, streams
+from worlds._flows.rows import Rollback
+from worlds._flows.stepper import run_sync
+from worlds._lifecycle import ClosesOnExit
+from worlds._signals import SignalHub
+from worlds.errors import WorldMisconfiguredError
+from worlds.memory.claims import ClaimStore
+from worlds.memory.hooks import HookStore
+from worlds.memory.journal import Journal
+from worlds.memory.rows import MemoryRows, Tables
+from worlds.memory.runs import RunStore
+from worlds.memory.schedules import ScheduleStore
+from worlds.memory.slots import SlotStore
+from worlds.memory.streams import StreamStore
+from worlds.memory.work import WorkQueue
+from worlds.protocol import PROTOCOL_VERSION
+from worlds.query import RunPage, RunQuery
+from worlds.query import check as check_filter
+from worlds.query import matches as filter_matches
+from worlds.semantics import decode_cursor, encode_cursor, matches, stamped
+
+__all__ = ["MemoryWorld"]
+
+T = TypeVar("T")
+
+
+class MemoryWorld(ClosesOnExit):
+    """A world held in this process's memory; state is lost when it closes."""
+
+    protocol_version = PROTOCOL_VERSION
+
+    def __init__(
+        self,
+        url: str = "memory://",
+        *,
+        clock: Callable[[], datetime] = types.utcnow,
+        create: bool = True,
+        shared: bool = False,
+    ) -> None:
+        """A fresh, empty world. ``clock`` (aware UTC) lets tests move time by hand.
+
+        Raises:
+            WorldMisconfiguredError: ``create=False`` (a memory world is always
+                new, so it never already exists) or ``shared=True`` (it is
+                thrown away with this process); use an SQLite or PostgreSQL world.
+        """
+        if not create or shared:
+            need = "an existing world" if not create else "a world that outlives this process"
+            raise WorldMisconfiguredError(
+                f"{url} is a new, empty world held in this process's memory and thrown "
+                f"away when it exits, but {need} is needed here: use sqlite:///path.db "
+                "or postgresql://..."
+            )
+        self.url = url
+        self._clock = clock
+        self._hub = SignalHub()
+        journal = Journal()
+        self._tables = Tables(
+            journal=journal,
+            runs=RunStore(journal),
+            work=WorkQueue(journal, self._hub.signal, self._step_started),
+            claims=ClaimStore(journal, clock),
+            hooks=HookStore(journal),
+            slots=SlotStore(journal),
+            streams=StreamStore(journal),
+            schedules=ScheduleStore(journal, clock),
+        )
+
+    async def close(self) -> None:
+        """Nothing to release; present for the protocol."""
+
+    async def migrate(self) -> int:
+        """Nothing to migrate: the memory world has no schema."""
+        return 0
+
+    async def info(self) -> dict[str, str | int]:
+        """Scheme and run counts."""
+        counts: dict[str, str | int] = {"scheme": "memory", "schema_version": 0}
+        for record in self._tables.runs:
+            key = f"runs.{record.status.value}"
+            counts[key] = int(counts.get(key, 0)) + 1
+        return counts
+
+    # ------------------------------------------------------------ helpers
+
+    def _write(self, flow: Callable[[MemoryRows], Coroutine[Any, Any, T]]) -> T:
+        """Run ``flow`` over this world's rows as one atomic operation: undone if it
+        fails (or rolls back), its signals delivered once it succeeded."""
+        rows, journal = MemoryRows(self._tables, self._clock), self._tables.journal
+        try:
+            result = run_sync(flow(rows))
+        except Rollback as rollback:
+            journal.undo_to(0)
+            journal.forget()
+            return cast(T, rollback.result)
+        except BaseException:
+            journal.undo_to(0)
+            journal.forget()
+            raise
+        journal.forget()
+        for topic in sorted(rows.signals):
+            self._hub.signal(topic)
+        return result
+
+    def _step_started(self, run_id: str, event: types.StepStarted, now: datetime) -> None:
+        """Append the ``StepStarted`` of a step attempt just leased."""
+        run = self._tables.runs.get(run_id)
+        assert run is not None, "a queued item's run is there"
+        record, stored = stamped(run, event, now)
+        self._tables.runs.store(record, [stored])
+
+    # ------------------------------------------------------------ runs
+
+    async def create_run(self, request: types.CreateRunRequest) -> types.CreateRunResult:
+        """See ``World.create_run`` and ``StartPolicy``."""
+        create.check(request)
+        return self._write(lambda rows: create.create_run(rows, request))
+
+    async def commit(self, request: types.CommitRequest) -> types.CommitResult:
+        """See ``World.commit``."""
+        return self._write(lambda rows: commit.commit(rows, request))
+
+    async def commit_many(
+        self, requests: Sequence[types.CommitRequest]
+    ) -> list[types.CommitResult | Exception]:
+        """See ``World.commit_many``: each request as by ``commit``, at once (nothing
+        else runs in between, and this world has nothing to make durable)."""
+        batch = commit.check_batch(requests)
+        return self._write(lambda rows: commit.commit_each(rows, batch))
+
+    async def cancel_run(self, run_id: str, reason: str | None) -> types.RunRecord | None:
+        """See ``World.cancel_run``."""
+        return self._write(lambda rows: cancel.cancel_run(rows, run_id, reason))
+
+    async def request_cancel(
+        self, run_id: str, reason: str | None, grace_seconds: float
+    ) -> types.RunRecord | None:
+        """See ``World.request_cancel``."""
+        return self._write(lambda rows: cancel.request_cancel(rows, run_id, reason, grace_seconds))
+
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """See ``World.resume_hook``."""
+        return self._write(lambda rows: hooks.resume_hook(rows, token, payload, resume_id))
+
+    async def start_or_resume_hook(
+        self, request: types.CreateRunRequest, delivery: types.HookDelivery
+    ) -> types.HookStartResult:
+        """See ``World.start_or_resume_hook``."""
+        hooks.check_start_or_resume(request)
+        return self._write(lambda rows: hooks.start_or_resume_hook(rows, request, delivery))
+
+    async def list_hooks(self, run_id: str | None = None) -> list[types.HookRecord]:
+        """See ``World.list_hooks``."""
+        return self._tables.hooks.list(run_id)
+
+    async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
+        """See ``World.reopen_run``."""
+        return self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
+
+    async def fork_run(
+        self, source_run_id: str, run_id: str, from_step: int, by: str
+    ) -> types.RunRecord | None:
+        """See ``World.fork_run``."""
+        return self._write(lambda rows: reopen.fork_run(rows, source_run_id, run_id, from_step, by))
+
+    # ------------------------------------------------------------ streams
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``."""
+        streams.check_name(name)
+        return self._write(lambda rows: streams.append_stream(rows, run_id, name, chunks))
+
+    async def read_stream(
+        self, run_id: str, name: str, start: int = 0, limit: int = 1000
+    ) -> list[types.StreamChunk]:
+        """See ``World.read_stream``."""
+        return self._tables.streams.read(run_id, name, start, limit)
+
+    # ------------------------------------------------------------ work
+
+    async def lease(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> list[types.WorkItem]:
+        """See ``World.lease``."""
+        work = self._tables.work
+        leased = work.lease(
+            worker_id, self._clock(), names=names, limit=limit, lease_seconds=lease_seconds
+        )
+        self._tables.journal.forget()  # the StepStarted appended: nothing to undo
+        return leased
+
+    async def renew_leases(
+        self, worker_id: str, items: Sequence[types.WorkItem], lease_seconds: float
+    ) -> list[bool]:
+        """See ``World.renew_leases``."""
+        return self._tables.work.renew(worker_id, items, lease_seconds, self._clock())
+
+    async def release(self, worker_id: str, items: Sequence[types.WorkItem]) -> None:
+        """See ``World.release``."""
+        self._tables.work.release(worker_id, items)
+
+    def now(self) -> datetime:
+        """See ``World.now``: the clock this world was given."""
+        return self._clock()
+
+    async def wait(self, topic: str, timeout: float) -> None:
+        """See ``World.wait``."""
+        await self._hub.wait(topic, timeout)
+
+    def next_due(self) -> datetime | None:
+        """When the earliest work item nobody holds becomes due; ``None`` if none waits.
+
+        With ``busy()``, what a time-skipping test clock (``workflow.testing``)
+        needs: when nothing is busy, moving the clock to ``next_due()`` is the
+        only way anything can happen.
+        """
+        return self._tables.work.next_due()
+
+    def busy(self) -> bool:
+        """True while some work item is due now or leased (a worker is on it)."""
+        return self._tables.work.busy(self._clock())
+
+    # ------------------------------------------------------------ reads
+
+    async def get_run(self, run_id: str) -> types.RunRecord | None:
+        """See ``World.get_run``."""
+        return self._tables.runs.get(run_id)
+
+    async def read_events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
+        """See ``World.read_events``."""
+        return self._tables.runs.events(run_id, after_seq)
+
+    async def list_runs(self, query: RunQuery) -> RunPage:
+        """See ``World.list_runs``."""
+        if query.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {query.limit}")
+        after = decode_cursor(query.cursor) if query.cursor else None
+        where = query.where
+        if where is not None:
+            check_filter(where)
+        found: list[types.RunRecord] = []
+        for record in sorted(self._tables.runs, key=lambda record: record.id, reverse=True):
+            if after is not None and record.id >= after:
+                continue
+            if matches(record, query) and (where is None or filter_matches(record, where)):
+                found.append(record)
+                if len(found) > query.limit:
+                    break
+        more = len(found) > query.limit
+        page = tuple(found[: query.limit])
+        return RunPage(runs=page, next_cursor=encode_cursor(page[-1].id) if more else None)
+
+    async def find_claim(self, key: str, value: types.AttributeValue) -> types.Claim | None:
+        """See ``World.find_claim``."""
+        return self._tables.claims.find(key, value)
+
+    async def list_slots(self, key: str, value: types.AttributeValue) -> list[types.Slot]:
+        """See ``World.list_slots``."""
+        return self._tables.slots.at_pair(key, value)
+
+    async def run_slots(self, run_id: str) -> list[types.Slot]:
+        """See ``World.run_slots``."""
+        return self._tables.slots.of_run(run_id)
+
+    async def run_claims(self, run_id: str) -> list[types.Claim]:
+        """See ``World.run_claims``."""
+        return self._tables.claims.of_run(run_id)
+
+    # ------------------------------------------------------------ retention
+
+    async def prune_runs(
+        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_runs``."""
+        return self._write(
+            lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
+        )
+
+    # ------------------------------------------------------------ schedules
+
+    async def create_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord:
+        """See ``World.create_schedule``."""
+        schedules.check(record)
+        return self._write(lambda rows: schedules.create_schedule(rows, record))
+
+    async def get_schedule(self, schedule_id: str) -> types.ScheduleRecord | None:
+        """See ``World.get_schedule``."""
+        return self._tables.schedules.get(schedule_id)
+
+    async def list_schedules(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[types.ScheduleRecord]:
+        """See ``World.list_schedules``."""
+        return self._tables.schedules.list(after=after, limit=limit)
+
+    async def update_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord | None:
+        """See ``World.update_schedule``."""
+        schedules.check(record)
+        return self._write(lambda rows: schedules.update_schedule(rows, record))
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """See ``World.delete_schedule``."""
+        return self._tables.schedules.delete(schedule_id)
+
+    async def lease_schedules(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> types.ScheduleLease:
+        """See ``World.lease_schedules``."""
+        return self._tables.schedules.lease(
+            worker_id, names=names, limit=limit, lease_seconds=lease_seconds
+        )

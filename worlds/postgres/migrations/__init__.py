@@ -1,0 +1,43 @@
+"""The frozen migrations of the PostgreSQL world's schema, one module per version.
+
+``MIGRATIONS[v]`` holds the statements that take a schema from version
+``v - 1`` to version ``v``; version 1 is the initial schema. Module
+``v<NN>_<what>`` holds version ``NN``'s ``STATEMENTS`` and says in its
+docstring what the version does and why. The text is literal and frozen: it
+is what every database at version ``v`` ran, so it is never edited
+(``tests/worlds/test_postgres_migrations.py`` pins each version's digest). A
+change to the schema (a table, an index, a PL/pgSQL function) is a new
+module here, with ``CREATE OR REPLACE`` for functions, and the function's
+live text in ``worlds.postgres.functions`` follows it.
+"""
+
+from __future__ import annotations
+
+from worlds.postgres.migrations import (
+    v01_initial,
+    v02_hooks,
+    v03_commit_run,
+    v04_server_clock,
+    v05_create_run,
+    v06_flow_control,
+    v07_schedules,
+    v08_streams,
+    v09_conditional_commits,
+    v10_holds,
+)
+
+__all__ = ["MIGRATIONS"]
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: v01_initial.STATEMENTS,
+    2: v02_hooks.STATEMENTS,
+    3: v03_commit_run.STATEMENTS,
+    4: v04_server_clock.STATEMENTS,
+    5: v05_create_run.STATEMENTS,
+    6: v06_flow_control.STATEMENTS,
+    7: v07_schedules.STATEMENTS,
+    8: v08_streams.STATEMENTS,
+    9: v09_conditional_commits.STATEMENTS,
+    10: v10_holds.STATEMENTS,
+}
+"""The statements of each schema version, applied in order to reach it."""

@@ -1,0 +1,36 @@
+"""The frozen migrations of the SQLite world's schema, one module per version.
+
+``MIGRATIONS[v]`` is the literal SQL that produces schema version ``v`` from
+version ``v - 1``; version 1 is the initial schema. Module ``v<NN>_<what>``
+holds version ``NN``'s ``STATEMENTS`` and says in its docstring what the
+version does and why. The text is frozen: it is what each version was when it
+shipped, and never changes with today's schema. A change to the schema is a
+new module here, mirrored in ``worlds.sqlite.schema.SCHEMA`` (what a new
+database is created with); ``tests/worlds/test_sqlite_migrations.py`` checks
+that both paths agree.
+"""
+
+from __future__ import annotations
+
+from worlds.sqlite.migrations import (
+    v01_initial,
+    v02_released_claims,
+    v03_hooks,
+    v04_flow_control,
+    v05_schedules,
+    v06_streams,
+    v07_holds,
+)
+
+__all__ = ["MIGRATIONS"]
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: v01_initial.STATEMENTS,
+    2: v02_released_claims.STATEMENTS,
+    3: v03_hooks.STATEMENTS,
+    4: v04_flow_control.STATEMENTS,
+    5: v05_schedules.STATEMENTS,
+    6: v06_streams.STATEMENTS,
+    7: v07_holds.STATEMENTS,
+}
+"""The statements that produce each schema version from the one before."""

@@ -1,0 +1,396 @@
+"""The SQLite world's rows port: ``worlds._flows.rows.Rows`` over one write transaction.
+
+``SqliteRows`` is one write transaction's state (its clock, the event rows it
+queued, the topics to signal once it commits) and every row operation the
+flows ask for, each a statement or a few of ``worlds.sqlite.statements``. The
+methods are ``async`` for the port's sake but never suspend: they run their
+statements on the connection and return, so a flow over them runs to the end
+in one step (``worlds._flows.stepper.run_sync``) inside the transaction that
+``worlds.sqlite.connection`` holds. The one writer holds SQLite's write lock,
+so no method needs a lock of its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+from worlds import types
+from worlds._columns import claim_params
+from worlds._flows import rows as port
+from worlds.protocol import WORK_TOPIC
+from worlds.semantics import (
+    decode_release_on,
+    index_value,
+    workflow_item_id,
+)
+from worlds.sqlite import codecs
+from worlds.sqlite import statements as sql
+from worlds.sqlite.transactions import WouldBlockError, new_token
+
+__all__ = ["SqliteRows"]
+
+_EventRow = tuple[str, int, str, bytes]
+
+
+class _Savepoint(NamedTuple):
+    """What a savepoint restores beside the rows: the signals and queued events then."""
+
+    signals: frozenset[str]
+    events: tuple[_EventRow, ...]
+
+
+class SqliteRows:
+    """The rows of one SQLite write transaction (``BEGIN IMMEDIATE`` already taken)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.now = types.utcnow()
+        self._stamp = (self.now, codecs.to_micros(self.now))
+        self.signals: set[str] = set()
+        """The topics to signal once the transaction committed."""
+        self._events: list[_EventRow] = []
+        self._attributes: dict[str, dict[str, types.AttributeValue]] = {}
+        """By run: the attributes it was read or created with (saved only if they change)."""
+
+    @property
+    def now_us(self) -> int:
+        """``now`` in the microseconds the rows store."""
+        moment, micros = self._stamp
+        if moment is not self.now:  # a flow moved the clock (a first task's time)
+            self._stamp = moment, micros = self.now, codecs.to_micros(self.now)
+        return micros
+
+    # ------------------------------------------------------------ the transaction
+
+    def signal(self, topic: str) -> None:
+        self.signals.add(topic)
+
+    def new_token(self) -> int:
+        return new_token()
+
+    async def savepoint(self) -> object:
+        self.db.execute("SAVEPOINT request")
+        return _Savepoint(frozenset(self.signals), tuple(self._events))
+
+    async def rollback_to(self, savepoint: object) -> None:
+        self.db.execute("ROLLBACK TO request")
+        self.db.execute("RELEASE request")
+        assert isinstance(savepoint, _Savepoint)
+        self.signals, self._events = set(savepoint.signals), list(savepoint.events)
+
+    async def release(self, savepoint: object) -> None:
+        self.db.execute("RELEASE request")
+
+    def fails_transaction(self, exc: Exception) -> bool:
+        return isinstance(exc, WouldBlockError)
+
+    def flush_events(self) -> None:
+        """Write the queued event rows."""
+        if self._events:
+            self.db.executemany(sql.INSERT_EVENT, self._events)
+            self._events = []
+
+    def queue_started(self, run_id: str, last_seq: int, events: list[types.StepStarted]) -> None:
+        """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded
+        (``lease``, which bumped the run's ``last_seq`` itself)."""
+        for seq, event in enumerate(events, last_seq + 1):
+            stored = types.StepStarted(step=event.step, attempt=event.attempt, seq=seq, at=self.now)
+            self._events.append((run_id, seq, "step_started", codecs.encode(stored)))
+
+    def _run(self, row: sqlite3.Row) -> types.RunRecord:
+        run = codecs.columns.run(row)
+        self._attributes[run.id] = run.attributes
+        return run
+
+    # ------------------------------------------------------------ runs and logs
+
+    async def get_run(self, run_id: str, *, lock: bool = True) -> types.RunRecord | None:
+        row = self.db.execute(sql.GET_RUN, (run_id,)).fetchone()
+        return None if row is None else self._run(row)
+
+    async def commit_target(
+        self, run_id: str, lease: types.WorkItem | None, worker_id: str
+    ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
+        key = (None, None, None) if lease is None else (lease.id, worker_id, lease.token)
+        row = self.db.execute(sql.GET_RUN_FOR_COMMIT, (run_id, *key)).fetchone()
+        if row is None:
+            return None
+        held = None if row["kind"] is None else port.HeldLease(row["kind"], bool(row["rewake"]))
+        return self._run(row), held
+
+    async def insert_run(
+        self, run: types.RunRecord, created: types.RunCreated, *, wake_at: datetime | None
+    ) -> None:
+        attributes = run.attributes
+        try:
+            self.db.execute(
+                sql.INSERT_RUN, (run.id, run.workflow, self.now_us, codecs.encode(attributes))
+            )
+        except sqlite3.IntegrityError:
+            raise port.IdTaken(run.id) from None
+        if attributes:
+            terms = [(run.id, key, index_value(value)) for key, value in attributes.items()]
+            self.db.executemany(sql.UPSERT_ATTRIBUTE, terms)
+        self.db.execute(sql.INSERT_EVENT, (run.id, 1, "run_created", codecs.encode(created)))
+        self._attributes[run.id] = attributes
+        if wake_at is not None:
+            item = (run.id, workflow_item_id(run.id), "workflow", run.workflow, 0, 1, b"")
+            due = codecs.to_micros(wake_at)
+            self.db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, due, None, 0, None, 0))
+            self.signals.add(WORK_TOPIC)
+
+    def append(self, run_id: str, event: types.EventKind) -> None:
+        tag = codecs.EVENT_TAGS[type(event)]
+        self._events.append((run_id, event.seq, tag, codecs.encode(event)))
+
+    async def save_run(self, run: types.RunRecord) -> None:
+        self.flush_events()
+        if run.attributes is self._attributes.get(run.id):
+            self.db.execute(sql.UPDATE_RUN_STATE, codecs.run_state_params(run))
+        else:
+            attributes = codecs.encode(run.attributes)
+            self.db.execute(sql.UPDATE_RUN, codecs.run_update_params(run, attributes))
+            self._attributes[run.id] = run.attributes
+        if run.status.is_closed:
+            self.db.execute(sql.DROP_RUN_WORK, (run.id,))
+            self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
+
+    async def index_attributes(
+        self, run_id: str, attributes: Mapping[str, types.AttributeValue]
+    ) -> None:
+        terms = [(run_id, key, index_value(value)) for key, value in attributes.items()]
+        self.db.executemany(sql.UPSERT_ATTRIBUTE, terms)
+
+    async def events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
+        rows = self.db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
+        return [codecs.decode_event(row["data"]) for row in rows]
+
+    async def hook_payloads(self, run_id: str) -> list[types.EventKind]:
+        rows = self.db.execute(sql.READ_HOOK_PAYLOADS, (run_id,)).fetchall()
+        return [codecs.decode_event(row["data"]) for row in rows]
+
+    async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
+        self.db.execute(sql.REWRITE_CREATED, (codecs.encode(created), run_id))
+
+    async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
+        rows = self.db.execute(sql.OPEN_CHILDREN, (key, index_value(value))).fetchall()
+        return [self._run(row) for row in rows]
+
+    # ------------------------------------------------------------ claims
+
+    async def get_claim(self, pair: port.Pair, *, lock: bool = False) -> port.HeldClaim | None:
+        row = self.db.execute(sql.GET_CLAIM, pair).fetchone()
+        return None if row is None else codecs.columns.held(row)
+
+    async def claim_if_free(self, claim: port.ClaimRow) -> int | None:
+        claimed = self.db.execute(sql.CLAIM_IF_FREE, claim_params(claim)).fetchall()
+        return int(claimed[0][0]) if claimed else None
+
+    async def put_claim(self, claim: port.ClaimRow, generation: int) -> None:
+        self.db.execute(sql.PUT_CLAIM, claim_params(claim, generation))
+
+    async def windowed_claims(self, run_id: str) -> list[port.Windowed]:
+        rows = self.db.execute(sql.WINDOWED_CLAIMS, (run_id,)).fetchall()
+        return [
+            port.Windowed(
+                (row["key"], row["ivalue"]), row["ttl"], decode_release_on(row["release_on"])
+            )
+            for row in rows
+        ]
+
+    async def release_claim(self, pair: port.Pair) -> None:
+        self.db.execute(sql.RELEASE_CLAIM, pair)
+
+    async def lapse_claim(self, pair: port.Pair, at: datetime) -> None:
+        self.db.execute(sql.SET_LAPSES_AT, (codecs.to_micros(at), *pair))
+
+    async def carry_claims(self, old_run_id: str, new_run_id: str) -> None:
+        self.db.execute(sql.MOVE_RUN_CLAIMS, (new_run_id, old_run_id))
+
+    # ------------------------------------------------------------ hooks
+
+    async def insert_hook(self, hook: port.HookRow) -> bool:
+        attributes = codecs.encode(dict(hook.attributes))
+        row = (hook.token, hook.run_id, hook.hook, attributes, self.now_us)
+        return bool(self.db.execute(sql.INSERT_HOOK, row).rowcount)
+
+    async def bind_hook(self, hook: port.HookRow) -> bool:
+        bind = (hook.hook, codecs.encode(dict(hook.attributes)), hook.token, hook.run_id)
+        return bool(self.db.execute(sql.BIND_HOOK, bind).rowcount)
+
+    async def hook_holder(self, token: str) -> port.HookHolder | None:
+        row = self.db.execute(sql.GET_HOOK, (token,)).fetchone()
+        return None if row is None else port.HookHolder(row["run_id"], row["hook"])
+
+    async def hook_run(self, token: str) -> tuple[types.RunRecord, int] | None:
+        holder = await self.hook_holder(token)
+        if holder is None:
+            return None
+        run = await self.get_run(holder.run_id)
+        assert run is not None, "a hook goes with its run"
+        return run, holder.hook
+
+    async def run_hooks(self, run_id: str) -> list[types.HookRecord]:
+        rows = self.db.execute(sql.LIST_RUN_HOOKS, (run_id,)).fetchall()
+        return [codecs.columns.hook(row) for row in rows]
+
+    async def carry_hooks(self, old_run_id: str, new_run_id: str) -> None:
+        self.db.execute(sql.MOVE_RUN_HOOKS, (new_run_id, old_run_id))
+        self.db.execute(sql.MOVE_HOOK_RESUMES, (new_run_id, old_run_id))
+
+    async def resumed(self, token: str, resume_id: str) -> str | None:
+        row = self.db.execute(sql.GET_RESUME, (token, resume_id)).fetchone()
+        return None if row is None else str(row["run_id"])
+
+    async def record_resume(self, token: str, resume_id: str, run_id: str) -> bool:
+        return bool(self.db.execute(sql.INSERT_RESUME, (token, resume_id, run_id)).rowcount)
+
+    # ------------------------------------------------------------ slots
+
+    async def slot_states(self, pairs: Sequence[port.Pair]) -> list[port.PairState]:
+        states = []
+        for pair in pairs:
+            row = self.db.execute(sql.SLOT_STATE, pair).fetchone()
+            waiting = 0 if row["first_waiter"] is None else 1
+            states.append(
+                port.PairState(row["holding"], waiting, row["holder"] or row["first_waiter"])
+            )
+        return states
+
+    async def insert_slots(self, slots: Sequence[port.SlotRow], *, holding: bool) -> None:
+        self.db.executemany(
+            sql.INSERT_SLOT,
+            [
+                (*s.pair, s.run_id, codecs.encode(s.value), s.limit, int(holding), s.hold)
+                for s in slots
+            ],
+        )
+
+    def _dropped(self, statement: str, params: tuple[object, ...]) -> list[port.Pair]:
+        return [(row["key"], row["ivalue"]) for row in self.db.execute(statement, params)]
+
+    async def drop_run_slots(self, run_id: str) -> list[port.Pair]:
+        return self._dropped(sql.DROP_RUN_SLOTS, (run_id,))
+
+    async def drop_hold(self, run_id: str, hold: int) -> list[port.Pair]:
+        return self._dropped(sql.DROP_HOLD, (run_id, hold))
+
+    async def drop_holds(self, run_id: str) -> list[port.Pair]:
+        return self._dropped(sql.DROP_HOLDS, (run_id,))
+
+    async def first_waiter(self, pair: port.Pair) -> port.Waiter | None:
+        row = self.db.execute(sql.FIRST_WAITER, pair).fetchone()
+        return None if row is None else (row["run_id"], row["hold"])
+
+    async def waiting_views(self, run_id: str, hold: int) -> list[port.PairView]:
+        db, views = self.db, []
+        for row in db.execute(sql.RUN_WAITING, (run_id, hold)).fetchall():
+            pair = (row["key"], row["ivalue"])
+            (holding,) = db.execute(sql.COUNT_HOLDING, pair).fetchone()
+            first = db.execute(sql.FIRST_WAITER, pair).fetchone()
+            views.append(port.PairView(pair, row["lim"], holding, (first["run_id"], first["hold"])))
+        return views
+
+    async def promote(self, run_id: str, hold: int) -> None:
+        self.db.execute(sql.PROMOTE_SLOTS, (run_id, hold))
+        if hold == 0:
+            (workflow,) = self.db.execute(sql.GET_WORKFLOW_NAME, (run_id,)).fetchone()
+            item = (run_id, workflow_item_id(run_id), "workflow", workflow, 0, 1, b"")
+            self.db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, self.now_us, None, 0, None, 0))
+            self.signals.add(WORK_TOPIC)
+
+    async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
+        self.db.execute(sql.MOVE_RUN_SLOTS, (new_run_id, old_run_id))
+
+    # ------------------------------------------------------------ work
+
+    async def add_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> bool:
+        params = codecs.work_params(run_id, new, placed)
+        return bool(self.db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount)
+
+    async def put_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> None:
+        self.db.execute(sql.REPLACE_WORK, codecs.work_params(run_id, new, placed))
+
+    async def get_work(self, run_id: str, item_id: str) -> port.QueuedWork | None:
+        row = self.db.execute(sql.GET_WORK, (run_id, item_id)).fetchone()
+        return None if row is None else codecs.columns.queued(row)
+
+    async def set_rewake(self, run_id: str, item_id: str) -> None:
+        self.db.execute(sql.SET_REWAKE, (run_id, item_id))
+
+    async def set_available(self, run_id: str, item_id: str, at: datetime) -> None:
+        self.db.execute(sql.SET_AVAILABLE, (codecs.to_micros(at), run_id, item_id))
+
+    async def lease_work(self, run_id: str, item_id: str, lease: port.LeaseRow) -> None:
+        due, expires = codecs.to_micros(lease.available_at), codecs.to_micros(lease.expires_at)
+        owner = (lease.worker_id, lease.token)
+        self.db.execute(sql.LEASE_WORK, (due, *owner, expires, lease.attempt, run_id, item_id))
+
+    async def rewake_item(self, run_id: str, item_id: str) -> None:
+        self.db.execute(sql.REWAKE_ON_ACK, (self.now_us, run_id, item_id))
+
+    async def delete_item(self, run_id: str, item_id: str) -> None:
+        self.db.execute(sql.DELETE_WORK, (run_id, item_id))
+
+    async def lease_holder(self, lease: types.WorkItem) -> str | None:
+        row = self.db.execute(sql.LEASE_HOLDER, (lease.run_id, lease.id)).fetchone()
+        return None if row is None else row["owner"]
+
+    async def drop_cancelled_work(self, run_id: str) -> list[port.DroppedWork]:
+        rows = self.db.execute(sql.DROP_CANCELLED_WORK, (run_id, self.now_us)).fetchall()
+        return [
+            port.DroppedWork(row["kind"], row["number"], row["attempt"], bool(row["in_flight"]))
+            for row in rows
+        ]
+
+    # ------------------------------------------------------------ streams
+
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        (first,) = self.db.execute(sql.NEXT_STREAM_SEQ, (run_id, name)).fetchone()
+        self.db.executemany(
+            sql.INSERT_STREAM,
+            [(run_id, name, first + n, data, self.now_us) for n, data in enumerate(chunks)],
+        )
+        return int(first)
+
+    # ------------------------------------------------------------ retention
+
+    async def prunable(self, closed_before: datetime, limit: int) -> list[str]:
+        params = (codecs.to_micros(closed_before), limit)
+        return [row["id"] for row in self.db.execute(sql.PRUNABLE_RUNS, params)]
+
+    async def release_lapsed_claims(self) -> None:
+        self.db.execute(sql.RELEASE_LAPSED_CLAIMS, (self.now_us,))
+
+    async def retire_claims(self, run_ids: Sequence[str], *, release: bool) -> None:
+        statement = sql.RELEASE_RUN_CLAIMS if release else sql.TOMBSTONE_RUN_CLAIMS
+        self.db.executemany(statement, [(run_id,) for run_id in run_ids])
+
+    async def delete_runs(self, run_ids: Sequence[str]) -> None:
+        for statement in sql.PRUNE_RUN:
+            self.db.executemany(statement, [(run_id,) for run_id in run_ids])
+
+    # ------------------------------------------------------------ schedules
+
+    async def insert_schedule(self, record: types.ScheduleRecord) -> bool:
+        return bool(self.db.execute(sql.INSERT_SCHEDULE, codecs.schedule_params(record)).rowcount)
+
+    async def get_schedule(self, schedule_id: str) -> types.ScheduleRecord | None:
+        row = self.db.execute(sql.GET_SCHEDULE, (schedule_id,)).fetchone()
+        return None if row is None else codecs.columns.schedule(row)
+
+    async def put_schedule(self, record: types.ScheduleRecord) -> None:
+        params = (
+            int(record.paused),
+            record.note,
+            codecs.to_micros_or_none(record.next_fire_at),
+            codecs.to_micros_or_none(record.buffered_at),
+            codecs.to_micros_or_none(record.wake_at),
+            record.version,
+            codecs.to_micros(record.updated_at),
+            record.id,
+        )
+        self.db.execute(sql.PUT_SCHEDULE, params)
