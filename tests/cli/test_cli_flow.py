@@ -136,6 +136,10 @@ async def test_attributes_release_frees_a_tombstone(
     assert wf(url, "runs", "prune", "--before", later).code == 0
     refused = wf(url, "start", "tests.cli.test_cli_flow:cli_flow_job", "3", "--unique", "order=o-1")
     assert refused.code == 1 and "wf attributes release" in refused.err, refused.err
+    shown = wf(url, "runs", "show", "order=o-1")
+    assert shown.code == 1 and f"run {run.id!r} was pruned (it had closed as cancelled)" in (
+        shown.err
+    ), shown.err
     released = wf(url, "attributes", "release", "order", "o-1")
     assert released.code == 0, released.err
     assert f"held by pruned run {run.id} (cancelled), generation 1" in released.out
