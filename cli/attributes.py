@@ -36,6 +36,13 @@ MaxRunsOption = Annotated[
     int, typer.Option(min=1, help="Scan at most this many runs (newest first).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+KeyArgument = Annotated[str, typer.Argument(help="The attribute key.", show_default=False)]
+ValueArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The value (JSON numbers, true/false/null as such; else text).", show_default=False
+    ),
+]
 
 
 async def _scan(world: World, where: Expr | None, max_runs: int) -> tuple[list[RunRecord], bool]:
@@ -146,14 +153,8 @@ def values(
 
 @app.command()
 def holders(
-    key: Annotated[str, typer.Argument(help="The attribute key.", show_default=False)],
-    value: Annotated[
-        str,
-        typer.Argument(
-            help="The value (JSON numbers, true/false/null as such; else text).",
-            show_default=False,
-        ),
-    ],
+    key: KeyArgument,
+    value: ValueArgument,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
@@ -224,14 +225,8 @@ def holders(
 
 @app.command()
 def release(
-    key: Annotated[str, typer.Argument(help="The attribute key.", show_default=False)],
-    value: Annotated[
-        str,
-        typer.Argument(
-            help="The value (JSON numbers, true/false/null as such; else text).",
-            show_default=False,
-        ),
-    ],
+    key: KeyArgument,
+    value: ValueArgument,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 import worlds
-from workflow import Worker, create_hook, start, workflow
+from workflow import Run, Worker, create_hook, start, workflow
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -70,14 +70,20 @@ def post(port: int, path: str, body: bytes, headers: dict[str, str] | None = Non
         connection.close()
 
 
+async def waiting_run(world: worlds.World, token: str) -> Run[list[Any]]:
+    """A ``waits_for_two`` run, once its hook ``token`` is live."""
+    run = await start(waits_for_two, token, world=world)
+    with anyio.fail_after(10):
+        while not await world.list_hooks(run.id):
+            await anyio.sleep(0.02)
+    return run
+
+
 async def test_webhooks_resume_hooks_over_http(server: tuple[str, int]) -> None:
     url, port = server
     world = worlds.open(url)
     async with world, Worker(world, [waits_for_two]):
-        run = await start(waits_for_two, "order-7-paid", world=world)
-        with anyio.fail_after(10):
-            while not await world.list_hooks(run.id):
-                await anyio.sleep(0.02)
+        run = await waiting_run(world, "order-7-paid")
         first = json.dumps({"paid": 1}).encode()
         status, answer = await anyio.to_thread.run_sync(
             lambda: post(port, "/hooks/order-7-paid", first, {"Idempotency-Key": "evt-1"})
@@ -119,10 +125,7 @@ async def test_a_body_cut_off_over_http_is_not_delivered(server: tuple[str, int]
     url, port = server
     world = worlds.open(url)
     async with world, Worker(world, [waits_for_two]):
-        run = await start(waits_for_two, "tok-A", world=world)
-        with anyio.fail_after(10):
-            while not await world.list_hooks(run.id):
-                await anyio.sleep(0.02)
+        run = await waiting_run(world, "tok-A")
         await anyio.to_thread.run_sync(send_part, port, "/hooks/tok-A", 7, b"1999", "evt-1")
         # the percent sign itself encoded: the token is "tok%2DA", which names no hook
         assert (await anyio.to_thread.run_sync(post, port, "/hooks/tok%252DA", b"0"))[0] == 404
