@@ -398,7 +398,8 @@ def prune(
         bool,
         typer.Option(
             "--release-claims",
-            help="Release the pruned runs' unique claims instead of keeping tombstones.",
+            help="Release the pruned runs' unique claims instead of keeping tombstones, "
+            "and every tombstone earlier prunes kept.",
         ),
     ] = False,
     as_json: JsonOption = False,
@@ -407,8 +408,9 @@ def prune(
     """Delete closed runs (events, attributes, work) that closed before WHEN.
 
     Their unique claims stay as tombstones (a later start of such a pair is
-    still refused) unless --release-claims, which frees those pairs. Claims
-    whose ttl lapsed are released either way. Open runs are never pruned.
+    still refused) unless --release-claims, which frees those pairs and the
+    tombstones of earlier prunes (`wf attributes release KEY VALUE` frees one).
+    Claims whose ttl lapsed are released either way. Open runs are never pruned.
 
     Examples:
 

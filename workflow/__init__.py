@@ -24,6 +24,7 @@ from workflow.client import (
     list_hooks,
     list_runs,
     prune_runs,
+    release_claims,
     resume_hook,
     start,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "patched",
     "prune_runs",
     "random",
+    "release_claims",
     "replay",
     "resume_hook",
     "set_attribute",

@@ -53,12 +53,21 @@ class Run(Generic[R]):
         world: World | None = None,
         workflow: WorkflowDefinition[..., R] | None = None,
         record: RunRecord | None = None,
+        tombstone: Claim | None = None,
     ) -> None:
         self._id = run_id
         self._world = world
         self._workflow = workflow
+        self._tombstone = tombstone
         self.record = record
         """The run as last read by ``list_runs``/``find_run``, if any (may be stale)."""
+
+    @property
+    def pruned_status(self) -> RunStatus | None:
+        """How the run had closed, when ``find_run`` found only its tombstone: the run
+        was pruned, and its methods raise ``RunNotFoundError`` saying so. ``None`` for
+        any other handle."""
+        return None if self._tombstone is None else self._tombstone.pruned_status
 
     @property
     def id(self) -> str:
@@ -79,10 +88,17 @@ class Run(Generic[R]):
     def __hash__(self) -> int:
         return hash(self._id)
 
+    def _not_found(self) -> RunNotFoundError:
+        tombstone = self._tombstone
+        if tombstone is None or tombstone.pruned_status is None:
+            return RunNotFoundError(self._id)
+        pair = (tombstone.key, tombstone.value)
+        return RunNotFoundError(self._id, pruned_status=tombstone.pruned_status, claim=pair)
+
     async def _record(self) -> RunRecord:
         record = await self.world.get_run(self._id)
         if record is None:
-            raise RunNotFoundError(self._id)
+            raise self._not_found()
         self.record = record
         return record
 
@@ -190,7 +206,7 @@ class Run(Generic[R]):
         if before in (RunStatus.FAILED, RunStatus.CANCELLED):
             record = await self.world.reopen_run(self._id, who)
             if record is None:
-                raise RunNotFoundError(self._id)
+                raise self._not_found()
             self.record = record
         if record is None or record.status.is_closed:
             now = before if record is None else record.status
@@ -217,7 +233,7 @@ class Run(Generic[R]):
         run_id = new_run_id()
         record = await self.world.fork_run(self._id, run_id, from_step, who)
         if record is None:
-            raise RunNotFoundError(self._id)
+            raise self._not_found()
         return Run(run_id, world=self._world, workflow=self._workflow, record=record)
 
     async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
@@ -239,7 +255,7 @@ class Run(Generic[R]):
                 raise ValueError(f"grace must be >= 0 seconds, got {grace}")
             found = await self.world.request_cancel(self._id, reason, grace)
         if found is None:
-            raise RunNotFoundError(self._id)
+            raise self._not_found()
 
     async def result(self, timeout: float | None = None) -> R:
         """Wait for the run to close and return its result.

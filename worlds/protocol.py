@@ -25,6 +25,7 @@ from worlds.query import RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
+    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
@@ -216,7 +217,21 @@ class Runs(Protocol):
         then they are released. Claims whose ``lapses_at`` passed are released
         too, whoever held them. A released pair keeps its generation, so the
         next claim of it gets a higher one (fencing tokens never go back).
-        Returns the ids pruned.
+        With ``release_claims`` the tombstones earlier prunes kept are released
+        as well (a world prunes no run's claims into a tombstone then). Returns
+        the ids pruned.
+        """
+        ...
+
+    async def release_claim(self, key: str, value: AttributeValue) -> Claim | ClaimConflict | None:
+        """Release the unique pair (key, value), atomically, if its holder is closed.
+
+        A tombstone, or the claim of a run that has closed, is freed keeping its
+        generation (the next holder's is higher); the answer is the claim as it
+        was (``pruned_status`` set for a tombstone). A pair held by a pending or
+        running run is left alone: the answer is a ``ClaimConflict`` naming it.
+        ``None``: nothing held the pair (never claimed, released or lapsed).
+        Decided by ``worlds._rules.claims.on_release``.
         """
         ...
 

@@ -35,6 +35,7 @@ def test_workflow_exports_are_pinned() -> None:
         "replay",
         "write_stream",
         "prune_runs",
+        "release_claims",
         "RunMetadata",
         "RunNotFoundError",
         "StepFailedError",

@@ -13,7 +13,17 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from worlds import types
-from worlds._flows import cancel, commit, create, hooks, prune, reopen, schedules, streams
+from worlds._flows import (
+    cancel,
+    commit,
+    create,
+    hooks,
+    prune,
+    release,
+    reopen,
+    schedules,
+    streams,
+)
 from worlds._flows.rows import Rollback
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit
@@ -292,6 +302,12 @@ class MemoryWorld(ClosesOnExit):
         return self._write(
             lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
         )
+
+    async def release_claim(
+        self, key: str, value: types.AttributeValue
+    ) -> types.Claim | types.ClaimConflict | None:
+        """See ``World.release_claim``."""
+        return self._write(lambda rows: release.release_claim(rows, key, value))
 
     # ------------------------------------------------------------ schedules
 

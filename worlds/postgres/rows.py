@@ -474,6 +474,9 @@ class PostgresRows:
             statement = sql.RELEASE_RUN_CLAIMS if release else sql.TOMBSTONE_RUN_CLAIMS
             await self._execute(statement, list(run_ids))
 
+    async def release_tombstones(self) -> None:
+        await self._execute(sql.RELEASE_TOMBSTONES)
+
     async def delete_runs(self, run_ids: Sequence[str]) -> None:
         if run_ids:
             await self._execute(sql.DELETE_RUNS, list(run_ids))

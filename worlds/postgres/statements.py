@@ -189,6 +189,11 @@ TOMBSTONE_RUN_CLAIMS = """
 UPDATE claims SET step = NULL, attempt = NULL, pruned_status = r.status
 FROM runs r WHERE claims.run_id = r.id AND r.id = ANY($1::text[])
 """
+RELEASE_TOMBSTONES = """
+UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
+    pruned_status = NULL
+WHERE pruned_status IS NOT NULL
+"""
 DELETE_RUNS = """
 WITH gone_events AS (
     DELETE FROM events WHERE run_id = ANY($1::text[])

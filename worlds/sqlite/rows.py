@@ -369,6 +369,9 @@ class SqliteRows:
         statement = sql.RELEASE_RUN_CLAIMS if release else sql.TOMBSTONE_RUN_CLAIMS
         self.db.executemany(statement, [(run_id,) for run_id in run_ids])
 
+    async def release_tombstones(self) -> None:
+        self.db.execute(sql.RELEASE_TOMBSTONES)
+
     async def delete_runs(self, run_ids: Sequence[str]) -> None:
         for statement in sql.PRUNE_RUN:
             self.db.executemany(statement, [(run_id,) for run_id in run_ids])

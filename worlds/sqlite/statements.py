@@ -142,6 +142,10 @@ TOMBSTONE_RUN_CLAIMS = (
     "pruned_status = (SELECT status FROM runs WHERE id = ?1) WHERE run_id = ?1"
 )
 """Pruning a run keeps its claims as tombstones (or releases them); before ``PRUNE_RUN``."""
+RELEASE_TOMBSTONES = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE pruned_status IS NOT NULL"
+)
 
 _WORK_COLUMNS = (
     "run_id, id, kind, name, number, attempt, payload, available_at, "
