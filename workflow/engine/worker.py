@@ -165,7 +165,7 @@ class Worker:
             lambda: self._registry.workflow_names,
             lease_seconds=lease_seconds,
             poll_interval=poll_interval,
-            complaints=Complaints(log, self.worker_id),
+            complaints=self._complaints,  # one outage per worker, whichever loop sees it
             fail=self._fail,
         )
         self._stop_requested = anyio.Event()
