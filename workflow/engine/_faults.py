@@ -126,6 +126,7 @@ class Complaints:
             exc_info=trace,
         )
 
-    def succeeded(self) -> None:
-        """Note that a world call succeeded: ends an outage, saying how long it lasted."""
-        self.outage.recovered()
+    def succeeded(self, doing: str | None = None) -> None:
+        """Note that ``doing`` (a world call; ``None``: of any kind) succeeded: ends
+        an outage, saying how long it lasted (``Outage.recovered``)."""
+        self.outage.recovered(doing)

@@ -9,8 +9,11 @@ the one ``Outage`` of its worker about each failed call (``failed``) and each
 call that succeeded (``recovered``), so the worker logs an outage three ways
 only: when it begins, every ``remind_every`` seconds while it lasts, and when
 it ends, however many calls and loops fail meanwhile. A call that succeeds
-ends the outage, so the next one begins afresh (its first line is never a
-"still" line carrying the time of an outage long over).
+ends an unavailable world's outage (the world answers), so the next one begins
+afresh (its first line is never a "still" line carrying the time of an outage
+long over). A full world still answers reads and writes that need no room, so
+its outage ends only when a call of the kind that began it (its verb: a
+``commit``, a ``lease``) succeeds.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Outage:
         self._reminded_at = 0.0
         self._failed_calls = 0
         self._full = False
+        self._verb = ""
 
     @property
     def ongoing(self) -> bool:
@@ -65,6 +69,7 @@ class Outage:
         if self._since is None:
             self._since = self._reminded_at = now
             self._failed_calls = 1
+            self._verb = _verb(doing)
             then = (
                 "keeping its leases and retrying until space is freed"
                 if self._full
@@ -92,9 +97,13 @@ class Outage:
                 one_line(error),
             )
 
-    def recovered(self) -> None:
-        """Note that a world call succeeded: ends the outage, saying how long it lasted."""
+    def recovered(self, doing: str | None = None) -> None:
+        """Note that a world call (``doing``; ``None``: of any kind) succeeded: ends
+        the outage, saying how long it lasted, unless the world is full and the call
+        was not of the kind that began the outage."""
         if self._since is None:
+            return
+        if self._full and doing is not None and _verb(doing) != self._verb:
             return
         self._log.warning(
             "worker %s: the world %s after %.1f s (%d calls failed meanwhile)",
@@ -104,6 +113,10 @@ class Outage:
             self._failed_calls,
         )
         self._since = None
+
+
+def _verb(doing: str) -> str:
+    return doing.split(" ", 1)[0]
 
 
 def one_line(exc: BaseException) -> str:

@@ -84,7 +84,7 @@ class ScheduleLoop:
                 await anyio.sleep(delay)
                 continue
             backoff.reset()
-            self._complaints.succeeded()
+            self._complaints.succeeded("fire schedules")
             if len(lease.schedules) >= BATCH:
                 continue
             await self._sleep(lease)

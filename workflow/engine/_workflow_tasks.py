@@ -78,7 +78,7 @@ class WorkflowTasks:
                 self._complaints.failed(doing, exc, delay)
                 await anyio.sleep(delay)
             else:
-                self._complaints.succeeded()
+                self._complaints.succeeded(doing)
                 return leased
             if not await self._still_ours(item):
                 return []

@@ -309,7 +309,7 @@ class Worker:
                     await anyio.sleep(delay)
                     continue
             backoff.reset()
-            self._complaints.succeeded()
+            self._complaints.succeeded("lease work")
             if capacity.stopping:
                 with anyio.CancelScope(shield=True):
                     await self.world.release(self.worker_id, items)
@@ -378,7 +378,7 @@ class Worker:
                 self._complaints.failed("renew its leases", exc, delay)
                 continue
             backoff.reset()
-            self._complaints.succeeded()
+            self._complaints.succeeded("renew its leases")
             for (item, scope), ok in zip(entries, alive, strict=True):
                 if not ok and item.kind == "step":
                     scope.cancel()
