@@ -12,7 +12,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -20,9 +19,10 @@ import anyio.to_thread
 import pytest
 
 import worlds
+from tests.apps.ballast import ballast, fill, free
 from tests.apps.bulky import bulky_flow
 from tests.apps.slowapp import slow_flow
-from workflow import Run, RunStatus, prune_runs, start, workflow
+from workflow import RunStatus, start
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -71,28 +71,6 @@ async def test_a_worker_stops_with_one_line_when_its_file_is_deleted_or_replaced
     if how == "replaced":  # the file now at the path got nothing from the worker
         with sqlite3.connect(path) as db:
             assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
-
-
-@workflow
-async def ballast(blob: str) -> None:
-    """Never run (no worker serves it): its runs take room, until pruned."""
-
-
-async def fill(world: worlds.World, path: Path, pages: int) -> list[Run]:
-    """Start ``ballast`` runs through ``world`` until the file holds ``pages`` pages."""
-    runs: list[Run] = []
-    while True:
-        with sqlite3.connect(path) as db:
-            if db.execute("PRAGMA page_count").fetchone()[0] >= pages:
-                return runs
-        runs.append(await start(ballast, "b" * 40_000, world=world))
-
-
-async def free(runs: list[Run], world: worlds.World) -> None:
-    """Cancel and prune ``runs``: their pages go back to the file's free list."""
-    for run in runs:
-        await run.cancel()
-    await prune_runs(closed_before=datetime.now(UTC), limit=len(runs) + 10, world=world)
 
 
 async def test_a_full_world_is_an_outage_the_worker_process_rides_out(tmp_path: Path) -> None:

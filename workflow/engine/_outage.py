@@ -8,12 +8,16 @@ dispatcher's poll, lease renewal, commits, workflow tasks, schedules) tells
 the one ``Outage`` of its worker about each failed call (``failed``) and each
 call that succeeded (``recovered``), so the worker logs an outage three ways
 only: when it begins, every ``remind_every`` seconds while it lasts, and when
-it ends, however many calls and loops fail meanwhile. A call that succeeds
-ends an unavailable world's outage (the world answers), so the next one begins
-afresh (its first line is never a "still" line carrying the time of an outage
-long over). A full world still answers reads and writes that need no room, so
-its outage ends only when a call of the kind that began it (its verb: a
-``commit``, a ``lease``) succeeds.
+it ends, however many calls and loops fail meanwhile.
+
+When does it end? Some calls succeed in the middle of an outage: reads while
+another process holds SQLite's write lock, renewals (rewriting a row in place)
+while the disk is full. So an outage ends when a call of the kind that began it
+(its verb: ``commit``, ``lease``, ``fire``) succeeds, or when any call succeeds
+and none has failed for ``quiet`` seconds (the kind that began it may not be
+tried again soon: a commit, once the worker is idle). Either way the next
+outage begins afresh: its first line is never a "still" line carrying the time
+of an outage long over.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class Outage:
         log: where the lines go (warnings).
         worker_id: the worker the lines name.
         remind_every: seconds between two "still" lines of one outage.
+        quiet: seconds without a failed call after which any call that succeeds
+            ends the outage (longer than the workers' retry backoffs).
         clock: monotonic seconds (a test's clock in tests).
     """
 
@@ -43,13 +49,16 @@ class Outage:
         worker_id: str,
         *,
         remind_every: float = 10.0,
+        quiet: float = 15.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._log = log
         self._worker_id = worker_id
         self._remind_every = remind_every
+        self._quiet = quiet
         self._clock = clock
         self._since: float | None = None
+        self._failed_at = 0.0
         self._reminded_at = 0.0
         self._failed_calls = 0
         self._full = False
@@ -64,6 +73,7 @@ class Outage:
         """Note that ``doing`` failed with ``error`` (unavailable or full); ``trace``: the
         exception whose traceback to log with the first line, if any."""
         now = self._clock()
+        self._failed_at = now
         self._full = isinstance(error, WorldFullError)
         state = "full" if self._full else "unavailable"
         if self._since is None:
@@ -98,18 +108,20 @@ class Outage:
             )
 
     def recovered(self, doing: str | None = None) -> None:
-        """Note that a world call (``doing``; ``None``: of any kind) succeeded: ends
-        the outage, saying how long it lasted, unless the world is full and the call
-        was not of the kind that began the outage."""
+        """Note that a world call (``doing``; ``None``: of the kind that began the
+        outage) succeeded: ends the outage, saying how long it lasted, if the call
+        is of the kind that began it or no call failed for ``quiet`` seconds."""
         if self._since is None:
             return
-        if self._full and doing is not None and _verb(doing) != self._verb:
-            return
+        now = self._clock()
+        if doing is not None and _verb(doing) != self._verb:
+            if now - self._failed_at < self._quiet:
+                return  # other calls still fail: this one needed less of the world
         self._log.warning(
             "worker %s: the world %s after %.1f s (%d calls failed meanwhile)",
             self._worker_id,
             "has room again" if self._full else "answers again",
-            self._clock() - self._since,
+            now - self._since,
             self._failed_calls,
         )
         self._since = None
