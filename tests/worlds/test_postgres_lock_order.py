@@ -17,6 +17,7 @@ import anyio
 import asyncpg
 import pytest
 
+from worlds.errors import WorldDeadlockError, WorldUnavailableError, as_world_error
 from worlds.postgres import PostgresWorld
 from worlds.testing._base import WF, create_run, lease_all
 from worlds.types import AttributeSet, CommitRequest, EventKind, RunStarted, WorkItem
@@ -113,3 +114,37 @@ async def test_renewing_and_releasing_lock_work_items_by_run_id(
             assert answer == [True, True]
         else:
             assert len(await lease_all(world, {WF}, worker="other")) == 2
+
+
+async def test_a_deadlock_the_server_breaks_is_named_as_one(postgres_world_url: str) -> None:
+    """Not "the world is unavailable": ``WorldDeadlockError`` says what happened, and
+    is transient (a ``WorldUnavailableError``), so callers retry it."""
+    async with PostgresWorld(postgres_world_url) as world:
+        low, high = await _two_leased(world)
+        first, second = [await asyncpg.connect(world.dsn) for _ in range(2)]
+        errors: list[BaseException] = []
+        try:
+            for conn in (first, second):
+                await conn.execute(f'SET search_path = "{world.schema}"')
+            lock = "SELECT 1 FROM runs WHERE id = $1 FOR UPDATE"
+
+            async def both(conn: asyncpg.Connection, one: str, other: str) -> None:
+                try:
+                    async with conn.transaction():
+                        await conn.execute(lock, one)
+                        await anyio.sleep(0.3)
+                        await conn.execute(lock, other)
+                except asyncpg.PostgresError as exc:
+                    errors.append(exc)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(both, first, low.run_id, high.run_id)
+                group.start_soon(both, second, high.run_id, low.run_id)
+        finally:
+            for conn in (first, second):
+                await conn.close()
+    assert len(errors) == 1
+    named = as_world_error(errors[0])
+    assert isinstance(named, WorldDeadlockError)
+    assert isinstance(named, WorldUnavailableError)
+    assert "deadlock" in str(named) and "retried" in str(named)
