@@ -16,9 +16,9 @@ async def ballast(blob: str) -> None:
     """Never run (no worker serves it): its runs take room, until pruned."""
 
 
-async def fill(world: World, path: Path, pages: int) -> list[Run]:
+async def fill(world: World, path: Path, pages: int) -> list[Run[None]]:
     """Start ``ballast`` runs through ``world`` until the file holds ``pages`` pages."""
-    runs: list[Run] = []
+    runs: list[Run[None]] = []
     while True:
         with sqlite3.connect(path) as db:
             if db.execute("PRAGMA page_count").fetchone()[0] >= pages:
@@ -26,7 +26,7 @@ async def fill(world: World, path: Path, pages: int) -> list[Run]:
         runs.append(await start(ballast, "b" * 40_000, world=world))
 
 
-async def free(runs: list[Run], world: World) -> None:
+async def free(runs: list[Run[None]], world: World) -> None:
     """Cancel and prune ``runs``: their pages go back to the file's free list."""
     for run in runs:
         await run.cancel()
