@@ -5,13 +5,15 @@ database, a lock held too long, a deadlock the database broke; and
 ``WorldFullError``: space may be freed) is retried with exponential backoff and
 jitter, capped, the worker keeping its leases meanwhile. One that cannot
 (``WorldMisconfiguredError``: read-only, schema newer than this code,
-authentication failed, database missing, the file replaced) stops the worker. Anything else is a bug or a bad value, retried a bounded number
-of times (``POISON_LIMIT``) before the work it belongs to is failed.
+authentication failed, database missing, the file replaced) stops the
+worker. Anything else is a bug or a bad value, retried a bounded number of
+times (``POISON_LIMIT``) before the work it belongs to is failed.
 
 An outage of the world (unavailable or full) is logged when it begins, every
 ten seconds while it lasts and when it ends, however many calls fail
-meanwhile (``_outage.Outage``); any other failure is one line each; the traceback of a kind of failure is logged the first time
-only. A ten-second outage gives a handful of lines, not thousands.
+meanwhile (``_outage.Outage``); any other failure is one line each; the
+traceback of a kind of failure is logged the first time only. A ten-second
+outage gives a handful of lines, not thousands.
 """
 
 from __future__ import annotations

@@ -114,9 +114,9 @@ class Outage:
         if self._since is None:
             return
         now = self._clock()
-        if doing is not None and _verb(doing) != self._verb:
-            if now - self._failed_at < self._quiet:
-                return  # other calls still fail: this one needed less of the world
+        other_kind = doing is not None and _verb(doing) != self._verb
+        if other_kind and now - self._failed_at < self._quiet:
+            return  # calls of its kind still fail: this one needed less of the world
         self._log.warning(
             "worker %s: the world %s after %.1f s (%d calls failed meanwhile)",
             self._worker_id,
