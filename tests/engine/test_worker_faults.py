@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 import worlds
-from tests.apps.ballast import ballast, fill, free
+from tests.apps.ballast import RESULT_SIZE, free, full_while_bulky_runs
 from tests.apps.bulky import bulky_flow
 from workflow import (
     RunFailedError,
@@ -280,20 +280,14 @@ async def test_a_full_world_is_an_outage_the_worker_rides_out(
         await operator.info()  # the file exists before the worker's world caps it
         capped = worlds.open(f"sqlite:///{path}?max_pages=200")
         async with capped, Worker(capped, [bulky_flow], lease_seconds=8) as worker:
-            run = await start(bulky_flow, str(journal), str(gate), 200_000, world=operator)
-            with anyio.fail_after(30):
-                while not journal.exists():
-                    await anyio.sleep(0.02)
-            kept = await start(ballast, "kept", world=operator)
-            filler = await fill(operator, path, 220)
-            gate.touch()  # the result needs about 50 new pages: none is left to the worker
+            run, kept, filler = await full_while_bulky_runs(operator, path, journal, gate)
             with anyio.fail_after(30):
                 while not [r for r in caplog.records if "the world is full" in r.getMessage()]:
                     await anyio.sleep(0.05)
             await anyio.sleep(1)  # more commits fail meanwhile
             assert worker.failure is None
             await free(filler, operator)
-            assert await run.result(timeout=60) == 200_000
+            assert await run.result(timeout=60) == RESULT_SIZE
             assert await kept.status() is RunStatus.PENDING
     assert journal.read_text().splitlines() == ["start", "end"]
     messages = [r.getMessage() for r in caplog.records if r.name == "workflow.worker"]

@@ -19,8 +19,7 @@ import anyio.to_thread
 import pytest
 
 import worlds
-from tests.apps.ballast import ballast, fill, free
-from tests.apps.bulky import bulky_flow
+from tests.apps.ballast import RESULT_SIZE, free, full_while_bulky_runs
 from tests.apps.slowapp import slow_flow
 from workflow import RunStatus, start
 
@@ -85,20 +84,14 @@ async def test_a_full_world_is_an_outage_the_worker_process_rides_out(tmp_path: 
         await operator.info()  # the file exists before the worker caps it
         proc = spawn("tests.apps.bulky", f"sqlite:///{path}?max_pages=200")
         try:
-            run = await start(bulky_flow, str(journal), str(gate), 200_000, world=operator)
-            with anyio.fail_after(30):
-                while not journal.exists():
-                    await anyio.sleep(0.05)
-            kept = await start(ballast, "kept", world=operator)
-            filler = await fill(operator, path, 220)
-            gate.touch()  # the result needs about 50 new pages: none left to the worker
+            run, kept, filler = await full_while_bulky_runs(operator, path, journal, gate)
             with anyio.fail_after(30):
                 while "end" not in journal.read_text():
                     await anyio.sleep(0.05)
             await anyio.sleep(3)  # commits fail meanwhile; the worker must live on
             assert proc.poll() is None, "the worker exited on a full world"
             await free(filler, operator)
-            assert await run.result(timeout=60) == 200_000
+            assert await run.result(timeout=60) == RESULT_SIZE
             assert await kept.status() is RunStatus.PENDING
             proc.terminate()
             err = await finish(proc)
