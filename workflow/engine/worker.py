@@ -90,11 +90,13 @@ class Worker:
         cache_size: how many suspended workflows to keep in memory.
 
     A world that is unavailable for a while (a restarted database, a lock held
-    too long) is waited out with capped exponential backoff; a finished step's
-    result is committed as soon as the world is back, for as long as its lease
-    is still this worker's. A world that cannot heal by waiting (read-only,
-    schema too new, authentication failed) stops the worker: ``run()`` raises
-    the ``WorldMisconfiguredError`` and ``failure`` holds it.
+    too long) or full (a full disk) is waited out with capped exponential
+    backoff, the worker keeping its leases; a finished step's result is
+    committed as soon as the world is back (or has room), for as long as its
+    lease is still this worker's. A world that cannot heal by waiting
+    (read-only, schema too new, authentication failed, its SQLite file deleted
+    or replaced) stops the worker: ``run()`` raises the
+    ``WorldMisconfiguredError`` and ``failure`` holds it.
     """
 
     def __init__(
