@@ -305,15 +305,22 @@ async def test_every_outage_a_worker_logs_is_also_logged_as_over(
     url = f"sqlite:///{tmp_path}/world.db?busy_timeout=0.05"
     async with worlds.open(url) as world, Worker(world, [plain], poll_interval=0.05):
         await create_schedule(plain, 1, id="often", every=0.5, world=world)
-        for _ in range(2):
+        for outage in range(1, 3):
             locker = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
             locker.execute("BEGIN EXCLUSIVE")
             await anyio.sleep(2)  # every loop's calls fail meanwhile
             locker.execute("ROLLBACK")
             locker.close()
-            await anyio.sleep(1.5)  # every loop answers again
+            with anyio.fail_after(15):  # the schedule loop's calls succeed again
+                while len(_lines(caplog, "answers again")) < outage:
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.5)
+    begun, ended = _lines(caplog, "the world is unavailable"), _lines(caplog, "answers again")
+    assert len(begun) == len(ended) == 2, _lines(caplog, "")
+    assert not _lines(caplog, "still"), _lines(caplog, "")
+
+
+def _lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    """The worker's log lines that contain ``text``."""
     messages = [r.getMessage() for r in caplog.records if r.name == "workflow.worker"]
-    begun = [m for m in messages if "the world is unavailable" in m]
-    ended = [m for m in messages if "answers again" in m]
-    assert len(begun) == len(ended) == 2, messages
-    assert not [m for m in messages if "still" in m], messages
+    return [message for message in messages if text in message]
