@@ -84,6 +84,7 @@ class ScheduleLoop:
                 await anyio.sleep(delay)
                 continue
             backoff.reset()
+            self._complaints.succeeded("fire schedules")
             if len(lease.schedules) >= BATCH:
                 continue
             await self._sleep(lease)
@@ -122,9 +123,7 @@ class ScheduleLoop:
                     return
                 # Its lease runs out and a later round (here or elsewhere) tries again;
                 # fires already started are found by their run id, not started twice.
-                log.warning(
-                    "worker %s could not fire schedule %s: %r", self.worker_id, record.id, exc
-                )
+                self._complaints.failed(f"fire schedule {record.id}", exc, self.lease_seconds)
                 return
             self.fired += 1
             if stored is None:
