@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+import anyio
 import pytest
 
 from workflow import (
+    Limited,
+    Run,
+    RunCancelledError,
     RunFailedError,
     RunNotFoundError,
     RunStatus,
     StepFailedError,
     Unique,
     Worker,
+    create_hook,
     get_run,
+    hold,
+    list_hooks,
+    resume_hook,
     start,
     step,
     workflow,
@@ -141,3 +151,233 @@ async def test_fork_from_step_3_replays_steps_1_and_2_and_runs_the_rest(world: W
     assert completed == [1, 2, 3, 4, 5]
     with pytest.raises(ValueError, match="no step 9"):
         await run.fork(from_step=9)
+
+
+# ---------------------------------------------------------------- slots and hooks again
+# A reopened or forked run takes its slots (``Limited`` start pairs, the ``hold()`` block
+# it was in) and its hook tokens again before its body goes on (issue 33, items 1 and 3).
+
+inside: dict[str, int] = {}
+peak: dict[str, int] = {}
+order: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _reset_lanes() -> None:
+    inside.clear()
+    peak.clear()
+    order.clear()
+
+
+@step(max_retries=0)
+async def check(n: int) -> None:
+    if n in broken:
+        raise RuntimeError(f"run {n} is broken")
+
+
+@step
+async def enter(lane: str, n: int) -> None:
+    inside[lane] = inside.get(lane, 0) + 1
+    peak[lane] = max(peak.get(lane, 0), inside[lane])
+    order.append(f"enter {n}")
+
+
+@step
+async def leave(lane: str, n: int) -> None:
+    inside[lane] -= 1
+    order.append(f"leave {n}")
+
+
+async def _lane(lane: str, n: int, token: str | None) -> int:
+    """Check, then be inside ``lane`` (until ``token``'s hook is resumed, if given)."""
+    await check(n)
+    await enter(lane, n)
+    if token is not None:
+        await create_hook(token).receive()
+    await leave(lane, n)
+    return n
+
+
+@workflow
+async def lane_job(lane: str, n: int, token: str | None) -> int:
+    return await _lane(lane, n, token)
+
+
+@workflow
+async def held_lane_job(lane: str, n: int, token: str | None, limit: int) -> int:
+    async with hold("desk", lane, limit=limit):
+        return await _lane(lane, n, token)
+
+
+@workflow
+async def waits_for_hook(token: str) -> str:
+    payload: str = await create_hook(token).receive()
+    return f"got {payload}"
+
+
+async def _until(check_: Callable[[], Awaitable[bool]]) -> None:
+    with anyio.fail_after(30):
+        while not await check_():
+            await anyio.sleep(0.02)
+
+
+async def _failed(run: Run[Any]) -> None:
+    with pytest.raises(RunFailedError):
+        await run.result(timeout=30)
+
+
+async def _parked(world: World, holders: list[Run[Any]], tokens: list[str]) -> bool:
+    """Whether each of ``holders`` waits on its hook of ``tokens`` (inside its lane)."""
+    for run, token in zip(holders, tokens, strict=True):
+        if not await _hooks_of(world, run.id, [token]):
+            return False
+    return True
+
+
+def _lanes(world: World) -> Worker:
+    return Worker(world, [lane_job, held_lane_job, waits_for_hook], concurrency=16)
+
+
+async def test_a_retried_limited_run_waits_for_the_slot_another_run_holds(world: World) -> None:
+    broken.add(1)
+    async with _lanes(world):
+        failed = await start(lane_job, "a", 1, None, attributes={"t": Limited("a", 1)}, world=world)
+        await _failed(failed)
+        holder = await start(
+            lane_job, "a", 2, "lim-h", attributes={"t": Limited("a", 1)}, world=world
+        )
+        await _until(lambda: _parked(world, [holder], ["lim-h"]))
+        broken.clear()
+        await failed.retry()
+        assert await failed.status() is RunStatus.PENDING  # in line, not running
+        rows = await world.list_slots("t", "a")
+        assert [(r.run_id, r.holding) for r in rows] == [(holder.id, True), (failed.id, False)]
+        await resume_hook("lim-h", "go", world=world)
+        assert await holder.result(timeout=30) == 2
+        assert await failed.result(timeout=30) == 1
+    assert peak["a"] == 1
+    assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
+    assert await world.list_slots("t", "a") == []
+
+
+async def test_a_fork_of_a_limited_run_waits_for_the_slot(world: World) -> None:
+    broken.add(1)
+    async with _lanes(world):
+        failed = await start(lane_job, "f", 1, None, attributes={"t": Limited("f", 1)}, world=world)
+        await _failed(failed)
+        holder = await start(
+            lane_job, "f", 2, "fork-h", attributes={"t": Limited("f", 1)}, world=world
+        )
+        await _until(lambda: _parked(world, [holder], ["fork-h"]))
+        broken.clear()
+        fork = await failed.fork(from_step=1)
+        assert await fork.status() is RunStatus.PENDING
+        await resume_hook("fork-h", "go", world=world)
+        assert await holder.result(timeout=30) == 2
+        assert await fork.result(timeout=30) == 1
+    assert peak["f"] == 1
+    assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
+
+
+async def test_a_retried_run_that_failed_inside_a_hold_waits_for_the_block(world: World) -> None:
+    broken.add(1)
+    async with _lanes(world):
+        failed = await start(held_lane_job, "h", 1, None, 1, world=world)
+        await _failed(failed)
+        assert await world.list_slots("desk", "h") == []  # closing let the slot go
+        holder = await start(held_lane_job, "h", 2, "hold-h", 1, world=world)
+        await _until(lambda: _parked(world, [holder], ["hold-h"]))
+        broken.clear()
+        await failed.retry()
+        assert await failed.status() is RunStatus.PENDING
+        await resume_hook("hold-h", "go", world=world)
+        assert await holder.result(timeout=30) == 2
+        assert await failed.result(timeout=30) == 1
+    assert peak["h"] == 1
+    assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
+    assert await world.list_slots("desk", "h") == []  # the re-run block released it
+
+
+async def test_a_fork_from_inside_a_hold_waits_for_the_block(world: World) -> None:
+    broken.add(1)
+    async with _lanes(world):
+        failed = await start(held_lane_job, "k", 1, None, 1, world=world)
+        await _failed(failed)
+        holder = await start(held_lane_job, "k", 2, "fork-k", 1, world=world)
+        await _until(lambda: _parked(world, [holder], ["fork-k"]))
+        broken.clear()
+        fork = await failed.fork(from_step=1)
+        assert await fork.status() is RunStatus.PENDING
+        await resume_hook("fork-k", "go", world=world)
+        assert await fork.result(timeout=30) == 1
+        assert await holder.result(timeout=30) == 2
+    assert peak["k"] == 1
+    assert await world.list_slots("desk", "k") == []
+
+
+async def test_retried_runs_never_exceed_the_limit_with_many_concurrent_runs(
+    world: World,
+) -> None:
+    broken.update({1, 2, 3, 4})
+    async with _lanes(world):
+        limited = {"t": Limited("m", 2)}
+        failed = [
+            await start(lane_job, "m", n, None, attributes=limited, world=world)
+            for n in (1, 2, 3, 4)
+        ]
+        for run in failed:
+            await _failed(run)
+        holders = [
+            await start(lane_job, "m", n, f"many-{n}", attributes=limited, world=world)
+            for n in (5, 6)
+        ]
+        await _until(lambda: _parked(world, holders, ["many-5", "many-6"]))
+        broken.clear()
+        for run in failed:
+            await run.retry()
+        assert [await run.status() for run in failed] == [RunStatus.PENDING] * 4
+        newcomers = [
+            await start(lane_job, "m", n, None, attributes=limited, world=world) for n in (7, 8)
+        ]
+        for n in (5, 6):
+            await resume_hook(f"many-{n}", "go", world=world)
+        with anyio.fail_after(60):
+            done = [await run.result() for run in [*holders, *failed, *newcomers]]
+    assert done == [5, 6, 1, 2, 3, 4, 7, 8]
+    assert peak["m"] == 2  # both slots used, never a third holder
+    assert await world.list_slots("t", "m") == []
+
+
+async def test_a_run_cancelled_while_waiting_on_a_hook_holds_it_again_when_retried(
+    world: World,
+) -> None:
+    async with _lanes(world):
+        run = await start(waits_for_hook, "again-tok", world=world)
+        await _until(lambda: _hooks_of(world, run.id, ["again-tok"]))
+        await run.cancel("not now")
+        with pytest.raises(RunCancelledError):
+            await run.result(timeout=30)
+        assert await list_hooks(run_id=run.id, world=world) == []
+        await run.retry()
+        assert await run.status() is RunStatus.RUNNING
+        assert [h.token for h in await list_hooks(run_id=run.id, world=world)] == ["again-tok"]
+        await resume_hook("again-tok", "late", world=world)
+        assert await run.result(timeout=30) == "got late"
+
+
+async def test_retry_is_refused_when_another_run_took_the_hook_token(world: World) -> None:
+    async with _lanes(world):
+        run = await start(waits_for_hook, "taken-tok", world=world)
+        await _until(lambda: _hooks_of(world, run.id, ["taken-tok"]))
+        await run.cancel(grace=None)
+        other = await start(waits_for_hook, "taken-tok", world=world)
+        await _until(lambda: _hooks_of(world, other.id, ["taken-tok"]))
+        with pytest.raises(ValueError, match=f"held by run {other.id}"):
+            await run.retry()
+        assert await run.status() is RunStatus.CANCELLED  # nothing changed
+        await resume_hook("taken-tok", "x", world=world)
+        assert await other.result(timeout=30) == "got x"
+
+
+async def _hooks_of(world: World, run_id: str, tokens: list[str]) -> bool:
+    return [h.token for h in await list_hooks(run_id=run_id, world=world)] == tokens
