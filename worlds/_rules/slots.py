@@ -9,7 +9,7 @@ out: the first waiter of a pair is promoted once every pair it waits in has a
 free slot and it is the first waiter there too; a waiter that cannot be
 promoted blocks the ones behind it in that pair only, so a full pair never
 delays another pair's runs. Every promotion takes slots and frees none, so a
-pair's holders never exceed the limit its holders asked for.
+pair's holders never exceed its limit (one limit per pair: ``check_pair_limit``).
 
 Workflow code takes slots too (``workflow.hold``): a ``SlotRequested``
 command gets a row for (run, hold number) at its one pair, decided by
@@ -18,6 +18,11 @@ place in line); ``SlotReleased`` or the run's close drops it. A waiter is
 therefore a (run id, hold number) ``Waiter``: hold 0 is a start-time row
 (promotion gives the run its workflow item), any other a ``hold`` inside a
 running workflow (promotion appends ``SlotAcquired`` to its log and wakes it).
+
+A pair has one limit at a time (``check_pair_limit``): an entrant asking
+another limit than the pair's rows is refused. A reopened or forked run takes
+its slots again (``retake``): all at once, or it waits in line under the hold
+number ``REOPENING``, holding none, until promoted.
 
 ``promote_flow`` is a generator a backend drives, answering each ``Need``
 with the rows it reads (``Head``, ``Views``) or the write it does
