@@ -238,81 +238,44 @@ def _lanes(world: World) -> Worker:
     return Worker(world, [lane_job, held_lane_job, waits_for_hook], concurrency=16)
 
 
-async def test_a_retried_limited_run_waits_for_the_slot_another_run_holds(world: World) -> None:
-    broken.add(1)
-    async with _lanes(world):
-        failed = await start(lane_job, "a", 1, None, attributes={"t": Limited("a", 1)}, world=world)
-        await _failed(failed)
-        holder = await start(
-            lane_job, "a", 2, "lim-h", attributes={"t": Limited("a", 1)}, world=world
+async def _start_lane(block: str, lane: str, n: int, token: str | None, world: World) -> Run[int]:
+    """A run in ``lane``: a ``Limited`` start pair, or a ``hold()`` block, of limit 1."""
+    if block == "limited":
+        return await start(
+            lane_job, lane, n, token, attributes={"t": Limited(lane, 1)}, world=world
         )
-        await _until(lambda: _parked(world, [holder], ["lim-h"]))
-        broken.clear()
-        await failed.retry()
-        assert await failed.status() is RunStatus.PENDING  # in line, not running
-        rows = await world.list_slots("t", "a")
-        assert [(r.run_id, r.holding) for r in rows] == [(holder.id, True), (failed.id, False)]
-        await resume_hook("lim-h", "go", world=world)
-        assert await holder.result(timeout=30) == 2
-        assert await failed.result(timeout=30) == 1
-    assert peak["a"] == 1
-    assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
-    assert await world.list_slots("t", "a") == []
+    return await start(held_lane_job, lane, n, token, 1, world=world)
 
 
-async def test_a_fork_of_a_limited_run_waits_for_the_slot(world: World) -> None:
+@pytest.mark.parametrize("again", ["retry", "fork"])
+@pytest.mark.parametrize("block", ["limited", "hold"])
+async def test_a_retried_or_forked_run_waits_for_the_slot_another_run_holds(
+    world: World, block: str, again: str
+) -> None:
+    lane, token = f"{block}-{again}", f"{block}-{again}-token"
+    key = "t" if block == "limited" else "desk"
     broken.add(1)
     async with _lanes(world):
-        failed = await start(lane_job, "f", 1, None, attributes={"t": Limited("f", 1)}, world=world)
+        failed = await _start_lane(block, lane, 1, None, world)
         await _failed(failed)
-        holder = await start(
-            lane_job, "f", 2, "fork-h", attributes={"t": Limited("f", 1)}, world=world
-        )
-        await _until(lambda: _parked(world, [holder], ["fork-h"]))
+        assert await world.list_slots(key, lane) == []  # closing let the slot go
+        holder = await _start_lane(block, lane, 2, token, world)
+        await _until(lambda: _parked(world, [holder], [token]))
         broken.clear()
-        fork = await failed.fork(from_step=1)
-        assert await fork.status() is RunStatus.PENDING
-        await resume_hook("fork-h", "go", world=world)
+        if again == "retry":
+            await failed.retry()
+            went_on = failed
+        else:
+            went_on = await failed.fork(from_step=1)
+        assert await went_on.status() is RunStatus.PENDING  # in line, not running
+        rows = await world.list_slots(key, lane)
+        assert [(r.run_id, r.holding) for r in rows] == [(holder.id, True), (went_on.id, False)]
+        await resume_hook(token, "go", world=world)
         assert await holder.result(timeout=30) == 2
-        assert await fork.result(timeout=30) == 1
-    assert peak["f"] == 1
+        assert await went_on.result(timeout=30) == 1
+    assert peak[lane] == 1
     assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
-
-
-async def test_a_retried_run_that_failed_inside_a_hold_waits_for_the_block(world: World) -> None:
-    broken.add(1)
-    async with _lanes(world):
-        failed = await start(held_lane_job, "h", 1, None, 1, world=world)
-        await _failed(failed)
-        assert await world.list_slots("desk", "h") == []  # closing let the slot go
-        holder = await start(held_lane_job, "h", 2, "hold-h", 1, world=world)
-        await _until(lambda: _parked(world, [holder], ["hold-h"]))
-        broken.clear()
-        await failed.retry()
-        assert await failed.status() is RunStatus.PENDING
-        await resume_hook("hold-h", "go", world=world)
-        assert await holder.result(timeout=30) == 2
-        assert await failed.result(timeout=30) == 1
-    assert peak["h"] == 1
-    assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
-    assert await world.list_slots("desk", "h") == []  # the re-run block released it
-
-
-async def test_a_fork_from_inside_a_hold_waits_for_the_block(world: World) -> None:
-    broken.add(1)
-    async with _lanes(world):
-        failed = await start(held_lane_job, "k", 1, None, 1, world=world)
-        await _failed(failed)
-        holder = await start(held_lane_job, "k", 2, "fork-k", 1, world=world)
-        await _until(lambda: _parked(world, [holder], ["fork-k"]))
-        broken.clear()
-        fork = await failed.fork(from_step=1)
-        assert await fork.status() is RunStatus.PENDING
-        await resume_hook("fork-k", "go", world=world)
-        assert await fork.result(timeout=30) == 1
-        assert await holder.result(timeout=30) == 2
-    assert peak["k"] == 1
-    assert await world.list_slots("desk", "k") == []
+    assert await world.list_slots(key, lane) == []  # the re-run block released its slot
 
 
 async def test_retried_runs_never_exceed_the_limit_with_many_concurrent_runs(
