@@ -328,6 +328,30 @@ async def test_a_run_cancelled_while_waiting_on_a_hook_holds_it_again_when_retri
         assert await run.result(timeout=30) == "got late"
 
 
+async def test_a_payload_for_a_run_waiting_for_its_slot_waits_with_it(world: World) -> None:
+    """A retried run holds its hook at once, but a payload does not wake it past its
+    place in line: it reads the payload once it holds its slot again."""
+    async with _lanes(world):
+        first = await start(held_lane_job, "w", 1, "w-first", 1, world=world)
+        await _until(lambda: _parked(world, [first], ["w-first"]))
+        await first.cancel("later")
+        with pytest.raises(RunCancelledError):
+            await first.result(timeout=30)
+        holder = await start(held_lane_job, "w", 2, "w-holder", 1, world=world)
+        await _until(lambda: _parked(world, [holder], ["w-holder"]))
+        await first.retry()
+        assert await first.status() is RunStatus.PENDING
+        await resume_hook("w-first", "now", world=world)  # its hook is held again
+        await anyio.sleep(0.5)  # room for a wrongly woken run to go on
+        assert await first.status() is RunStatus.PENDING
+        assert order == ["enter 1", "enter 2"]
+        await resume_hook("w-holder", "go", world=world)
+        assert await holder.result(timeout=30) == 2
+        assert await first.result(timeout=30) == 1
+    assert order == ["enter 1", "enter 2", "leave 2", "leave 1"]
+    assert await world.list_slots("desk", "w") == []
+
+
 async def test_retry_is_refused_when_another_run_took_the_hook_token(world: World) -> None:
     async with _lanes(world):
         run = await start(waits_for_hook, "taken-tok", world=world)

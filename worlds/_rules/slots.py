@@ -40,6 +40,8 @@ from worlds.types import (
     CreateRunRequest,
     EventKind,
     RunCreated,
+    RunRecord,
+    RunStatus,
     SlotAcquired,
     SlotReleased,
     SlotRequested,
@@ -67,6 +69,7 @@ __all__ = [
     "limit_clash",
     "promote_flow",
     "retake",
+    "waits_to_go_on",
 ]
 
 Pair = tuple[str, str]
@@ -314,6 +317,13 @@ def retake(log: Sequence[EventKind]) -> Retake:
         need = SlotNeed(event.key, event.value, event.limit, number)
         (held if number in acquired else waiting).append(need)
     return Retake(tuple(held), tuple(waiting))
+
+
+def waits_to_go_on(run: RunRecord) -> bool:
+    """Whether ``run`` is a reopened or forked run waiting in line for its slots
+    (``REOPENING``): pending although it ran before. Nothing wakes it then (a
+    hook's payload waits in its log); its promotion gives it its work."""
+    return run.status is RunStatus.PENDING and run.started_at is not None
 
 
 def enters_again(needs: Sequence[SlotNeed], states: Sequence[PairState]) -> bool:
