@@ -215,6 +215,7 @@ async def test_a_waiting_run_replays_deterministically(world: World) -> None:
         await _eventually(lambda: _holds(world, keeper))
         user = await start(gate_user, "replayed", world=world)
         await _eventually(lambda: _in_line(world, 1))
+        await _eventually(lambda: _has_hook(world, "replay-token"))
         await resume_hook("replay-token", "go", world=world)
         with anyio.fail_after(30):
             assert await user.result() == "replayed"
