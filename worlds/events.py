@@ -173,6 +173,9 @@ class RunContinued(Event, tag="run_continued", frozen=True, kw_only=True):
     next_run_id: str
     args: bytes
     hooks_read: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    """This run's ``RunCreated.limits``, which the next run's ``RunCreated`` records
+    too (it takes over the start-time slots)."""
 
 
 class RunCancelRequested(Event, tag="run_cancel_requested", frozen=True, kw_only=True):

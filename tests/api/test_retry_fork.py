@@ -19,10 +19,12 @@ from workflow import (
     StepFailedError,
     Unique,
     Worker,
+    continue_as_new,
     create_hook,
     get_run,
     hold,
     list_hooks,
+    list_runs,
     resume_hook,
     start,
     step,
@@ -210,6 +212,13 @@ async def held_lane_job(lane: str, n: int, token: str | None, limit: int) -> int
 
 
 @workflow
+async def continued_lane_job(lane: str, n: int, rounds: int) -> int:
+    if rounds:
+        continue_as_new(lane, n, rounds - 1)
+    return await _lane(lane, n, None)
+
+
+@workflow
 async def waits_for_hook(token: str) -> str:
     payload: str = await create_hook(token).receive()
     return f"got {payload}"
@@ -235,7 +244,9 @@ async def _parked(world: World, holders: list[Run[Any]], tokens: list[str]) -> b
 
 
 def _lanes(world: World) -> Worker:
-    return Worker(world, [lane_job, held_lane_job, waits_for_hook], concurrency=16)
+    return Worker(
+        world, [lane_job, held_lane_job, continued_lane_job, waits_for_hook], concurrency=16
+    )
 
 
 async def _start_lane(block: str, lane: str, n: int, token: str | None, world: World) -> Run[int]:
@@ -276,6 +287,33 @@ async def test_a_retried_or_forked_run_waits_for_the_slot_another_run_holds(
     assert peak[lane] == 1
     assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
     assert await world.list_slots(key, lane) == []  # the re-run block released its slot
+
+
+async def test_a_retried_successor_of_continue_as_new_takes_the_slot_again(
+    world: World,
+) -> None:
+    broken.add(1)
+    async with _lanes(world):
+        first = await start(
+            continued_lane_job, "c", 1, 1, attributes={"t": Limited("c", 1)}, world=world
+        )
+        await _until(lambda: _closed_successor(world))
+        (successor,) = await list_runs(status=[RunStatus.FAILED], world=world)
+        assert successor.id != first.id
+        holder = await start(
+            lane_job, "c", 2, "cont-h", attributes={"t": Limited("c", 1)}, world=world
+        )
+        await _until(lambda: _parked(world, [holder], ["cont-h"]))
+        broken.clear()
+        await successor.retry()
+        assert await successor.status() is RunStatus.PENDING
+        await resume_hook("cont-h", "go", world=world)
+        assert await successor.result(timeout=30) == 1
+    assert order == ["enter 2", "leave 2", "enter 1", "leave 1"]
+
+
+async def _closed_successor(world: World) -> bool:
+    return len(await list_runs(status=[RunStatus.FAILED], world=world)) == 1
 
 
 async def test_retried_runs_never_exceed_the_limit_with_many_concurrent_runs(
