@@ -213,8 +213,10 @@ def holders(
                 table.add_column(column)
             for n, slot in enumerate([*holding, *waiting], 1):
                 state = "holding" if slot.holding else "waiting"
-                if slot.hold:
+                if slot.hold > 0:
                     state += f" (hold {slot.hold})"
+                elif slot.hold < 0:  # a reopened or forked run taking its slots again
+                    state += " (to go on)"
                 table.add_row(str(n), slot.run_id, state, str(slot.limit))
             console.print(table)
         if claim is None and not slots:

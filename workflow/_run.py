@@ -193,12 +193,16 @@ class Run(Generic[R]):
         The steps that failed, or never finished, run again (with a fresh retry
         budget) and the body replays past everything recorded; the run keeps the
         unique claims it still holds. The log records ``RunReopened`` naming
-        ``by`` (default: this user and host). Hooks the run had are not held
-        again until it creates them anew.
+        ``by`` (default: this user and host). The run holds its hooks' tokens
+        again, and takes its slots again (its ``Limited`` start pairs, the
+        ``hold()`` block it was in) before anything of it runs: while one is not
+        free it waits ``pending``, in line like any other run.
 
         Raises:
             RunNotFoundError: no such run.
-            ValueError: the run is not failed or cancelled; nothing changed.
+            ValueError: the run is not failed or cancelled, another run holds one
+                of its hook tokens now, or one of its pairs is held with another
+                limit; nothing changed.
         """
         who = _caller() if by is None else check_text("by", by)
         before = (await self._record()).status
@@ -221,11 +225,14 @@ class Run(Generic[R]):
         The fork starts with the same arguments and start attributes, minus the
         parent link; it holds none of this run's unique claims. Its log starts
         with the copied events, then ``RunForked`` naming this run, the step and
-        ``by`` (default: this user and host).
+        ``by`` (default: this user and host). Like a retried run it holds the
+        tokens of the hooks its replayed part created, and takes its slots before
+        it runs (waiting ``pending`` while one is not free).
 
         Raises:
             RunNotFoundError: no such run.
-            ValueError: this run has no step ``from_step``.
+            ValueError: this run has no step ``from_step``, another run holds one of
+                its hook tokens, or one of its pairs is held with another limit.
         """
         if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 1:
             raise ValueError(f"from_step must be a step number >= 1, got {from_step!r}")

@@ -186,16 +186,22 @@ class Runs(Protocol):
 
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """Reopen a failed or cancelled run, atomically: append ``RunReopened`` and
-        queue what it needs (``worlds._rules.reopen.plan_reopen``). A run in another
-        status is returned unchanged; an unknown run gives ``None``."""
+        queue what it needs (``worlds._rules.reopen.plan_reopen``). The run holds its
+        hooks' tokens again and takes its slots again (``worlds._rules.slots.retake``):
+        while one is not free it is returned ``pending``, in line, its work held
+        back until promoted. A run in another status is returned unchanged; an
+        unknown run gives ``None``; ``ValueError`` (nothing written) when another
+        run holds one of its tokens or a pair is held with another limit."""
         ...
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> RunRecord | None:
         """Create run ``run_id`` as a fork of ``source_run_id`` from its step
-        ``from_step`` (``worlds._rules.reopen.plan_fork``), atomically. ``None`` for
-        an unknown source; ``ValueError`` for a step it does not have or a taken id."""
+        ``from_step`` (``worlds._rules.reopen.plan_fork``), atomically; it holds
+        hooks and takes slots as ``reopen_run`` does. ``None`` for an unknown
+        source; ``ValueError`` for a step it does not have, a taken id, a token
+        another run holds or a pair held with another limit."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:

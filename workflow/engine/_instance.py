@@ -101,6 +101,8 @@ class WorkflowInstance(_runtime.Runtime):
         self._attributes = RunAttributes(self._recorder, self.loop, world)
         self._metadata: RunMetadata | None = None
         """Fixed once ``RunCreated`` is delivered (``$parent`` is set at creation only)."""
+        self._limits: dict[str, int] = {}
+        """The run's ``RunCreated.limits``, handed to the next run by continue-as-new."""
         seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
         self._rng = _random.Random(seed)
         self._main: asyncio.Task[Any] | None = None
@@ -258,6 +260,7 @@ class WorkflowInstance(_runtime.Runtime):
                 assert_never(event)
 
     def _start(self, event: RunCreated) -> None:
+        self._limits = event.limits  # the next run takes over these slots (continue-as-new)
         self._attributes.start(event.attributes)
         parent = event.attributes.get(PARENT_KEY)
         parent_run_id = parent if isinstance(parent, str) else None
@@ -300,7 +303,9 @@ class WorkflowInstance(_runtime.Runtime):
                 self._end(RunFailed(error=error_info(err)), "continue_as_new")
             else:
                 read = self._hooks.reads()
-                continued = RunContinued(next_run_id=new_run_id(), args=args, hooks_read=read)
+                continued = RunContinued(
+                    next_run_id=new_run_id(), args=args, hooks_read=read, limits=self._limits
+                )
                 self._end(continued, "continue_as_new")
             return True
         if exc is not None:

@@ -169,7 +169,9 @@ async def _continue(tx: Tx, old: RunRecord, event: RunContinued) -> None:
     and ``old``'s hook tokens, unbound, with their unread payloads."""
     rows, run_id = tx.rows, event.next_run_id
     new = runs.new_run(run_id, old.workflow, old.attributes, tx.rows.now)
-    created = runs.created_event(old.workflow, event.args, old.attributes, tx.rows.now)
+    created = runs.created_event(
+        old.workflow, event.args, old.attributes, tx.rows.now, event.limits
+    )
     try:
         await rows.insert_run(new, created, wake_at=tx.rows.now)
     except IdTaken:

@@ -326,7 +326,9 @@ class PostgresRows:
             assert row is not None
             waiting = 0 if row["first_waiter"] is None else 1
             states.append(
-                port.PairState(row["holding"], waiting, row["holder"] or row["first_waiter"])
+                port.PairState(
+                    row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"]
+                )
             )
         return states
 

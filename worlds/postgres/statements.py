@@ -344,7 +344,11 @@ SLOT_STATE = """
 SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) AS holding,
     (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
      ORDER BY position LIMIT 1) AS first_waiter,
-    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1) AS holder
+    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1) AS holder,
+    coalesce(
+        (SELECT lim FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1),
+        (SELECT lim FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
+         ORDER BY position LIMIT 1)) AS lim
 """
 INSERT_SLOTS = """
 INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding)

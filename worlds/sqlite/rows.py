@@ -256,7 +256,9 @@ class SqliteRows:
             row = self.db.execute(sql.SLOT_STATE, pair).fetchone()
             waiting = 0 if row["first_waiter"] is None else 1
             states.append(
-                port.PairState(row["holding"], waiting, row["holder"] or row["first_waiter"])
+                port.PairState(
+                    row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"]
+                )
             )
         return states
 

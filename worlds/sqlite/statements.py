@@ -223,7 +223,11 @@ SLOT_STATE = (
     "(SELECT run_id FROM slots INDEXED BY slots_waiting "
     "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1) AS first_waiter, "
     "(SELECT run_id FROM slots INDEXED BY slots_holding "
-    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder"
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder, "
+    "coalesce((SELECT lim FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1), "
+    "(SELECT lim FROM slots INDEXED BY slots_waiting "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1)) AS lim"
 )
 # A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (
