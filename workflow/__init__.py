@@ -59,6 +59,7 @@ from workflow.errors import (
     RunFailedError,
     RunNotFoundError,
     StepFailedError,
+    UndecodableValueError,
     WorkflowError,
 )
 from workflow.types import Limited, RunMetadata, StepMetadata, Unique
@@ -85,6 +86,7 @@ __all__ = [
     "RunStatus",
     "StepFailedError",
     "StepMetadata",
+    "UndecodableValueError",
     "Unique",
     "Worker",
     "WorkflowError",

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from workflow._attributes import SCHEDULE_KEY, check_pair, split_start_attributes
-from workflow._codec import encode_call
+from workflow._codec import encode_start
 from workflow._schedule_fire import BUFFER_RECHECK, start_fire
 from workflow._schedule_spec import (
     MIN_CATCHUP,
@@ -288,6 +288,7 @@ def _check_id(schedule_id: object) -> str:
 
 
 def _spec(
+    fn: WorkflowDefinition[..., Any],
     args: tuple[Any, ...],
     cron: str | None,
     timezone: str | None,
@@ -337,7 +338,7 @@ def _spec(
     if len(values) + 3 > 64:
         raise ValueError("a schedule's runs have at most 64 attributes, with the 3 it adds")
     return ScheduleSpec(
-        args=encode_call(args),
+        args=encode_start(fn, args),
         cron=cron,
         timezone=zone,
         every_us=every_us,
@@ -396,7 +397,7 @@ async def create_schedule(
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"create_schedule() needs a @workflow function, got {fn!r}")
     schedule_id = _check_id(id)
-    spec = _spec(args, cron, timezone, every, overlap, catchup_window, attributes, key, value)
+    spec = _spec(fn, args, cron, timezone, every, overlap, catchup_window, attributes, key, value)
     if not isinstance(paused, bool):
         raise TypeError(f"paused must be a bool, not {paused!r}")
     first = next_fire(spec, datetime.now(UTC))
