@@ -148,7 +148,7 @@ def _what(value: Any) -> str:
     if dataclasses.is_dataclass(value):
         return f"a dataclass ({type(value).__qualname__})"
     name = type(value).__qualname__
-    return f"an {name}" if name[:1].lower() in "aeiou" else f"a {name}"
+    return f"an {name}" if name[:1] in "aeioAEIO" else f"a {name}"
 
 
 def _differs(value: Any, back: Any) -> tuple[str, str] | None:
