@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -199,7 +199,7 @@ class Schedule:
         """
         record = await self._record()
         spec = decode_spec(record.spec)
-        at = datetime.now(UTC)
+        at = self.world.now()
         fired = await start_fire(self.world, record, spec, at, spec.overlap)
         if fired.blocked_by is not None and spec.overlap is Overlap.BUFFER_ONE:
             await self._buffer(at)
@@ -400,7 +400,8 @@ async def create_schedule(
     spec = _spec(fn, args, cron, timezone, every, overlap, catchup_window, attributes, key, value)
     if not isinstance(paused, bool):
         raise TypeError(f"paused must be a bool, not {paused!r}")
-    first = next_fire(spec, datetime.now(UTC))
+    target = resolve_world(world)
+    first = next_fire(spec, target.now())  # the world's clock, which a test may move
     record = ScheduleRecord(
         id=schedule_id,
         workflow=fn.name,
@@ -410,7 +411,6 @@ async def create_schedule(
         next_fire_at=first,
         wake_at=first,
     )
-    target = resolve_world(world)
     try:
         await target.create_schedule(record)
     except ValueError:
