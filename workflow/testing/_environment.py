@@ -92,6 +92,15 @@ class TestEnvironment:
         start_time: where the clock starts (aware); by default the wall clock's now.
         worker_options: keyword arguments for the ``Worker`` (``concurrency``, ...).
 
+    Every ``@workflow`` defined in the process is known: a child workflow or a
+    schedule's workflow not passed in ``workflows`` is registered when its run is
+    due (a run of a workflow no module defines is cancelled with a reason naming
+    it). Schedules follow this clock: ``create_schedule(..., world=env.world)``
+    takes its first fire time from it, and ``advance`` stops at every timer and
+    fire time on its way, so each fire it passes over happens. The skipping clock
+    also stops at each fire before the timer it jumps to, but a schedule alone
+    never moves it (it would fire forever): move it with ``advance``.
+
     Time skipping is decided on the world alone: while a run waits for a hook
     and nothing else is scheduled, the clock stands still. A run that races a
     hook against a timer therefore sees the timer fire at once; drive such a
@@ -161,8 +170,10 @@ class TestEnvironment:
         """Move the clock ahead by ``by`` (a ``timedelta`` or seconds), and run what falls due.
 
         First waits until ``wait_idle`` says nothing can run without the clock (so
-        a run started just before has created its timer), then moves the clock,
-        then waits until idle again (so what fell due has run when this returns).
+        a run started just before has created its timer), then moves the clock to
+        each timer, retry or schedule fire due on the way and waits until idle
+        there (so each happens at its own time, in order), then to the end, and
+        waits until idle again (so what fell due has run when this returns).
 
         Raises:
             ValueError: ``by`` is negative (the clock never goes back).
