@@ -232,6 +232,29 @@ async def test_a_child_workflow_nobody_registered_runs_under_the_fixture(
         assert await run.result() == 3
 
 
+@workflow(name="kit-twin")
+async def kit_twin() -> str:
+    return "the one the parent sees"
+
+
+@workflow
+async def kit_twin_parent() -> str:
+    child = await start(kit_twin)
+    return await child.result()
+
+
+async def test_of_two_workflows_with_one_name_the_child_is_the_one_its_parent_sees() -> None:
+    @workflow(name="kit-twin")
+    async def other_twin() -> str:
+        return "another module's"
+
+    async with TestEnvironment() as env:
+        run = await env.start(kit_twin_parent)
+        with anyio.fail_after(10):
+            assert await run.result() == "the one the parent sees"
+    assert other_twin.name == kit_twin.name  # both defined while the kit ran
+
+
 async def test_a_run_of_a_workflow_no_module_defines_is_cancelled_naming_it() -> None:
     async with TestEnvironment() as env:
         request = CreateRunRequest(
