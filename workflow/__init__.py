@@ -60,6 +60,7 @@ from workflow.errors import (
     RunFailedError,
     RunNotFoundError,
     StepFailedError,
+    UndecodableValueError,
     WorkflowError,
 )
 from workflow.types import Limited, RunMetadata, StepMetadata, Unique
@@ -86,6 +87,7 @@ __all__ = [
     "RunStatus",
     "StepFailedError",
     "StepMetadata",
+    "UndecodableValueError",
     "Unique",
     "Worker",
     "WorkflowError",

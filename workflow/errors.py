@@ -17,7 +17,8 @@
     ├── QuerySyntaxError         a run filter (``list_runs(query=...)``) is malformed
     ├── ScheduleExistsError      create_schedule() with an id already taken
     ├── ScheduleNotFoundError    a schedule handle names a schedule the world does not have
-    └── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
+    ├── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
+    └── UndecodableValueError    a value does not validate as its annotation
 
     BaseException
     └── ContinueAsNew            control flow of continue_as_new(); never catch it
@@ -48,6 +49,7 @@ __all__ = [
     "ScheduleExistsError",
     "ScheduleNotFoundError",
     "StepFailedError",
+    "UndecodableValueError",
     "WorkflowError",
 ]
 
@@ -308,6 +310,17 @@ class QuerySyntaxError(WorkflowError, ValueError):
 
 class NotInWorkflowError(WorkflowError, RuntimeError):
     """A call that needs a workflow (or step) context was made outside one."""
+
+
+class UndecodableValueError(WorkflowError, TypeError, ValueError):
+    """A value does not validate as the annotation of its parameter or result.
+
+    Raised by ``start`` (and every start path) for an argument that does not
+    validate, before anything is written; and when a recorded value no longer
+    validates as the code's annotation says (the annotation changed since it
+    was recorded), which fails the run or the step that decodes it. It is both
+    a ``TypeError`` and a ``ValueError``, so either ``except`` catches it.
+    """
 
 
 class ContinueAsNew(BaseException):

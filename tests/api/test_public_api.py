@@ -40,6 +40,7 @@ def test_workflow_exports_are_pinned() -> None:
         "RunNotFoundError",
         "StepFailedError",
         "StepMetadata",
+        "UndecodableValueError",
         "WorkflowError",
     }
     for name in workflow.__all__:

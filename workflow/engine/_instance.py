@@ -35,7 +35,7 @@ from typing import Any, assert_never
 from uuid import UUID
 
 from workflow import _runtime
-from workflow._codec import decode_call, decode_headers, encode_call, encode_result, error_info
+from workflow._codec import decode_call, decode_headers, encode_result, encode_start, error_info
 from workflow._hooks import Hook
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._children import Children
@@ -298,7 +298,7 @@ class WorkflowInstance(_runtime.Runtime):
         exc = main.exception()
         if isinstance(exc, ContinueAsNew):
             try:
-                args = encode_call(exc.args_for_next_run)
+                args = encode_start(self.definition, exc.args_for_next_run)
             except TypeError as err:
                 self._end(RunFailed(error=error_info(err)), "continue_as_new")
             else:
@@ -312,7 +312,7 @@ class WorkflowInstance(_runtime.Runtime):
             self._end(RunFailed(error=error_info(exc)), _END)
             return True
         try:
-            result = encode_result(main.result(), "the workflow's result")
+            result = encode_result(main.result(), "the workflow's result", self.definition.fn)
         except TypeError as err:
             self._end(RunFailed(error=error_info(err)), _END)
         else:

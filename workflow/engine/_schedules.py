@@ -68,8 +68,9 @@ class ScheduleLoop:
         backoff = Backoff(cap=self.lease_seconds / 6)
         while not stopping():
             names = self._names()
-            if not names:
-                return
+            if not names:  # ``Worker.register`` may give it workflows later
+                await anyio.sleep(self.poll_interval)
+                continue
             try:
                 lease = await self.world.lease_schedules(
                     self.worker_id, names=names, limit=BATCH, lease_seconds=self.lease_seconds
