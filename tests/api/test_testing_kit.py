@@ -192,3 +192,17 @@ async def test_a_mock_can_stand_in_for_a_step() -> None:
         with anyio.fail_after(10):
             assert await run.result() == "paid"
     fake.assert_awaited_once_with("o-7", 42)
+
+
+async def test_an_error_raised_in_the_environment_block_leaves_as_itself() -> None:
+    """``except ValueError`` around ``async with TestEnvironment()`` catches a ValueError
+    raised in the block, not an ExceptionGroup (issue 24)."""
+    problem = ValueError("raised in the block")
+    caught: BaseException | None = None
+    try:
+        async with TestEnvironment(workflows=[approval]) as env:
+            await env.start(approval, "o-err")
+            raise problem
+    except ValueError as exc:
+        caught = exc
+    assert caught is problem

@@ -110,6 +110,40 @@ async def test_shutdown_releases_leases_so_another_worker_continues(world: World
     assert await run.status() is RunStatus.COMPLETED
 
 
+async def test_an_error_raised_in_the_worker_block_leaves_as_itself(world: World) -> None:
+    """``except ValueError`` around ``async with Worker(...)`` catches a ValueError raised
+    in the block: not an ExceptionGroup from the worker's task group (issue 24)."""
+    problem = ValueError("raised in the block")
+    caught: BaseException | None = None
+    try:
+        async with Worker(world, [survives_shutdown], shutdown_grace=0.2):
+            raise problem
+    except ValueError as exc:
+        caught = exc
+    assert caught is problem
+
+
+async def test_an_error_raised_while_the_worker_runs_work_leaves_as_itself(world: World) -> None:
+    attempts.clear()
+    with pytest.raises(KeyError) as raised:
+        async with Worker(world, [survives_shutdown], shutdown_grace=0.2):
+            await start(survives_shutdown, world=world)
+            with anyio.fail_after(5):
+                while not attempts:
+                    await anyio.sleep(0.01)
+            raise KeyError("stop")
+    assert raised.type is KeyError
+    assert raised.value.__context__ is None  # nothing wrapped it or was wrapped around it
+
+
+async def test_a_cancelled_worker_block_is_still_only_cancelled(world: World) -> None:
+    """A cancel scope around the block still ends it quietly."""
+    with anyio.move_on_after(0.2) as scope:
+        async with Worker(world, [survives_shutdown], shutdown_grace=0.2):
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+
+
 class Flaky:
     """A world whose first two leases fail, as if its database were restarting."""
 
