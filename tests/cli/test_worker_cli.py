@@ -15,10 +15,10 @@ import pytest
 
 import worlds
 from tests.apps.codec_app import SECRET, Reversing, masked
-from tests.apps.slowapp import slow_flow
+from tests.apps.slowapp import slow_flow, slow_thread_flow
 from workflow import RunStatus, Worker, get_run, start
 from worlds.codec import CodecWorld
-from worlds.types import StepCompleted, StepStarted
+from worlds.types import StepCompleted, StepDiscarded, StepStarted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -72,6 +72,40 @@ async def test_past_the_grace_the_step_is_released_to_another_worker(tmp_path: P
         events = await again.events()
         assert await again.status() is RunStatus.COMPLETED
     assert [e.attempt for e in events if isinstance(e, StepStarted)] == [1, 2]
+
+
+async def test_past_the_grace_a_thread_step_is_released_and_the_worker_exits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain-``def`` step in flight honours ``--grace`` too: on SIGINT the worker
+    waits the grace, releases the step's lease and exits while the step's thread is
+    still running (issue 33); it used to wait for the 20 s step to end."""
+    url, log = f"sqlite:///{tmp_path}/world.db", tmp_path / "log"
+    monkeypatch.setenv("SLOWAPP_SECONDS", "20")
+    async with worlds.open(url) as world:
+        run = await start(slow_thread_flow, world=world)
+    proc = spawn(url, log, "--grace", "1", "--lease-seconds", "120")
+    await wait_for_line(log, "start 1")
+    proc.send_signal(signal.SIGINT)
+    _, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "releases 1 unfinished item(s)" in err
+    # the process ended while the step was still sleeping: it never wrote its end
+    assert log.read_text().splitlines() == ["start 1"]
+    async with worlds.open(url) as world:
+        events = await world.read_events(run.id)
+    released = [e for e in events if isinstance(e, StepDiscarded)]
+    assert [(e.attempt, e.outcome) for e in released] == [(1, "released")]
+    monkeypatch.setenv("SLOWAPP_LOG", str(log))
+    monkeypatch.setenv("SLOWAPP_SECONDS", "0")
+    async with worlds.open(url) as world, Worker(world, [slow_thread_flow]):
+        again = get_run(run.id, world=world)
+        # the 120 s lease was released: another worker retries the step at once
+        assert await again.result(timeout=30) == "done"
+        events = await again.events()
+    assert [e.attempt for e in events if isinstance(e, StepStarted)] == [1, 2]
+    assert log.read_text().splitlines() == ["start 1", "start 2", "end 2"]
 
 
 async def test_sigterm_during_start_up_exits_0(tmp_path: Path) -> None:

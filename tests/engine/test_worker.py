@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import types
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from workflow import RunStatus, Worker, get_step_metadata, start, step, workflow
 from worlds.protocol import World
-from worlds.types import StepStarted
+from worlds.types import StepDiscarded, StepStarted
 
 pytestmark = pytest.mark.anyio
 
@@ -108,6 +109,54 @@ async def test_shutdown_releases_leases_so_another_worker_continues(world: World
     started = [e.attempt for e in await run.events() if isinstance(e, StepStarted)]
     assert started == [1, 2]
     assert await run.status() is RunStatus.COMPLETED
+
+
+gate = threading.Event()
+thread_attempts: list[tuple[int, str]] = []
+
+
+@step
+def blocked_in_thread() -> str:
+    attempt = get_step_metadata().attempt
+    thread_attempts.append((attempt, "start"))
+    gate.wait()
+    thread_attempts.append((attempt, "end"))
+    return "done"
+
+
+@workflow
+async def waits_on_a_thread() -> str:
+    return await blocked_in_thread()
+
+
+async def test_past_the_grace_a_thread_step_is_released(world: World) -> None:
+    """A plain-``def`` step honours ``shutdown_grace`` like an ``async`` one: the
+    worker stops waiting for its thread, releases its lease and closes while the
+    thread still runs (issue 33); it used to wait for the thread to end."""
+    gate.clear()
+    thread_attempts.clear()
+    # only so that the test ends if the worker waits for the thread: the assertion
+    # below is on the order of events, not on how long anything took
+    unstick = threading.Timer(30, gate.set)
+    unstick.start()
+    try:
+        worker = Worker(world, [waits_on_a_thread], shutdown_grace=0.2, lease_seconds=120)
+        async with worker:
+            run = await start(waits_on_a_thread, world=world)
+            with anyio.fail_after(10):
+                while not thread_attempts:
+                    await anyio.sleep(0.01)
+        assert thread_attempts == [(1, "start")]  # closed while the step's thread runs
+        released = [e for e in await run.events() if isinstance(e, StepDiscarded)]
+        assert [(e.attempt, e.outcome) for e in released] == [(1, "released")]
+    finally:
+        gate.set()
+        unstick.cancel()
+    # the 120 s lease was released, so another worker retries the step at once
+    async with Worker(world, [waits_on_a_thread]):
+        assert await run.result(timeout=10) == "done"
+    started = [e.attempt for e in await run.events() if isinstance(e, StepStarted)]
+    assert started == [1, 2]
 
 
 async def test_an_error_raised_in_the_worker_block_leaves_as_itself(world: World) -> None:
