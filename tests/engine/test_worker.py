@@ -75,7 +75,7 @@ async def test_registration_is_checked(world: World) -> None:
     module.occupy, module.other = occupy, 42  # type: ignore[attr-defined]
     assert Worker(world, [module]).names == {"occupy"}
     # a workflow brings along the steps its module can see
-    assert Worker(world, [fan]).names == {"fan", "occupy", "slow_once"}
+    assert Worker(world, [fan]).names == {"fan", "occupy", "slow_once", "blocked_in_thread"}
 
 
 attempts: list[int] = []
