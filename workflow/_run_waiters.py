@@ -13,6 +13,13 @@ The reader is one of the waiters, not a background task (a client call has no
 task group to run one in): when its run closes, or it times out or is
 cancelled, the role passes to another waiter. Waiters of different event loops
 (the sync client's thread) have readers of their own.
+
+A few waiters (``SOLO_WAITERS`` at most) each wait on their own run's topic and
+re-read only their run, as one waiter always did: exact wake-ups, no batched
+read on every other run's closing. While closings keep coming, the reader
+spends at most half its time reading (after a read that took ``d`` seconds it
+waits ``d`` before the next one), so a storm of closings with thousands of
+waiters cannot keep the world busy with reads.
 """
 
 from __future__ import annotations
@@ -22,16 +29,19 @@ from collections.abc import Sequence
 import anyio
 import anyio.lowlevel
 
-from worlds.protocol import RUNS_TOPIC, World
+from worlds.protocol import RUNS_TOPIC, World, run_topic
 from worlds.query import FieldRef, In, RunQuery
 from worlds.types import RunRecord, RunStatus
 
-__all__ = ["POLL_SECONDS", "wait_closed"]
+__all__ = ["POLL_SECONDS", "SOLO_WAITERS", "wait_closed"]
 
 POLL_SECONDS = 1.0
 """Longest time between two reads while runs are waited on: what notices a run
 closed by a process whose signals do not reach this one (another SQLite
 process; a PostgreSQL listener that is down)."""
+
+SOLO_WAITERS = 8
+"""Up to this many waiters on a world (per event loop), each waits on its own run."""
 
 _BATCH = 1000
 """Run ids per query: one read covers this many waited runs."""
@@ -58,8 +68,17 @@ class _Watch:
         self._key = key
         self._by_run: dict[str, set[_Waiter]] = {}
         self._reader: _Waiter | None = None
+        self._solo = 0
 
     async def wait(self, run_id: str, timeout: float) -> RunRecord | None:
+        if self._solo + len(self._by_run) < SOLO_WAITERS:
+            self._solo += 1
+            try:  # the caller reads its run again when this returns
+                await self._world.wait(run_topic(run_id), min(timeout, POLL_SECONDS))
+            finally:
+                self._solo -= 1
+                self._forget()
+            return None
         waiter = _Waiter(run_id)
         self._by_run.setdefault(run_id, set()).add(waiter)
         try:
@@ -84,7 +103,9 @@ class _Watch:
         # for this wait (or the reader's wait in progress hears it).
         while reader.record is None:
             await self._world.wait(RUNS_TOPIC, POLL_SECONDS)
+            began = anyio.current_time()
             await self._read(list(self._by_run))
+            await anyio.sleep(anyio.current_time() - began)  # reads take at most half the time
 
     async def _read(self, run_ids: Sequence[str]) -> None:
         for start in range(0, len(run_ids), _BATCH):
@@ -103,10 +124,15 @@ class _Watch:
             if not waiters:
                 del self._by_run[waiter.run_id]
         if not self._by_run:
-            _watches.pop(self._key, None)
+            self._forget()
         elif self._reader is None:  # the reader left: another waiter takes over
             other = next(iter(next(iter(self._by_run.values()))))
             other.woken.set()
+
+    def _forget(self) -> None:
+        """Leave the registry once nobody waits here."""
+        if not self._by_run and not self._solo:
+            _watches.pop(self._key, None)
 
 
 _watches: dict[tuple[int, anyio.lowlevel.EventLoopToken], _Watch] = {}

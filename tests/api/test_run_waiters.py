@@ -89,33 +89,39 @@ async def test_many_waiters_cost_one_reader_and_all_get_their_results(world: Wor
 
 
 async def test_a_reader_that_gives_up_hands_over_to_another_waiter(world: World) -> None:
-    """The first waiter reads for everyone; when it times out, the next one takes over."""
+    """Enough impatient waiters that they share a reader, then one patient waiter:
+    when the impatient ones (the reader among them) time out, the patient one
+    takes over reading and still gets its result."""
     counting = CountingReads(world)
-    first = Run((await start(echo, 1, world=world)).id, world=counting, workflow=echo)
-    second = Run((await start(echo, 2, world=world)).id, world=counting, workflow=echo)
+    impatient = [
+        Run((await start(echo, n, world=world)).id, world=counting, workflow=echo)
+        for n in range(20)  # more than the few that would each wait on their own run
+    ]
+    patient = Run((await start(echo, -1, world=world)).id, world=counting, workflow=echo)
+    timed_out: list[int] = []
     got: list[int] = []
-    timed_out: list[bool] = []
 
-    async def impatient() -> None:
+    async def give_up(run: Run[int]) -> None:
         try:
-            await first.result(timeout=0.5)
+            await run.result(timeout=1.5)
         except TimeoutError:
-            timed_out.append(True)
+            timed_out.append(1)
 
-    async def patient() -> None:
-        got.append(await second.result(timeout=60))
+    async def wait() -> None:
+        got.append(await patient.result(timeout=60))
 
     async with anyio.create_task_group() as group:
-        group.start_soon(impatient)
+        for run in impatient:
+            group.start_soon(give_up, run)
         with anyio.fail_after(10):
-            while counting.reads < 1:  # the impatient one waits first: it is the reader
+            while counting.reads < len(impatient):  # all of them are waiting
                 await anyio.sleep(0.01)
-        group.start_soon(patient)
+        group.start_soon(wait)
         with anyio.fail_after(10):
-            while not timed_out:
+            while len(timed_out) < len(impatient):
                 await anyio.sleep(0.01)
         async with Worker(world, [echo]):
             with anyio.fail_after(60):
                 while not got:
                     await anyio.sleep(0.05)
-    assert got == [2] and timed_out == [True]
+    assert got == [-1]
