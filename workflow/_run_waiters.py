@@ -40,7 +40,7 @@ POLL_SECONDS = 1.0
 closed by a process whose signals do not reach this one (another SQLite
 process; a PostgreSQL listener that is down)."""
 
-SOLO_WAITERS = 8
+SOLO_WAITERS = 64
 """Up to this many waiters on a world (per event loop), each waits on its own run."""
 
 _BATCH = 1000
