@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
@@ -95,10 +96,8 @@ async def measure(url: str, waiters: int, timers: int, seconds: float) -> dict[s
             parked_runs = [await start(parked, world=world) for _ in range(waiters)]
 
             async def wait(run_id: str) -> None:
-                try:
+                with contextlib.suppress(RunCancelledError):  # cancelled at the end
                     await Run(run_id, world=counting).result()
-                except RunCancelledError:
-                    pass
 
             async with anyio.create_task_group() as group:
                 for run in parked_runs:
@@ -114,11 +113,11 @@ async def measure(url: str, waiters: int, timers: int, seconds: float) -> dict[s
                 ]
                 elapsed = time.perf_counter() - began
                 reads = counting.reads - reads_before
-                for run in parked_runs:
-                    await run.cancel(grace=None)
+                for parked_run in parked_runs:
+                    await parked_run.cancel(grace=None)
             late: list[float] = []
-            for run, stamped in zip(timer_runs, stamps, strict=True):
-                events = await get_run(run.id, world=world).events()
+            for timer_run, stamped in zip(timer_runs, stamps, strict=True):
+                events = await get_run(timer_run.id, world=world).events()
                 due = next(e.until for e in events if isinstance(e, WaitCreated))
                 late.append((stamped - due).total_seconds())
     late.sort()
