@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -94,14 +95,19 @@ async def survives_shutdown() -> str:
     return await slow_once()
 
 
+async def until(condition: Callable[[], object]) -> None:
+    """Wait (10 s at most) until ``condition()`` is true."""
+    with anyio.fail_after(10):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
 async def test_shutdown_releases_leases_so_another_worker_continues(world: World) -> None:
     attempts.clear()
     worker = Worker(world, [survives_shutdown], shutdown_grace=0.2, lease_seconds=60)
     async with worker:
         run = await start(survives_shutdown, world=world)
-        with anyio.fail_after(5):
-            while not attempts:
-                await anyio.sleep(0.01)
+        await until(lambda: attempts)
     # the 60 s lease was released on shutdown, so a new worker takes over at once
     async with Worker(world, [survives_shutdown]):
         assert await run.result(timeout=5) == "done"
@@ -143,9 +149,7 @@ async def test_past_the_grace_a_thread_step_is_released(world: World) -> None:
         worker = Worker(world, [waits_on_a_thread], shutdown_grace=0.2, lease_seconds=120)
         async with worker:
             run = await start(waits_on_a_thread, world=world)
-            with anyio.fail_after(10):
-                while not thread_attempts:
-                    await anyio.sleep(0.01)
+            await until(lambda: thread_attempts)
         assert thread_attempts == [(1, "start")]  # closed while the step's thread runs
         released = [e for e in await run.events() if isinstance(e, StepDiscarded)]
         assert [(e.attempt, e.outcome) for e in released] == [(1, "released")]
@@ -177,9 +181,7 @@ async def test_an_error_raised_while_the_worker_runs_work_leaves_as_itself(world
     with pytest.raises(KeyError) as raised:
         async with Worker(world, [survives_shutdown], shutdown_grace=0.2):
             await start(survives_shutdown, world=world)
-            with anyio.fail_after(5):
-                while not attempts:
-                    await anyio.sleep(0.01)
+            await until(lambda: attempts)
             raise KeyError("stop")
     assert raised.type is KeyError
     assert raised.value.__context__ is None  # nothing wrapped it or was wrapped around it
