@@ -18,6 +18,7 @@ import anyio
 from workflow import _runtime
 from workflow._attributes import check_text
 from workflow._codec import decode_result, encode_result
+from workflow._run_waiters import wait_closed
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import RunCancelledError, RunFailedError, RunNotFoundError
@@ -284,17 +285,21 @@ class Run(Generic[R]):
             return child
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         current: Run[R] = self
+        closed: RunRecord | None = None
         while True:
-            record = await current._record()
+            record = closed if closed is not None else await current._record()
+            closed = None
             if record.status is RunStatus.CONTINUED:
                 current = await current._successor(record)
                 continue
             if record.status.is_closed:
+                current.record = record
                 return await current._outcome(record)
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 raise TimeoutError(f"run {current.id} did not finish within {timeout} s")
-            await current.world.wait(run_topic(current.id), min(remaining, 1.0))
+            # one reader for every waiter of this world: N waiters are not N reads a second
+            closed = await wait_closed(current.world, current.id, remaining)
 
     async def _successor(self, record: RunRecord) -> Run[R]:
         last = (await self.world.read_events(self._id, after_seq=record.last_seq - 1))[-1]

@@ -184,7 +184,9 @@ def step(
     A step runs at least once; its result is recorded and never recomputed on
     replay. A failed attempt is retried ``max_retries`` times, waiting
     ``retry_delay * backoff ** (attempt - 1)`` seconds (at most ``max_delay``).
-    A plain ``def`` step runs in a worker thread. An attempt that takes longer
+    A plain ``def`` step runs in a daemon thread of its own; an attempt that is
+    cancelled (timeout, run closed, worker shutdown past its grace) abandons
+    the thread rather than waiting for it. An attempt that takes longer
     than ``timeout`` seconds fails with ``TimeoutError`` and is retried like
     any other failure.
     """

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 import anyio
 import anyio.lowlevel
 
+from worlds.protocol import RUNS_TOPIC, is_run_topic
+
 __all__ = ["SignalHub"]
 
 _UNHEARD_LIMIT = 4096
@@ -34,15 +36,23 @@ class SignalHub:
         self._unheard: dict[str, None] = {}
 
     def signal(self, topic: str) -> None:
-        """Wake everyone waiting on ``topic``, or remember it for the next waiter."""
+        """Wake everyone waiting on ``topic``, or remember it for the next waiter.
+
+        A run's topic signals ``RUNS_TOPIC`` too: here, where every signal of a
+        world passes (from this process or, PostgreSQL, from a notification),
+        rather than at each place a run's topic is raised."""
+        woken: set[_Waiter] = set()
         with self._lock:
-            waiters = self._waiters.pop(topic, None)
-            if not waiters:
-                self._unheard[topic] = None
+            for each in (topic, RUNS_TOPIC) if is_run_topic(topic) else (topic,):
+                waiters = self._waiters.pop(each, None)
+                if waiters:
+                    woken |= waiters
+                    continue
+                self._unheard.pop(each, None)  # newest last: the oldest is forgotten first
+                self._unheard[each] = None
                 if len(self._unheard) > _UNHEARD_LIMIT:
                     del self._unheard[next(iter(self._unheard))]
-                return
-        _wake(waiters)
+        _wake(woken)
 
     def wake_all(self) -> None:
         """Wake every waiter (the world is closing)."""

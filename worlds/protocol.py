@@ -44,6 +44,7 @@ from worlds.types import (
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "RUNS_TOPIC",
     "SCHEDULE_TOPIC",
     "WORK_TOPIC",
     "Hooks",
@@ -54,6 +55,7 @@ __all__ = [
     "Streams",
     "Work",
     "World",
+    "is_run_topic",
     "run_topic",
 ]
 
@@ -67,9 +69,23 @@ SCHEDULE_TOPIC = "schedules"
 """The ``wait`` topic signalled when a schedule was created or updated."""
 
 
+RUNS_TOPIC = "runs"
+"""The ``wait`` topic signalled along with every ``run_topic``: one subscription
+that hears any run of the world close, for a process waiting on many runs
+(``Run.result``). A world that does not signal it makes such waiters notice a
+closed run only at their poll interval."""
+
+_RUN_TOPIC_PREFIX = "run:"
+
+
 def run_topic(run_id: str) -> str:
     """The ``wait`` topic signalled when run ``run_id`` may have closed."""
-    return f"run:{run_id}"
+    return f"{_RUN_TOPIC_PREFIX}{run_id}"
+
+
+def is_run_topic(topic: str) -> bool:
+    """Whether ``topic`` is some run's ``run_topic`` (so ``RUNS_TOPIC`` goes with it)."""
+    return topic.startswith(_RUN_TOPIC_PREFIX)
 
 
 @runtime_checkable
@@ -291,7 +307,8 @@ class Work(Protocol):
         Spurious returns are allowed; callers re-check the state they wait for.
         A signal raised while nobody waits on its topic is remembered, and the
         next ``wait`` on that topic returns at once, so no wake-up is lost
-        between a caller's check and its wait.
+        between a caller's check and its wait. Every signal of a ``run_topic``
+        also signals ``RUNS_TOPIC``.
         """
         ...
 

@@ -327,3 +327,17 @@ async def test_skip_time_stops_at_each_schedule_fire_on_the_way_to_a_timer() -> 
         await anyio.sleep(0.1)
         assert env.now() - before < timedelta(minutes=1)
         assert await fire_times(env) == HOURS
+
+
+async def test_an_error_raised_in_the_environment_block_leaves_as_itself() -> None:
+    """``except ValueError`` around ``async with TestEnvironment()`` catches a ValueError
+    raised in the block, not an ExceptionGroup (issue 24)."""
+    problem = ValueError("raised in the block")
+    caught: BaseException | None = None
+    try:
+        async with TestEnvironment(workflows=[approval]) as env:
+            await env.start(approval, "o-err")
+            raise problem
+    except ValueError as exc:
+        caught = exc
+    assert caught is problem

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -15,10 +16,10 @@ import pytest
 
 import worlds
 from tests.apps.codec_app import SECRET, Reversing, masked
-from tests.apps.slowapp import slow_flow
+from tests.apps.slowapp import slow_flow, slow_thread_flow
 from workflow import RunStatus, Worker, get_run, start
 from worlds.codec import CodecWorld
-from worlds.types import StepCompleted, StepStarted
+from worlds.types import StepCompleted, StepDiscarded, StepStarted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -55,23 +56,62 @@ async def test_sigterm_lets_the_step_in_flight_finish(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == ["start 1", "end 1"]
 
 
-async def test_past_the_grace_the_step_is_released_to_another_worker(tmp_path: Path) -> None:
+async def stopped_past_the_grace(
+    tmp_path: Path, flow: Any, signum: signal.Signals, grace: str
+) -> tuple[str, str, Path, str]:
+    """Start a run of ``flow``, let a ``wf worker`` (120 s leases) begin its step, send
+    ``signum`` and wait for it to exit 0: the world's URL, the run id, the step's log
+    and what the worker wrote to stderr."""
     url, log = f"sqlite:///{tmp_path}/world.db", tmp_path / "log"
     async with worlds.open(url) as world:
-        run = await start(slow_flow, world=world)
-    proc = spawn(url, log, "--grace", "0.2", "--lease-seconds", "120")
+        run = await start(flow, world=world)
+    proc = spawn(url, log, "--grace", grace, "--lease-seconds", "120")
     await wait_for_line(log, "start 1")
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     _, err = await anyio.to_thread.run_sync(lambda: proc.communicate(timeout=60))
     assert proc.returncode == 0, err
+    return url, run.id, log, err
+
+
+async def test_past_the_grace_the_step_is_released_to_another_worker(tmp_path: Path) -> None:
+    url, run_id, log, _ = await stopped_past_the_grace(tmp_path, slow_flow, signal.SIGTERM, "0.2")
     os.environ["SLOWAPP_LOG"] = str(log)
     async with worlds.open(url) as world, Worker(world, [slow_flow]):
-        again = get_run(run.id, world=world)
+        again = get_run(run_id, world=world)
         # the 120 s lease was released: another worker takes the step at once
         assert await again.result(timeout=30) == "done"
         events = await again.events()
         assert await again.status() is RunStatus.COMPLETED
     assert [e.attempt for e in events if isinstance(e, StepStarted)] == [1, 2]
+
+
+async def test_past_the_grace_a_thread_step_is_released_and_the_worker_exits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain-``def`` step in flight honours ``--grace`` too: on SIGINT the worker
+    waits the grace, releases the step's lease and exits while the step's thread is
+    still running (issue 33); it used to wait for the 20 s step to end."""
+    monkeypatch.setenv("SLOWAPP_SECONDS", "20")
+    url, run_id, log, err = await stopped_past_the_grace(
+        tmp_path, slow_thread_flow, signal.SIGINT, "1"
+    )
+    assert "Traceback" not in err
+    assert "releases 1 unfinished item(s)" in err
+    # the process ended while the step was still sleeping: it never wrote its end
+    assert log.read_text().splitlines() == ["start 1"]
+    async with worlds.open(url) as world:
+        events = await world.read_events(run_id)
+    released = [e for e in events if isinstance(e, StepDiscarded)]
+    assert [(e.attempt, e.outcome) for e in released] == [(1, "released")]
+    monkeypatch.setenv("SLOWAPP_LOG", str(log))
+    monkeypatch.setenv("SLOWAPP_SECONDS", "0")
+    async with worlds.open(url) as world, Worker(world, [slow_thread_flow]):
+        again = get_run(run_id, world=world)
+        # the 120 s lease was released: another worker retries the step at once
+        assert await again.result(timeout=30) == "done"
+        events = await again.events()
+    assert [e.attempt for e in events if isinstance(e, StepStarted)] == [1, 2]
+    assert log.read_text().splitlines() == ["start 1", "start 2", "end 2"]
 
 
 async def test_sigterm_during_start_up_exits_0(tmp_path: Path) -> None:

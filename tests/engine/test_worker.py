@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -11,7 +13,7 @@ import pytest
 
 from workflow import RunStatus, Worker, get_step_metadata, start, step, workflow
 from worlds.protocol import World
-from worlds.types import StepStarted
+from worlds.types import StepDiscarded, StepStarted
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +76,7 @@ async def test_registration_is_checked(world: World) -> None:
     module.occupy, module.other = occupy, 42  # type: ignore[attr-defined]
     assert Worker(world, [module]).names == {"occupy"}
     # a workflow brings along the steps its module can see
-    assert Worker(world, [fan]).names == {"fan", "occupy", "slow_once"}
+    assert Worker(world, [fan]).names == {"fan", "occupy", "slow_once", "blocked_in_thread"}
 
 
 attempts: list[int] = []
@@ -93,14 +95,19 @@ async def survives_shutdown() -> str:
     return await slow_once()
 
 
+async def until(condition: Callable[[], object]) -> None:
+    """Wait (10 s at most) until ``condition()`` is true."""
+    with anyio.fail_after(10):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
 async def test_shutdown_releases_leases_so_another_worker_continues(world: World) -> None:
     attempts.clear()
     worker = Worker(world, [survives_shutdown], shutdown_grace=0.2, lease_seconds=60)
     async with worker:
         run = await start(survives_shutdown, world=world)
-        with anyio.fail_after(5):
-            while not attempts:
-                await anyio.sleep(0.01)
+        await until(lambda: attempts)
     # the 60 s lease was released on shutdown, so a new worker takes over at once
     async with Worker(world, [survives_shutdown]):
         assert await run.result(timeout=5) == "done"
@@ -108,6 +115,84 @@ async def test_shutdown_releases_leases_so_another_worker_continues(world: World
     started = [e.attempt for e in await run.events() if isinstance(e, StepStarted)]
     assert started == [1, 2]
     assert await run.status() is RunStatus.COMPLETED
+
+
+gate = threading.Event()
+thread_attempts: list[tuple[int, str]] = []
+
+
+@step
+def blocked_in_thread() -> str:
+    attempt = get_step_metadata().attempt
+    thread_attempts.append((attempt, "start"))
+    gate.wait()
+    thread_attempts.append((attempt, "end"))
+    return "done"
+
+
+@workflow
+async def waits_on_a_thread() -> str:
+    return await blocked_in_thread()
+
+
+async def test_past_the_grace_a_thread_step_is_released(world: World) -> None:
+    """A plain-``def`` step honours ``shutdown_grace`` like an ``async`` one: the
+    worker stops waiting for its thread, releases its lease and closes while the
+    thread still runs (issue 33); it used to wait for the thread to end."""
+    gate.clear()
+    thread_attempts.clear()
+    # only so that the test ends if the worker waits for the thread: the assertion
+    # below is on the order of events, not on how long anything took
+    unstick = threading.Timer(30, gate.set)
+    unstick.start()
+    try:
+        worker = Worker(world, [waits_on_a_thread], shutdown_grace=0.2, lease_seconds=120)
+        async with worker:
+            run = await start(waits_on_a_thread, world=world)
+            await until(lambda: thread_attempts)
+        assert thread_attempts == [(1, "start")]  # closed while the step's thread runs
+        released = [e for e in await run.events() if isinstance(e, StepDiscarded)]
+        assert [(e.attempt, e.outcome) for e in released] == [(1, "released")]
+    finally:
+        gate.set()
+        unstick.cancel()
+    # the 120 s lease was released, so another worker retries the step at once
+    async with Worker(world, [waits_on_a_thread]):
+        assert await run.result(timeout=10) == "done"
+    started = [e.attempt for e in await run.events() if isinstance(e, StepStarted)]
+    assert started == [1, 2]
+
+
+async def test_an_error_raised_in_the_worker_block_leaves_as_itself(world: World) -> None:
+    """``except ValueError`` around ``async with Worker(...)`` catches a ValueError raised
+    in the block: not an ExceptionGroup from the worker's task group (issue 24)."""
+    problem = ValueError("raised in the block")
+    caught: BaseException | None = None
+    try:
+        async with Worker(world, [survives_shutdown], shutdown_grace=0.2):
+            raise problem
+    except ValueError as exc:
+        caught = exc
+    assert caught is problem
+
+
+async def test_an_error_raised_while_the_worker_runs_work_leaves_as_itself(world: World) -> None:
+    attempts.clear()
+    with pytest.raises(KeyError) as raised:
+        async with Worker(world, [survives_shutdown], shutdown_grace=0.2):
+            await start(survives_shutdown, world=world)
+            await until(lambda: attempts)
+            raise KeyError("stop")
+    assert raised.type is KeyError
+    assert raised.value.__context__ is None  # nothing wrapped it or was wrapped around it
+
+
+async def test_a_cancelled_worker_block_is_still_only_cancelled(world: World) -> None:
+    """A cancel scope around the block still ends it quietly."""
+    with anyio.move_on_after(0.2) as scope:
+        async with Worker(world, [survives_shutdown], shutdown_grace=0.2):
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
 
 
 class Flaky:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextvars
 import functools
 import random as _random
+import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import anyio
 
@@ -47,6 +49,8 @@ from worlds.types import (
 
 __all__ = ["RELEASED", "StepRuntime", "attempts_exhausted", "run_step"]
 
+
+T = TypeVar("T")
 
 RELEASED = "released"
 """``StepDiscarded.outcome`` of an attempt its worker gave back unfinished at shutdown."""
@@ -355,8 +359,41 @@ async def _call(step: StepDefinition[..., Any], payload: bytes) -> Any:
         if step.is_async:
             return await step.fn(*args, **kwargs)
         call = functools.partial(contextvars.copy_context().run, step.fn, *args, **kwargs)
-        return await anyio.to_thread.run_sync(call, abandon_on_cancel=step.timeout is not None)
+        return await _in_daemon_thread(call)
     raise TimeoutError(
         f"step {step.name!r} did not finish within its timeout of {step.timeout:g} s "
         f"(@step(timeout=...)); the attempt was stopped"
     )
+
+
+async def _in_daemon_thread(call: Callable[[], T]) -> T:
+    """``call()`` in a daemon thread of its own, abandoned if the attempt is cancelled.
+
+    A cancelled attempt (its timeout, its run closed, or the worker's shutdown
+    grace ran out) returns at once, so the worker can release the lease and
+    exit: the thread is left to finish, and being a daemon, it does not keep
+    the process alive (an anyio worker thread would, until the step ended).
+    The caller waits in an anyio worker thread, which also keeps the number of
+    thread steps in flight within anyio's default thread limit; on
+    cancellation that wait is ended too.
+    """
+    finished = threading.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def body() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # handed to the awaiting task
+            outcome.append((False, exc))
+        finally:
+            finished.set()
+
+    threading.Thread(target=body, name="workflow step", daemon=True).start()
+    try:
+        await anyio.to_thread.run_sync(finished.wait, abandon_on_cancel=True)
+    finally:
+        finished.set()  # a cancelled wait ends its waiting thread too
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(T, value)

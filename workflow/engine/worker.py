@@ -34,6 +34,7 @@ from typing import Any, Self
 import anyio
 
 from workflow import _observe, _runtime
+from workflow._task_groups import exit_task_group
 from workflow.engine._capacity import Capacity
 from workflow.engine._commits import (
     closing_event,
@@ -204,14 +205,17 @@ class Worker:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: types.TracebackType | None,
-    ) -> None:
+    ) -> bool | None:
+        # an error raised in the block leaves as itself, not in an ExceptionGroup
         try:
             await self._shutdown()
             assert self._task_group is not None
             self._task_group.cancel_scope.cancel()
-            await self._task_group.__aexit__(exc_type, exc, tb)
-            self._task_group = None
-            self._eager_start.close()
+            try:
+                return await exit_task_group(self._task_group, exc_type, exc, tb)
+            finally:
+                self._task_group = None
+                self._eager_start.close()
         finally:
             _runtime.stop_serving(self.world, self._eager_start)
 

@@ -25,6 +25,7 @@ import anyio
 import anyio.abc
 
 from workflow import Run, Worker, resume_hook, start
+from workflow._task_groups import exit_task_group
 from workflow.decorators import StepDefinition, WorkflowDefinition, defined_workflows
 from worlds.memory import MemoryWorld
 from worlds.semantics import PARENT_KEY
@@ -260,13 +261,15 @@ class TestEnvironment:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: types.TracebackType | None,
-    ) -> None:
+    ) -> bool | None:
+        # like the worker's, an error raised in the block leaves as itself
         try:
             if self._group is not None:
                 self._group.cancel_scope.cancel()
-                await self._group.__aexit__(None, None, None)
+                await exit_task_group(self._group, None, None, None)
             if self._worker is not None:
-                await self._worker.__aexit__(exc_type, exc, tb)
+                return await self._worker.__aexit__(exc_type, exc, tb)
+            return None
         finally:
             self._group = None
             self._worker = None

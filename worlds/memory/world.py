@@ -8,7 +8,7 @@ so on one event loop each operation is atomic, and a flow that fails is undone
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -39,7 +39,7 @@ from worlds.memory.slots import SlotStore
 from worlds.memory.streams import StreamStore
 from worlds.memory.work import WorkQueue
 from worlds.protocol import PROTOCOL_VERSION, SCHEDULE_TOPIC, WORK_TOPIC
-from worlds.query import RunPage, RunQuery
+from worlds.query import FieldRef, In, RunPage, RunQuery
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import decode_cursor, encode_cursor, matches, stamped
@@ -282,7 +282,13 @@ class MemoryWorld(ClosesOnExit):
         if where is not None:
             check_filter(where)
         found: list[types.RunRecord] = []
-        for record in sorted(self._tables.runs, key=lambda record: record.id, reverse=True):
+        candidates: Iterable[types.RunRecord] = self._tables.runs
+        if isinstance(where, In) and where.left == FieldRef("id"):
+            # runs named by id (Run.result's shared reader): look them up, do not scan
+            named = (self._tables.runs.get(str(run_id)) for run_id in set(where.values))
+            candidates = [record for record in named if record is not None]
+            where = None  # every candidate matches it
+        for record in sorted(candidates, key=lambda record: record.id, reverse=True):
             if after is not None and record.id >= after:
                 continue
             if matches(record, query) and (where is None or filter_matches(record, where)):

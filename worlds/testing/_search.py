@@ -346,6 +346,22 @@ class SearchConformance(WhereConformance):
         assert [run.id for run in single.runs] == expected
 
     @pytest.mark.anyio
+    async def test_runs_named_by_id_page_and_filter_like_any_other(self, world: World) -> None:
+        """``id IN (...)`` (how ``Run.result``'s shared reader asks which waited runs
+        closed) gives just the named runs that exist, newest first, with the other
+        filters applied and cursors working."""
+        runs = [await create_run(world, workflow="named") for _ in range(5)]
+        await _commit(world, runs[1], RunCompleted(result=b""))
+        await _commit(world, runs[3], RunCompleted(result=b""))
+        named = In(FieldRef("id"), (runs[3].id, runs[0].id, runs[1].id, "no-such-run"))
+        every = await world.list_runs(RunQuery(where=named))
+        assert [run.id for run in every.runs] == [runs[3].id, runs[1].id, runs[0].id]
+        closed = RunQuery(statuses=frozenset({RunStatus.COMPLETED}), where=named)
+        assert [run.id for run in (await world.list_runs(closed)).runs] == [runs[3].id, runs[1].id]
+        paged = await _every_page(world, RunQuery(where=named, limit=1), max_pages=4)
+        assert paged == [runs[3].id, runs[1].id, runs[0].id]
+
+    @pytest.mark.anyio
     async def test_pages_stay_stable_when_newer_runs_arrive(self, world: World) -> None:
         """Runs created while paging do not shift later pages."""
         ids = [(await create_run(world)).id for _ in range(6)]

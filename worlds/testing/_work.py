@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 import pytest
 
-from worlds.protocol import WORK_TOPIC, World, run_topic
+from worlds.protocol import RUNS_TOPIC, WORK_TOPIC, World, run_topic
 from worlds.testing._base import (
     SHORT_DELAY,
     STEP,
@@ -461,6 +461,18 @@ class WorkConformance(ConformanceBase):
         closing = CommitRequest(run_id=run.id, worker_id=WORKER, events=(RunCompleted(result=b""),))
         elapsed = await _woken_after(world, run_topic(run.id), lambda: world.commit(closing))
         assert elapsed < 5.0, f"waited {elapsed:.1f} s of 10 s after the run closed"
+
+    @pytest.mark.anyio
+    async def test_wait_on_the_runs_topic_wakes_when_any_run_closes(self, world: World) -> None:
+        """Every signal of a run's topic signals ``RUNS_TOPIC`` too: one subscription
+        hears any run close (``Run.result``'s shared reader waits on it)."""
+        run = await create_run(world)
+        closing = CommitRequest(run_id=run.id, worker_id=WORKER, events=(RunCompleted(result=b""),))
+        elapsed = await _woken_after(world, RUNS_TOPIC, lambda: world.commit(closing))
+        assert elapsed < 5.0, f"waited {elapsed:.1f} s of 10 s after a run closed"
+        other = await create_run(world)
+        elapsed = await _woken_after(world, RUNS_TOPIC, lambda: world.cancel_run(other.id, None))
+        assert elapsed < 5.0, f"waited {elapsed:.1f} s of 10 s after a run closed"
 
     @pytest.mark.anyio
     async def test_wait_wakes_when_create_run_enqueues_work(self, world: World) -> None:
