@@ -20,7 +20,6 @@ from worlds.testing._base import (
     poll_lease,
     run_with_steps,
     soon,
-    utcnow,
 )
 from worlds.types import (
     CommitRequest,
@@ -32,6 +31,7 @@ from worlds.types import (
     StepCreated,
     StepDiscarded,
     WaitCreated,
+    utcnow,
 )
 
 __all__ = ["CancelConformance"]
