@@ -62,8 +62,19 @@ def world_url(kind: str, tmp_path: Path, postgres: str | None = None) -> str:
     if kind == "postgres":
         if postgres is None:
             raise ValueError("a postgres world needs the server's URL")
-        return with_schema(postgres, fresh_schema())
+        return patient(with_schema(postgres, fresh_schema()))
     raise ValueError(kind)
+
+
+def patient(url: str) -> str:
+    """``url`` (a PostgreSQL world's, with a query) with statements allowed 30 s.
+
+    The suite runs four workers, and some tests several OS processes against one
+    world, on two shared cores: a statement can wait on the CPU and on other
+    processes' locks well past the world's default ``command_timeout`` (4 s), a
+    hang detector the fault tests check on servers of their own.
+    """
+    return f"{url}&command_timeout=30"
 
 
 def fresh_schema() -> str:
@@ -130,7 +141,7 @@ def postgres_url() -> Iterator[str]:
 @pytest.fixture
 def postgres_world_url(postgres_url: str) -> Iterator[str]:
     """A URL for a PostgreSQL world in a fresh schema, dropped after the test."""
-    url = with_schema(postgres_url, fresh_schema())
+    url = patient(with_schema(postgres_url, fresh_schema()))
     yield url
     drop_schema(url)
 
