@@ -33,11 +33,12 @@ completed); ``reexec``, ``drain_s`` and ``log_lines`` measure manners.
 
 Usage::
 
-    python benchmarks/chaos.py [--quick] [--worlds sqlite,postgres]
+    python benchmarks/chaos.py [--quick | --tiny] [--worlds sqlite,postgres]
         [--scenarios kill_storm,zombie,...] [--json results.json] [--keep]
 
 Exits 1 if an invariant is violated. ``--quick`` runs a small scale (the test
-suite runs it); the default scale takes a few minutes on 2 cores.
+suite runs it with ``WORKFLOW_TEST_FULL=1``), ``--tiny`` a smaller one (the
+suite's default); the default scale takes a few minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ FULL = Scale(runs=150, step_seconds=1.0, workers=3, kills=8, restarts=12, freeze
              contenders=4, values=20)  # fmt: skip
 QUICK = Scale(runs=16, step_seconds=0.5, workers=2, kills=3, restarts=3, freeze_seconds=8.0,
               contenders=3, values=5)  # fmt: skip
+TINY = Scale(runs=8, step_seconds=0.3, workers=2, kills=2, restarts=2, freeze_seconds=4.0,
+             contenders=2, values=3)  # fmt: skip
 
 
 def fault_seconds(name: str, scale: Scale) -> float:
@@ -498,6 +501,7 @@ def main(argv: list[str]) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small scale")
+    parser.add_argument("--tiny", action="store_true", help="a smaller scale still")
     parser.add_argument("--worlds", default="sqlite,postgres")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -510,9 +514,10 @@ def main(argv: list[str]) -> int:
     unknown = sorted(set(names) - set(SCENARIOS)) + sorted(set(kinds) - {"sqlite", "postgres"})
     if unknown:
         parser.error(f"unknown scenarios or worlds: {unknown}")
+    scale = TINY if args.tiny else QUICK if args.quick else FULL
     root = Path(tempfile.mkdtemp(prefix="wf-chaos-"))
     try:
-        results = anyio.run(suite, kinds, names, QUICK if args.quick else FULL, root)
+        results = anyio.run(suite, kinds, names, scale, root)
     finally:
         if args.keep:
             print(f"journals and worker logs kept in {root}", file=sys.stderr)

@@ -50,7 +50,8 @@ def start_browser(width: int = 1280, height: int = 900) -> webdriver.Chrome:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[webdriver.Chrome]:
-    """One headless Chromium for the session (each test starts by loading a page)."""
+    """One headless Chromium for the session, so one per xdist worker process (each test
+    starts by loading a page)."""
     driver = start_browser()
     driver.set_page_load_timeout(60)
     try:

@@ -4,6 +4,12 @@ The PostgreSQL world runs against ``$WORKFLOW_TEST_POSTGRES`` (a URL) when it is
 set, else against a throwaway server that ``tests/pg_server.py`` starts for the
 session. Without one, its tests are skipped, except when ``$CI`` is set: then
 they fail, so CI never passes by skipping them. Each test gets a fresh schema.
+
+The suite runs on pytest-xdist workers (``pyproject.toml``): a session fixture
+is one per worker process, so each worker has its own server (its own directory
+and port) and its own browser (``tests/browser.py``). The heaviest
+multi-process tests run at a smaller size unless ``WORKFLOW_TEST_FULL=1``
+(``full_size``; rfcs/0020-test-suite.md).
 """
 
 from __future__ import annotations
@@ -24,6 +30,19 @@ import worlds
 from tests import pg_server
 from worlds.protocol import World
 
+# pytest-xdist sets COLUMNS=80 in its workers; the CLI's console, made when cli is imported,
+# would keep that width, where each CLI test gives its invocation a COLUMNS of its own.
+os.environ.pop("COLUMNS", None)
+
+FULL = os.environ.get("WORKFLOW_TEST_FULL") == "1"
+"""Run the heaviest multi-process tests at full size (CI's second pass)."""
+
+
+def full_size(default: int, full: int) -> int:
+    """``full`` with ``WORKFLOW_TEST_FULL=1``, else the smaller ``default``."""
+    return full if FULL else default
+
+
 WORLD_KINDS = ["memory", "sqlite"] if importlib.util.find_spec("worlds.sqlite") else ["memory"]
 if importlib.util.find_spec("worlds.postgres"):
     WORLD_KINDS.append("postgres")
@@ -43,8 +62,19 @@ def world_url(kind: str, tmp_path: Path, postgres: str | None = None) -> str:
     if kind == "postgres":
         if postgres is None:
             raise ValueError("a postgres world needs the server's URL")
-        return with_schema(postgres, fresh_schema())
+        return patient(with_schema(postgres, fresh_schema()))
     raise ValueError(kind)
+
+
+def patient(url: str) -> str:
+    """``url`` (a PostgreSQL world's, with a query) with statements allowed 30 s.
+
+    The suite runs four workers, and some tests several OS processes against one
+    world, on two shared cores: a statement can wait on the CPU and on other
+    processes' locks well past the world's default ``command_timeout`` (4 s), a
+    hang detector the fault tests check on servers of their own.
+    """
+    return f"{url}&command_timeout=30"
 
 
 def fresh_schema() -> str:
@@ -85,14 +115,22 @@ def postgres_url() -> Iterator[str]:
         return
     # Under /tmp rather than pytest's tmp_path: when the tests run as root the
     # server runs as another user, who must be able to reach the directory.
-    directory = tempfile.mkdtemp(prefix="wf-pg-")
-    try:
-        server = pg_server.start(directory)
-    except (pg_server.ServerError, OSError) as exc:
-        shutil.rmtree(directory, ignore_errors=True)
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set and no PostgreSQL server could be started: {exc}")
-        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+    # One server per xdist worker: each picks a free port, and two workers may pick the
+    # same one at once, so a start that fails is tried again in a fresh directory.
+    for attempt in range(3):
+        directory = tempfile.mkdtemp(prefix="wf-pg-")
+        try:
+            server = pg_server.start(directory)
+            break
+        except (pg_server.ServerError, OSError) as exc:
+            with contextlib.suppress(pg_server.ServerError, OSError):
+                pg_server.stop(directory)
+            shutil.rmtree(directory, ignore_errors=True)
+            if attempt < 2:
+                continue
+            if os.environ.get("CI"):
+                pytest.fail(f"CI is set and no PostgreSQL server could be started: {exc}")
+            pytest.skip(f"no PostgreSQL server could be started: {exc}")
     try:
         yield server.socket_url
     finally:
@@ -103,7 +141,7 @@ def postgres_url() -> Iterator[str]:
 @pytest.fixture
 def postgres_world_url(postgres_url: str) -> Iterator[str]:
     """A URL for a PostgreSQL world in a fresh schema, dropped after the test."""
-    url = with_schema(postgres_url, fresh_schema())
+    url = patient(with_schema(postgres_url, fresh_schema()))
     yield url
     drop_schema(url)
 

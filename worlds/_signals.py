@@ -3,15 +3,18 @@
 A signal wakes every waiter on its topic; a signal nobody waits for is
 remembered (boundedly), so the next ``wait`` on the topic returns at once and
 no wake-up is lost between a caller's check and its wait. Waiters may belong
-to different event loops (threads); each is woken on its own loop.
+to different event loops (threads); each is woken on its own loop. A loop is
+asyncio's or trio's (anyio runs on both, and so does the memory world the test
+kit uses): each gives a thread-safe way to schedule the wake-up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import anyio
 import anyio.lowlevel
@@ -24,7 +27,8 @@ _UNHEARD_LIMIT = 4096
 """Remembered signals at most; past it the oldest is forgotten, which costs the
 next wait on its topic one poll interval, nothing more."""
 
-_Waiter = tuple[asyncio.AbstractEventLoop, anyio.Event]
+_Waiter = tuple[object, Callable[[Callable[[], None]], object], anyio.Event]
+"""The waiter's loop (its identity), how to run a callback on it from any thread, its event."""
 
 
 class SignalHub:
@@ -68,12 +72,15 @@ class SignalHub:
         if remembered:
             await anyio.lowlevel.checkpoint()
             return
-        waiter = (asyncio.get_running_loop(), anyio.Event())
+        loop = _running_loop()
+        if loop is None:
+            raise RuntimeError("SignalHub.wait needs a running asyncio or trio event loop")
+        waiter = (*loop, anyio.Event())
         with self._lock:
             self._waiters.setdefault(topic, set()).add(waiter)
         try:
             with anyio.move_on_after(timeout):
-                await waiter[1].wait()
+                await waiter[2].wait()
         finally:
             with self._lock:
                 waiters = self._waiters.get(topic)
@@ -83,14 +90,31 @@ class SignalHub:
                         del self._waiters[topic]
 
 
-def _wake(waiters: Iterable[_Waiter]) -> None:
+def _running_loop() -> tuple[object, Callable[[Callable[[], None]], object]] | None:
+    """This thread's running loop and its thread-safe ``call soon``, or None outside one."""
     try:
-        current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
     except RuntimeError:
-        current = None
-    for loop, event in waiters:
+        pass
+    else:
+        return loop, loop.call_soon_threadsafe
+    trio = sys.modules.get("trio")  # only a program that imported trio can be running it
+    if trio is not None:
+        try:
+            token = trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            return None
+        return token, token.run_sync_soon
+    return None
+
+
+def _wake(waiters: Iterable[_Waiter]) -> None:
+    running = _running_loop()
+    current = None if running is None else running[0]
+    for loop, call_soon, event in waiters:
         if loop is current:
             event.set()
         else:
-            with contextlib.suppress(RuntimeError):  # that loop has closed
-                loop.call_soon_threadsafe(event.set)
+            # that loop has closed (trio's RunFinishedError is a RuntimeError too)
+            with contextlib.suppress(RuntimeError):
+                call_soon(event.set)

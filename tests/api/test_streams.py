@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.conftest import full_size
 from workflow import (
     NotInWorkflowError,
     Worker,
@@ -24,7 +25,8 @@ from worlds.types import StreamWritten
 
 pytestmark = pytest.mark.anyio
 
-CHUNKS = 10_000
+CHUNKS = full_size(2_000, 10_000)
+"""Chunks of the long stream: 10,000 (each a world transaction) with WORKFLOW_TEST_FULL=1."""
 
 
 @step
@@ -61,8 +63,8 @@ async def progress() -> str:
     return outcome
 
 
-@pytest.mark.slow  # 10,000 step writes, each a world transaction
-async def test_a_10000_chunk_stream_is_read_completely_by_a_reader_that_reconnects(
+@pytest.mark.slow  # CHUNKS step writes, each a world transaction
+async def test_a_long_stream_is_read_completely_by_a_reader_that_reconnects(
     world: World,
 ) -> None:
     async with Worker(world, [producer, burst]):
@@ -70,10 +72,10 @@ async def test_a_10000_chunk_stream_is_read_completely_by_a_reader_that_reconnec
         first: list[Any] = []
         async for value in get_run(run.id, world=world).stream("numbers"):
             first.append(value)
-            if len(first) == 4321:
+            if len(first) == CHUNKS * 4321 // 10_000:
                 break  # the reader goes away mid-stream ...
         rest = [v async for v in get_run(run.id, world=world).stream("numbers", start=len(first))]
-        assert await run.result(timeout=120) == CHUNKS
+        assert await run.result(timeout=600) == CHUNKS
     assert first + rest == list(range(CHUNKS))
 
 

@@ -37,6 +37,7 @@ from worlds.types import (
     StepRetrying,
     StepStarted,
     WaitCompleted,
+    WaitCreated,
 )
 
 pytestmark = pytest.mark.anyio
@@ -262,14 +263,16 @@ async def test_durable_timer_survives_a_worker_restart(make_world: Callable[[], 
     world = make_world()
     async with world:
         async with Worker(world, [naps]):
-            run = await start(naps, 0.5, world=world)
-            await anyio.sleep(0.1)
+            run = await start(naps, 2.0, world=world)
+            with anyio.fail_after(30):  # the timer is recorded: the worker may stop
+                while not any(isinstance(e, WaitCreated) for e in await run.events()):
+                    await anyio.sleep(0.02)
         assert await run.status() is RunStatus.RUNNING
         async with Worker(world, [naps]):
             assert await run.result(timeout=5) == "rested"
         events = await run.events()
         assert any(isinstance(e, WaitCompleted) for e in events)
-        assert events[-1].at - events[0].at >= __import__("datetime").timedelta(seconds=0.5)
+        assert events[-1].at - events[0].at >= __import__("datetime").timedelta(seconds=2.0)
 
 
 class Opaque:

@@ -4,9 +4,12 @@ in-flight steps quickly, and a lost lease's result is visibly discarded."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -26,7 +29,7 @@ from workflow import (
 )
 from workflow.schedules import create_schedule
 from worlds.protocol import World
-from worlds.types import StepDiscarded, StepFailed
+from worlds.types import StepDiscarded, StepFailed, WorkItem
 
 pytestmark = pytest.mark.anyio
 
@@ -194,7 +197,36 @@ async def test_cancellation_reaches_an_in_flight_step_within_seconds(
 
 # --------------------------------------------------------------------------- zombie
 
-thief: dict[str, World] = {}
+thief: dict[str, Callable[[], World]] = {}
+
+
+def steal_the_step() -> list[WorkItem]:
+    """Lease ``overruns`` as another worker would, from another thread and world object,
+    while this worker's loop stays blocked: its own poll cannot take the expired lease
+    first (under load, on PostgreSQL, it used to, and the step returned 2)."""
+    other = thief["open"]()
+
+    async def lease() -> list[WorkItem]:
+        if other is thief["world"]():  # a memory world: one object, already open
+            return await other.lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+        async with other:
+            return await other.lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+
+    taken: list[list[WorkItem]] = []
+    failed: list[BaseException] = []
+
+    def in_thread() -> None:
+        try:
+            taken.append(asyncio.run(lease()))
+        except BaseException as exc:
+            failed.append(exc)
+
+    helper = threading.Thread(target=in_thread)
+    helper.start()
+    helper.join()  # blocking, on purpose: the worker's loop must not run meanwhile
+    if failed:
+        raise failed[0]
+    return taken[0]
 
 
 @step
@@ -203,7 +235,7 @@ async def overruns() -> int:
     if attempt == 1:
         time.sleep(1.0)  # blocks the worker's loop past its lease: no renewal...
         # ...and meanwhile another worker takes the step over (briefly)
-        taken = await thief["world"].lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+        taken = steal_the_step()
         assert [item.attempt for item in taken] == [2]
     return attempt
 
@@ -214,9 +246,10 @@ async def zombie_flow() -> int:
 
 
 async def test_a_zombies_refused_result_is_visible(
-    world: World, caplog: pytest.LogCaptureFixture
+    world: World, make_world: Callable[[], World], caplog: pytest.LogCaptureFixture
 ) -> None:
-    thief["world"] = world
+    thief["world"] = lambda: world
+    thief["open"] = make_world
     async with Worker(world, [zombie_flow], lease_seconds=0.5):
         run = await start(zombie_flow, world=world)
         assert await run.result(timeout=30) == 3

@@ -22,7 +22,7 @@ async def flaky_twice(i: int) -> int:
     if get_step_metadata().attempt < 3:
         raise RuntimeError(f"attempt {get_step_metadata().attempt} of {i} fails")
     last_attempts.append(i)
-    await anyio.sleep(1.5)  # outlives the lease unless the worker renews it
+    await anyio.sleep(5.0)  # outlives the lease (2 s) unless the worker renews it
     return i
 
 
@@ -56,7 +56,8 @@ async def test_a_retry_leased_before_its_attempt_is_forgotten_keeps_its_slot(
     attempt ran again; or the new attempt failed with KeyError)."""
     last_attempts.clear()
     slow = cast(World, SlowAcks(world))
-    async with Worker(slow, [retries_at_once], lease_seconds=0.6, poll_interval=0.05):
+    # a lease long enough that a loaded machine renews it in time, however slowly
+    async with Worker(slow, [retries_at_once], lease_seconds=2.0, poll_interval=0.05):
         runs = [await start(retries_at_once, i, world=world) for i in range(4)]
         for i, run in enumerate(runs):
             assert await run.result(timeout=30) == i

@@ -23,6 +23,7 @@ from tests.apps.schedapp import scheduled_tick
 from tests.conftest import world_url
 from workflow import list_runs
 from workflow.schedules import Overlap, create_schedule
+from worlds.protocol import World
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -35,6 +36,13 @@ def _worker(url: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+
+
+async def _fired(world: World, count: int) -> None:
+    """Wait (two minutes at most) until the schedule has started ``count`` runs."""
+    with anyio.fail_after(120):
+        while len(await list_runs(attributes={"$schedule": "processes"}, world=world)) < count:
+            await anyio.sleep(0.2)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
@@ -56,10 +64,12 @@ async def test_worker_processes_start_one_run_per_fire_time(
         )
         workers = [_worker(url) for _ in range(3)]
         try:
-            await anyio.sleep(5.0)
+            # by the runs the schedule started, not by the clock: on a loaded machine the
+            # workers take seconds just to start
+            await _fired(world, 3)
             workers[0].send_signal(signal.SIGKILL)
             workers.append(_worker(url))
-            await anyio.sleep(5.0)
+            await _fired(world, 6)
         finally:
             for proc in workers:
                 proc.terminate()

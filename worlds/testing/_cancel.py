@@ -31,6 +31,7 @@ from worlds.types import (
     StepCreated,
     StepDiscarded,
     WaitCreated,
+    utcnow,
 )
 
 __all__ = ["CancelConformance"]
@@ -98,9 +99,12 @@ class CancelConformance(ConformanceBase):
     async def test_the_grace_deadline_is_a_timer(self, world: World) -> None:
         """A timer numbered ``CANCEL_DEADLINE_TIMER`` falls due at the deadline."""
         run, _, _ = await run_with_steps(world, steps=0)
+        due = soon(SHORT_DELAY)
         await world.request_cancel(run.id, None, SHORT_DELAY)
-        assert [i for i in await lease_all(world, {WF}) if i.kind == "timer"] == []
-        items = await poll_lease(world, {WF}, within=5 + SHORT_DELAY)
+        early = [i for i in await lease_all(world, {WF}) if i.kind == "timer"]
+        if utcnow() < due:  # else a loaded machine took the deadline's time to get here
+            assert early == []
+        items = early or await poll_lease(world, {WF}, within=5 + SHORT_DELAY)
         deadline = [item for item in items if item.kind == "timer"]
         assert [(i.run_id, i.number) for i in deadline] == [(run.id, CANCEL_DEADLINE_TIMER)]
 
@@ -108,13 +112,18 @@ class CancelConformance(ConformanceBase):
     async def test_a_run_deadline_is_a_timer(self, world: World) -> None:
         """``timeout_at`` queues a timer numbered ``RUN_DEADLINE_TIMER``, due then."""
         run_id = new_run_id()
+        due = soon(SHORT_DELAY)
         result = await world.create_run(
-            CreateRunRequest(run_id=run_id, workflow=WF, args=b"", timeout_at=soon(SHORT_DELAY))
+            CreateRunRequest(run_id=run_id, workflow=WF, args=b"", timeout_at=due)
         )
         assert result.run is not None
-        first = await lease_one(world, WF)
-        assert first.kind == "workflow"
-        items = await poll_lease(world, {WF}, within=5 + SHORT_DELAY)
+        leased = await lease_all(world, {WF}, worker=WORKER)
+        assert [item.kind for item in leased if item.kind == "workflow"] == ["workflow"]
+        # a loaded machine may take the deadline's time to get here: the timer comes at once
+        early = [item for item in leased if item.kind != "workflow"]
+        if utcnow() < due:
+            assert early == []
+        items = early or await poll_lease(world, {WF}, within=5 + SHORT_DELAY)
         assert [(i.kind, i.run_id, i.number) for i in items] == [
             ("timer", run_id, RUN_DEADLINE_TIMER)
         ]

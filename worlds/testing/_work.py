@@ -319,11 +319,11 @@ class WorkConformance(ConformanceBase):
         """Renewal outlives the first lease; it fails for other workers and cancelled runs."""
         await create_run(world)
         await create_run(world)
-        items = await world.lease(WORKER, names={WF}, limit=10, lease_seconds=0.6)
+        items = await world.lease(WORKER, names={WF}, limit=10, lease_seconds=1.5)
         assert len(items) == 2
         assert await world.renew_leases(WORKER, [], 30.0) == []
-        for _ in range(3):
-            await anyio.sleep(0.25)
+        for _ in range(3):  # 1.8 s in all, past the first lease; 0.9 s to spare each time
+            await anyio.sleep(0.6)
             assert await world.renew_leases(WORKER, items, 5.0) == [True, True]
         assert await lease_all(world, {WF}, worker="thief") == [], "a renewed lease expired"
         assert await world.renew_leases("thief", items, 30.0) == [False, False]
