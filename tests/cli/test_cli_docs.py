@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+import itertools
 import os
 import re
 import shlex
@@ -10,6 +12,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import typer
+
+from cli.main import app
+from workflow.schedules import Overlap
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "cli.md"
@@ -119,3 +126,32 @@ def test_the_documented_session_prints_what_the_doc_shows(tmp_path: Path) -> Non
         assert (code, tokens(out, real)) == (command.code, tokens(expected, documented)), (
             f"$ {command.line}\n" + "\n".join(out)
         )
+
+
+def documented_choices() -> list[tuple[tuple[str, ...], str, set[str]]]:
+    """Each ``--option a\\|b\\|c`` of the command table: (command path, option, choices)."""
+    found = []
+    for usage in re.findall(r"^\| `wf ([^`]*)`", DOC.read_text(), flags=re.MULTILINE):
+        words = usage.split()
+        path = tuple(itertools.takewhile(lambda word: re.fullmatch(r"[a-z]+", word), words))
+        for option, choices in re.findall(r"(--[a-z-]+) ([a-z_]+(?:\\\|[a-z_]+)+)", usage):
+            found.append((path, option, set(choices.split("\\|"))))
+    return found
+
+
+def test_the_command_table_lists_every_choice_an_option_takes() -> None:
+    """The choices the docs list for an option are the ones ``wf`` accepts, read from
+    the command's own definition (an enum's members), so a new member shows up here."""
+    found = documented_choices()
+    assert (("schedules", "backfill"), "--overlap", {o.value for o in Overlap}) in found
+    root = typer.main.get_command(app)
+    for path, option, choices in found:
+        command = root
+        for name in path:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        (param,) = [param for param in command.params if option in param.opts]
+        accepted = param.type_descriptor.annotation  # type: ignore[attr-defined]
+        if isinstance(accepted, type) and issubclass(accepted, enum.Enum):
+            assert choices == {member.value for member in accepted}, (path, option)
+        else:  # a plain string checked by the command: its help names each choice
+            assert all(f"{choice} =" in (param.help or "") for choice in choices), (path, option)
