@@ -6,6 +6,7 @@ fired by workers; this group manages them from a shell.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -105,7 +106,7 @@ _FOLDED_MIN = 8
 """The narrowest a folding column gets before the table turns into records."""
 
 
-def _list_table(rows: list[tuple[Text, ...]]) -> Table:
+def _list_table(rows: Sequence[tuple[Text, ...]]) -> Table:
     """The schedules as a table, or, where its whole columns and a few characters
     of the others do not fit the terminal, as one block of ``name value`` lines
     per schedule: either way every id and fire time is printed whole."""
