@@ -114,7 +114,8 @@ def test_the_documented_session_prints_what_the_doc_shows(tmp_path: Path) -> Non
     (app,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     (block,) = re.findall(r"```console\n(.*?)```", text, flags=re.DOTALL)
     (tmp_path / "shop.py").write_text(app)
-    documented, real = {}, {}  # run id -> placeholder, for each side
+    documented: dict[str, str] = {}  # run id -> placeholder, for each side
+    real: dict[str, str] = {}
     session = commands(block)
     starts = sum(command.line.startswith("wf start") for command in session[:4])
     assert starts == 4, "the session begins with its four starts, then the worker runs"
@@ -154,4 +155,4 @@ def test_the_command_table_lists_every_choice_an_option_takes() -> None:
         if isinstance(accepted, type) and issubclass(accepted, enum.Enum):
             assert choices == {member.value for member in accepted}, (path, option)
         else:  # a plain string checked by the command: its help names each choice
-            assert all(f"{choice} =" in (param.help or "") for choice in choices), (path, option)
+            assert all(f"{choice} =" in (getattr(param, "help", None) or "") for choice in choices), (path, option)
