@@ -155,4 +155,5 @@ def test_the_command_table_lists_every_choice_an_option_takes() -> None:
         if isinstance(accepted, type) and issubclass(accepted, enum.Enum):
             assert choices == {member.value for member in accepted}, (path, option)
         else:  # a plain string checked by the command: its help names each choice
-            assert all(f"{choice} =" in (getattr(param, "help", None) or "") for choice in choices), (path, option)
+            described = getattr(param, "help", None) or ""
+            assert all(f"{choice} =" in described for choice in choices), (path, option)
