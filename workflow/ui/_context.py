@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 import worlds
+from workflow.ui._paths import local_path, root_path
 from workflow.ui._security import Guard
 from workflow.views import format_duration, format_value
 from worlds.protocol import World
@@ -70,7 +71,8 @@ class Ui:
             world_name=self.world_name,
             live_ms=int(self.live_seconds * 1000),
             logged_in=self.guard.token is not None,
-            request_path=request.url.path,
+            request_path=local_path(request.scope),
+            root=root_path(request.scope),
         )
         html = self.templates.get_template(name).render(**context)
         return HTMLResponse(html, status_code=code)
@@ -96,6 +98,6 @@ class Ui:
     def error(self, request: Request, status: int, message: str) -> Response:
         """An error page (or JSON ``{"error": ...}`` under ``/api/``)."""
         message = worlds.redact_url(message)
-        if request.url.path.startswith("/api/"):
+        if local_path(request.scope).startswith("/api/"):
             return JSONResponse({"error": message}, status_code=status)
         return self.page(request, "error.html", status, status=status, message=message)

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import quote, quote_plus
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -16,6 +16,7 @@ from workflow.errors import QuerySyntaxError
 from workflow.query import And, AttrRef, Compare, Expr, parse
 from workflow.query import format as format_query
 from workflow.ui._context import PAGE_SIZE, Ui
+from workflow.ui._paths import app_url
 from workflow.views import (
     EventWindow,
     RunDetails,
@@ -297,5 +298,6 @@ async def run_by_pair(ui: Ui, request: Request) -> Response:
         except (TypeError, ValueError) as exc:
             return ui.error(request, 400, str(exc))
         if holder is not None:
-            return RedirectResponse(f"/runs/{holder.id}", status_code=303)
+            target = app_url(request.scope, f"/runs/{quote(holder.id, safe='')}")
+            return RedirectResponse(target, status_code=303)
     return ui.error(request, 404, f"no run holds the unique pair {key}={text}")
