@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 
 from workflow.client import RunList, find_run, get_run, list_runs
 from workflow.errors import QuerySyntaxError
@@ -167,7 +167,7 @@ async def runs_json(ui: Ui, request: Request) -> Response:
     if isinstance(page, str):
         return ui.error(request, 400, page)
     records = [run.record for run in page if run.record is not None]
-    return JSONResponse(
+    return ui.json(
         {
             "runs": [run_to_json(record, result=False) for record in records],
             "next_cursor": page.next_cursor,
@@ -189,7 +189,7 @@ async def run_json(ui: Ui, request: Request) -> Response:
     details = await _details(ui, request)
     if isinstance(details, str):
         return ui.error(request, 400, details)
-    return JSONResponse(details.to_json())
+    return ui.json(details.to_json())
 
 
 async def _chain(ui: Ui, record: RunRecord, events: list[EventKind]) -> list[RunRecord]:
