@@ -68,8 +68,8 @@ from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
-from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
+from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._reopen import ReopenConformance  # noqa: E402
