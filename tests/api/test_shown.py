@@ -20,13 +20,15 @@ from typer.testing import CliRunner
 
 import worlds
 from cli.main import app as cli_app
-from tests.conftest import world_url
+from tests.api.test_ui import ui_url
 from workflow import Unique, start, workflow
 from workflow.shown import UNSAFE_CATEGORIES, json_dumps, visible
 from workflow.ui import create_app
 from worlds.protocol import World
 
 ROOT = Path(__file__).resolve().parents[2]
+
+__all__ = ["ui_url"]
 
 # a right-to-left override, a zero-width space, an escape sequence, a bell
 STORED = {"file": "invoice\u202egpj.exe", "hidden": "a\u200bb", "esc": "x\x1b[2Jy\x07"}
@@ -56,17 +58,10 @@ def test_json_dumps_decodes_to_its_input_and_holds_no_raw_unsafe_character(data:
 
 
 @pytest.fixture
-def url(world_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if world_kind == "postgres":
-        return str(request.getfixturevalue("postgres_world_url"))
-    return world_url(world_kind, tmp_path)
-
-
-@pytest.fixture
-def served(url: str) -> Iterator[tuple[TestClient, World, str]]:
+def served(ui_url: str) -> Iterator[tuple[TestClient, World, str]]:
     """The UI over a world holding one run with the stored values, seeded on the
     app's own event loop (the world's connections belong to it)."""
-    world = worlds.open(url)
+    world = worlds.open(ui_url)
     with TestClient(create_app(world), base_url="http://localhost") as client:
 
         async def seed() -> str:
@@ -110,15 +105,15 @@ def test_the_json_api_escapes_them_and_keeps_the_values(
         assert {key: attributes[key] for key in STORED} == STORED, path
 
 
-def test_wf_shows_the_same_escapes(served: tuple[TestClient, World, str], url: str) -> None:
-    if url.startswith("memory:"):
+def test_wf_shows_the_same_escapes(served: tuple[TestClient, World, str], ui_url: str) -> None:
+    if ui_url.startswith("memory:"):
         pytest.skip("a memory world lives in one process: wf cannot open it")
     before = os.getcwd()
     os.chdir(ROOT)
     try:
         result = CliRunner().invoke(
             cli_app,
-            ["runs", "show", "order=o-shown", "--world", url],
+            ["runs", "show", "order=o-shown", "--world", ui_url],
             env={"COLUMNS": "400", "WORKFLOW_WORLD": None},
         )
     finally:

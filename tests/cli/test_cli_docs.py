@@ -67,12 +67,15 @@ def tokens(lines: list[str], ids: dict[str, str]) -> list[str]:
     return words
 
 
-def wf(line: str, cwd: Path) -> tuple[int, list[str]]:
-    """Run a documented ``wf ...`` line as the console does, in ``cwd``."""
+def wf(
+    line: str, cwd: Path, *, columns: int = 100, world: str = "sqlite:///shop.db"
+) -> tuple[int, list[str]]:
+    """Run a documented ``wf ...`` line as the console does, in ``cwd``, in a terminal
+    ``columns`` wide with ``$WORKFLOW_WORLD`` set to ``world``."""
     argv = shlex.split(line)
     assert argv[0] == "wf", line
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{cwd}", "COLUMNS": "100"}
-    env["WORKFLOW_WORLD"] = "sqlite:///shop.db"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{cwd}", "COLUMNS": str(columns)}
+    env["WORKFLOW_WORLD"] = world
     done = subprocess.run(
         [sys.executable, "-m", "cli", *argv[1:]],
         cwd=cwd,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,11 +16,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.apps.uiapp import approval
 from tests.browser import browser
-from tests.conftest import world_url
+from tests.system.test_ui_browser import ui_url
 from tests.ui_server import UiServer
 from workflow import start
 
-__all__ = ["browser"]
+__all__ = ["browser", "ui_url"]
 
 PREFIX = "/wf"
 WAIT = 60.0
@@ -29,12 +28,8 @@ WAIT = 60.0
 
 
 @pytest.fixture
-def served(world_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[UiServer]:
-    if world_kind == "postgres":
-        url = str(request.getfixturevalue("postgres_world_url"))
-    else:
-        url = world_url(world_kind, tmp_path)
-    with UiServer(url, prefix=PREFIX) as server:
+def served(ui_url: str) -> Iterator[UiServer]:
+    with UiServer(ui_url, prefix=PREFIX) as server:
         yield server
 
 
