@@ -4,7 +4,8 @@ and who holds a pair.
 The world protocol has no key index to ask, so ``keys`` and ``values`` page
 through ``list_runs`` (narrowed by the usual filters) and count what they see,
 with progress on stderr. ``--max-runs`` bounds the scan on a large world.
-``holders`` asks the world for one pair's unique claim and its limited slots.
+``holders`` asks the world for one pair's unique claim and its limited slots;
+``release`` frees a pair a pruned (or closed) run still holds (``release_claims``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from rich.table import Table
 
 from cli._output import console, err_console, format_value, markup_safe, print_json, progress, text
 from cli._resolve import WorldOption, execute, open_world, parse_value
-from workflow import list_runs
+from workflow import list_runs, release_claims
 from workflow.query import AttrRef, Expr, IsNull, parse
 from worlds import World
-from worlds.types import RunRecord
+from worlds.types import AttributeValue, Claim, RunRecord
 
 app = typer.Typer(
     name="attributes",
@@ -35,6 +36,13 @@ MaxRunsOption = Annotated[
     int, typer.Option(min=1, help="Scan at most this many runs (newest first).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+KeyArgument = Annotated[str, typer.Argument(help="The attribute key.", show_default=False)]
+ValueArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The value (JSON numbers, true/false/null as such; else text).", show_default=False
+    ),
+]
 
 
 async def _scan(world: World, where: Expr | None, max_runs: int) -> tuple[list[RunRecord], bool]:
@@ -145,14 +153,8 @@ def values(
 
 @app.command()
 def holders(
-    key: Annotated[str, typer.Argument(help="The attribute key.", show_default=False)],
-    value: Annotated[
-        str,
-        typer.Argument(
-            help="The value (JSON numbers, true/false/null as such; else text).",
-            show_default=False,
-        ),
-    ],
+    key: KeyArgument,
+    value: ValueArgument,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
@@ -211,11 +213,64 @@ def holders(
                 table.add_column(column)
             for n, slot in enumerate([*holding, *waiting], 1):
                 state = "holding" if slot.holding else "waiting"
-                if slot.hold:
+                if slot.hold > 0:
                     state += f" (hold {slot.hold})"
+                elif slot.hold < 0:  # a reopened or forked run taking its slots again
+                    state += " (to go on)"
                 table.add_row(str(n), slot.run_id, state, str(slot.limit))
             console.print(table)
         if claim is None and not slots:
             console.print(f"nobody holds {shown}")
 
     execute(body)
+
+
+@app.command()
+def release(
+    key: KeyArgument,
+    value: ValueArgument,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """Release the unique pair KEY=VALUE held by a pruned run (a tombstone) or a closed one.
+
+    The pair may then be claimed again, one generation up. A pair a pending or
+    running run holds is not released (exit 1): cancel that run first.
+    `wf runs prune --release-claims` releases every tombstone at once.
+
+    Examples:
+
+        wf attributes release order o-17
+
+        wf attributes release order o-17 --json
+    """
+
+    async def body() -> tuple[AttributeValue, Claim | None]:
+        parsed = parse_value(value)
+        async with open_world(world, create=False) as opened:
+            return parsed, await release_claims(key, parsed, world=opened)
+
+    parsed, claim = execute(body)
+    if as_json:
+        released = None
+        if claim is not None:
+            released = {
+                "run_id": claim.run_id,
+                "generation": claim.generation,
+                "pruned_status": claim.pruned_status,
+            }
+        print_json({"key": key, "value": parsed, "released": released})
+        return
+    shown = f"{markup_safe(key)}={markup_safe(format_value(parsed))}"
+    if claim is None:
+        console.print(f"nobody holds {shown}: nothing to release")
+        return
+    held = (
+        f"pruned run {claim.run_id} ({claim.pruned_status})"
+        if claim.pruned_status
+        else f"closed run {claim.run_id}"
+    )
+    console.print(
+        f"released {shown} (held by {held}, generation {claim.generation}); "
+        f"its next holder gets generation {claim.generation + 1}"
+    )

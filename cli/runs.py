@@ -338,20 +338,26 @@ def stream(
 @app.command()
 def retry(run: RunArgument, world: WorldOption = None) -> None:
     """Reopen a failed or cancelled run: same id, recorded steps kept, the failed
-    steps run again. The run's log records who reopened it.
+    steps run again. The run's log records who reopened it. A run with limited
+    pairs (Limited, hold()) takes its slots again first: while one is not free it
+    waits, pending, in line like any other run.
 
     Examples:
 
         wf runs retry order=o-17
     """
 
-    async def body() -> str:
+    async def body() -> tuple[str, RunStatus]:
         async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             await target.retry()
-            return target.id
+            return target.id, await target.status()
 
-    console.print(f"reopened run {execute(body)}")
+    run_id, status = execute(body)
+    waits = ""
+    if status is RunStatus.PENDING:
+        waits = " (pending: it waits for a slot; wf runs show says which)"
+    console.print(f"reopened run {run_id}{waits}")
 
 
 @app.command()
@@ -398,7 +404,8 @@ def prune(
         bool,
         typer.Option(
             "--release-claims",
-            help="Release the pruned runs' unique claims instead of keeping tombstones.",
+            help="Release the pruned runs' unique claims instead of keeping tombstones, "
+            "and every tombstone earlier prunes kept.",
         ),
     ] = False,
     as_json: JsonOption = False,
@@ -407,8 +414,9 @@ def prune(
     """Delete closed runs (events, attributes, work) that closed before WHEN.
 
     Their unique claims stay as tombstones (a later start of such a pair is
-    still refused) unless --release-claims, which frees those pairs. Claims
-    whose ttl lapsed are released either way. Open runs are never pruned.
+    still refused) unless --release-claims, which frees those pairs and the
+    tombstones of earlier prunes (`wf attributes release KEY VALUE` frees one).
+    Claims whose ttl lapsed are released either way. Open runs are never pruned.
 
     Examples:
 

@@ -24,6 +24,7 @@ from workflow.client import (
     list_hooks,
     list_runs,
     prune_runs,
+    release_claims,
     resume_hook,
     start,
 )
@@ -59,6 +60,7 @@ from workflow.errors import (
     RunFailedError,
     RunNotFoundError,
     StepFailedError,
+    UndecodableValueError,
     WorkflowError,
 )
 from workflow.types import Limited, RunMetadata, StepMetadata, Unique
@@ -85,6 +87,7 @@ __all__ = [
     "RunStatus",
     "StepFailedError",
     "StepMetadata",
+    "UndecodableValueError",
     "Unique",
     "Worker",
     "WorkflowError",
@@ -106,6 +109,7 @@ __all__ = [
     "patched",
     "prune_runs",
     "random",
+    "release_claims",
     "replay",
     "resume_hook",
     "set_attribute",

@@ -5,21 +5,23 @@ step returning a dataclass, a ``msgspec.Struct`` or a Pydantic model gives the
 workflow that type back (on replay too), not a dict. Pydantic is optional: its
 models are encoded with ``model_dump(mode="json")`` and validated back with the
 model's ``model_validate`` (inside containers, dataclasses and Structs too),
-only when the program uses Pydantic.
+only when the program uses Pydantic. What an annotation means is decided in
+``workflow._annotations``; encoding checks each value the way it will be
+decoded, so a value that would not come back (as its annotation, or as itself
+where nothing is annotated) is refused when it is recorded, not when it is read.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 import traceback
-import typing
 from collections.abc import Callable
-from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
+from workflow._annotations import MismatchError, changed, convert, describe, hints
+from workflow.errors import UndecodableValueError
 from worlds.types import ErrorInfo
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "decode_result",
     "encode_call",
     "encode_result",
+    "encode_start",
     "error_info",
     "storable_text",
     "with_header",
@@ -58,19 +61,84 @@ def _encode(value: Any, what: str) -> bytes:
         ) from None
 
 
+def _check(value: Any, back: Any, annotation: Any, what: str) -> Any:
+    """``back`` (``value`` recorded and decoded plainly) as ``annotation``; raise if ``value``
+    does not validate as it, or would not come back as itself where it is taken plainly."""
+    try:
+        built = convert(back, annotation)
+    except MismatchError as exc:
+        raise UndecodableValueError(
+            f"{what} does not validate as {describe(annotation)}: {exc}"
+        ) from None
+    found = changed(value, built, annotation)
+    if found is not None:
+        was, becomes = found
+        raise TypeError(
+            f"{what} holds {was}, which comes back as a {becomes} unless annotated: annotate "
+            f"it with its type (tuple[int, ...], Decimal, a dataclass, ...) or pass a {becomes}"
+        )
+    return built
+
+
+def _names(fn: Callable[..., Any] | None, count: int) -> list[tuple[str, Any]]:
+    """The (name, annotation) of each of ``count`` positional arguments of ``fn``."""
+    if fn is None:
+        return [(f"argument {i + 1}", Any) for i in range(count)]
+    found = hints(fn)
+    named = list(found.positional[:count])
+    extra = Any if found.star_args is None else found.star_args
+    named += [(f"argument {i + 1}", extra) for i in range(len(named), count)]
+    return named
+
+
 def encode_call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
+    *,
+    fn: Callable[..., Any] | None = None,
+    owner: str = "the call",
 ) -> bytes:
-    """Encode a call's arguments; ``TypeError`` naming the type if one can't be.
+    """Encode a call's arguments, checked against ``fn``'s annotations.
 
     ``headers`` (text by text, such as a trace context) travel with the arguments
     and are read back by ``decode_headers``; the call never sees them.
+
+    Raises:
+        UndecodableValueError: an argument does not validate as its annotation.
+        TypeError: an argument cannot be recorded, or would not come back as
+            itself (a tuple without an annotation, ...); the message names it.
     """
+    kwargs = kwargs or {}
     if headers:
-        return _encode([list(args), kwargs or {}, headers], "arguments")
-    return _encode([list(args), kwargs or {}], "arguments")
+        data = _encode([list(args), kwargs, headers], "arguments")
+    else:
+        data = _encode([list(args), kwargs], "arguments")
+    back_args, back_kwargs = msgspec.msgpack.decode(data)[:2]
+    by_name = hints(fn).by_name if fn is not None else {}
+    for (name, annotation), value, back in zip(_names(fn, len(args)), args, back_args, strict=True):
+        _check(value, back, annotation, f"{_argument(name)} of {owner}")
+    for name, value in kwargs.items():
+        _check(value, back_kwargs[name], by_name.get(name, Any), f"{_argument(name)} of {owner}")
+    return data
+
+
+class _Workflow(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+
+
+def encode_start(
+    workflow: _Workflow, args: tuple[Any, ...], headers: dict[str, str] | None = None
+) -> bytes:
+    """``encode_call`` of the arguments a run of ``workflow`` starts with (every start path)."""
+    return encode_call(args, headers=headers, fn=workflow.fn, owner=f"workflow {workflow.name!r}")
+
+
+def _argument(name: str) -> str:
+    return name if name.startswith("argument ") else f"argument {name!r}"
 
 
 def with_header(data: bytes, key: str, value: str) -> bytes:
@@ -89,62 +157,59 @@ def decode_headers(data: bytes) -> dict[str, str]:
     return {}
 
 
-def encode_result(value: Any, what: str = "result") -> bytes:
-    """Encode a return value; ``TypeError`` naming the type if it can't be."""
-    return _encode(value, what)
+def encode_result(value: Any, what: str = "result", fn: Callable[..., Any] | None = None) -> bytes:
+    """Encode a value (``fn``'s return value, if given), checked against its annotation.
+
+    Raises:
+        UndecodableValueError: it does not validate as ``fn``'s return annotation.
+        TypeError: it cannot be recorded, or would not come back as itself.
+    """
+    data = _encode(value, what)
+    annotation = hints(fn).result if fn is not None else Any
+    _check(value, msgspec.msgpack.decode(data), annotation, what)
+    return data
 
 
-@lru_cache(maxsize=1024)
-def _hints(fn: Callable[..., Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
-    """(positional parameter types, all parameter types by name, return type)."""
+def _decode(value: Any, annotation: Any, what: str) -> Any:
     try:
-        hints = typing.get_type_hints(fn)
-        params = list(inspect.signature(fn).parameters.values())
-    except (NameError, TypeError, ValueError):
-        return (), {}, Any
-    positional = tuple(
-        hints.get(p.name, Any)
-        for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    )
-    by_name = {p.name: hints.get(p.name, Any) for p in params}
-    return positional, by_name, hints.get("return", Any)
-
-
-def _decode_other(annotation: type, value: Any) -> Any:
-    """What msgspec cannot build itself: a Pydantic model, validated from its dump."""
-    validate = getattr(annotation, "model_validate", None)
-    if callable(validate) and "pydantic" in sys.modules:
-        return validate(value)
-    raise NotImplementedError(f"{annotation!r} is not a type values can be decoded as")
-
-
-def _convert(value: Any, annotation: Any) -> Any:
-    if annotation is Any:
-        return value
-    try:
-        return msgspec.convert(value, annotation, strict=False, dec_hook=_decode_other)
-    except (msgspec.ValidationError, TypeError):
-        return value
+        return convert(value, annotation)
+    except MismatchError as exc:
+        raise UndecodableValueError(
+            f"the recorded {what} no longer validates as {describe(annotation)} "
+            f"(was the annotation changed since it was recorded?): {exc}"
+        ) from None
 
 
 def decode_call(data: bytes, fn: Callable[..., Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Decode arguments recorded by ``encode_call`` as ``fn``'s parameter types."""
+    """Decode arguments recorded by ``encode_call`` as ``fn``'s parameter types.
+
+    Raises:
+        UndecodableValueError: a recorded argument no longer validates.
+    """
     raw_args, raw_kwargs = msgspec.msgpack.decode(data)[:2]
-    positional, by_name, _ = _hints(fn)
+    owner = getattr(fn, "__qualname__", "the function")
+    by_name = hints(fn).by_name
     args = tuple(
-        _convert(value, positional[i] if i < len(positional) else Any)
-        for i, value in enumerate(raw_args)
+        _decode(value, annotation, f"{_argument(name)} of {owner!r}")
+        for (name, annotation), value in zip(_names(fn, len(raw_args)), raw_args, strict=True)
     )
-    kwargs = {name: _convert(value, by_name.get(name, Any)) for name, value in raw_kwargs.items()}
+    kwargs = {
+        name: _decode(value, by_name.get(name, Any), f"{_argument(name)} of {owner!r}")
+        for name, value in raw_kwargs.items()
+    }
     return args, kwargs
 
 
 def decode_result(data: bytes, fn: Callable[..., Any] | None) -> Any:
-    """Decode a value recorded by ``encode_result`` as ``fn``'s return type."""
+    """Decode a value recorded by ``encode_result`` as ``fn``'s return type.
+
+    Raises:
+        UndecodableValueError: the recorded value no longer validates.
+    """
     if fn is None:
         return msgspec.msgpack.decode(data)
-    return _convert(msgspec.msgpack.decode(data), _hints(fn)[2])
+    owner = getattr(fn, "__qualname__", "the function")
+    return _decode(msgspec.msgpack.decode(data), hints(fn).result, f"result of {owner!r}")
 
 
 def error_info(exc: BaseException) -> ErrorInfo:

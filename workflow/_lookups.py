@@ -2,7 +2,8 @@
 
 ``get_run`` makes a handle without I/O; ``find_run`` resolves a unique pair to
 its holder; ``list_runs`` pages through a filter; ``prune_runs`` deletes closed
-runs (keeping their claims as tombstones); ``resume_hook`` and ``list_hooks``
+runs (keeping their claims as tombstones) and ``release_claims`` frees one such
+pair; ``resume_hook`` and ``list_hooks``
 reach a run's hooks by token.
 """
 
@@ -18,11 +19,11 @@ from workflow._codec import encode_result
 from workflow._run import Run
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
-from workflow.errors import HookNotFoundError
+from workflow.errors import AttributeConflictError, HookNotFoundError
 from workflow.query import parse as parse_query
 from worlds.protocol import World
 from worlds.query import Expr, RunQuery
-from worlds.types import AttributeValue, HookRecord, RunStatus
+from worlds.types import AttributeValue, Claim, ClaimConflict, HookRecord, RunStatus
 
 __all__ = [
     "RunList",
@@ -31,6 +32,7 @@ __all__ = [
     "list_hooks",
     "list_runs",
     "prune_runs",
+    "release_claims",
     "resume_hook",
 ]
 
@@ -47,12 +49,47 @@ async def find_run(
 
     A pair whose reuse window freed it (``Unique(..., ttl=, release_on=)``) has
     no holder. A pruned holder's tombstone still answers with that run's id,
-    though the run itself is gone (``Run.status()`` raises ``RunNotFoundError``;
-    ``Run.claims()`` of a live holder show ``pruned_status`` None).
+    though the run itself is gone: the handle's ``pruned_status`` says how it
+    had closed, and its methods (``status()``, ``result()``, ...) raise
+    ``RunNotFoundError`` saying it was pruned and how ``release_claims`` frees
+    the pair. A live holder's handle has ``pruned_status`` None.
     """
     key, value = check_pair(key, value)
     claim = await resolve_world(world).find_claim(key, value)
-    return None if claim is None else Run(claim.run_id, world=world)
+    if claim is None:
+        return None
+    tombstone = claim if claim.pruned_status is not None else None
+    return Run(claim.run_id, world=world, tombstone=tombstone)
+
+
+async def release_claims(
+    key: str, value: AttributeValue, *, world: World | None = None
+) -> Claim | None:
+    """Free the unique pair (``key``, ``value``) held by a pruned or closed run.
+
+    The way out of a tombstone (a pruned run's claim, which keeps refusing the
+    pair): the pair is released, atomically, keeping its generation, so the
+    next run to claim it gets a higher one (fencing tokens never go back). The
+    claim of a run that has closed, and still holds it, is released the same
+    way. Returns the claim as it was (``Claim.pruned_status`` set for a
+    tombstone), or ``None`` when nothing held the pair.
+
+    Raises:
+        AttributeConflictError: a pending or running run holds the pair; nothing
+            was released (cancel the run, or wait for it to close, first).
+        ValueError, TypeError: ``key`` or ``value`` is not a valid attribute.
+    """
+    key, value = check_pair(key, value)
+    answer = await resolve_world(world).release_claim(key, value)
+    if isinstance(answer, ClaimConflict):
+        holder: Run[Any] = Run(answer.holder_run_id, world=world)
+        status = answer.holder_status or "open"
+        reason = (
+            f"it is {status}, and only a closed or pruned run's claim can be released: "
+            "cancel the run (or let it close) first"
+        )
+        raise AttributeConflictError(key, value, holder, reason=reason)
+    return answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +170,10 @@ async def prune_runs(
     the pair is still refused, by an ``AttributeConflictError`` saying the
     holder was pruned (policies see the holder's final status). With
     ``release_claims=True`` the pairs are released instead and may be claimed
-    again (with a higher generation). Claims whose ``ttl`` lapsed are released
-    either way. Deletes at most ``limit`` runs, oldest first, in one atomic
+    again (with a higher generation), and so are the tombstones earlier prunes
+    kept (even when this one prunes no run). ``release_claims(key, value)``
+    frees one tombstoned pair. Claims whose ``ttl`` lapsed are released either
+    way. Deletes at most ``limit`` runs, oldest first, in one atomic
     world operation; returns their ids. Call it again to prune more.
     """
     if closed_before.tzinfo is None:

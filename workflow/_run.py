@@ -53,12 +53,21 @@ class Run(Generic[R]):
         world: World | None = None,
         workflow: WorkflowDefinition[..., R] | None = None,
         record: RunRecord | None = None,
+        tombstone: Claim | None = None,
     ) -> None:
         self._id = run_id
         self._world = world
         self._workflow = workflow
+        self._tombstone = tombstone
         self.record = record
         """The run as last read by ``list_runs``/``find_run``, if any (may be stale)."""
+
+    @property
+    def pruned_status(self) -> RunStatus | None:
+        """How the run had closed, when ``find_run`` found only its tombstone: the run
+        was pruned, and its methods raise ``RunNotFoundError`` saying so. ``None`` for
+        any other handle."""
+        return None if self._tombstone is None else self._tombstone.pruned_status
 
     @property
     def id(self) -> str:
@@ -79,10 +88,17 @@ class Run(Generic[R]):
     def __hash__(self) -> int:
         return hash(self._id)
 
+    def _not_found(self) -> RunNotFoundError:
+        tombstone = self._tombstone
+        if tombstone is None or tombstone.pruned_status is None:
+            return RunNotFoundError(self._id)
+        pair = (tombstone.key, tombstone.value)
+        return RunNotFoundError(self._id, pruned_status=tombstone.pruned_status, claim=pair)
+
     async def _record(self) -> RunRecord:
         record = await self.world.get_run(self._id)
         if record is None:
-            raise RunNotFoundError(self._id)
+            raise self._not_found()
         self.record = record
         return record
 
@@ -177,12 +193,16 @@ class Run(Generic[R]):
         The steps that failed, or never finished, run again (with a fresh retry
         budget) and the body replays past everything recorded; the run keeps the
         unique claims it still holds. The log records ``RunReopened`` naming
-        ``by`` (default: this user and host). Hooks the run had are not held
-        again until it creates them anew.
+        ``by`` (default: this user and host). The run holds its hooks' tokens
+        again, and takes its slots again (its ``Limited`` start pairs, the
+        ``hold()`` block it was in) before anything of it runs: while one is not
+        free it waits ``pending``, in line like any other run.
 
         Raises:
             RunNotFoundError: no such run.
-            ValueError: the run is not failed or cancelled; nothing changed.
+            ValueError: the run is not failed or cancelled, another run holds one
+                of its hook tokens now, or one of its pairs is held with another
+                limit; nothing changed.
         """
         who = _caller() if by is None else check_text("by", by)
         before = (await self._record()).status
@@ -190,7 +210,7 @@ class Run(Generic[R]):
         if before in (RunStatus.FAILED, RunStatus.CANCELLED):
             record = await self.world.reopen_run(self._id, who)
             if record is None:
-                raise RunNotFoundError(self._id)
+                raise self._not_found()
             self.record = record
         if record is None or record.status.is_closed:
             now = before if record is None else record.status
@@ -205,11 +225,14 @@ class Run(Generic[R]):
         The fork starts with the same arguments and start attributes, minus the
         parent link; it holds none of this run's unique claims. Its log starts
         with the copied events, then ``RunForked`` naming this run, the step and
-        ``by`` (default: this user and host).
+        ``by`` (default: this user and host). Like a retried run it holds the
+        tokens of the hooks its replayed part created, and takes its slots before
+        it runs (waiting ``pending`` while one is not free).
 
         Raises:
             RunNotFoundError: no such run.
-            ValueError: this run has no step ``from_step``.
+            ValueError: this run has no step ``from_step``, another run holds one of
+                its hook tokens, or one of its pairs is held with another limit.
         """
         if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 1:
             raise ValueError(f"from_step must be a step number >= 1, got {from_step!r}")
@@ -217,7 +240,7 @@ class Run(Generic[R]):
         run_id = new_run_id()
         record = await self.world.fork_run(self._id, run_id, from_step, who)
         if record is None:
-            raise RunNotFoundError(self._id)
+            raise self._not_found()
         return Run(run_id, world=self._world, workflow=self._workflow, record=record)
 
     async def cancel(self, reason: str | None = None, *, grace: float | None = 30.0) -> None:
@@ -239,7 +262,7 @@ class Run(Generic[R]):
                 raise ValueError(f"grace must be >= 0 seconds, got {grace}")
             found = await self.world.request_cancel(self._id, reason, grace)
         if found is None:
-            raise RunNotFoundError(self._id)
+            raise self._not_found()
 
     async def result(self, timeout: float | None = None) -> R:
         """Wait for the run to close and return its result.

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from workflow import _observe, _runtime
 from workflow._attributes import IDEMPOTENCY_KEY, check_pair, split_start_attributes
-from workflow._codec import encode_call
+from workflow._codec import encode_start
 from workflow._run import Run
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
@@ -86,7 +86,7 @@ async def start(
         return await _start_child(
             runtime,
             fn,
-            encode_call(args),
+            encode_start(fn, args),
             values,
             unique,
             idempotency_key,
@@ -117,7 +117,7 @@ async def _create(
     world: World | None,
     headers: dict[str, str],
 ) -> Run[R]:
-    payload = encode_call(args, headers=headers)
+    payload = encode_start(fn, args, headers)
     values, unique, limits, windows = split_start_attributes(attributes)
     start_at = None if delay is None else _later("delay", delay, allow_zero=True)
     if idempotency_key is not None:

@@ -15,6 +15,7 @@ from workflow._lookups import (
     list_hooks,
     list_runs,
     prune_runs,
+    release_claims,
     resume_hook,
 )
 from workflow._run import Run
@@ -29,6 +30,7 @@ __all__ = [
     "list_hooks",
     "list_runs",
     "prune_runs",
+    "release_claims",
     "resolve_world",
     "resume_hook",
     "start",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
@@ -17,7 +18,14 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 from workflow import _runtime
 from workflow._attributes import check_text
 
-__all__ = ["StepDecorator", "StepDefinition", "WorkflowDefinition", "step", "workflow"]
+__all__ = [
+    "StepDecorator",
+    "StepDefinition",
+    "WorkflowDefinition",
+    "defined_workflows",
+    "step",
+    "workflow",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -55,6 +63,7 @@ class WorkflowDefinition(Generic[P, R]):
         self.fn = fn
         self.name = _check_name("@workflow", name)
         functools.update_wrapper(self, fn)
+        _defined.setdefault(self.name, weakref.WeakSet()).add(self)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         """Run the body directly, not durably (handy in unit tests)."""
@@ -62,6 +71,20 @@ class WorkflowDefinition(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"
+
+
+_defined: dict[str, weakref.WeakSet[WorkflowDefinition[..., Any]]] = {}
+"""Every ``@workflow`` this process has defined and still holds, by name (weakly: a
+workflow defined in a function that returned is forgotten with it)."""
+
+
+def defined_workflows(name: str) -> list[WorkflowDefinition[..., Any]]:
+    """The ``@workflow`` definitions named ``name`` that this process holds.
+
+    More than one when two modules define a workflow under one name; the
+    testing kit uses this to run a child workflow nobody registered.
+    """
+    return list(_defined.get(name, ()))
 
 
 class StepDefinition(Generic[P, R]):

@@ -17,7 +17,8 @@
     ├── QuerySyntaxError         a run filter (``list_runs(query=...)``) is malformed
     ├── ScheduleExistsError      create_schedule() with an id already taken
     ├── ScheduleNotFoundError    a schedule handle names a schedule the world does not have
-    └── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
+    ├── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
+    └── UndecodableValueError    a value does not validate as its annotation
 
     BaseException
     └── ContinueAsNew            control flow of continue_as_new(); never catch it
@@ -48,6 +49,7 @@ __all__ = [
     "ScheduleExistsError",
     "ScheduleNotFoundError",
     "StepFailedError",
+    "UndecodableValueError",
     "WorkflowError",
 ]
 
@@ -104,7 +106,9 @@ class AttributeConflictError(WorkflowError):
     when all ``n`` slots of the pair are held (``limit`` is then ``n`` and
     ``existing_run`` one of the holders); use ``on_full="queue"`` to wait instead.
     ``holder_pruned`` is True when the holder was pruned and its claim is a
-    tombstone (``prune_runs(..., release_claims=True)`` would have freed it).
+    tombstone: ``release_claims(key, value)`` frees it, as does the next
+    ``prune_runs(..., release_claims=True)``. ``release_claims`` raises it too
+    for a pair an open run holds (``reason`` then says why nothing was released).
     """
 
     def __init__(
@@ -115,15 +119,19 @@ class AttributeConflictError(WorkflowError):
         *,
         limit: int | None = None,
         pruned: bool = False,
+        reason: str | None = None,
     ) -> None:
         if pruned:
             message = (
                 f"attribute {key}={value!r} is held by run {existing_run.id}, which was pruned: "
-                "its claim is kept as a tombstone; prune_runs(..., release_claims=True) "
-                "releases such claims"
+                f"its claim is kept as a tombstone; release_claims({key!r}, {value!r}) "
+                "(or `wf attributes release`) frees it, and so does the next "
+                "prune_runs(..., release_claims=True)"
             )
         elif limit is None:
             message = f"attribute {key}={value!r} is held by run {existing_run.id}"
+            if reason is not None:
+                message += f"; {reason}"
         else:
             message = (
                 f"attribute {key}={value!r} is full: all {limit} slots are held "
@@ -211,11 +219,34 @@ class RunCancelledError(WorkflowError):
 
 
 class RunNotFoundError(WorkflowError, LookupError):
-    """No run with ``run_id`` exists in the world (it may have been pruned)."""
+    """No run with ``run_id`` exists in the world (it may have been pruned).
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"no run {run_id!r} in this world")
+    ``pruned_status`` is set when the run is known to have been pruned (a handle
+    ``find_run`` gave for a tombstone): how it had closed (a ``RunStatus``);
+    ``claim`` is then the (key, value) pair its tombstone still refuses.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        pruned_status: str | None = None,
+        claim: tuple[str, Any] | None = None,
+    ) -> None:
+        if pruned_status is None:
+            message = f"no run {run_id!r} in this world"
+        else:
+            message = f"run {run_id!r} was pruned (it had closed as {pruned_status})"
+            if claim is not None:
+                key, value = claim
+                message += (
+                    f"; only its claim on {key}={value!r} is left, as a tombstone: "
+                    f"release_claims({key!r}, {value!r}) or `wf attributes release` frees it"
+                )
+        super().__init__(message)
         self.run_id = run_id
+        self.pruned_status = pruned_status
+        self.claim = claim
 
 
 class ScheduleExistsError(WorkflowError, ValueError):
@@ -279,6 +310,17 @@ class QuerySyntaxError(WorkflowError, ValueError):
 
 class NotInWorkflowError(WorkflowError, RuntimeError):
     """A call that needs a workflow (or step) context was made outside one."""
+
+
+class UndecodableValueError(WorkflowError, TypeError, ValueError):
+    """A value does not validate as the annotation of its parameter or result.
+
+    Raised by ``start`` (and every start path) for an argument that does not
+    validate, before anything is written; and when a recorded value no longer
+    validates as the code's annotation says (the annotation changed since it
+    was recorded), which fails the run or the step that decodes it. It is both
+    a ``TypeError`` and a ``ValueError``, so either ``except`` catches it.
+    """
 
 
 class ContinueAsNew(BaseException):

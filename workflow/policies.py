@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from workflow import _observe
 from workflow._attributes import check_pair, check_text, check_token, split_start_attributes
-from workflow._codec import encode_call, encode_result
+from workflow._codec import encode_result, encode_start
 from workflow.client import Run, resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import AttributeConflictError, HookConflictError, RunAlreadyStartedError
@@ -114,7 +114,7 @@ async def start_with_policy(
         request = CreateRunRequest(
             run_id=new_run_id(),
             workflow=fn.name,
-            args=encode_call(args, headers=headers),
+            args=encode_start(fn, args, headers),
             attributes=values,
             unique=unique,
             limits=limits,
@@ -237,7 +237,7 @@ async def start_or_debounce(
     request = CreateRunRequest(
         run_id=new_run_id(),
         workflow=fn.name,
-        args=encode_call(args),
+        args=encode_start(fn, args),
         attributes=values,
         unique=unique,
         limits=limits,
@@ -316,7 +316,7 @@ async def start_or_resume_hook(
     request = CreateRunRequest(
         run_id=new_run_id(),
         workflow=fn.name,
-        args=encode_call(args),
+        args=encode_start(fn, args),
         attributes=values,
         unique=unique,
         policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
 from workflow._attributes import SCHEDULE_KEY, check_pair, split_start_attributes
-from workflow._codec import encode_call
+from workflow._codec import encode_start
 from workflow._schedule_fire import BUFFER_RECHECK, start_fire
 from workflow._schedule_spec import (
     MIN_CATCHUP,
@@ -199,7 +199,7 @@ class Schedule:
         """
         record = await self._record()
         spec = decode_spec(record.spec)
-        at = datetime.now(UTC)
+        at = self.world.now()
         fired = await start_fire(self.world, record, spec, at, spec.overlap)
         if fired.blocked_by is not None and spec.overlap is Overlap.BUFFER_ONE:
             await self._buffer(at)
@@ -288,6 +288,7 @@ def _check_id(schedule_id: object) -> str:
 
 
 def _spec(
+    fn: WorkflowDefinition[..., Any],
     args: tuple[Any, ...],
     cron: str | None,
     timezone: str | None,
@@ -337,7 +338,7 @@ def _spec(
     if len(values) + 3 > 64:
         raise ValueError("a schedule's runs have at most 64 attributes, with the 3 it adds")
     return ScheduleSpec(
-        args=encode_call(args),
+        args=encode_start(fn, args),
         cron=cron,
         timezone=zone,
         every_us=every_us,
@@ -396,10 +397,11 @@ async def create_schedule(
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"create_schedule() needs a @workflow function, got {fn!r}")
     schedule_id = _check_id(id)
-    spec = _spec(args, cron, timezone, every, overlap, catchup_window, attributes, key, value)
+    spec = _spec(fn, args, cron, timezone, every, overlap, catchup_window, attributes, key, value)
     if not isinstance(paused, bool):
         raise TypeError(f"paused must be a bool, not {paused!r}")
-    first = next_fire(spec, datetime.now(UTC))
+    target = resolve_world(world)
+    first = next_fire(spec, target.now())  # the world's clock, which a test may move
     record = ScheduleRecord(
         id=schedule_id,
         workflow=fn.name,
@@ -409,7 +411,6 @@ async def create_schedule(
         next_fire_at=first,
         wake_at=first,
     )
-    target = resolve_world(world)
     try:
         await target.create_schedule(record)
     except ValueError:

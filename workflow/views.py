@@ -252,8 +252,9 @@ class HookSummary:
 class Waiting:
     """A limited pair a run waits in: who holds its slots, how many wait ahead.
 
-    ``hold`` is 0 for a pending run's start-time slot (``Limited``), else the
-    number of the ``hold()`` block a running workflow waits in.
+    ``hold`` is 0 for a pending run's start-time slot (``Limited``), negative for
+    a reopened or forked run waiting to take its slots again, else the number of
+    the ``hold()`` block a running workflow waits in.
     """
 
     key: str
@@ -269,7 +270,9 @@ class Waiting:
         held = f"held by {shown}" if self.holders else "none held yet"
         line = f" ({self.ahead} ahead in line)" if self.ahead else ""
         pair = f"{self.key}={format_value(self.value)}"
-        block = f" (hold {self.hold})" if self.hold else ""
+        block = f" (hold {self.hold})" if self.hold > 0 else ""
+        if self.hold < 0:  # a reopened or forked run taking its slots again
+            block = " (to go on)"
         return f"waiting for {pair}{block}: {len(self.holders)} of {self.limit} slots {held}{line}"
 
     def to_json(self) -> dict[str, Any]:

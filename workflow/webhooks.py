@@ -19,6 +19,13 @@ deliver once. Answers, each with a JSON document:
 - 405: a method other than POST; 413: a body over ``max_body`` bytes;
 - 503: the world cannot be reached now (retry later).
 
+A body is delivered only once all of it arrived: one that ends before its
+``Content-Length`` (or runs past it) gets 400, and one cut by the sender's
+disconnect gets no answer; neither delivers anything nor uses up its
+``Idempotency-Key``, so the sender's retry of the whole body is delivered.
+The token is the path after the prefix as the server decoded it (ASGI's
+``path``), decoded once: ``/hooks/tok%252DA`` names the token ``tok%2DA``.
+
 The app never lets an exception escape to the server.
 """
 
@@ -28,7 +35,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from workflow._attributes import check_text, check_token
 from workflow.client import resume_hook
@@ -78,11 +85,17 @@ class HookEndpoints:
         if scope["method"] != "POST":
             await _respond(send, 405, {"error": "use POST"})
             return
-        body = await self._body(receive)
-        if body is None:
-            await _respond(send, 413, {"error": f"body over {self.max_body} bytes"})
+        try:
+            body = await self._body(scope, receive)
+        except _Refused as refused:
+            if refused.status is None:
+                log.info("webhook at %r: the sender left before the body ended", path)
+            else:
+                await _respond(send, refused.status, {"error": refused.reason})
             return
-        token = unquote(path[len(self.prefix) :])
+        # ASGI's ``path`` is already percent-decoded: decoding it again would let
+        # ``tok%252DA`` reach ``tok-A``.
+        token = path[len(self.prefix) :]
         try:
             check_token(token)
         except ValueError:
@@ -109,20 +122,54 @@ class HookEndpoints:
         else:
             await _respond(send, 202, {"run_id": run.id})
 
-    async def _body(self, receive: Receive) -> bytes | None:
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        """The whole request body, or ``_Refused``: it is too large, it does not match
+        its ``Content-Length``, or the sender disconnected before it ended."""
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body:
+            raise _Refused(413, f"body over {self.max_body} bytes")
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return b"".join(chunks)
+                # What arrived so far is not the body the sender meant: deliver
+                # nothing, so the sender's retry delivers the whole of it.
+                raise _Refused(None, "the sender disconnected before the body ended")
             chunk: bytes = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                return None
+                raise _Refused(413, f"body over {self.max_body} bytes")
+            if declared is not None and size > declared:
+                raise _Refused(400, f"the body is longer than its Content-Length of {declared}")
             chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                break
+        if declared is not None and size < declared:
+            raise _Refused(
+                400, f"the body ended after {size} of its Content-Length of {declared} bytes"
+            )
+        return b"".join(chunks)
+
+
+class _Refused(Exception):  # noqa: N818 - an answer, not an error
+    """The body cannot be read whole: answer ``status`` (``None``: the sender is gone)."""
+
+    def __init__(self, status: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length`` (``None`` without one), or ``_Refused`` (400)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            text = bytes(value).decode("latin-1").strip()
+            if not (text.isascii() and text.isdigit()):
+                raise _Refused(400, f"Content-Length must be a number of bytes, got {text!r}")
+            return int(text)
+    return None
 
 
 def _decode(body: bytes) -> Any:

@@ -50,9 +50,9 @@ class CodecWorld(WorldWrapper):
 
     CLEAR = frozenset(
         "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
-        "renew_leases release now wait list_hooks prune_runs find_claim run_claims "
-        "list_slots run_slots create_schedule get_schedule list_schedules update_schedule "
-        "delete_schedule lease_schedules".split()
+        "renew_leases release now wait list_hooks prune_runs release_claim find_claim "
+        "run_claims list_slots run_slots create_schedule get_schedule list_schedules "
+        "update_schedule delete_schedule lease_schedules".split()
     )
     """What carries no payload, forwarded as it is; the rest is overridden below."""
 

@@ -7,13 +7,17 @@ whether waiting can help::
     WorldError                      the world could not do what was asked
     ├── WorldClosedError            used after close(); also a RuntimeError
     ├── WorldUnavailableError       may heal by waiting: retry with backoff
-    │                               (connection refused or reset, server restarting,
-    │                               timeout, database locked, too many connections)
+    │   │                           (connection refused or reset, server restarting,
+    │   │                           timeout, database locked, too many connections)
+    │   └── WorldDeadlockError      two transactions waited for each other and the
+    │                               database undid this one: retry it
     └── WorldMisconfiguredError     cannot heal by waiting: stop and say why
         │                           (database missing, authentication failed,
         │                           read-only, schema newer than this code, a
         │                           directory or non-database file as the path)
-        └── WorldFullError          out of disk (or SQLite's max_page_count)
+        ├── WorldFileReplacedError  the world's file was deleted or replaced under it
+        └── WorldFullError          out of disk (or SQLite's max_page_count): heals
+                                    when space is freed, so a worker waits it out
 
 This module imports nothing internal (nor any database driver: drivers' errors
 are recognised by their SQLSTATE or SQLite error name).
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 __all__ = [
     "WorldClosedError",
+    "WorldDeadlockError",
     "WorldError",
+    "WorldFileReplacedError",
     "WorldFullError",
     "WorldMisconfiguredError",
     "WorldUnavailableError",
@@ -43,12 +49,33 @@ class WorldUnavailableError(WorldError):
     """Raised when the world cannot answer now but may later: retry with backoff."""
 
 
+class WorldDeadlockError(WorldUnavailableError):
+    """Raised when the database broke a deadlock by undoing this transaction.
+
+    Nothing of it was written; trying again is safe and usually succeeds at once.
+    """
+
+
 class WorldMisconfiguredError(WorldError):
     """Raised when waiting cannot help: the world's configuration or files must change."""
 
 
+class WorldFileReplacedError(WorldMisconfiguredError):
+    """Raised when the file a world opened is no longer the file at its path.
+
+    Someone deleted the file, or put another one in its place, while the world
+    had it open. Writing on would go to a file nobody can open again, so the
+    world refuses every operation (nothing of the refused one was written);
+    open the world again to use the file now at the path.
+    """
+
+
 class WorldFullError(WorldMisconfiguredError):
-    """Raised when the world's storage is full; nothing of the failed change was written."""
+    """Raised when the world's storage is full; nothing of the failed change was written.
+
+    A worker treats it as an outage (it keeps its leases and retries until space
+    is freed); a client sees it as the answer to its call.
+    """
 
 
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorname`` starts with them).
@@ -64,6 +91,7 @@ _SQLITE_UNAVAILABLE = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_P
 
 # PostgreSQL SQLSTATE classes and codes (asyncpg errors carry ``sqlstate``).
 _PG_FULL = ("53100",)  # disk_full
+_PG_DEADLOCK = ("40P01",)  # deadlock_detected
 _PG_UNAVAILABLE_CLASSES = ("08", "40", "53", "57", "58")  # connection, rollback, resources,
 # operator intervention (shutdown, restart), system error
 _PG_MISCONFIGURED = ("28000", "28P01", "3D000", "25006", "42501", "3F000")
@@ -95,6 +123,11 @@ def as_world_error(exc: BaseException) -> WorldError | None:
         message = f"PostgreSQL: {exc}"
         if sqlstate in _PG_FULL:
             return WorldFullError(message)
+        if sqlstate in _PG_DEADLOCK:
+            return WorldDeadlockError(
+                f"PostgreSQL deadlock (transactions locked rows in different orders;"
+                f" this one was undone and may be retried): {exc}"
+            )
         if sqlstate in _PG_MISCONFIGURED:
             return WorldMisconfiguredError(message)
         if sqlstate[:2] in _PG_UNAVAILABLE_CLASSES:

@@ -131,6 +131,9 @@ class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
     workflow: str
     args: bytes
     attributes: dict[str, StoredValue] = {}
+    limits: dict[str, int] = {}
+    """The limit of each ``Limited`` start attribute (by key): a reopened or forked
+    run takes those slots again before it runs."""
 
 
 class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):
@@ -170,6 +173,9 @@ class RunContinued(Event, tag="run_continued", frozen=True, kw_only=True):
     next_run_id: str
     args: bytes
     hooks_read: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    """This run's ``RunCreated.limits``, which the next run's ``RunCreated`` records
+    too (it takes over the start-time slots)."""
 
 
 class RunCancelRequested(Event, tag="run_cancel_requested", frozen=True, kw_only=True):
@@ -387,6 +393,9 @@ class SlotRequested(Event, tag="slot_requested", frozen=True, kw_only=True):
     value: StoredValue
     limit: int
     acquired: bool = False
+    refused: int | None = None
+    """Set by the world when the pair is held with another limit (that one): the
+    block never enters and ``hold`` raises ``ValueError`` in the workflow."""
 
 
 class SlotAcquired(Event, tag="slot_acquired", frozen=True, kw_only=True):

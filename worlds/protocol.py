@@ -25,6 +25,7 @@ from worlds.query import RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
+    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
@@ -187,16 +188,22 @@ class Runs(Protocol):
 
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """Reopen a failed or cancelled run, atomically: append ``RunReopened`` and
-        queue what it needs (``worlds._rules.reopen.plan_reopen``). A run in another
-        status is returned unchanged; an unknown run gives ``None``."""
+        queue what it needs (``worlds._rules.reopen.plan_reopen``). The run holds its
+        hooks' tokens again and takes its slots again (``worlds._rules.slots.retake``):
+        while one is not free it is returned ``pending``, in line, its work held
+        back until promoted. A run in another status is returned unchanged; an
+        unknown run gives ``None``; ``ValueError`` (nothing written) when another
+        run holds one of its tokens or a pair is held with another limit."""
         ...
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> RunRecord | None:
         """Create run ``run_id`` as a fork of ``source_run_id`` from its step
-        ``from_step`` (``worlds._rules.reopen.plan_fork``), atomically. ``None`` for
-        an unknown source; ``ValueError`` for a step it does not have or a taken id."""
+        ``from_step`` (``worlds._rules.reopen.plan_fork``), atomically; it holds
+        hooks and takes slots as ``reopen_run`` does. ``None`` for an unknown
+        source; ``ValueError`` for a step it does not have, a taken id, a token
+        another run holds or a pair held with another limit."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -218,7 +225,21 @@ class Runs(Protocol):
         then they are released. Claims whose ``lapses_at`` passed are released
         too, whoever held them. A released pair keeps its generation, so the
         next claim of it gets a higher one (fencing tokens never go back).
-        Returns the ids pruned.
+        With ``release_claims`` the tombstones earlier prunes kept are released
+        as well (a world prunes no run's claims into a tombstone then). Returns
+        the ids pruned.
+        """
+        ...
+
+    async def release_claim(self, key: str, value: AttributeValue) -> Claim | ClaimConflict | None:
+        """Release the unique pair (key, value), atomically, if its holder is closed.
+
+        A tombstone, or the claim of a run that has closed, is freed keeping its
+        generation (the next holder's is higher); the answer is the claim as it
+        was (``pruned_status`` set for a tombstone). A pair held by a pending or
+        running run is left alone: the answer is a ``ClaimConflict`` naming it.
+        ``None``: nothing held the pair (never claimed, released or lapsed).
+        Decided by ``worlds._rules.claims.on_release``.
         """
         ...
 

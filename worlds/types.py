@@ -241,7 +241,8 @@ class Slot(msgspec.Struct, frozen=True, kw_only=True):
     holding: bool
     position: int
     hold: int = 0
-    """0 for a slot taken at start (``Limited``); else the run's ``hold`` number."""
+    """0 for a slot taken at start (``Limited``); -1 for a reopened or forked run
+    waiting to take its slots again; else the run's ``hold`` number."""
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]

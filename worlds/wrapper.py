@@ -26,6 +26,7 @@ from worlds.query import RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
+    ClaimConflict,
     CommitRequest,
     CommitResult,
     CreateRunRequest,
@@ -143,6 +144,10 @@ class WorldWrapper:
     ) -> list[str]:
         """See ``World.prune_runs``."""
         return await self.inner.prune_runs(closed_before, limit, release_claims=release_claims)
+
+    async def release_claim(self, key: str, value: AttributeValue) -> Claim | ClaimConflict | None:
+        """See ``World.release_claim``."""
+        return await self.inner.release_claim(key, value)
 
     # ------------------------------------------------------------------ Work
 

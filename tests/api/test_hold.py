@@ -10,12 +10,15 @@ import anyio
 import pytest
 
 from workflow import (
+    Limited,
     NotInWorkflowError,
     Run,
+    RunFailedError,
     RunStatus,
     Worker,
     create_hook,
     hold,
+    list_hooks,
     replay,
     resume_hook,
     start,
@@ -212,6 +215,7 @@ async def test_a_waiting_run_replays_deterministically(world: World) -> None:
         await _eventually(lambda: _holds(world, keeper))
         user = await start(gate_user, "replayed", world=world)
         await _eventually(lambda: _in_line(world, 1))
+        await _eventually(lambda: _has_hook(world, "replay-token"))
         await resume_hook("replay-token", "go", world=world)
         with anyio.fail_after(30):
             assert await user.result() == "replayed"
@@ -239,3 +243,59 @@ async def test_bad_holds_are_refused(world: World) -> None:
                 await anyio.sleep(0.02)
     assert await run.status() is RunStatus.FAILED
     assert await world.list_slots("gate", "g") == []
+
+
+@workflow
+async def wide_gate_user(name: str) -> str:
+    async with hold("gate", "g", limit=2):
+        await note(name)
+    return name
+
+
+async def test_a_pair_has_one_limit_and_another_is_refused(world: World) -> None:
+    """The pair's limit is fixed by the runs holding it (issue 33, item 2)."""
+    async with Worker(world, [gate_keeper, gate_user, wide_gate_user]):
+        keeper = await start(gate_keeper, "one-limit-token", world=world)
+        await _eventually(lambda: _holds(world, keeper))
+        wide = await start(wide_gate_user, "wide", world=world)
+        with pytest.raises(RunFailedError, match=r"gate='g' is limited to 1 .* but 2 was asked"):
+            await wide.result(timeout=30)
+        rows = await world.list_slots("gate", "g")
+        assert [(row.run_id, row.holding) for row in rows] == [(keeper.id, True)]
+        await resume_hook("one-limit-token", "go", world=world)
+        with anyio.fail_after(30):
+            assert await keeper.result() == "kept"
+        again = await start(wide_gate_user, "wide-again", world=world)  # empty pair: any limit
+        with anyio.fail_after(30):
+            assert await again.result() == "wide-again"
+    assert "wide" not in order and "wide-again" in order
+    requested = [e for e in await wide.events() if isinstance(e, SlotRequested)]
+    assert [(e.limit, e.refused) for e in requested] == [(2, 1)]
+    await replay(wide_gate_user, await wide.events(), run_id=wide.id)
+    assert await world.list_slots("gate", "g") == []
+
+
+@workflow
+async def waits_for(token: str) -> str:
+    await create_hook(token).receive()
+    return token
+
+
+async def test_a_hold_meets_a_limited_start_of_the_pair_with_its_limit(world: World) -> None:
+    async with Worker(world, [wide_gate_user, waits_for]):
+        holder = await start(
+            waits_for, "limited-start-token", attributes={"gate": Limited("g", 1)}, world=world
+        )
+        wide = await start(wide_gate_user, "wide", world=world)
+        with pytest.raises(RunFailedError, match="limited to 1"):
+            await wide.result(timeout=30)
+        await _eventually(lambda: _has_hook(world, "limited-start-token"))
+        await resume_hook("limited-start-token", "go", world=world)
+        with anyio.fail_after(30):
+            assert await holder.result() == "limited-start-token"
+    assert "wide" not in order
+    assert await world.list_slots("gate", "g") == []
+
+
+async def _has_hook(world: World, token: str) -> bool:
+    return token in [h.token for h in await list_hooks(world=world)]

@@ -159,3 +159,25 @@ async def test_delay_is_checked(world: World) -> None:
     with pytest.raises(TypeError):
         await start(tenant_job, "d", 0, delay="soon", world=world)  # type: ignore[arg-type]
     assert len(await list_runs(world=world)) == 0
+
+
+async def test_a_start_asking_another_limit_of_a_held_pair_is_refused(world: World) -> None:
+    """The pair's limit is fixed by the runs holding it (issue 33, item 2)."""
+    holder = await start(tenant_job, "p", 0, attributes={"tenant": Limited("p", 1)}, world=world)
+    for other in (2, 3):
+        with pytest.raises(ValueError, match=r"tenant='p' is limited to 1 .* but 2 was asked"):
+            await start(tenant_job, "p", 1, attributes={"tenant": Limited("p", 2)}, world=world)
+        with pytest.raises(ValueError, match="limited to 1"):
+            await start(
+                tenant_job, "p", 1, attributes={"tenant": Limited("p", other, "fail")}, world=world
+            )
+    assert [r.id for r in await list_runs(world=world)] == [holder.id]  # nothing written
+    waiter = await start(tenant_job, "p", 2, attributes={"tenant": Limited("p", 1)}, world=world)
+    async with Worker(world, [tenant_job]):
+        with anyio.fail_after(30):
+            assert await holder.result() == 0 and await waiter.result() == 2
+        wider = await start(
+            tenant_job, "p", 3, attributes={"tenant": Limited("p", 2)}, world=world
+        )  # the pair is empty again: a new limit may start it
+        with anyio.fail_after(30):
+            assert await wider.result() == 3

@@ -35,10 +35,12 @@ def test_workflow_exports_are_pinned() -> None:
         "replay",
         "write_stream",
         "prune_runs",
+        "release_claims",
         "RunMetadata",
         "RunNotFoundError",
         "StepFailedError",
         "StepMetadata",
+        "UndecodableValueError",
         "WorkflowError",
     }
     for name in workflow.__all__:

@@ -9,11 +9,13 @@ import pytest
 
 from workflow import (
     AttributeConflictError,
+    RunNotFoundError,
     RunStatus,
     Unique,
     Worker,
     find_run,
     prune_runs,
+    release_claims,
     set_attribute,
     start,
     step,
@@ -107,6 +109,76 @@ async def test_release_claims_frees_the_pairs(world: World) -> None:
     again = await start(plain, 2, attributes={"order": Unique("o-1")}, world=world)
     (claim,) = await again.claims()
     assert claim.generation == 2
+
+
+async def test_a_later_release_prune_frees_the_tombstones_kept_before(world: World) -> None:
+    """Issue 33, item 16: the refusal's advice works; a prune with ``release_claims=True``
+    after one that kept tombstones releases them, though it prunes no run."""
+    run = await start(plain, 1, attributes={"order": Unique("o-1")}, world=world)
+    await run.cancel()
+    assert await prune_runs(closed_before=later(), world=world) == [run.id]
+    with pytest.raises(AttributeConflictError) as raised:
+        await start(plain, 2, attributes={"order": Unique("o-1")}, world=world)
+    assert "prune_runs(..., release_claims=True)" in str(raised.value)
+    assert await prune_runs(closed_before=later(), release_claims=True, world=world) == []
+    again = await start(plain, 3, attributes={"order": Unique("o-1")}, world=world)
+    (claim,) = await again.claims()
+    assert claim.generation == 2
+
+
+async def test_release_claims_frees_a_tombstoned_or_closed_pair_only(world: World) -> None:
+    """Issue 33, item 16: ``release_claims(key, value)`` is the way out of one tombstone
+    (and of a closed holder's claim); an open holder keeps its pair, and bad input is
+    refused before anything is written."""
+    pruned = await start(plain, 1, attributes={"order": Unique("o-1")}, world=world)
+    await pruned.cancel()
+    await prune_runs(closed_before=later(), world=world)
+    with pytest.raises(AttributeConflictError) as raised:
+        await start(plain, 2, attributes={"order": Unique("o-1")}, world=world)
+    assert "release_claims('order', 'o-1')" in str(raised.value)
+    released = await release_claims("order", "o-1", world=world)
+    assert released is not None
+    assert (released.run_id, released.generation) == (pruned.id, 1)
+    assert released.pruned_status == RunStatus.CANCELLED
+    assert await release_claims("order", "o-1", world=world) is None  # free now
+    again = await start(plain, 3, attributes={"order": Unique("o-1")}, world=world)
+    assert [c.generation for c in await again.claims()] == [2]
+    # an open holder keeps its pair
+    with pytest.raises(AttributeConflictError) as refused:
+        await release_claims("order", "o-1", world=world)
+    assert refused.value.existing_run_id == again.id and "pending" in str(refused.value)
+    assert (await find_run("order", "o-1", world=world)) == again
+    # a closed (not pruned) holder's claim is released too
+    await again.cancel()
+    closed = await release_claims("order", "o-1", world=world)
+    assert closed is not None and (closed.run_id, closed.pruned_status) == (again.id, None)
+    assert await find_run("order", "o-1", world=world) is None
+    assert await release_claims("order", "never-claimed", world=world) is None
+    for key, value, error in [("", "v", ValueError), ("order", [1], TypeError)]:
+        with pytest.raises(error):
+            await release_claims(key, value, world=world)  # type: ignore[arg-type]
+
+
+async def test_find_run_of_a_tombstone_says_the_run_was_pruned(world: World) -> None:
+    """Issue 33, item 16: the handle ``find_run`` gives for a tombstone knows the run was
+    pruned, and its methods say so instead of "no run"."""
+    run = await start(plain, 1, attributes={"order": Unique("o-1")}, world=world)
+    await run.cancel()
+    live = await find_run("order", "o-1", world=world)
+    assert live is not None and live.pruned_status is None
+    await prune_runs(closed_before=later(), world=world)
+    found = await find_run("order", "o-1", world=world)
+    assert found is not None and found.id == run.id
+    assert found.pruned_status == RunStatus.CANCELLED
+    for call in (found.status, found.result, found.attributes):
+        with pytest.raises(RunNotFoundError) as raised:
+            await call()
+        assert raised.value.pruned_status == RunStatus.CANCELLED
+        assert raised.value.claim == ("order", "o-1")
+        message = str(raised.value)
+        assert "was pruned" in message and "release_claims('order', 'o-1')" in message
+    await release_claims("order", "o-1", world=world)
+    assert await find_run("order", "o-1", world=world) is None
 
 
 async def test_bad_windows_are_refused_before_anything_is_written(world: World) -> None:

@@ -2,26 +2,34 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from unittest.mock import AsyncMock
 
 import anyio
 import pytest
+from msgspec.msgpack import encode
 
 from workflow import (
     HookNotFoundError,
+    RunCancelledError,
     RunFailedError,
     RunStatus,
     Unique,
     create_hook,
+    get_run,
     get_step_metadata,
+    list_runs,
     now,
     set_attribute,
     sleep,
+    start,
     step,
     workflow,
 )
+from workflow.schedules import create_schedule
 from workflow.testing import TestEnvironment
+from worlds.semantics import new_run_id
+from worlds.types import CreateRunRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -192,3 +200,130 @@ async def test_a_mock_can_stand_in_for_a_step() -> None:
         with anyio.fail_after(10):
             assert await run.result() == "paid"
     fake.assert_awaited_once_with("o-7", 42)
+
+
+# ---------------------------------------------------------------- issue 33.11: children
+
+
+@workflow
+async def kit_child(n: int) -> int:
+    await sleep(timedelta(hours=1))
+    return n * 2
+
+
+@workflow
+async def kit_parent(n: int) -> int:
+    child = await start(kit_child, n)
+    return await child.result() + 1
+
+
+async def test_a_child_workflow_nobody_registered_runs() -> None:
+    async with TestEnvironment() as env:  # kit_child is passed nowhere
+        run = await env.start(kit_parent, 20)
+        with anyio.fail_after(10):
+            assert await run.result() == 41
+
+
+async def test_a_child_workflow_nobody_registered_runs_under_the_fixture(
+    workflow_env: TestEnvironment,
+) -> None:
+    run = await workflow_env.start(kit_parent, 1)
+    with anyio.fail_after(10):
+        assert await run.result() == 3
+
+
+@workflow(name="kit-twin")
+async def kit_twin() -> str:
+    return "the one the parent sees"
+
+
+@workflow
+async def kit_twin_parent() -> str:
+    child = await start(kit_twin)
+    return await child.result()
+
+
+async def test_of_two_workflows_with_one_name_the_child_is_the_one_its_parent_sees() -> None:
+    @workflow(name="kit-twin")
+    async def other_twin() -> str:
+        return "another module's"
+
+    async with TestEnvironment() as env:
+        run = await env.start(kit_twin_parent)
+        with anyio.fail_after(10):
+            assert await run.result() == "the one the parent sees"
+    assert other_twin.name == kit_twin.name  # both defined while the kit ran
+
+
+async def test_a_run_of_a_workflow_no_module_defines_is_cancelled_naming_it() -> None:
+    async with TestEnvironment() as env:
+        request = CreateRunRequest(
+            run_id=new_run_id(), workflow="nowhere.defined", args=encode([[], {}])
+        )
+        await env.world.create_run(request)
+        with anyio.fail_after(10), pytest.raises(RunCancelledError) as cancelled:
+            await get_run(request.run_id, world=env.world).result()
+    assert "no @workflow named 'nowhere.defined' is defined in this process" in str(cancelled.value)
+
+
+# ---------------------------------------------------------------- issue 33.12: schedules
+
+
+@workflow
+async def kit_tick() -> str:
+    return "tick"
+
+
+async def fire_times(env: TestEnvironment) -> list[datetime]:
+    await env.wait_idle()
+    runs = await list_runs(attributes={"$schedule": "hourly"}, world=env.world)
+    times = [(await run.attributes())["$scheduled_at"] for run in runs]
+    assert all(isinstance(t, datetime) for t in times)
+    for run in runs:
+        assert await run.status() is RunStatus.COMPLETED
+    return sorted(t for t in times if isinstance(t, datetime))
+
+
+START = datetime(2030, 1, 1, 0, 30, tzinfo=UTC)
+HOURS = [datetime(2030, 1, 1, h, tzinfo=UTC) for h in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("skip_time", [True, False])
+async def test_the_kits_clock_drives_schedules(skip_time: bool) -> None:
+    async with TestEnvironment(start_time=START, skip_time=skip_time) as env:
+        schedule = await create_schedule(kit_tick, id="hourly", every=3600, world=env.world)
+        # the first fire time comes from the kit's clock, not the wall clock
+        assert (await schedule.describe()).next_fire_times[0] == HOURS[0]
+        for _ in range(3):
+            await env.advance(timedelta(hours=1))
+        assert await fire_times(env) == HOURS
+
+
+@pytest.mark.parametrize("window", [timedelta(minutes=1), timedelta(days=1)])
+async def test_one_jump_fires_every_schedule_time_it_passes_over(window: timedelta) -> None:
+    async with TestEnvironment(start_time=START) as env:
+        await create_schedule(
+            kit_tick, id="hourly", every=3600, catchup_window=window, world=env.world
+        )
+        await env.advance(timedelta(hours=3))
+        assert await fire_times(env) == HOURS
+
+
+@workflow
+async def kit_sleeper(hours: int) -> str:
+    await sleep(timedelta(hours=hours))
+    return "awake"
+
+
+async def test_skip_time_stops_at_each_schedule_fire_on_the_way_to_a_timer() -> None:
+    async with TestEnvironment(start_time=START) as env:
+        await create_schedule(kit_tick, id="hourly", every=3600, world=env.world)
+        run = await env.start(kit_sleeper, 3)  # wakes at 03:30
+        with anyio.fail_after(10):
+            assert await run.result() == "awake"
+        assert await fire_times(env) == HOURS
+        # with nothing but a schedule left, the skipping clock stands still
+        before = env.now()
+        await anyio.sleep(0.1)
+        assert env.now() - before < timedelta(minutes=1)
+        assert await fire_times(env) == HOURS

@@ -105,3 +105,108 @@ async def test_a_closed_world_gets_503_not_an_exception(
         await world.list_hooks()
     status, answer = await call(HookEndpoints(world), "/hooks/order-1", b"{}")
     assert status == 503, answer
+
+
+async def deliver(
+    app: HookEndpoints,
+    path: str,
+    chunks: list[bytes],
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    disconnect: bool = False,
+) -> list[dict[str, Any]]:
+    """Send the body in ``chunks`` (more to come after each but the last, unless
+    ``disconnect``: then the sender leaves after the last); what the app sent back."""
+    scope = {"type": "http", "method": "POST", "path": path, "query_string": b"",
+             "headers": headers or []}  # fmt: skip
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": chunk, "more_body": disconnect or i < len(chunks) - 1}
+        for i, chunk in enumerate(chunks)
+    ]
+    if disconnect:
+        messages.append({"type": "http.disconnect"})
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        await anyio.sleep_forever()  # a server never answers again after a disconnect
+        raise AssertionError
+
+    async def send(message: Any) -> None:
+        sent.append(dict(message))
+
+    with anyio.fail_after(10):
+        await app(scope, receive, send)
+    return sent
+
+
+def answer(sent: list[dict[str, Any]]) -> tuple[int, dict[str, Any]]:
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    return int(sent[0]["status"]), json.loads(sent[1]["body"])
+
+
+async def live_inbox(world: World, token: str) -> Any:
+    run = await start(inbox, token, world=world)
+    with anyio.fail_after(10):
+        while not await world.list_hooks(run.id):
+            await anyio.sleep(0.02)
+    return run
+
+
+async def test_a_body_cut_by_a_disconnect_is_not_delivered_and_keeps_its_key(
+    world: World,
+) -> None:
+    """Issue 33, item 7: the part of a body that arrived before the sender left is not
+    the body; the sender's retry of the whole body, same Idempotency-Key, is delivered."""
+    app = HookEndpoints(world)
+    key = [(b"idempotency-key", b"evt-1"), (b"content-length", b"7")]
+    async with Worker(world, [inbox]):
+        run = await live_inbox(world, "order-2")
+        sent = await deliver(app, "/hooks/order-2", [b"19", b"99"], headers=key, disconnect=True)
+        assert sent == []  # nobody is left to answer
+        # without a Content-Length too
+        await deliver(app, "/hooks/order-2", [b"1999"], disconnect=True)
+        assert not [e for e in await run.events() if isinstance(e, HookReceived)]
+        assert await world.list_hooks(run.id)
+        retry = await deliver(app, "/hooks/order-2", [b"1999", b"000"], headers=key)
+        assert answer(retry) == (202, {"run_id": run.id})
+        assert await run.result(timeout=10) == 1999000
+
+
+async def test_a_body_that_does_not_match_its_content_length_gets_400(world: World) -> None:
+    """Issue 33, item 7: a body shorter (or longer) than its Content-Length is refused,
+    nothing delivered and its Idempotency-Key unused."""
+    app = HookEndpoints(world)
+    async with Worker(world, [inbox]):
+        run = await live_inbox(world, "order-3")
+        for length, chunks, reason in [
+            (b"7", [b"1999"], "ended after 4 of its Content-Length of 7"),
+            (b"7", [b"19", b"99"], "ended after 4 of its Content-Length of 7"),
+            (b"2", [b"1999"], "longer than its Content-Length of 2"),
+            (b"seven", [b"1999"], "Content-Length must be a number"),
+            (b"\xb2", [b"1"], "Content-Length must be a number"),
+        ]:
+            headers = [(b"idempotency-key", b"evt-3"), (b"content-length", length)]
+            status, refused = answer(await deliver(app, "/hooks/order-3", chunks, headers=headers))
+            assert (status, reason in refused["error"]) == (400, True), refused
+        too_large = [(b"content-length", str(2 << 20).encode())]
+        assert answer(await deliver(app, "/hooks/order-3", [b"1"], headers=too_large))[0] == 413
+        assert not [e for e in await run.events() if isinstance(e, HookReceived)]
+        headers = [(b"idempotency-key", b"evt-3"), (b"content-length", b"7")]
+        whole = await deliver(app, "/hooks/order-3", [b"1999", b"000"], headers=headers)
+        assert answer(whole) == (202, {"run_id": run.id})
+        assert await run.result(timeout=10) == 1999000
+
+
+async def test_the_token_is_percent_decoded_once(world: World) -> None:
+    """Issue 33, item 8: ASGI's ``path`` is decoded already; ``/hooks/tok%252DA`` on the
+    wire is ``tok%2DA`` here, which names no hook, and never ``tok-A``."""
+    app = HookEndpoints(world)
+    async with Worker(world, [inbox]):
+        run = await live_inbox(world, "tok-A")
+        status, _ = await call(app, "/hooks/tok%2DA", b"1")
+        assert status == 404
+        assert not [e for e in await run.events() if isinstance(e, HookReceived)]
+        assert await call(app, "/hooks/tok-A", b"2") == (202, {"run_id": run.id})
+        assert await run.result(timeout=10) == 2

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 import worlds
-from workflow import Worker, create_hook, start, workflow
+from workflow import Run, Worker, create_hook, start, workflow
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -70,14 +70,20 @@ def post(port: int, path: str, body: bytes, headers: dict[str, str] | None = Non
         connection.close()
 
 
+async def waiting_run(world: worlds.World, token: str) -> Run[list[Any]]:
+    """A ``waits_for_two`` run, once its hook ``token`` is live."""
+    run = await start(waits_for_two, token, world=world)
+    with anyio.fail_after(10):
+        while not await world.list_hooks(run.id):
+            await anyio.sleep(0.02)
+    return run
+
+
 async def test_webhooks_resume_hooks_over_http(server: tuple[str, int]) -> None:
     url, port = server
     world = worlds.open(url)
     async with world, Worker(world, [waits_for_two]):
-        run = await start(waits_for_two, "order-7-paid", world=world)
-        with anyio.fail_after(10):
-            while not await world.list_hooks(run.id):
-                await anyio.sleep(0.02)
+        run = await waiting_run(world, "order-7-paid")
         first = json.dumps({"paid": 1}).encode()
         status, answer = await anyio.to_thread.run_sync(
             lambda: post(port, "/hooks/order-7-paid", first, {"Idempotency-Key": "evt-1"})
@@ -100,3 +106,33 @@ async def test_webhooks_resume_hooks_over_http(server: tuple[str, int]) -> None:
         assert second[0] == 202
         assert await run.result(timeout=10) == [{"paid": 1}, 2]
         assert (await anyio.to_thread.run_sync(post, port, "/hooks/order-7-paid", b"3"))[0] == 404
+
+
+def send_part(port: int, path: str, declared: int, part: bytes, key: str) -> None:
+    """Send a request whose body stops after ``part`` of its ``declared`` bytes, then leave."""
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared}\r\nIdempotency-Key: {key}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(head.encode() + part)
+
+
+async def test_a_body_cut_off_over_http_is_not_delivered(server: tuple[str, int]) -> None:
+    """Issue 33, items 7 and 8 behind a real server: the part of a body sent before the
+    connection dropped delivers nothing and leaves the Idempotency-Key to the sender's
+    full retry; a token is percent-decoded once."""
+    url, port = server
+    world = worlds.open(url)
+    async with world, Worker(world, [waits_for_two]):
+        run = await waiting_run(world, "tok-A")
+        await anyio.to_thread.run_sync(send_part, port, "/hooks/tok-A", 7, b"1999", "evt-1")
+        # the percent sign itself encoded: the token is "tok%2DA", which names no hook
+        assert (await anyio.to_thread.run_sync(post, port, "/hooks/tok%252DA", b"0"))[0] == 404
+        whole = await anyio.to_thread.run_sync(
+            lambda: post(port, "/hooks/tok-A", b"1999000", {"Idempotency-Key": "evt-1"})
+        )
+        assert whole == (202, {"run_id": run.id})
+        second = await anyio.to_thread.run_sync(post, port, "/hooks/tok%2DA", b"2")
+        assert second == (202, {"run_id": run.id})
+        assert await run.result(timeout=10) == [1999000, 2]

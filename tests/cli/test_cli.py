@@ -394,6 +394,7 @@ def test_prune(tmp_path: Path) -> None:
         ["attributes", "keys"],
         ["attributes", "values"],
         ["attributes", "holders"],
+        ["attributes", "release"],
         ["world", "info"],
         ["world", "migrate"],
     ],

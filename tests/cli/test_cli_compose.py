@@ -11,7 +11,7 @@ import worlds
 from tests.apps import composeapp
 from tests.apps.composeapp import helper, reporter, stage
 from tests.cli.test_cli import wf
-from workflow import RunFailedError, Worker, get_run, start
+from workflow import Limited, RunFailedError, RunStatus, Worker, get_run, start, workflow
 from worlds.types import RunForked, RunReopened
 
 pytestmark = pytest.mark.anyio
@@ -63,3 +63,30 @@ async def test_runs_show_stream_retry_and_fork(tmp_path: Path) -> None:
             e for e in await get_run(fork_id, world=world).events() if isinstance(e, RunForked)
         ]
         assert (marker.source_run_id, marker.from_step) == (run.id, 2)
+
+
+@workflow
+async def limited_report() -> str:
+    return "done"
+
+
+async def test_runs_retry_says_a_reopened_run_waits_for_its_slot(tmp_path: Path) -> None:
+    """A retried run takes its ``Limited`` slot again before it runs (issue 33, item 1)."""
+    url = f"sqlite:///{tmp_path}/world.db"
+    limited = {"tenant": Limited("x", 1)}
+    async with worlds.open(url) as world:
+        first = await start(limited_report, attributes=limited, world=world)
+        await first.cancel("later", grace=None)
+        holder = await start(limited_report, attributes=limited, world=world)
+        retried = wf(url, "runs", "retry", first.id)
+        assert retried.code == 0, retried.err
+        assert f"reopened run {first.id} (pending: it waits for a slot" in retried.out
+        assert await first.status() is RunStatus.PENDING
+        shown = wf(url, "runs", "show", first.id)
+        assert "waiting for tenant=x (to go on): 1 of 1 slots held by " + holder.id in shown.out
+        holders = wf(url, "attributes", "holders", "tenant", "x")
+        assert "waiting (to go on)" in holders.out
+        await holder.cancel(grace=None)
+        assert await first.status() is RunStatus.RUNNING  # promoted: its slot, its work
+        async with Worker(world, [limited_report]):
+            assert await first.result(timeout=30) == "done"

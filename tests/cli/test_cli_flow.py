@@ -11,7 +11,7 @@ import pytest
 import worlds
 from tests.api.test_hold import gate_keeper, gate_user
 from tests.cli.test_cli import wf
-from workflow import Limited, Unique, Worker, start, workflow
+from workflow import Limited, Unique, Worker, find_run, start, workflow
 
 pytestmark = pytest.mark.anyio
 
@@ -62,8 +62,9 @@ async def test_prune_keeps_tombstones_unless_asked_to_release(tmp_path: Path) ->
     assert holders["claim"]["run_id"] == run.id
     assert holders["claim"]["pruned_status"] == "cancelled"
     assert "pruned (cancelled)" in wf(url, "attributes", "holders", "order", "o-1").out
+    # issue 33, item 16: a later prune with --release-claims frees the tombstone too
     assert wf(url, "runs", "prune", "--before", later, "--release-claims").code == 0
-    assert wf(url, "attributes", "holders", "order", "o-1", "--json").json()["claim"] is not None
+    assert wf(url, "attributes", "holders", "order", "o-1", "--json").json()["claim"] is None
     async with worlds.open(url) as world:
         again = await start(cli_flow_job, 2, attributes={"order": Unique("o-2")}, world=world)
         await again.cancel()
@@ -115,3 +116,39 @@ async def test_hold_blocks_show_in_holders_and_runs_show(tmp_path: Path) -> None
     assert "hold 1 gate=g limit 1: waiting" in shown.out
     (waiting,) = wf(url, "runs", "show", waiter, "--json").json()["waiting"]
     assert (waiting["hold"], waiting["holders"]) == (1, [holder])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_attributes_release_frees_a_tombstone(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Issue 33, item 16: ``wf attributes release KEY VALUE`` is the way out of a
+    tombstone; an open holder keeps its pair (exit 1, saying why)."""
+    if kind == "postgres":
+        url = str(request.getfixturevalue("postgres_world_url"))
+    else:
+        url = f"sqlite:///{tmp_path}/w.db"
+    async with worlds.open(url) as world:
+        run = await start(cli_flow_job, 1, attributes={"order": Unique("o-1")}, world=world)
+        await run.cancel()
+        live = await start(cli_flow_job, 2, attributes={"order": Unique("o-2")}, world=world)
+    later = (datetime.now(UTC) + timedelta(seconds=5)).isoformat()
+    assert wf(url, "runs", "prune", "--before", later).code == 0
+    refused = wf(url, "start", "tests.cli.test_cli_flow:cli_flow_job", "3", "--unique", "order=o-1")
+    assert refused.code == 1 and "wf attributes release" in refused.err, refused.err
+    shown = wf(url, "runs", "show", "order=o-1")
+    assert shown.code == 1 and f"run {run.id!r} was pruned (it had closed as cancelled)" in (
+        shown.err
+    ), shown.err
+    released = wf(url, "attributes", "release", "order", "o-1")
+    assert released.code == 0, released.err
+    assert f"held by pruned run {run.id} (cancelled), generation 1" in released.out
+    again = wf(url, "attributes", "release", "order", "o-1", "--json").json()
+    assert again == {"key": "order", "value": "o-1", "released": None}
+    kept = wf(url, "attributes", "release", "order", "o-2")
+    assert kept.code == 1 and live.id in kept.err and "pending" in kept.err, kept.err
+    async with worlds.open(url) as world:
+        holder = await find_run("order", "o-2", world=world)
+        assert holder == live
+        taken = await start(cli_flow_job, 3, attributes={"order": Unique("o-1")}, world=world)
+        assert [claim.generation for claim in await taken.claims()] == [2]

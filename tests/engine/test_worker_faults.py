@@ -4,6 +4,7 @@ in-flight steps quickly, and a lost lease's result is visibly discarded."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -12,6 +13,8 @@ import anyio
 import pytest
 
 import worlds
+from tests.apps.ballast import RESULT_SIZE, free, full_while_bulky_runs
+from tests.apps.bulky import bulky_flow
 from workflow import (
     RunFailedError,
     RunStatus,
@@ -21,6 +24,7 @@ from workflow import (
     step,
     workflow,
 )
+from workflow.schedules import create_schedule
 from worlds.protocol import World
 from worlds.types import StepDiscarded, StepFailed
 
@@ -260,3 +264,63 @@ async def test_a_lease_granted_while_the_worker_stops_is_released(tmp_path: Path
             await slow.asking.wait()
         async with Worker(world, [plain], lease_seconds=60):
             assert await run.result(timeout=10) == 7
+
+
+async def test_a_full_world_is_an_outage_the_worker_rides_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker's world may grow its file to 200 pages (``max_pages``: SQLite's own
+    SQLITE_FULL); an operator's fills the file past that, so the step's result does
+    not fit. The worker says the world is full (once), keeps its lease, retries, and
+    commits once the operator frees room; the step ran once, and the run the operator
+    started meanwhile is intact."""
+    caplog.set_level(logging.WARNING, logger="workflow.worker")
+    path, journal, gate = tmp_path / "world.db", tmp_path / "journal", tmp_path / "gate"
+    async with worlds.open(f"sqlite:///{path}") as operator:
+        await operator.info()  # the file exists before the worker's world caps it
+        capped = worlds.open(f"sqlite:///{path}?max_pages=200")
+        async with capped, Worker(capped, [bulky_flow], lease_seconds=8) as worker:
+            run, kept, filler = await full_while_bulky_runs(operator, path, journal, gate)
+            with anyio.fail_after(30):
+                while not [r for r in caplog.records if "the world is full" in r.getMessage()]:
+                    await anyio.sleep(0.05)
+            await anyio.sleep(1)  # more commits fail meanwhile
+            assert worker.failure is None
+            await free(filler, operator)
+            assert await run.result(timeout=60) == RESULT_SIZE
+            assert await kept.status() is RunStatus.PENDING
+    assert journal.read_text().splitlines() == ["start", "end"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "workflow.worker"]
+    assert len([m for m in messages if "the world is full" in m]) == 1, messages
+    assert len([m for m in messages if "the world has room again" in m]) == 1, messages
+
+
+async def test_every_outage_a_worker_logs_is_also_logged_as_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two short outages (a real "database is locked") seen by every loop of the worker
+    (its poll and its schedule loop): each is logged once when it begins and once when
+    it ends, and the second begins afresh (no "still unavailable" carried over)."""
+    caplog.set_level(logging.WARNING, logger="workflow.worker")
+    url = f"sqlite:///{tmp_path}/world.db?busy_timeout=0.05"
+    async with worlds.open(url) as world, Worker(world, [plain], poll_interval=0.05):
+        await create_schedule(plain, 1, id="often", every=0.5, world=world)
+        for outage in range(1, 3):
+            locker = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
+            locker.execute("BEGIN EXCLUSIVE")
+            await anyio.sleep(2)  # every loop's calls fail meanwhile
+            locker.execute("ROLLBACK")
+            locker.close()
+            with anyio.fail_after(15):  # the schedule loop's calls succeed again
+                while len(_lines(caplog, "answers again")) < outage:
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.5)
+    begun, ended = _lines(caplog, "the world is unavailable"), _lines(caplog, "answers again")
+    assert len(begun) == len(ended) == 2, _lines(caplog, "")
+    assert not _lines(caplog, "still"), _lines(caplog, "")
+
+
+def _lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    """The worker's log lines that contain ``text``."""
+    messages = [r.getMessage() for r in caplog.records if r.name == "workflow.worker"]
+    return [message for message in messages if text in message]

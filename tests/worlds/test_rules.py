@@ -144,6 +144,21 @@ def test_reuse_rules_for_closed_holders() -> None:
 # ------------------------------------------------------------------ requests
 
 
+@given(STATUSES, st.none() | STATUSES)
+def test_release_frees_a_tombstone_or_a_closed_holders_claim_only(
+    status: RunStatus, pruned: RunStatus | None
+) -> None:
+    """Issue 33, item 16: ``on_release`` never takes a pair from an open holder."""
+    assert claims.on_release(None, None, NOW) == "free"
+    assert claims.on_release(claims.HeldClaim(None, 3), None, NOW) == "free"
+    lapsed = claims.HeldClaim("r1", 2, lapses_at=NOW - timedelta(seconds=1))
+    assert claims.on_release(lapsed, status, NOW) == "free"
+    held = claims.HeldClaim("r1", 2, pruned_status=pruned)
+    expected = "release" if pruned is not None or status.is_closed else "open"
+    assert claims.on_release(held, status, NOW) == expected
+    assert claims.on_release(held, None, NOW) == "release"  # the holder is gone
+
+
 def test_unique_keys_need_a_value_with_one_message() -> None:
     request = CreateRunRequest(run_id="r", workflow="w", args=b"", unique=frozenset({"a", "b"}))
     with pytest.raises(ValueError, match=r"unique keys \['a', 'b'\] are not among the run's"):

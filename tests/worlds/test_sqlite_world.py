@@ -27,7 +27,8 @@ import anyio.to_thread
 import pytest
 
 import worlds
-from worlds.errors import WorldMisconfiguredError
+from workflow import Worker, start, step, workflow
+from worlds.errors import WorldFileReplacedError, WorldMisconfiguredError
 from worlds.protocol import World, run_topic
 from worlds.query import RunQuery
 from worlds.semantics import new_run_id
@@ -768,3 +769,82 @@ async def test_prune_and_run_claims_use_their_indexes(tmp_path: Path, url: str) 
     for statement in statements.PRUNE_RUN:
         (line,) = _explain(path, statement, ("r",))
         assert line.startswith("SEARCH ") and line.endswith(("(run_id=?)", "(id=?)")), line
+
+
+# ------------------------------------------------------------- the file under the world
+
+
+@workflow
+async def echo_flow(x: int) -> int:
+    return x
+
+
+async def _replace_with_another_world(path: Path) -> str:
+    """Put a fresh world file holding one run at ``path``; that run's id."""
+    other = path.with_name("other.db")
+    async with worlds.open(f"sqlite:///{other}") as world:
+        run = await start(echo_flow, 7, world=world)
+    os.replace(other, path)  # closed: its WAL was checkpointed and removed
+    for stale in ("-wal", "-shm"):  # the old file's: they would be read as the new one's
+        Path(f"{path}{stale}").unlink(missing_ok=True)
+    return run.id
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_a_file_deleted_or_replaced_under_an_open_world_is_refused(
+    tmp_path: Path, how: str
+) -> None:
+    """Nothing is acknowledged into a file nobody can open again: after the world's
+    file is deleted or replaced, every call raises ``WorldFileReplacedError`` naming
+    the path, and the file now at the path gets nothing from this world."""
+    path = tmp_path / "world.db"
+    async with worlds.open(f"sqlite:///{path}") as world:
+        first = await start(echo_flow, 1, world=world)
+        if how == "deleted":
+            path.unlink()
+        else:
+            kept = await _replace_with_another_world(path)
+        with pytest.raises(WorldFileReplacedError, match=f"{path} was {how}"):
+            await start(echo_flow, 2, world=world)
+        with pytest.raises(WorldFileReplacedError):
+            await world.get_run(first.id)
+    if how == "replaced":
+        async with worlds.open(f"sqlite:///{path}") as world:
+            assert [r.id for r in (await world.list_runs(RunQuery())).runs] == [kept]
+
+
+@step
+async def waits_for(gate: str) -> str:
+    Path(gate + ".started").touch()
+    while not Path(gate).exists():
+        await anyio.sleep(0.02)
+    return "done"
+
+
+@workflow
+async def gated_once(gate: str) -> str:
+    return await waits_for(gate)
+
+
+@pytest.mark.anyio
+async def test_a_worker_whose_file_is_replaced_stops_before_committing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A step finishes after the file was replaced: its result is not committed to
+    the old file; the worker stops with one line naming the file."""
+    path, gate = tmp_path / "world.db", tmp_path / "gate"
+    async with worlds.open(f"sqlite:///{path}") as world:
+        worker = Worker(world, [gated_once], lease_seconds=8, poll_interval=0.05)
+        with anyio.fail_after(30):
+            async with worker:
+                await start(gated_once, str(gate), world=world)
+                while not Path(f"{gate}.started").exists():
+                    await anyio.sleep(0.02)
+                await _replace_with_another_world(path)
+                gate.touch()
+                while worker.failure is None:
+                    await anyio.sleep(0.02)
+    assert isinstance(worker.failure, WorldFileReplacedError)
+    stops = [r for r in caplog.records if "stops" in r.getMessage()]
+    assert len(stops) == 1 and str(path) in stops[0].getMessage()

@@ -78,7 +78,7 @@ class Committer:
                 self._complaints.failed(doing, exc, delay)
                 await anyio.sleep(delay)
                 continue
-            self._complaints.succeeded()
+            self._complaints.succeeded(doing)
             if result.lease_lost:
                 self.lease_lost(item, bool(result.events), result.lease_holder)
             return list(result.leased)

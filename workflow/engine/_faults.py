@@ -1,16 +1,19 @@
 """How the worker rides out a world in trouble: backoff, log manners, fatal errors.
 
 A world error that may heal by waiting (``WorldUnavailableError``: a restarted
-database, a lock held too long) is retried with exponential backoff and
-jitter, capped. One that cannot (``WorldMisconfiguredError``: read-only,
-schema newer than this code, authentication failed, database missing) stops
-the worker. Anything else is a bug or a bad value, retried a bounded number
-of times (``POISON_LIMIT``) before the work it belongs to is failed.
+database, a lock held too long, a deadlock the database broke; and
+``WorldFullError``: space may be freed) is retried with exponential backoff and
+jitter, capped, the worker keeping its leases meanwhile. One that cannot
+(``WorldMisconfiguredError``: read-only, schema newer than this code,
+authentication failed, database missing, the file replaced) stops the
+worker. Anything else is a bug or a bad value, retried a bounded number of
+times (``POISON_LIMIT``) before the work it belongs to is failed.
 
-An outage of the world is logged when it begins, every ten seconds while it
-lasts and when it ends, however many calls fail meanwhile; any other failure
-is one line each; the traceback of a kind of failure is logged the first time
-only. A ten-second outage gives a handful of lines, not thousands.
+An outage of the world (unavailable or full) is logged when it begins, every
+ten seconds while it lasts and when it ends, however many calls fail
+meanwhile (``_outage.Outage``); any other failure is one line each; the
+traceback of a kind of failure is logged the first time only. A ten-second
+outage gives a handful of lines, not thousands.
 """
 
 from __future__ import annotations
@@ -20,9 +23,16 @@ import random
 import time
 from collections.abc import Callable
 
-from worlds.errors import WorldMisconfiguredError, WorldUnavailableError, as_world_error
+from workflow.engine._outage import Outage, one_line
+from worlds.errors import (
+    WorldDeadlockError,
+    WorldFullError,
+    WorldMisconfiguredError,
+    WorldUnavailableError,
+    as_world_error,
+)
 
-__all__ = ["POISON_LIMIT", "Backoff", "Complaints", "is_fatal", "is_transient"]
+__all__ = ["POISON_LIMIT", "Backoff", "Complaints", "is_fatal", "is_outage", "is_transient"]
 
 POISON_LIMIT = 3
 """Attempts at committing a workflow task or a step outcome that fails with a
@@ -49,25 +59,38 @@ class Backoff:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether waiting may heal ``exc`` (a world that is unavailable for now)."""
-    return isinstance(as_world_error(exc), WorldUnavailableError)
+    """Whether waiting may heal ``exc``: a world that is unavailable for now, a
+    deadlock the database broke, or a full world (space may be freed)."""
+    return isinstance(as_world_error(exc), WorldUnavailableError | WorldFullError)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` means the world is down or full (not one call's bad luck)."""
+    error = as_world_error(exc)
+    return isinstance(error, WorldUnavailableError | WorldFullError) and not isinstance(
+        error, WorldDeadlockError
+    )
 
 
 def is_fatal(exc: BaseException) -> WorldMisconfiguredError | None:
-    """The world error that waiting cannot heal, if ``exc`` is one."""
+    """The world error that waiting cannot heal, if ``exc`` is one (a full world is
+    not: it heals when space is freed)."""
     error = as_world_error(exc)
-    return error if isinstance(error, WorldMisconfiguredError) else None
+    if isinstance(error, WorldMisconfiguredError) and not isinstance(error, WorldFullError):
+        return error
+    return None
 
 
 class Complaints:
     """Logs a worker's failures with manners.
 
-    While the world is unavailable (a transient world error), the worker says so
-    once when the outage begins, at most once every ``remind_every`` seconds
-    while it lasts, and once when the world answers again: however many calls
-    fail meanwhile. Any other failure is one line each. A traceback is logged
-    the first time only per kind of failure (the verb of ``doing`` and the
-    exception's type).
+    While the world is in an outage (unavailable or full), its ``Outage`` says
+    so when it begins, every ten seconds while it lasts and when it ends,
+    however many calls fail meanwhile; every loop that calls the world reports
+    its successes here (``succeeded``) so the end is seen. Any other failure
+    (a deadlock the database broke included) is one line each. A traceback is
+    logged the first time only per kind of failure (the verb of ``doing`` and
+    the exception's type).
     """
 
     def __init__(
@@ -80,12 +103,9 @@ class Complaints:
     ) -> None:
         self._log = log
         self._worker_id = worker_id
-        self._remind_every = remind_every
-        self._clock = clock
         self._seen: set[tuple[str, type[BaseException]]] = set()
-        self._outage_since: float | None = None
-        self._reminded_at = 0.0
-        self._failed_calls = 0
+        self.outage = Outage(log, worker_id, remind_every=remind_every, clock=clock)
+        """The outage the worker is in, if any."""
 
     def failed(self, doing: str, exc: BaseException, retry_in: float | None) -> None:
         """Log that ``doing`` failed with ``exc``; ``retry_in`` seconds until the next try."""
@@ -94,8 +114,8 @@ class Complaints:
         first = kind not in self._seen
         self._seen.add(kind)
         trace = exc if first else None
-        if retry_in is not None and isinstance(error, WorldUnavailableError):
-            self._unavailable(doing, error, trace)
+        if retry_in is not None and is_outage(error):
+            self.outage.failed(doing, error, trace)
             return
         then = "giving up" if retry_in is None else f"retrying in {retry_in:.2f} s"
         self._log.warning(
@@ -103,50 +123,12 @@ class Complaints:
             self._worker_id,
             doing,
             type(error).__name__,
-            _one_line(error),
+            one_line(error),
             then,
             exc_info=trace,
         )
 
-    def _unavailable(self, doing: str, error: BaseException, trace: BaseException | None) -> None:
-        now = self._clock()
-        self._failed_calls += 1
-        if self._outage_since is None:
-            self._outage_since = self._reminded_at = now
-            self._failed_calls = 1
-            self._log.warning(
-                "worker %s: the world is unavailable (could not %s): %s; retrying with backoff",
-                self._worker_id,
-                doing,
-                _one_line(error),
-                exc_info=trace,
-            )
-        elif now - self._reminded_at >= self._remind_every:
-            self._reminded_at = now
-            self._log.warning(
-                "worker %s: the world is still unavailable after %.1f s (%d calls failed): %s",
-                self._worker_id,
-                now - self._outage_since,
-                self._failed_calls,
-                _one_line(error),
-            )
-
-    def succeeded(self) -> None:
-        """Note that a world call succeeded: ends an outage, saying how long it lasted."""
-        if self._outage_since is None:
-            return
-        self._log.warning(
-            "worker %s: the world answers again after %.1f s (%d calls failed meanwhile)",
-            self._worker_id,
-            self._clock() - self._outage_since,
-            self._failed_calls,
-        )
-        self._outage_since = None
-
-
-def _one_line(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:
-        return "(unprintable error)"
-    return " ".join(text.split())
+    def succeeded(self, doing: str | None = None) -> None:
+        """Note that ``doing`` (a world call; ``None``: of any kind) succeeded: ends
+        an outage, saying how long it lasted (``Outage.recovered``)."""
+        self.outage.recovered(doing)

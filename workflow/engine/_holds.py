@@ -9,7 +9,9 @@ whatever the block's outcome, cancellation included); the world drops the row
 in the same commit and promotes whom that admits. So replay answers every
 step from the log: the recorded ``SlotRequested`` says whether the slot came
 at once, and a later ``SlotAcquired`` is delivered in log order like any
-other external event.
+other external event. A pair has one limit at a time: when its holders asked
+another limit than this block's, the world refuses the request (``refused``,
+no row written) and entering the block raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from types import TracebackType
 
 from workflow.engine._loop import WorkflowLoop
 from workflow.engine._recorder import Recorder
-from worlds.semantics import index_value
+from worlds.semantics import index_value, slots
 from worlds.types import AttributeValue, SlotAcquired, SlotReleased, SlotRequested
 
 __all__ = ["HoldBlock", "Holds"]
@@ -70,12 +72,17 @@ class Holds:
         self._pairs[number] = pair
         try:
             answered = await future
+            if answered.refused is not None:  # the pair is held with another limit
+                self._pairs.pop(number, None)
+                raise _RefusedError(slots.limit_clash(key, value, answered.refused, None, limit))
             if not answered.acquired and number not in self._acquired:
                 waiter: asyncio.Future[None] = self._loop.create_future()
                 self._waiters[number] = waiter
                 await waiter
         except GeneratorExit:
             raise  # an evicted instance's body is closed: nothing to record
+        except _RefusedError as refused:
+            raise ValueError(str(refused)) from None  # no row, so nothing to give back
         except BaseException:
             self.release(number)  # a cancelled wait gives up its place in line
             raise
@@ -91,6 +98,10 @@ class Holds:
             lambda: SlotReleased(hold=number),
             lambda recorded: recorded.hold == number,
         )
+
+
+class _RefusedError(Exception):
+    """The world refused a hold (its pair is held with another limit): no place to give back."""
 
 
 class HoldBlock:

@@ -35,7 +35,7 @@ from typing import Any, assert_never
 from uuid import UUID
 
 from workflow import _runtime
-from workflow._codec import decode_call, decode_headers, encode_call, encode_result, error_info
+from workflow._codec import decode_call, decode_headers, encode_result, encode_start, error_info
 from workflow._hooks import Hook
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._children import Children
@@ -101,6 +101,8 @@ class WorkflowInstance(_runtime.Runtime):
         self._attributes = RunAttributes(self._recorder, self.loop, world)
         self._metadata: RunMetadata | None = None
         """Fixed once ``RunCreated`` is delivered (``$parent`` is set at creation only)."""
+        self._limits: dict[str, int] = {}
+        """The run's ``RunCreated.limits``, handed to the next run by continue-as-new."""
         seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
         self._rng = _random.Random(seed)
         self._main: asyncio.Task[Any] | None = None
@@ -258,6 +260,7 @@ class WorkflowInstance(_runtime.Runtime):
                 assert_never(event)
 
     def _start(self, event: RunCreated) -> None:
+        self._limits = event.limits  # the next run takes over these slots (continue-as-new)
         self._attributes.start(event.attributes)
         parent = event.attributes.get(PARENT_KEY)
         parent_run_id = parent if isinstance(parent, str) else None
@@ -295,19 +298,21 @@ class WorkflowInstance(_runtime.Runtime):
         exc = main.exception()
         if isinstance(exc, ContinueAsNew):
             try:
-                args = encode_call(exc.args_for_next_run)
+                args = encode_start(self.definition, exc.args_for_next_run)
             except TypeError as err:
                 self._end(RunFailed(error=error_info(err)), "continue_as_new")
             else:
                 read = self._hooks.reads()
-                continued = RunContinued(next_run_id=new_run_id(), args=args, hooks_read=read)
+                continued = RunContinued(
+                    next_run_id=new_run_id(), args=args, hooks_read=read, limits=self._limits
+                )
                 self._end(continued, "continue_as_new")
             return True
         if exc is not None:
             self._end(RunFailed(error=error_info(exc)), _END)
             return True
         try:
-            result = encode_result(main.result(), "the workflow's result")
+            result = encode_result(main.result(), "the workflow's result", self.definition.fn)
         except TypeError as err:
             self._end(RunFailed(error=error_info(err)), _END)
         else:

@@ -68,8 +68,9 @@ class ScheduleLoop:
         backoff = Backoff(cap=self.lease_seconds / 6)
         while not stopping():
             names = self._names()
-            if not names:
-                return
+            if not names:  # ``Worker.register`` may give it workflows later
+                await anyio.sleep(self.poll_interval)
+                continue
             try:
                 lease = await self.world.lease_schedules(
                     self.worker_id, names=names, limit=BATCH, lease_seconds=self.lease_seconds
@@ -84,6 +85,7 @@ class ScheduleLoop:
                 await anyio.sleep(delay)
                 continue
             backoff.reset()
+            self._complaints.succeeded("fire schedules")
             if len(lease.schedules) >= BATCH:
                 continue
             await self._sleep(lease)
@@ -122,9 +124,7 @@ class ScheduleLoop:
                     return
                 # Its lease runs out and a later round (here or elsewhere) tries again;
                 # fires already started are found by their run id, not started twice.
-                log.warning(
-                    "worker %s could not fire schedule %s: %r", self.worker_id, record.id, exc
-                )
+                self._complaints.failed(f"fire schedule {record.id}", exc, self.lease_seconds)
                 return
             self.fired += 1
             if stored is None:

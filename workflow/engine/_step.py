@@ -24,6 +24,7 @@ from workflow.errors import (
     NotInWorkflowError,
     RetryableError,
     RunCancelledError,
+    UndecodableValueError,
 )
 from workflow.types import RunMetadata, StepMetadata
 from worlds.protocol import World
@@ -72,9 +73,10 @@ async def attempts_exhausted(world: World, item: WorkItem, step: StepDefinition[
     return item.attempt > allowed + released + reopen_base(events, item.number)
 
 
-_NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError)
+_NEVER_RETRIED = (FatalError, NotInWorkflowError, NonDeterminismError, UndecodableValueError)
 """Errors that fail a step attempt for good: a fatal error, or API misuse that
-no retry can fix (``workflow.sleep()`` in a step, say)."""
+no retry can fix (``workflow.sleep()`` in a step, say, or recorded arguments that no
+longer validate as the step's annotations)."""
 
 
 async def _reopen_base(world: World, item: WorkItem) -> int:
@@ -309,7 +311,7 @@ async def _attempt(
             base = await _reopen_base(world, item)  # a reopened run's re-run gets a fresh budget
         return _failure(item, step, exc, report, base)
     try:
-        encoded = encode_result(value, f"the result of step {step.name!r}")
+        encoded = encode_result(value, f"the result of step {step.name!r}", step.fn)
     except TypeError as exc:  # no retry can make this result recordable
         report.outcome, report.error = "failed", exc
         return StepFailed(step=item.number, attempt=item.attempt, error=error_info(exc)), None

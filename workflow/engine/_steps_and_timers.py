@@ -19,7 +19,7 @@ from workflow._codec import decode_result, encode_call
 from workflow.decorators import StepDefinition
 from workflow.engine._loop import LATEST_TIMER, WorkflowLoop
 from workflow.engine._recorder import Recorder
-from workflow.errors import StepFailedError
+from workflow.errors import StepFailedError, UndecodableValueError
 from worlds.types import (
     NewWorkItem,
     StepCompleted,
@@ -60,7 +60,7 @@ class StepsAndTimers:
             if _observe.current() is not None:
                 now = datetime.fromtimestamp(self._loop.time(), UTC)
                 headers = {**headers, _observe.DUE_HEADER: str(now.timestamp())}
-            payload = encode_call(args, kwargs, headers)
+            payload = encode_call(args, kwargs, headers, fn=step.fn, owner=f"step {name!r}")
             self._recorder.outbox.schedule.append(
                 NewWorkItem(kind="step", name=name, number=number, payload=payload)
             )
@@ -83,7 +83,10 @@ class StepsAndTimers:
             return
         future, definition = entry
         if isinstance(event, StepCompleted):
-            future.set_result(decode_result(event.result, definition.fn))
+            try:
+                future.set_result(decode_result(event.result, definition.fn))
+            except UndecodableValueError as exc:  # raised where the workflow awaits the step
+                future.set_exception(exc)
         else:
             error = event.error
             future.set_exception(StepFailedError(definition.name, error.type, error.message))

@@ -62,7 +62,7 @@ class WorkflowTasks:
         poisoned = 0
         while True:
             try:
-                return await self._run_once(item)
+                leased = await self._run_once(item)
             except Exception as exc:
                 if (fatal := is_fatal(exc)) is not None:
                     raise fatal from exc
@@ -77,6 +77,9 @@ class WorkflowTasks:
                 delay = backoff.next()
                 self._complaints.failed(doing, exc, delay)
                 await anyio.sleep(delay)
+            else:
+                self._complaints.succeeded(doing)
+                return leased
             if not await self._still_ours(item):
                 return []
 

@@ -90,11 +90,13 @@ class Worker:
         cache_size: how many suspended workflows to keep in memory.
 
     A world that is unavailable for a while (a restarted database, a lock held
-    too long) is waited out with capped exponential backoff; a finished step's
-    result is committed as soon as the world is back, for as long as its lease
-    is still this worker's. A world that cannot heal by waiting (read-only,
-    schema too new, authentication failed) stops the worker: ``run()`` raises
-    the ``WorldMisconfiguredError`` and ``failure`` holds it.
+    too long) or full (a full disk) is waited out with capped exponential
+    backoff, the worker keeping its leases; a finished step's result is
+    committed as soon as the world is back (or has room), for as long as its
+    lease is still this worker's. A world that cannot heal by waiting
+    (read-only, schema too new, authentication failed, its SQLite file deleted
+    or replaced) stops the worker: ``run()`` raises the
+    ``WorldMisconfiguredError`` and ``failure`` holds it.
     """
 
     def __init__(
@@ -165,7 +167,7 @@ class Worker:
             lambda: self._registry.workflow_names,
             lease_seconds=lease_seconds,
             poll_interval=poll_interval,
-            complaints=Complaints(log, self.worker_id),
+            complaints=self._complaints,  # one outage per worker, whichever loop sees it
             fail=self._fail,
         )
         self._stop_requested = anyio.Event()
@@ -309,7 +311,7 @@ class Worker:
                     await anyio.sleep(delay)
                     continue
             backoff.reset()
-            self._complaints.succeeded()
+            self._complaints.succeeded("lease work")
             if capacity.stopping:
                 with anyio.CancelScope(shield=True):
                     await self.world.release(self.worker_id, items)
@@ -378,7 +380,7 @@ class Worker:
                 self._complaints.failed("renew its leases", exc, delay)
                 continue
             backoff.reset()
-            self._complaints.succeeded()
+            self._complaints.succeeded("renew its leases")
             for (item, scope), ok in zip(entries, alive, strict=True):
                 if not ok and item.kind == "step":
                     scope.cancel()

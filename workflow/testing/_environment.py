@@ -25,8 +25,9 @@ import anyio
 import anyio.abc
 
 from workflow import Run, Worker, resume_hook, start
-from workflow.decorators import StepDefinition, WorkflowDefinition
+from workflow.decorators import StepDefinition, WorkflowDefinition, defined_workflows
 from worlds.memory import MemoryWorld
+from worlds.semantics import PARENT_KEY
 
 __all__ = ["TestEnvironment"]
 
@@ -90,6 +91,15 @@ class TestEnvironment:
             clock and moves ahead only through ``advance``.
         start_time: where the clock starts (aware); by default the wall clock's now.
         worker_options: keyword arguments for the ``Worker`` (``concurrency``, ...).
+
+    Every ``@workflow`` defined in the process is known: a child workflow or a
+    schedule's workflow not passed in ``workflows`` is registered when its run is
+    due (a run of a workflow no module defines is cancelled with a reason naming
+    it). Schedules follow this clock: ``create_schedule(..., world=env.world)``
+    takes its first fire time from it, and ``advance`` stops at every timer and
+    fire time on its way, so each fire it passes over happens. The skipping clock
+    also stops at each fire before the timer it jumps to, but a schedule alone
+    never moves it (it would fire forever): move it with ``advance``.
 
     Time skipping is decided on the world alone: while a run waits for a hook
     and nothing else is scheduled, the clock stands still. A run that races a
@@ -160,8 +170,10 @@ class TestEnvironment:
         """Move the clock ahead by ``by`` (a ``timedelta`` or seconds), and run what falls due.
 
         First waits until ``wait_idle`` says nothing can run without the clock (so
-        a run started just before has created its timer), then moves the clock,
-        then waits until idle again (so what fell due has run when this returns).
+        a run started just before has created its timer), then moves the clock to
+        each timer, retry or schedule fire due on the way and waits until idle
+        there (so each happens at its own time, in order), then to the end, and
+        waits until idle again (so what fell due has run when this returns).
 
         Raises:
             ValueError: ``by`` is negative (the clock never goes back).
@@ -170,9 +182,12 @@ class TestEnvironment:
         if delta < timedelta(0):
             raise ValueError(f"advance() moves the clock forward only, got {by!r}")
         await self.wait_idle()
-        self._clock.offset += delta
-        await self._wake_worker()
-        await self.wait_idle()
+        target = self._clock() + delta
+        # stop at each due time on the way, so every timer and schedule fire passed
+        # over happens at its own time, in order (none falls out of a catch-up window)
+        while (due := self._next_due()) is not None and due <= target:
+            await self._move_to(due)
+        await self._move_to(target)
 
     async def wait_idle(self) -> None:
         """Wait until no work is due or in flight: every run has closed or waits for
@@ -180,7 +195,7 @@ class TestEnvironment:
         calm = 0
         while calm < _CALM_CHECKS:
             await anyio.sleep(_SKIP_CHECK_SECONDS)
-            calm = 0 if self._world.busy() else calm + 1
+            calm = 0 if self._busy() else calm + 1
 
     async def start(self, fn: WorkflowDefinition[..., R], *args: Any, **options: Any) -> Run[R]:
         """``workflow.start`` on this environment's world; the workflow is registered first.
@@ -266,26 +281,98 @@ class TestEnvironment:
 
     # ------------------------------------------------------------------ time skipping
 
-    async def _wake_worker(self) -> None:
-        """Tell the worker to look for work now (the memory world signals on release)."""
-        await self._world.release("workflow.testing", [])
+    def _served(self) -> frozenset[str]:
+        return self._worker.names if self._worker is not None else frozenset()
+
+    def _busy(self) -> bool:
+        return self._world.busy(self._served())
+
+    def _next_due(self) -> datetime | None:
+        """The earliest of the next timer or retry and the next schedule fire."""
+        work = self._world.next_due()
+        fire = self._world.next_schedule_wake(self._served())
+        return min((t for t in (work, fire) if t is not None), default=None)
+
+    async def _move_to(self, moment: datetime) -> None:
+        """Move the clock to ``moment`` (never back) and wait until what fell due has run."""
+        gap = moment - self._clock()
+        if gap > timedelta(0):
+            self._clock.offset += gap
+        self._world.clock_moved()
+        await self.wait_idle()
+
+    async def _adopt_missing(self) -> None:
+        """Register each workflow a run or schedule waits for that the worker does not
+        run (a child workflow nobody passed, say); cancel a run whose workflow this
+        process does not define, with a reason that names it."""
+        served = self._served()
+        waiting = self._world.waiting_runs()
+        wanted = (set(waiting) | self._world.scheduled_workflows()) - served
+        for name in sorted(wanted):
+            chosen = await self._definition(name, sorted(waiting.get(name, ())))
+            if chosen is not None:
+                self.worker.register(chosen)
+                self._world.clock_moved()
+                continue
+            found = len(defined_workflows(name))
+            reason = (
+                f"workflow {name!r} is defined {found} times in this process: pass the one "
+                "to run to TestEnvironment(workflows=[...])"
+                if found
+                else f"no @workflow named {name!r} is defined in this process: import its "
+                "module and pass it to TestEnvironment(workflows=[...])"
+            )
+            for run_id in sorted(waiting.get(name, ())):
+                await self._world.cancel_run(run_id, reason)
+
+    async def _definition(
+        self, name: str, run_ids: list[str]
+    ) -> WorkflowDefinition[..., Any] | None:
+        """The definition of workflow ``name``: the only one, or the one a waiting run's
+        parent workflow can see."""
+        found = defined_workflows(name)
+        if len(found) == 1:
+            return found[0]
+        for run_id in run_ids:
+            record = await self._world.get_run(run_id)
+            parent_id = record.attributes.get(PARENT_KEY) if record is not None else None
+            parent = await self._world.get_run(parent_id) if isinstance(parent_id, str) else None
+            seen = self._known(parent.workflow) if parent is not None else None
+            if seen is not None:
+                visible = [d for d in found if any(d is v for v in seen.values())]
+                if len(visible) == 1:
+                    return visible[0]
+        return None
+
+    def _known(self, name: str) -> dict[str, Any] | None:
+        """The module globals of the definition the worker runs as workflow ``name``."""
+        for definition in defined_workflows(name):
+            try:
+                self.worker.register(definition)  # a no-op for the one it runs
+            except ValueError:  # another definition is registered under that name
+                continue
+            return dict(getattr(definition.fn, "__globals__", {}))
+        return None
 
     async def _skip_time(self) -> None:
         calm = 0
         while True:
             await anyio.sleep(_SKIP_CHECK_SECONDS)
-            if not self.skip_time or self._world.busy():
+            await self._adopt_missing()
+            if not self.skip_time or self._busy():
                 calm = 0
                 continue
-            due = self._world.next_due()
-            if due is None:
+            # the clock skips only while a run waits for a timer or a retry: schedules
+            # alone would move it forever; ``advance`` moves it past their fires
+            if self._world.next_due() is None:
                 calm = 0
                 continue
+            due = self._next_due()
             calm += 1
-            if calm < _CALM_CHECKS:
+            if calm < _CALM_CHECKS or due is None:
                 continue
             calm = 0
             gap = due - self._clock()
             if gap > timedelta(0):
                 self._clock.offset += gap
-            await self._wake_worker()
+            self._world.clock_moved()

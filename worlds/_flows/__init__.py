@@ -8,7 +8,8 @@ asks the rules of ``worlds._rules`` and writes the outcome, for every backend:
 ``schedules`` (``create_schedule``, ``update_schedule``), with what they share:
 ``closing`` (storing a run, and what closing it does), ``settle`` (claims and
 hook tokens a commit takes), ``slots`` (admission, ``hold()``, promotion),
-``work`` (enqueueing). A flow talks to storage only through ``rows.Rows``,
+``work`` (enqueueing); ``release`` is ``release_claim``. A flow talks to
+storage only through ``rows.Rows``,
 which each backend implements over its transaction; ``stepper.run_sync`` runs
 a flow over rows that never wait (SQLite, memory), PostgreSQL awaits it. Only
 this package calls ``worlds._rules``; the backends call flows

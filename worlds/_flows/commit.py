@@ -68,21 +68,25 @@ async def commit(rows: Rows, request: CommitRequest) -> CommitResult:
 async def commit_each(rows: Rows, batch: Sequence[CommitRequest]) -> list[Outcome]:
     """See ``World.commit_many``: each request in a savepoint of its own; a request
     that raises is undone and its exception is its outcome, unless the exception
-    fails the whole transaction (a world failure, ``Rows.fails_transaction``)."""
-    outcomes: list[Outcome] = []
-    for request in batch:
+    fails the whole transaction (a world failure, ``Rows.fails_transaction``).
+
+    The requests are applied in the order of their run ids (those of one run in
+    the order given), so every batch locks runs in one order: two batches over
+    the same runs wait for each other instead of deadlocking."""
+    outcomes: list[Outcome | None] = [None] * len(batch)
+    for n in sorted(range(len(batch)), key=lambda n: batch[n].run_id):
         savepoint = await rows.savepoint()
         try:
-            outcome: Outcome = await commit(rows, request)
+            outcome: Outcome = await commit(rows, batch[n])
         except Exception as exc:
             if batches.is_world_failure(exc) or rows.fails_transaction(exc):
                 raise
             await rows.rollback_to(savepoint)
-            outcomes.append(exc)
+            outcomes[n] = exc
             continue
         await rows.release(savepoint)
-        outcomes.append(outcome)
-    return outcomes
+        outcomes[n] = outcome
+    return [outcome for outcome in outcomes if outcome is not None]
 
 
 async def commit_in(tx: Tx, request: CommitRequest) -> CommitResult:
@@ -165,7 +169,9 @@ async def _continue(tx: Tx, old: RunRecord, event: RunContinued) -> None:
     and ``old``'s hook tokens, unbound, with their unread payloads."""
     rows, run_id = tx.rows, event.next_run_id
     new = runs.new_run(run_id, old.workflow, old.attributes, tx.rows.now)
-    created = runs.created_event(old.workflow, event.args, old.attributes, tx.rows.now)
+    created = runs.created_event(
+        old.workflow, event.args, old.attributes, tx.rows.now, event.limits
+    )
     try:
         await rows.insert_run(new, created, wake_at=tx.rows.now)
     except IdTaken:

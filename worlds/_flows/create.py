@@ -96,7 +96,8 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         if request.debounce is not None:
             wake_at = claims.first_start(request.debounce, tx.rows.now)
     run = runs.new_run(run_id, request.workflow, attributes, tx.rows.now)
-    created = runs.created_event(request.workflow, request.args, attributes, tx.rows.now)
+    limits = {key: limit.limit for key, limit in request.limits.items()}
+    created = runs.created_event(request.workflow, request.args, attributes, tx.rows.now, limits)
     try:
         await rows.insert_run(run, created, wake_at=wake_at)
     except IdTaken:
@@ -167,8 +168,9 @@ async def _debounce(tx: Tx, request: CreateRunRequest) -> CreateRunResult | clai
     if isinstance(decided, claims.Takeover):
         return decided
     assert record is not None
+    limits = {key: limit.limit for key, limit in request.limits.items()}
     created = runs.created_event(
-        record.workflow, request.args, record.attributes, record.created_at
+        record.workflow, request.args, record.attributes, record.created_at, limits
     )
     await rows.rewrite_created(record.id, created)
     if item is not None:

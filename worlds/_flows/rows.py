@@ -429,6 +429,10 @@ class Rows(Protocol):
         tombstones naming each run's final status."""
         ...
 
+    async def release_tombstones(self) -> None:
+        """Free every tombstone (a claim whose holder was pruned), keeping its generation."""
+        ...
+
     async def delete_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the runs and every row of theirs (events, attributes, work, hooks,
         resumes, streams)."""

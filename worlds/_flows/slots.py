@@ -17,11 +17,19 @@ import msgspec
 from worlds._flows import work
 from worlds._flows.rows import Pair, SlotRow
 from worlds._flows.tx import Tx
-from worlds._rules import slots
+from worlds._rules import reopen, slots
 from worlds.semantics import index_value
-from worlds.types import ClaimConflict, CreateRunRequest, SlotAcquired, SlotRequested
+from worlds.types import (
+    ClaimConflict,
+    CreateRunRequest,
+    EventKind,
+    RunRecord,
+    RunStatus,
+    SlotAcquired,
+    SlotRequested,
+)
 
-__all__ = ["acquire", "admit", "promote", "release_hold", "take"]
+__all__ = ["acquire", "admit", "promote", "release_hold", "retake", "take"]
 
 
 async def admit(tx: Tx, request: CreateRunRequest) -> str | ClaimConflict:
@@ -52,13 +60,72 @@ async def take(tx: Tx, request: CreateRunRequest, *, holding: bool) -> None:
 
 
 async def acquire(tx: Tx, run_id: str, event: SlotRequested) -> SlotRequested:
-    """A ``hold()``'s row at its pair: the slot if ``slots.admit_hold`` says so, else in line."""
+    """A ``hold()``'s row at its pair: the slot if ``slots.admit_hold`` says so, else in
+    line; no row, and the event ``refused``, when the pair is held with another limit."""
     pair = (event.key, index_value(event.value))
     (state,) = await tx.rows.slot_states([pair])
+    refused = slots.hold_refused(state, event.limit)
+    if refused is not None:
+        return msgspec.structs.replace(event, refused=refused)
     acquired = slots.admit_hold(state, event.limit)
     row = SlotRow(pair, event.value, run_id, event.limit, event.hold)
     await tx.rows.insert_slots([row], holding=acquired)
     return msgspec.structs.replace(event, acquired=acquired)
+
+
+async def retake(tx: Tx, run: RunRecord, log: Sequence[EventKind]) -> RunRecord | None:
+    """Take again the slots reopened or forked ``run`` (replayed log ``log``) needs
+    (``slots.retake``): all at once, the run after it; or none, waiting in line
+    (``slots.REOPENING`` rows), ``None``: its work then waits for the promotion.
+
+    Raises ``ValueError`` (nothing written) when a pair is held with another limit.
+    """
+    need = slots.retake(log)
+    if not need.held:
+        return await _enter(tx, run, need)
+    pairs = [(n.key, index_value(n.value)) for n in need.held]
+    if slots.enters_again(need.held, await tx.rows.slot_states(pairs)):
+        return await _enter(tx, run, need)
+    line: dict[Pair, SlotRow] = {}
+    for pair, n in zip(pairs, need.held, strict=True):
+        line.setdefault(pair, SlotRow(pair, n.value, run.id, n.limit, slots.REOPENING))
+    await tx.rows.insert_slots(list(line.values()), holding=False)
+    return None
+
+
+async def _enter(tx: Tx, run: RunRecord, need: slots.Retake) -> RunRecord:
+    """``run`` holds the slots of ``need.held`` and its waiting blocks are in line
+    (or enter, ``SlotAcquired``, where a slot is free); the run after it."""
+    by_hold: dict[int, list[SlotRow]] = {}
+    for n in need.held:
+        row = SlotRow((n.key, index_value(n.value)), n.value, run.id, n.limit, n.hold)
+        by_hold.setdefault(n.hold, []).append(row)
+    for rows in by_hold.values():  # a backend writes one run's rows of one hold at a time
+        await tx.rows.insert_slots(rows, holding=True)
+    for n in need.waiting:
+        pair = (n.key, index_value(n.value))
+        (state,) = await tx.rows.slot_states([pair])
+        slots.check_pair_limit(n.key, n.value, state, n.limit)
+        entered = slots.admit_hold(state, n.limit)
+        row = SlotRow(pair, n.value, run.id, n.limit, n.hold)
+        await tx.rows.insert_slots([row], holding=entered)
+        if entered:
+            run, _ = tx.stamp(run, SlotAcquired(hold=n.hold))
+    return run
+
+
+async def _reenter(tx: Tx, run_id: str) -> None:
+    """Promoted reopened or forked ``run_id`` takes its slots again and gets its work."""
+    rows = tx.rows
+    run = await rows.get_run(run_id)
+    assert run is not None, "a waiting run is open"
+    await rows.drop_hold(run_id, slots.REOPENING)
+    log = reopen.effective_log(await rows.events(run_id))
+    run = await _enter(tx, run, slots.retake(log))
+    run = msgspec.structs.replace(run, status=RunStatus.RUNNING)
+    for new in reopen.held_back_work(run.workflow, log):
+        run, _ = await work.enqueue(tx, run, new)
+    await rows.save_run(run)
 
 
 async def release_hold(tx: Tx, run_id: str, hold: int) -> None:
@@ -88,6 +155,9 @@ async def _do(tx: Tx, need: slots.Need) -> object:
             return await rows.first_waiter(pair)
         case slots.Views(run_id=run_id, hold=hold):
             return await rows.waiting_views(run_id, hold)
+        case slots.Promote(run_id=run_id, hold=slots.REOPENING):
+            await _reenter(tx, run_id)
+            return None
         case slots.Promote(run_id=run_id, hold=hold):
             await rows.promote(run_id, hold)
             if hold:  # a hold() block: its run hears it holds the slot, and wakes

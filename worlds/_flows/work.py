@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from worlds._flows.rows import LeaseRow, Placement
 from worlds._flows.tx import Tx
-from worlds._rules import work
+from worlds._rules import slots, work
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import lease_deadline, work_item_id
 from worlds.types import NewWorkItem, RunRecord, WorkItem
@@ -46,7 +46,11 @@ async def enqueue(
 
 
 async def wake(tx: Tx, run: RunRecord) -> RunRecord:
-    """Enqueue ``run``'s workflow item, due now; the run after it."""
+    """Enqueue ``run``'s workflow item, due now; the run after it. A run waiting
+    in line to go on after a retry or fork (``slots.waits_to_go_on``) is left
+    asleep: what woke it is in its log, and its promotion wakes it."""
+    if slots.waits_to_go_on(run):
+        return run
     run, _ = await enqueue(tx, run, NewWorkItem(kind="workflow"))
     return run
 

@@ -10,6 +10,8 @@ whether each of its claims is released at once (its status is in
 ``release_on``), lapses later (``ttl``) or stays. Pruning a run keeps its
 claims as tombstones (the holder's id and final status) unless asked to
 release them; ``is_free`` says whether a stored claim still refuses others.
+``on_release`` decides ``World.release_claim``: the way out of a tombstone
+(or of a closed holder's claim) that an operator asks for.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "on_attribute_set",
     "on_close",
     "on_create",
+    "on_release",
     "window_on_set",
 ]
 
@@ -210,6 +213,26 @@ def window_on_set(
     if held is not None and claims_again(held, run_id, event, now):
         return held.window
     return ReuseWindow(ttl=event.ttl, release_on=event.release_on)
+
+
+def on_release(
+    held: HeldClaim | None, holder_status: RunStatus | None, now: datetime
+) -> Literal["free", "release", "open"]:
+    """What ``World.release_claim`` does with a pair ``held`` so.
+
+    ``"free"``: nothing holds it (never claimed, released or lapsed), so there
+    is nothing to release. ``"release"``: its holder was pruned (a tombstone),
+    is gone, or has closed (``holder_status``): the pair is freed, keeping its
+    generation, so its next holder gets a higher one. ``"open"``: its holder
+    is still pending or running and keeps it, since taking a live run's claim
+    away would let a second run hold the pair; the run must close first.
+    """
+    if is_free(held, now):
+        return "free"
+    assert held is not None
+    if held.pruned_status is not None or holder_status is None or holder_status.is_closed:
+        return "release"
+    return "open"
 
 
 class Debounced(NamedTuple):

@@ -25,6 +25,7 @@ import msgspec
 from worlds._rules.children import ON_PARENT_CLOSE_KEY, PARENT_KEY
 from worlds.types import (
     EventKind,
+    HookCreated,
     NewWorkItem,
     RunCancelled,
     RunCancelRequested,
@@ -34,6 +35,7 @@ from worlds.types import (
     RunRecord,
     RunReopened,
     RunStatus,
+    SlotReleased,
     StepCompleted,
     StepCreated,
     StepFailed,
@@ -43,7 +45,17 @@ from worlds.types import (
     WaitCreated,
 )
 
-__all__ = ["ForkPlan", "ReopenPlan", "effective_log", "plan_fork", "plan_reopen", "reopen_base"]
+__all__ = [
+    "ForkPlan",
+    "ReopenPlan",
+    "effective_log",
+    "held_back_work",
+    "hook_taken",
+    "hooks_to_hold",
+    "plan_fork",
+    "plan_reopen",
+    "reopen_base",
+]
 
 REOPENABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
 
@@ -63,6 +75,8 @@ class ForkPlan(NamedTuple):
     attributes: dict[str, StoredValue]
     events: tuple[EventKind, ...]
     work: tuple[NewWorkItem, ...]
+    limits: dict[str, int]
+    """The limits of its ``Limited`` start attributes (``RunCreated.limits``)."""
 
 
 def _pending_work(
@@ -109,14 +123,42 @@ def plan_reopen(run: RunRecord, events: Sequence[EventKind], by: str) -> ReopenP
     if run.status not in REOPENABLE:
         return ReopenPlan(None)
     steps, work = _pending_work(effective_log(events), rerun_failed=True)
+    return ReopenPlan(RunReopened(by=by, steps=tuple(steps)), _queued(run.workflow, work))
+
+
+def _queued(workflow: str, work: Sequence[NewWorkItem]) -> tuple[NewWorkItem, ...]:
+    """``work`` as queued for a run of ``workflow`` (timers carry its name), then its wake."""
     timers = tuple(
-        NewWorkItem(kind=w.kind, name=run.workflow, number=w.number, available_at=w.available_at)
+        NewWorkItem(kind=w.kind, name=workflow, number=w.number, available_at=w.available_at)
         if w.kind == "timer"
         else w
         for w in work
     )
-    wake = NewWorkItem(kind="workflow", name=run.workflow)
-    return ReopenPlan(RunReopened(by=by, steps=tuple(steps)), (*timers, wake))
+    return (*timers, NewWorkItem(kind="workflow", name=workflow))
+
+
+def held_back_work(workflow: str, log: Sequence[EventKind]) -> tuple[NewWorkItem, ...]:
+    """The work a reopened or forked run of ``workflow`` (replayed log ``log``) gets
+    once it holds its slots again: what ``plan_reopen``/``plan_fork`` would have
+    queued, had it not waited for them."""
+    _, work = _pending_work(log, rerun_failed=False)
+    return _queued(workflow, work)
+
+
+def hooks_to_hold(log: Sequence[EventKind]) -> list[HookCreated]:
+    """The hooks a reopened or forked run with the replayed ``log`` holds again: every
+    hook its body created (closing let their tokens go, yet the body replays them
+    as created and waits on them)."""
+    return [e for e in log if isinstance(e, HookCreated)]
+
+
+def hook_taken(run_id: str, token: str, holder_run_id: str) -> ValueError:
+    """The refusal of reopening or forking into ``run_id`` while another run holds one
+    of the tokens its body created."""
+    return ValueError(
+        f"run {run_id} cannot go on: its hook token {token!r} is held by run "
+        f"{holder_run_id} now; close that run first"
+    )
 
 
 def plan_fork(source: RunRecord, events: Sequence[EventKind], from_step: int, by: str) -> ForkPlan:
@@ -151,33 +193,38 @@ def plan_fork(source: RunRecord, events: Sequence[EventKind], from_step: int, by
         k: v for k, v in first.attributes.items() if k not in (PARENT_KEY, ON_PARENT_CLOSE_KEY)
     }
     rest = [msgspec.structs.replace(e, seq=0) for e in prefix[1:]]
-    _, work = _pending_work(rest, rerun_failed=False)
-    work = [
-        NewWorkItem(
-            kind="timer", name=source.workflow, number=w.number, available_at=w.available_at
-        )
-        if w.kind == "timer"
-        else w
-        for w in work
-    ]
-    work.append(NewWorkItem(kind="workflow", name=source.workflow))
     forked = RunForked(source_run_id=source.id, from_step=from_step, by=by)
-    return ForkPlan(first.args, attributes, (*rest, forked), tuple(work))
+    limits = {k: v for k, v in first.limits.items() if k in attributes}
+    work = held_back_work(source.workflow, rest)
+    return ForkPlan(first.args, attributes, (*rest, forked), work, limits)
 
 
 def effective_log(events: Sequence[EventKind]) -> list[EventKind]:
     """The log as the body replays it: what each ``RunReopened`` undid is passed over
     (the closing event and cancel request before it, the failures of the steps it
-    re-ran), and the ``RunReopened``/``RunForked`` markers themselves."""
+    re-ran, and the ends of ``hold()`` blocks recorded after the first of those or
+    the cancel request: unwinding that the body now runs anew, so the block is
+    held again and its end is recorded when the body really leaves it), and the
+    ``RunReopened``/``RunForked`` markers themselves."""
     log: list[EventKind] = []
     for event in events:
         if isinstance(event, RunReopened):
             rerun = set(event.steps)
+            turn = next(
+                (
+                    i
+                    for i, e in enumerate(log)
+                    if isinstance(e, RunCancelRequested)
+                    or (isinstance(e, StepFailed) and e.step in rerun)
+                ),
+                len(log),
+            )
             log = [
                 e
-                for e in log
+                for i, e in enumerate(log)
                 if not isinstance(e, (RunFailed, RunCancelled, RunCancelRequested))
                 and not (isinstance(e, StepFailed) and e.step in rerun)
+                and not (isinstance(e, SlotReleased) and i > turn)
             ]
         elif not isinstance(event, RunForked):
             log.append(event)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import msgspec
@@ -91,10 +92,17 @@ def new_run(
 
 
 def created_event(
-    workflow: str, args: bytes, attributes: dict[str, AttributeValue], now: datetime
+    workflow: str,
+    args: bytes,
+    attributes: dict[str, AttributeValue],
+    now: datetime,
+    limits: Mapping[str, int] | None = None,
 ) -> RunCreated:
-    """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``."""
-    created = RunCreated(workflow=workflow, args=args, attributes=dict(attributes))
+    """A new run's first event, ``RunCreated`` stored as seq 1 at ``now`` (with the
+    limit of each limited start attribute, ``limits``)."""
+    created = RunCreated(
+        workflow=workflow, args=args, attributes=dict(attributes), limits=dict(limits or {})
+    )
     return msgspec.structs.replace(created, seq=1, at=now)
 
 

@@ -9,7 +9,7 @@ out: the first waiter of a pair is promoted once every pair it waits in has a
 free slot and it is the first waiter there too; a waiter that cannot be
 promoted blocks the ones behind it in that pair only, so a full pair never
 delays another pair's runs. Every promotion takes slots and frees none, so a
-pair's holders never exceed the limit its holders asked for.
+pair's holders never exceed its limit (one limit per pair: ``check_pair_limit``).
 
 Workflow code takes slots too (``workflow.hold``): a ``SlotRequested``
 command gets a row for (run, hold number) at its one pair, decided by
@@ -19,6 +19,11 @@ therefore a (run id, hold number) ``Waiter``: hold 0 is a start-time row
 (promotion gives the run its workflow item), any other a ``hold`` inside a
 running workflow (promotion appends ``SlotAcquired`` to its log and wakes it).
 
+A pair has one limit at a time (``check_pair_limit``): an entrant asking
+another limit than the pair's rows is refused. A reopened or forked run takes
+its slots again (``retake``): all at once, or it waits in line under the hold
+number ``REOPENING``, holding none, until promoted.
+
 ``promote_flow`` is a generator a backend drives, answering each ``Need``
 with the rows it reads (``Head``, ``Views``) or the write it does
 (``Promote``); see ``commits.drive`` for the synchronous driver pattern.
@@ -26,25 +31,45 @@ with the rows it reads (``Head``, ``Views``) or the write it does
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
-from worlds.types import AttributeValue, ClaimConflict, CreateRunRequest
+from worlds.types import (
+    AttributeValue,
+    ClaimConflict,
+    CreateRunRequest,
+    EventKind,
+    RunCreated,
+    RunRecord,
+    RunStatus,
+    SlotAcquired,
+    SlotReleased,
+    SlotRequested,
+)
 
 __all__ = [
+    "REOPENING",
     "Head",
     "Need",
     "PairState",
     "PairView",
     "Promote",
+    "Retake",
+    "SlotNeed",
     "Views",
     "Waiter",
     "admit",
     "admit_hold",
     "check_hold",
     "check_limits",
+    "check_pair_limit",
     "drive",
+    "enters_again",
+    "hold_refused",
+    "limit_clash",
     "promote_flow",
+    "retake",
+    "waits_to_go_on",
 ]
 
 Pair = tuple[str, str]
@@ -61,6 +86,33 @@ class PairState(NamedTuple):
     waiting: int
     someone: str | None
     """A holder (else a waiter) to name when the pair refuses a start."""
+    limit: int | None = None
+    """The limit the pair's rows ask (a holder's, else a waiter's); None: no rows."""
+
+
+def check_pair_limit(key: str, value: AttributeValue, state: PairState, limit: int) -> None:
+    """Raise ``ValueError`` when ``limit`` is not the limit the pair is held with.
+
+    A pair has one limit at a time, fixed by the rows it has (its holders, else
+    its waiters): an entrant asking another one is refused rather than letting
+    each entrant's own limit decide (a ``limit=2`` run would enter a block whose
+    ``limit=1`` holder counts on being alone). Once the pair is empty, any limit
+    may start it afresh.
+    """
+    if state.limit is not None and state.limit != limit:
+        raise ValueError(limit_clash(key, value, state.limit, state.someone, limit))
+
+
+def limit_clash(
+    key: str, value: AttributeValue, pair_limit: int, someone: str | None, limit: int
+) -> str:
+    """The message refusing an entrant that asks ``limit`` of a pair held with ``pair_limit``."""
+    by = f" (run {someone})" if someone else ""
+    return (
+        f"{key}={value!r} is limited to {pair_limit} by the runs holding it{by}, but "
+        f"{limit} was asked: a pair has one limit at a time; ask {pair_limit}, or use "
+        "another value"
+    )
 
 
 def check_limits(request: CreateRunRequest) -> None:
@@ -86,6 +138,9 @@ def admit(
 ) -> Literal["hold", "wait"] | ClaimConflict:
     """What a new run does at its limited pairs (``states`` by key).
 
+    Raises ``ValueError`` (``check_pair_limit``) when a pair is held with
+    another limit than the one asked.
+
     A pair is full when its slots are all held or runs wait there already
     (first in, first out: a newcomer never passes a waiter). A full
     ``on_full="fail"`` pair refuses the start (the conflict names a holder);
@@ -95,6 +150,7 @@ def admit(
     full = False
     for key in sorted(request.limits):
         limit, state = request.limits[key], states[key]
+        check_pair_limit(key, request.attributes[key], state, limit.limit)
         if state.holding < limit.limit and state.waiting == 0:
             continue
         if limit.on_full == "fail":
@@ -112,6 +168,11 @@ def check_hold(key: str, limit: int) -> None:
         raise ValueError("hold() needs a non-empty key")
     if not 1 <= limit <= 1_000_000:
         raise ValueError(f"limit of hold({key!r}) must be 1-1000000, got {limit}")
+
+
+def hold_refused(state: PairState, limit: int) -> int | None:
+    """The pair's limit when a ``hold`` asking ``limit`` is refused (``check_pair_limit``)."""
+    return state.limit if state.limit is not None and state.limit != limit else None
 
 
 def admit_hold(state: PairState, limit: int) -> bool:
@@ -195,3 +256,82 @@ def drive(flow: Generator[Need, Any, list[str]], do: Callable[[Need], object]) -
             promoted: list[str] = stop.value
             return promoted
         reply = do(need)
+
+
+REOPENING = -1
+"""The hold number of the rows a reopened or forked run waits in until it may
+take its slots again (one row per pair); promoting it gives the run its rows
+back (``Retake``) and its work."""
+
+
+class SlotNeed(NamedTuple):
+    """A slot a reopened or forked run needs: ``hold`` 0 for a ``Limited`` start
+    attribute, else the number of its ``hold()`` block."""
+
+    key: str
+    value: AttributeValue
+    limit: int
+    hold: int
+
+
+class Retake(NamedTuple):
+    """What a reopened or forked run takes again before its body runs on."""
+
+    held: tuple[SlotNeed, ...]
+    """The slots it held: its ``Limited`` start pairs and the ``hold()`` blocks it
+    was inside. It takes all of them at once, or waits (``REOPENING``) holding none."""
+    waiting: tuple[SlotNeed, ...]
+    """The ``hold()`` blocks that were waiting in line: in line again, at the end."""
+
+
+def retake(log: Sequence[EventKind]) -> Retake:
+    """The slots a run with the replayed ``log`` (``reopen.effective_log``, the
+    reopening or fork included) needs again: closing dropped its rows, yet its
+    body goes on as if it held them.
+
+    A block counts while its ``SlotReleased`` is not in the log (the reopening
+    passes over a release the failure's unwinding recorded, since the body
+    runs that part anew).
+    """
+    first = log[0] if log else None
+    held: list[SlotNeed] = []
+    if isinstance(first, RunCreated):
+        held += [
+            SlotNeed(key, first.attributes[key], limit, 0)
+            for key, limit in sorted(first.limits.items())
+            if key in first.attributes
+        ]
+    requested: dict[int, SlotRequested] = {}
+    acquired: set[int] = set()
+    for event in log:
+        if isinstance(event, SlotRequested) and event.refused is None:
+            requested[event.hold] = event
+            if event.acquired:
+                acquired.add(event.hold)
+        elif isinstance(event, SlotAcquired):
+            acquired.add(event.hold)
+        elif isinstance(event, SlotReleased):
+            requested.pop(event.hold, None)
+    waiting: list[SlotNeed] = []
+    for number, event in sorted(requested.items()):
+        need = SlotNeed(event.key, event.value, event.limit, number)
+        (held if number in acquired else waiting).append(need)
+    return Retake(tuple(held), tuple(waiting))
+
+
+def waits_to_go_on(run: RunRecord) -> bool:
+    """Whether ``run`` is a reopened or forked run waiting in line for its slots
+    (``REOPENING``): pending although it ran before. Nothing wakes it then (a
+    hook's payload waits in its log); its promotion gives it its work."""
+    return run.status is RunStatus.PENDING and run.started_at is not None
+
+
+def enters_again(needs: Sequence[SlotNeed], states: Sequence[PairState]) -> bool:
+    """Whether a reopened or forked run takes the slots ``needs`` (their pairs in
+    ``states``) now: every one has a free slot and nobody waiting, as at start.
+
+    Raises ``ValueError`` (``check_pair_limit``) when a pair is held with another limit.
+    """
+    for need, state in zip(needs, states, strict=True):
+        check_pair_limit(need.key, need.value, state, need.limit)
+    return all(admit_hold(state, need.limit) for need, state in zip(needs, states, strict=True))

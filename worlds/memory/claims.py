@@ -116,6 +116,12 @@ class ClaimStore:
                 )
                 self._journal.put(self._claims, pair, tombstone)
 
+    def release_tombstones(self) -> None:
+        """Free every tombstone."""
+        for pair, claim in list(self._claims.items()):
+            if claim.pruned_status is not None:
+                self.release(pair)
+
     # ------------------------------------------------------------ the world's reads
 
     def find(self, key: str, value: AttributeValue) -> Claim | None:

@@ -315,6 +315,9 @@ class MemoryRows:
             statuses[run_id] = run.status
         self._t.claims.retire(statuses, release=release)
 
+    async def release_tombstones(self) -> None:
+        self._t.claims.release_tombstones()
+
     async def delete_runs(self, run_ids: Sequence[str]) -> None:
         for run_id in run_ids:
             self._t.work.drop_run(run_id)

@@ -55,6 +55,29 @@ class ScheduleStore:
         self._leases.pop(schedule_id, None)
         return self._schedules.pop(schedule_id, None) is not None
 
+    def next_wake(self, names: Collection[str]) -> datetime | None:
+        """The earliest wake time of an unpaused schedule of a workflow in ``names``."""
+        wanted = frozenset(names)
+        wakes = [
+            record.wake_at
+            for record in self._schedules.values()
+            if not record.paused and record.workflow in wanted and record.wake_at is not None
+        ]
+        return min(wakes, default=None)
+
+    def busy(self, names: Collection[str]) -> bool:
+        """True while a schedule of a workflow in ``names`` is due or leased."""
+        now, wanted = self._clock(), frozenset(names)
+        return any(
+            schedule_is_due(record, None, wanted, now) or self._leases.get(record.id, now) > now
+            for record in self._schedules.values()
+            if record.workflow in wanted
+        )
+
+    def workflows(self) -> frozenset[str]:
+        """The workflows of the unpaused schedules."""
+        return frozenset(r.workflow for r in self._schedules.values() if not r.paused)
+
     def lease(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> ScheduleLease:

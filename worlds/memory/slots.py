@@ -66,7 +66,9 @@ class SlotStore:
         holders = sorted((row for row in rows.values() if row.holding), key=_by_position)
         line = self._line(rows)
         someone = holders[0] if holders else (line[0] if line else None)
-        return PairState(len(holders), len(line), None if someone is None else someone.run_id)
+        if someone is None:
+            return PairState(len(holders), len(line), None)
+        return PairState(len(holders), len(line), someone.run_id, someone.limit)
 
     def insert(self, slots: Sequence[SlotRow], *, holding: bool) -> None:
         """Store ``slots``, each after every row at its pair."""

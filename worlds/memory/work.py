@@ -186,6 +186,14 @@ class WorkQueue:
         waiting = [item.available_at for item in self.items.values() if item.owner is None]
         return min(waiting, default=None)
 
+    def waiting_runs(self, now: datetime) -> dict[str, set[str]]:
+        """Runs whose workflow task or timer is due at ``now`` and unleased, by workflow."""
+        found: dict[str, set[str]] = {}
+        for item in self.items.values():
+            if item.kind != "step" and item.owner is None and item.available_at <= now:
+                found.setdefault(item.name, set()).add(item.run_id)
+        return found
+
     def busy(self, now: datetime) -> bool:
         """True while some item is due at ``now`` or leased."""
         return any(

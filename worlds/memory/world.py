@@ -13,7 +13,17 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from worlds import types
-from worlds._flows import cancel, commit, create, hooks, prune, reopen, schedules, streams
+from worlds._flows import (
+    cancel,
+    commit,
+    create,
+    hooks,
+    prune,
+    release,
+    reopen,
+    schedules,
+    streams,
+)
 from worlds._flows.rows import Rollback
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit
@@ -28,7 +38,7 @@ from worlds.memory.schedules import ScheduleStore
 from worlds.memory.slots import SlotStore
 from worlds.memory.streams import StreamStore
 from worlds.memory.work import WorkQueue
-from worlds.protocol import PROTOCOL_VERSION
+from worlds.protocol import PROTOCOL_VERSION, SCHEDULE_TOPIC, WORK_TOPIC
 from worlds.query import RunPage, RunQuery
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
@@ -227,18 +237,34 @@ class MemoryWorld(ClosesOnExit):
         """See ``World.wait``."""
         await self._hub.wait(topic, timeout)
 
-    def next_due(self) -> datetime | None:
-        """When the earliest work item nobody holds becomes due; ``None`` if none waits.
+    # What a test clock that moves by hand (``workflow.testing``) needs: when nothing
+    # is ``busy``, moving the clock to ``next_due`` is the only way anything happens.
 
-        With ``busy()``, what a time-skipping test clock (``workflow.testing``)
-        needs: when nothing is busy, moving the clock to ``next_due()`` is the
-        only way anything can happen.
-        """
+    def next_due(self) -> datetime | None:
+        """When the earliest work item nobody holds becomes due; ``None`` if none waits."""
         return self._tables.work.next_due()
 
-    def busy(self) -> bool:
-        """True while some work item is due now or leased (a worker is on it)."""
-        return self._tables.work.busy(self._clock())
+    def next_schedule_wake(self, workflows: Collection[str]) -> datetime | None:
+        """When the earliest unpaused schedule of one of ``workflows`` wakes; ``None`` if none."""
+        return self._tables.schedules.next_wake(workflows)
+
+    def busy(self, workflows: Collection[str] = ()) -> bool:
+        """True while some work item is due now or leased (a worker is on it), or a
+        schedule of one of ``workflows`` is due or leased."""
+        return self._tables.work.busy(self._clock()) or self._tables.schedules.busy(workflows)
+
+    def waiting_runs(self) -> dict[str, set[str]]:
+        """Runs with a workflow task or timer due now that no worker holds, by workflow."""
+        return self._tables.work.waiting_runs(self._clock())
+
+    def scheduled_workflows(self) -> frozenset[str]:
+        """The workflows the unpaused schedules start."""
+        return self._tables.schedules.workflows()
+
+    def clock_moved(self) -> None:
+        """Wake the workers: the clock was moved by hand, so work or schedules may be due."""
+        self._hub.signal(WORK_TOPIC)
+        self._hub.signal(SCHEDULE_TOPIC)
 
     # ------------------------------------------------------------ reads
 
@@ -295,6 +321,12 @@ class MemoryWorld(ClosesOnExit):
         return self._write(
             lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
         )
+
+    async def release_claim(
+        self, key: str, value: types.AttributeValue
+    ) -> types.Claim | types.ClaimConflict | None:
+        """See ``World.release_claim``."""
+        return self._write(lambda rows: release.release_claim(rows, key, value))
 
     # ------------------------------------------------------------ schedules
 

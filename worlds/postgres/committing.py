@@ -117,7 +117,11 @@ class CommitPaths:
             else None
             for r in batch
         ]
-        fast = [(n, args) for n, args in enumerate(calls) if args is not None]
+        # by run id: every path locks runs in that order, so two never deadlock
+        fast = sorted(
+            ((n, args) for n, args in enumerate(calls) if args is not None),
+            key=lambda entry: batch[entry[0]].run_id,
+        )
         if not fast:
             return
         pool = await self._connect()

@@ -326,7 +326,9 @@ class PostgresRows:
             assert row is not None
             waiting = 0 if row["first_waiter"] is None else 1
             states.append(
-                port.PairState(row["holding"], waiting, row["holder"] or row["first_waiter"])
+                port.PairState(
+                    row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"]
+                )
             )
         return states
 
@@ -473,6 +475,9 @@ class PostgresRows:
         if run_ids:
             statement = sql.RELEASE_RUN_CLAIMS if release else sql.TOMBSTONE_RUN_CLAIMS
             await self._execute(statement, list(run_ids))
+
+    async def release_tombstones(self) -> None:
+        await self._execute(sql.RELEASE_TOMBSTONES)
 
     async def delete_runs(self, run_ids: Sequence[str]) -> None:
         if run_ids:

@@ -189,6 +189,11 @@ TOMBSTONE_RUN_CLAIMS = """
 UPDATE claims SET step = NULL, attempt = NULL, pruned_status = r.status
 FROM runs r WHERE claims.run_id = r.id AND r.id = ANY($1::text[])
 """
+RELEASE_TOMBSTONES = """
+UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
+    pruned_status = NULL
+WHERE pruned_status IS NOT NULL
+"""
 DELETE_RUNS = """
 WITH gone_events AS (
     DELETE FROM events WHERE run_id = ANY($1::text[])
@@ -305,17 +310,25 @@ WITH due AS (
 SELECT id, run_id, kind, name, number, attempt, payload, token FROM leased
 ORDER BY run_id, id
 """
-RENEW = """
-UPDATE work SET expires_at = $1
-FROM unnest($2::text[], $3::bigint[]) AS held(id, token)
-WHERE work.id = held.id AND work.token = held.token AND work.owner = $4
+# Renewing and releasing lock the items first, in the order of their runs' ids
+# (like every path that locks runs, then their items): an UPDATE alone locks
+# rows in whatever order its plan reads them, and deadlocks with a commit_runs.
+_HELD = """held AS (
+    SELECT work.id FROM work
+    JOIN unnest(${ids}::text[], ${tokens}::bigint[]) AS mine(id, token)
+        ON work.id = mine.id AND work.token = mine.token
+    WHERE work.owner = ${owner}
+    ORDER BY work.run_id, work.id
+    FOR UPDATE OF work
+)"""
+RENEW = f"""
+WITH {_HELD.format(ids=2, tokens=3, owner=4)}
+UPDATE work SET expires_at = $1 FROM held WHERE work.id = held.id
 RETURNING work.id, work.token
 """
-RELEASE = """
-WITH released AS (
-    UPDATE work SET owner = NULL, expires_at = NULL
-    FROM unnest($1::text[], $2::bigint[]) AS held(id, token)
-    WHERE work.id = held.id AND work.token = held.token AND work.owner = $3
+RELEASE = f"""
+WITH {_HELD.format(ids=1, tokens=2, owner=3)}, released AS (
+    UPDATE work SET owner = NULL, expires_at = NULL FROM held WHERE work.id = held.id
 )
 SELECT pg_notify($4, $5)
 """
@@ -331,7 +344,11 @@ SLOT_STATE = """
 SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) AS holding,
     (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
      ORDER BY position LIMIT 1) AS first_waiter,
-    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1) AS holder
+    (SELECT run_id FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1) AS holder,
+    coalesce(
+        (SELECT lim FROM slots WHERE key = $1 AND ivalue = $2 AND holding LIMIT 1),
+        (SELECT lim FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
+         ORDER BY position LIMIT 1)) AS lim
 """
 INSERT_SLOTS = """
 INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding)

@@ -19,7 +19,7 @@ import anyio
 import asyncpg
 import msgspec
 
-from worlds._flows import cancel, create, hooks, prune, reopen, streams
+from worlds._flows import cancel, create, hooks, prune, release, reopen, streams
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._urls import redact_url
@@ -586,6 +586,13 @@ class PostgresWorld(ClosesOnExit):
         return await self._write(
             lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
         )
+
+    async def release_claim(
+        self, key: str, value: types.AttributeValue
+    ) -> types.Claim | types.ClaimConflict | None:
+        """See ``World.release_claim``."""
+        self._check_open()
+        return await self._write(lambda rows: release.release_claim(rows, key, value))
 
     # ------------------------------------------------------------------ schedules
 

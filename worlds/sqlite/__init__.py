@@ -38,7 +38,10 @@ tree. A full disk (or ``max_pages`` reached) raises ``WorldFullError`` and
 writes nothing of the failed operation (its transaction is rolled back); a
 place where the file cannot be created or opened raises
 ``WorldMisconfiguredError``; a lock held past the busy timeout raises
-``WorldUnavailableError``.
+``WorldUnavailableError``. A file deleted or replaced while the world has it
+open (its path no longer leads to the device and inode opened) raises
+``WorldFileReplacedError`` before every operation and before every commit, so
+nothing is acknowledged into a file nobody can open again.
 
 The package exports only ``SqliteWorld`` (and ``WorldClosedError``, as it
 always has); its modules are private, one job each: ``world`` (the protocol

@@ -28,7 +28,7 @@ import anyio.to_thread
 from worlds._flows.rows import Rollback
 from worlds._lifecycle import WorldClosedError
 from worlds._signals import SignalHub
-from worlds.errors import WorldMisconfiguredError, as_world_error
+from worlds.errors import WorldFileReplacedError, WorldMisconfiguredError, as_world_error
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import apply_schema
 from worlds.sqlite.transactions import WouldBlockError, retrying, run_once, transact
@@ -137,6 +137,7 @@ class Connection:
         self._checkpointer: Checkpointer | None = None
         self._writes = 0
         self._db: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the open file
         self._connecting: anyio.Lock | None = None
         self._closed = False
         self.hub = _hub_for(path)
@@ -198,7 +199,37 @@ class Connection:
                 "choose a writable place in the world URL"
             ) from exc
         db.row_factory = sqlite3.Row  # rows are read by column name
+        if self.path != ":memory:":
+            # the file just opened: later, the path must still lead to it
+            found = os.stat(self.path)
+            self._identity = (found.st_dev, found.st_ino)
         return db
+
+    def check_file(self) -> None:
+        """Raise ``WorldFileReplacedError`` unless the path still leads to the open file.
+
+        Deleted or replaced under an open connection, the old file lives on for
+        this process alone: whatever is written to it is lost when the process
+        ends. Checked before every operation and again before every commit.
+        """
+        if self._identity is None:
+            return
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            raise WorldFileReplacedError(
+                f"the SQLite world's file {self.path} was deleted while the world had it"
+                " open; nothing more is written to it: restore the file, or open the world"
+                " again to start a new one"
+            ) from None
+        except OSError:
+            return  # cannot tell (a permission changed): the operation itself will say
+        if (found.st_dev, found.st_ino) != self._identity:
+            raise WorldFileReplacedError(
+                f"the SQLite world's file {self.path} was replaced by another file while"
+                " the world had it open; nothing more is written to the old one: open the"
+                " world again to use the file now at that path"
+            )
 
     async def connect(self) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
         """Open the file (creating or migrating its schema) unless it is open already."""
@@ -236,6 +267,7 @@ class Connection:
         conn, db = self._conn, self._db
         if conn is None or db is None:
             conn, db = await self.connect()
+        self.check_file()
         guard = self._guard
         if self._inline and guard.acquire(blocking=False):
             try:
@@ -295,7 +327,9 @@ class Connection:
 
         try:
             outcomes, signals = await self.run(
-                lambda db, blocking: transact(db, transaction, blocking=blocking)
+                lambda db, blocking: transact(
+                    db, transaction, blocking=blocking, before_commit=self.check_file
+                )
             )
         except BaseException as exc:
             for entry in batch:

@@ -256,7 +256,9 @@ class SqliteRows:
             row = self.db.execute(sql.SLOT_STATE, pair).fetchone()
             waiting = 0 if row["first_waiter"] is None else 1
             states.append(
-                port.PairState(row["holding"], waiting, row["holder"] or row["first_waiter"])
+                port.PairState(
+                    row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"]
+                )
             )
         return states
 
@@ -368,6 +370,9 @@ class SqliteRows:
     async def retire_claims(self, run_ids: Sequence[str], *, release: bool) -> None:
         statement = sql.RELEASE_RUN_CLAIMS if release else sql.TOMBSTONE_RUN_CLAIMS
         self.db.executemany(statement, [(run_id,) for run_id in run_ids])
+
+    async def release_tombstones(self) -> None:
+        self.db.execute(sql.RELEASE_TOMBSTONES)
 
     async def delete_runs(self, run_ids: Sequence[str]) -> None:
         for statement in sql.PRUNE_RUN:

@@ -142,6 +142,10 @@ TOMBSTONE_RUN_CLAIMS = (
     "pruned_status = (SELECT status FROM runs WHERE id = ?1) WHERE run_id = ?1"
 )
 """Pruning a run keeps its claims as tombstones (or releases them); before ``PRUNE_RUN``."""
+RELEASE_TOMBSTONES = (
+    "UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL, "
+    "pruned_status = NULL WHERE pruned_status IS NOT NULL"
+)
 
 _WORK_COLUMNS = (
     "run_id, id, kind, name, number, attempt, payload, available_at, "
@@ -219,7 +223,11 @@ SLOT_STATE = (
     "(SELECT run_id FROM slots INDEXED BY slots_waiting "
     "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1) AS first_waiter, "
     "(SELECT run_id FROM slots INDEXED BY slots_holding "
-    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder"
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1) AS holder, "
+    "coalesce((SELECT lim FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1 LIMIT 1), "
+    "(SELECT lim FROM slots INDEXED BY slots_waiting "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1)) AS lim"
 )
 # A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (

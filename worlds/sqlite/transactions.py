@@ -62,14 +62,24 @@ def run_once(operation: Callable[[], T], blocking: bool) -> T:
 
 
 def transact(
-    db: sqlite3.Connection, body: Callable[[sqlite3.Connection], T], *, blocking: bool
+    db: sqlite3.Connection,
+    body: Callable[[sqlite3.Connection], T],
+    *,
+    blocking: bool,
+    before_commit: Callable[[], None] | None = None,
 ) -> T:
-    """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any exception."""
+    """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any exception.
+
+    ``before_commit`` runs after ``body``, under the write lock: an exception it
+    raises rolls the transaction back, so nothing is committed (or acknowledged).
+    """
 
     def one_try() -> T:
         db.execute("BEGIN IMMEDIATE")
         try:
             result = body(db)
+            if before_commit is not None:
+                before_commit()
             db.execute("COMMIT")
         except Rollback as rollback:
             db.execute("ROLLBACK")

@@ -15,7 +15,7 @@ from datetime import datetime
 import msgspec
 
 from worlds import types
-from worlds._flows import cancel, commit, create, hooks, prune, reopen, streams
+from worlds._flows import cancel, commit, create, hooks, prune, release, reopen, streams
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit, translates_errors
 from worlds._urls import redact_url
@@ -426,6 +426,15 @@ class SqliteWorld(ClosesOnExit):
             lambda tx: run_sync(
                 prune.prune_runs(tx, closed_before, limit, release_claims=release_claims)
             )
+        )
+
+    async def release_claim(
+        self, key: str, value: types.AttributeValue
+    ) -> types.Claim | types.ClaimConflict | None:
+        """See ``World.release_claim``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(release.release_claim(tx, key, value))
         )
 
     # ------------------------------------------------------------------ schedules

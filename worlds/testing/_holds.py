@@ -103,6 +103,43 @@ class HoldConformance(ConformanceBase):
         assert await _woken(world) == set()  # a waiter gets no work
 
     @pytest.mark.anyio
+    async def test_a_hold_asking_another_limit_is_refused(self, world: World) -> None:
+        """A ``SlotRequested`` whose limit is not the pair's (its holders') is stored
+        ``refused`` with the pair's limit, and no row is written."""
+        holder, other = await _run(world), await _run(world)
+        assert await _request(world, holder, "one-limit", 1)
+        (stored,) = await _commit(
+            world, other, SlotRequested(hold=1, key="gpu", value="one-limit", limit=2)
+        )
+        assert isinstance(stored, SlotRequested)
+        assert (stored.acquired, stored.refused) == (False, 1)
+        assert await _line(world, "one-limit") == ([holder], [])
+        await _commit(world, holder, SlotReleased(hold=1))
+        assert await _request(world, other, "one-limit", 2, hold=2)  # empty pair: any limit
+
+    @pytest.mark.anyio
+    async def test_a_reopened_run_inside_a_block_takes_its_slot_again(self, world: World) -> None:
+        """Reopening a run that closed inside a ``hold`` block takes that slot again
+        first: with the pair full the run waits pending, then is promoted with its work."""
+        first, holder = await _run(world), await _run(world)
+        assert await _request(world, first, "again", 1)
+        await _commit(world, first, RunFailed(error=ErrorInfo("E", "boom")))
+        assert await _line(world, "again") == ([], [])
+        assert await _request(world, holder, "again", 1)
+        reopened = await world.reopen_run(first, "kit")
+        assert reopened is not None and reopened.status == RunStatus.PENDING
+        assert await _line(world, "again") == ([holder], [first])
+        assert await _woken(world) == set()
+        await _commit(world, holder, SlotReleased(hold=1))
+        assert await _woken(world) == {first}
+        assert await _line(world, "again") == ([first], [])
+        assert [(s.hold, s.holding) for s in await world.run_slots(first)] == [(1, True)]
+        record = await world.get_run(first)
+        assert record is not None and record.status == RunStatus.RUNNING
+        await _commit(world, first, SlotReleased(hold=1))  # the re-run block ends
+        assert await _line(world, "again") == ([], [])
+
+    @pytest.mark.anyio
     async def test_a_release_promotes_the_first_waiter_and_wakes_it(self, world: World) -> None:
         """``SlotReleased`` frees the slot in its commit; the first waiter gets
         ``SlotAcquired`` in its log and a workflow item; the others keep waiting."""

@@ -4,8 +4,9 @@ Rules create runs (some claiming a pair at creation, with or without a reuse
 window, some under a start
 policy that may take a claim over, some taking a slot of a limited pair or
 waiting for one), claim pairs in commits, move runs through their statuses,
-cancel them and prune closed runs (keeping their claims as tombstones, or
-releasing them); after every step the world's claims (with
+cancel them, prune closed runs (keeping their claims as tombstones, or
+releasing them and every earlier tombstone) and release pairs one by one
+(``release_claim``: a closed or pruned holder's only); after every step the world's claims (with
 their generations), slots (holders and waiters in order), statuses, run
 attributes and listing must agree with the model.
 
@@ -44,6 +45,7 @@ from worlds.types import (
     AttributeConflict,
     AttributeSet,
     AttributeValue,
+    Claim,
     ClaimConflict,
     CommitRequest,
     CreateRunRequest,
@@ -322,10 +324,12 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             closed = {run_id for run_id, status in self.statuses.items() if status.is_closed}
             assert closed <= pruned
             for pair, holder in list(self.claims.items()):
-                if holder in closed and release:
+                if release and (holder in closed or holder in self.tombstones):
                     del self.claims[pair]
                 elif holder in closed:
                     self.tombstones[holder] = self.statuses[holder]
+            if release:
+                self.tombstones.clear()
             for run_id in closed:
                 del self.statuses[run_id]
                 del self.attributes[run_id]
@@ -390,6 +394,30 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                 self.closed(run_id)
                 self.close_claims(run_id, RunStatus.CANCELLED)
             assert record is not None and record.status == self.statuses[run_id]
+
+        @rule(key=st.integers(0, _KEYS - 1), value=st.integers(0, len(_VALUES) - 1))
+        def release(self, key: int, value: int) -> None:
+            """An operator releases a pair: only a closed or pruned holder lets it go."""
+            name, held_value = self.pair(key, value)
+            answer = _call(world.release_claim, name, held_value)
+            holder = self.claims.get((key, value))
+            if holder is None:
+                assert answer is None, answer
+            elif holder in self.tombstones or self.statuses[holder].is_closed:
+                assert isinstance(answer, Claim), answer
+                assert (answer.run_id, answer.generation) == (
+                    holder,
+                    self.generations[(key, value)],
+                )
+                assert answer.pruned_status == self.tombstones.get(holder)
+                del self.claims[(key, value)]
+            else:
+                assert answer == ClaimConflict(
+                    key=name,
+                    value=held_value,
+                    holder_run_id=holder,
+                    holder_status=self.statuses[holder],
+                ), answer
 
         @invariant()
         def world_agrees(self) -> None:

@@ -255,6 +255,64 @@ class ReuseConformance(ConformanceBase):
         assert tombstone is not None and tombstone.pruned_status == RunStatus.COMPLETED
         assert tombstone.lapses_at is not None
 
+    @pytest.mark.anyio
+    async def test_a_later_release_prune_frees_the_tombstones_kept_before(
+        self, world: World
+    ) -> None:
+        """Issue 33, item 16: ``release_claims=True`` also frees the tombstones of earlier
+        prunes, even when it prunes no run; the pair is claimed again one generation up."""
+        holder = await _holder(world, "o-1")
+        await _close(world, holder, _FAILED)
+        assert await world.prune_runs(utcnow() + timedelta(seconds=1)) == [holder]
+        assert (await _claim(world, "o-1")).conflict is not None
+        assert await world.prune_runs(utcnow() + timedelta(seconds=1), release_claims=True) == []
+        assert await world.find_claim("order", "o-1") is None
+        again = await _holder(world, "o-1")
+        claim = await world.find_claim("order", "o-1")
+        assert claim is not None and (claim.run_id, claim.generation) == (again, 2)
+        # a release prune leaves an open holder's claim alone
+        assert await world.prune_runs(utcnow() + timedelta(seconds=1), release_claims=True) == []
+        assert (await world.find_claim("order", "o-1")) == claim
+
+    @pytest.mark.anyio
+    async def test_release_claim_frees_a_closed_or_pruned_holders_pair_only(
+        self, world: World
+    ) -> None:
+        """Issue 33, item 16: ``release_claim`` frees a tombstone or a closed holder's
+        claim (answering the claim as it was), refuses an open holder's (a conflict naming
+        it, the claim kept) and answers ``None`` for a free pair."""
+        pruned = await _holder(world, "o-1")
+        closed = await _holder(world, "o-2")
+        running = await _holder(world, "o-3")
+        await _close(world, pruned, _FAILED)
+        await _close(world, closed, RunCompleted(result=b""))
+        assert await world.prune_runs(utcnow() + timedelta(seconds=1), limit=1) == [pruned]
+        tombstone = await world.release_claim("order", "o-1")
+        assert tombstone is not None and not isinstance(tombstone, ClaimConflict)
+        assert (tombstone.key, tombstone.value, tombstone.run_id, tombstone.generation) == (
+            "order",
+            "o-1",
+            pruned,
+            1,
+        )
+        assert tombstone.pruned_status == RunStatus.FAILED
+        released = await world.release_claim("order", "o-2")
+        assert released is not None and not isinstance(released, ClaimConflict)
+        assert (released.run_id, released.pruned_status) == (closed, None)
+        assert await world.run_claims(closed) == []
+        refused = await world.release_claim("order", "o-3")
+        assert refused == ClaimConflict(
+            key="order", value="o-3", holder_run_id=running, holder_status=RunStatus.PENDING
+        )
+        assert [c.run_id for c in await world.run_claims(running)] == [running]
+        for value in ("o-1", "o-2", "never"):
+            assert await world.find_claim("order", value) is None
+            assert await world.release_claim("order", value) is None
+        for value in ("o-1", "o-2"):
+            again = await _holder(world, value)
+            claim = await world.find_claim("order", value)
+            assert claim is not None and (claim.run_id, claim.generation) == (again, 2)
+
 
 def _debounced(value: str, args: bytes, delay: float = 30.0) -> CreateRunRequest:
     return CreateRunRequest(

@@ -125,9 +125,45 @@ class SlotsConformance(ConformanceBase):
         assert result.conflict.limit == 2
         assert await world.get_run(run_id) is None
         assert _split(await world.list_slots("tenant", "acme")) == (holders, [])
-        assert (
-            await _start(world, {"tenant": Limit(limit=3, on_full="fail")}, {"tenant": "acme"})
-        ).run
+
+    @pytest.mark.anyio
+    async def test_a_pair_has_one_limit_at_a_time(self, world: World) -> None:
+        """A start asking another limit than the pair's holders refuses with ``ValueError``
+        and writes nothing; once the pair is empty, another limit may start it."""
+        holders = [await _limited(world, "acme", 2) for _ in range(2)]
+        for limit in (Limit(limit=3, on_full="fail"), Limit(limit=1)):
+            request = CreateRunRequest(
+                run_id=new_run_id(),
+                workflow=SLOT_WF,
+                args=b"",
+                attributes={"tenant": "acme"},
+                limits={"tenant": limit},
+            )
+            with pytest.raises(ValueError, match="limited to 2"):
+                await world.create_run(request)
+            assert await world.get_run(request.run_id) is None
+        assert _split(await world.list_slots("tenant", "acme")) == (holders, [])
+        for run_id in holders:
+            await _close(world, run_id, RunCompleted(result=b""))
+        assert await _limited(world, "acme", 3)
+
+    @pytest.mark.anyio
+    async def test_a_reopened_run_takes_its_slot_again(self, world: World) -> None:
+        """A reopened run takes its start-time slots again: while the pair is
+        full it waits pending, with no work, and goes on (running) when promoted."""
+        first = await _limited(world, "acme", 1)
+        await _close(world, first, RunFailed(error=ErrorInfo("E", "boom")))
+        holder = await _limited(world, "acme", 1)
+        await lease_all(world, {SLOT_WF})  # the holder's item, out of the way
+        reopened = await world.reopen_run(first, "kit")
+        assert reopened is not None and reopened.status == RunStatus.PENDING
+        assert _split(await world.list_slots("tenant", "acme")) == ([holder], [first])
+        assert await _woken(world) == set()
+        await _close(world, holder, RunCompleted(result=b""))
+        record = await world.get_run(first)
+        assert record is not None and record.status == RunStatus.RUNNING
+        assert _split(await world.list_slots("tenant", "acme")) == ([first], [])
+        assert await _woken(world) == {first}
 
     @pytest.mark.anyio
     async def test_closing_a_holder_promotes_the_first_waiter(self, world: World) -> None:
