@@ -6,14 +6,13 @@ progress and errors never mix into it (progress and errors go to stderr).
 User data (attribute keys and values, workflow names, errors, payloads) is
 printed as stored, made safe: never read as Rich markup (cells are ``Text``,
 strings are escaped) and with control, format and surrogate characters shown
-as escapes (``\x1b``, ``\u202e``), so no stored value can drive the terminal.
+as escapes (``\x1b``, ``\u202e``; ``workflow.shown``, the rule the web UI and
+its JSON API follow too), so no stored value can drive the terminal.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +23,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from workflow.shown import json_dumps, visible
 from workflow.views import (
     decode_payload,
     event_to_json,
@@ -68,34 +68,6 @@ _STATUS_STYLES = {
 }
 
 
-_UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-"""Unicode categories shown as escapes: controls, format (bidi), surrogates, separators."""
-
-
-def _escape_char(char: str) -> str:
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def visible(value: object, *, keep_newlines: bool = False) -> str:
-    """``str(value)`` with every control/format/surrogate character as an escape.
-
-    ``"a\x1b[2Jb"`` becomes ``"a\\x1b[2Jb"``: what is stored, but inert on a
-    terminal. With ``keep_newlines``, newlines are kept.
-    """
-    out = str(value)
-    if out.isprintable():
-        return out
-    return "".join(
-        _escape_char(char)
-        if unicodedata.category(char) in _UNSAFE and not (keep_newlines and char == "\n")
-        else char
-        for char in out
-    )
-
-
 def markup_safe(value: object, *, keep_newlines: bool = False) -> str:
     """``visible(value)`` escaped for Rich markup, to embed in a markup string."""
     return escape(visible(value, keep_newlines=keep_newlines))
@@ -106,26 +78,14 @@ def text(value: object, style: str = "") -> Text:
     return Text(visible(value), style=style)
 
 
-def _json_escape(char: str) -> str:
-    data = char.encode("utf-16-le", "surrogatepass")
-    return "".join(
-        f"\\u{int.from_bytes(data[i : i + 2], 'little'):04x}" for i in range(0, len(data), 2)
-    )
-
-
 def json_text(value: Any) -> str:
-    """``value`` as indented JSON, non-ASCII kept but unsafe characters as ``\\uXXXX``.
+    """``value`` as indented JSON, non-ASCII kept but unsafe characters as ``\\uXXXX``
+    (``workflow.shown.json_dumps``, as the web UI's JSON API writes it).
 
     Valid JSON that decodes to exactly ``value``; no raw control, bidi or lone
     surrogate character reaches the terminal.
     """
-    out = json.dumps(to_builtins(value), indent=2, ensure_ascii=False)
-    if out.isprintable():
-        return out
-    return "".join(
-        _json_escape(char) if char != "\n" and unicodedata.category(char) in _UNSAFE else char
-        for char in out
-    )
+    return json_dumps(to_builtins(value), indent=2)
 
 
 def print_json(value: Any) -> None:

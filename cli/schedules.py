@@ -6,6 +6,7 @@ fired by workers; this group manages them from a shell.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -84,20 +85,56 @@ def list_command(as_json: JsonOption = False, world: WorldOption = None) -> None
     if as_json:
         print_json([_to_json(info, runs=False) for info in infos])
         return
-    table = Table(box=None)
-    for column in ("id", "workflow", "fires", "overlap", "state", "next fire (UTC)"):
-        table.add_column(column)
-    for info in infos:
-        upcoming = info.next_fire_times[0].isoformat() if info.next_fire_times else "-"
-        table.add_row(
+    rows = [
+        (
             text(info.id),
             text(info.workflow),
             text(_when(info)),
-            info.overlap.value,
+            Text(info.overlap.value),
             text("paused" if info.paused else "active", "yellow" if info.paused else "green"),
-            upcoming,
+            Text(info.next_fire_times[0].isoformat() if info.next_fire_times else "-"),
         )
-    console.print(table if infos else "no schedules")
+        for info in infos
+    ]
+    console.print(_list_table(rows) if rows else "no schedules")
+
+
+_LIST_COLUMNS = ("id", "workflow", "fires", "overlap", "state", "next fire (UTC)")
+_WHOLE = frozenset({"id", "state", "next fire (UTC)"})
+"""Never cut or folded: people copy ids and fire times (the others fold instead)."""
+_FOLDED_MIN = 8
+"""The narrowest a folding column gets before the table turns into records."""
+
+
+def _list_table(rows: Sequence[tuple[Text, ...]]) -> Table:
+    """The schedules as a table, or, where its whole columns and a few characters
+    of the others do not fit the terminal, as one block of ``name value`` lines
+    per schedule: either way every id and fire time is printed whole."""
+    whole = sum(
+        max(len(column), *(row[index].cell_len for row in rows))
+        for index, column in enumerate(_LIST_COLUMNS)
+        if column in _WHOLE
+    )
+    folded = _FOLDED_MIN * (len(_LIST_COLUMNS) - len(_WHOLE))
+    if whole + folded + 2 * len(_LIST_COLUMNS) <= console.width:
+        table = Table(box=None)
+        for column in _LIST_COLUMNS:
+            if column in _WHOLE:
+                table.add_column(column, no_wrap=True)
+            else:
+                table.add_column(column, overflow="fold", min_width=_FOLDED_MIN)
+        for row in rows:
+            table.add_row(*row)
+        return table
+    records = Table(box=None, show_header=False)
+    records.add_column(style="bold", no_wrap=True)
+    records.add_column(overflow="fold")
+    for number, row in enumerate(rows):
+        if number:
+            records.add_row("", "")
+        for column, cell in zip(_LIST_COLUMNS, row, strict=True):
+            records.add_row(column, cell)
+    return records
 
 
 @app.command("show")
@@ -221,7 +258,8 @@ def backfill_command(
         typer.Option(
             "--overlap",
             help="allow_all: every fire time starts a run; skip / cancel_other: "
-            "apply that rule to each fire in turn.",
+            "apply that rule to each fire in turn; buffer_one acts as skip "
+            "(a backfill waits for nothing).",
         ),
     ] = Overlap.ALLOW_ALL,
     as_json: JsonOption = False,

@@ -17,6 +17,9 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import ASGIApp
 
 import worlds
 from tests.apps.uiapp import WORKFLOWS
@@ -28,7 +31,8 @@ T = TypeVar("T")
 
 
 class UiServer:
-    """``with UiServer(url) as server:`` serves ``create_app`` at ``server.base``."""
+    """``with UiServer(url) as server:`` serves ``create_app`` at ``server.base``
+    (under ``server.base + prefix`` with a ``prefix``: mounted in a Starlette app)."""
 
     def __init__(
         self,
@@ -38,8 +42,10 @@ class UiServer:
         read_only: bool = False,
         live_seconds: float = 0.5,
         worker: bool = True,
+        prefix: str = "",
     ) -> None:
         self.url = url
+        self.prefix = prefix
         self.options: dict[str, Any] = {
             "token": token,
             "read_only": read_only,
@@ -67,7 +73,9 @@ class UiServer:
                 await stack.enter_async_context(self.world)
                 if self.with_worker:
                     await stack.enter_async_context(Worker(self.world, WORKFLOWS))
-                app = create_app(self.world, **self.options)
+                app: ASGIApp = create_app(self.world, **self.options)
+                if self.prefix:  # mounted as an application would: Mount("/wf", app)
+                    app = Starlette(routes=[Mount(self.prefix, app)])
                 server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
                 serving = asyncio.get_running_loop().create_task(server.serve([self.sock]))
                 while not server.started:

@@ -47,13 +47,36 @@ def _translating(
 
 
 class ClosesOnExit:
-    """``async with world:`` returns the world and closes it on the way out."""
+    """``async with world:`` returns the world; the world's one lifecycle rule.
+
+    Entering opens the world if it is closed (its connections still open lazily,
+    on the first operation). Entries are counted, nested or one after another,
+    and the last exit closes the world, so ``async with world:`` may be written
+    again after a first block, or inside one, on every world. ``close()`` closes
+    at once whatever the count; the next entry opens the world again. A subclass
+    says what closing releases (``_release``) and what opening again resets
+    (``_reopen``).
+    """
+
+    _entries = 0
 
     async def close(self) -> None:
-        """Release connections; subclasses say what they hold."""
+        """Release connections; the world refuses calls until it is entered again."""
+        self._entries = 0
+        await self._release()
+
+    async def _release(self) -> None:
+        """Release what the world holds and refuse calls from now on."""
+        raise NotImplementedError
+
+    def _reopen(self) -> None:
+        """Accept calls again after ``close``; connections open on first use."""
         raise NotImplementedError
 
     async def __aenter__(self) -> Self:
+        if self._entries == 0:
+            self._reopen()
+        self._entries += 1
         return self
 
     async def __aexit__(
@@ -62,4 +85,7 @@ class ClosesOnExit:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        if self._entries > 0:  # zero: ``close()`` ran inside the block
+            self._entries -= 1
+            if self._entries == 0:
+                await self.close()

@@ -109,7 +109,9 @@ class Lifecycle(Protocol):
     ) -> None: ...
 
     async def close(self) -> None:
-        """Release connections. The world may not be used afterwards."""
+        """Release connections at once. Calls then raise ``WorldClosedError``
+        until the world is entered again: ``async with world:`` opens a closed
+        world, entries nest and repeat, and the last exit closes it."""
         ...
 
     async def migrate(self) -> int:

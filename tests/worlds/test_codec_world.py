@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -184,3 +186,16 @@ async def test_payloads_and_errors_round_trip_and_are_stored_transformed(
     assert isinstance(stored[0], RunCreated) and stored[0].args == MARKER + Xor().encode(args)
     assert isinstance(stored[-1], RunFailed)
     assert stored[-1].error.message.startswith(TEXT_PREFIX)
+
+
+def test_the_fernet_example_runs_as_the_readme_says(tmp_path: Path) -> None:
+    """``python examples/fernet_codec.py`` enters its SQLite world a second time
+    (through the wrapper, then bare) and prints the result and a ciphertext event."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "fernet_codec.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result, event = done.stdout.splitlines()
+    assert result == "charged card ending 0017"
+    assert event.startswith("RunCreated(") and "alice@example.com" not in event

@@ -17,6 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from workflow.client import get_run, resume_hook
 from workflow.errors import HookNotFoundError
 from workflow.ui._context import Ui
+from workflow.ui._paths import app_url, root_path
 from workflow.ui._security import COOKIE
 
 __all__ = ["cancel", "login_page", "logout", "resume"]
@@ -72,7 +73,7 @@ async def cancel(ui: Ui, request: Request) -> Response:
             reason=reason or "",
         )
     await run.cancel(reason, grace=None if now else grace)
-    return RedirectResponse(f"/runs/{quote(run.id, safe='')}", status_code=303)
+    return RedirectResponse(app_url(request.scope, f"/runs/{quote(run.id, safe='')}"), 303)
 
 
 async def resume(ui: Ui, request: Request) -> Response:
@@ -101,11 +102,11 @@ async def resume(ui: Ui, request: Request) -> Response:
         return ui.error(request, 404, f"no open run waits on hook {token!r}")
     except (TypeError, ValueError) as exc:
         return ui.error(request, 400, str(exc))
-    return RedirectResponse(f"/runs/{quote(holder.id, safe='')}", status_code=303)
+    return RedirectResponse(app_url(request.scope, f"/runs/{quote(holder.id, safe='')}"), 303)
 
 
 def _safe_next(target: str) -> str:
-    """``target`` if it is a path on this site, else ``/`` (no open redirect)."""
+    """``target`` if it is a path inside this app, else ``/`` (no open redirect)."""
     if target.startswith("/") and not target.startswith("//") and "\\" not in target:
         return target
     return "/"
@@ -114,7 +115,7 @@ def _safe_next(target: str) -> str:
 async def login_page(ui: Ui, request: Request) -> Response:
     """``/login``: a form taking the token; a right one sets the session cookie."""
     if ui.guard.token is None:
-        return RedirectResponse("/", status_code=303)
+        return RedirectResponse(app_url(request.scope, "/"), status_code=303)
     target = _safe_next(request.query_params.get("next", "/"))
     if request.method == "GET":
         return ui.page(request, "login.html", next=target, failed=False)
@@ -124,13 +125,13 @@ async def login_page(ui: Ui, request: Request) -> Response:
     target = _safe_next(form.get("next", "/"))
     if not ui.guard.check_token(form.get("token", "")):
         return ui.page(request, "login.html", 401, next=target, failed=True)
-    response = RedirectResponse(target, status_code=303)
+    response = RedirectResponse(app_url(request.scope, target), status_code=303)
     response.set_cookie(
         COOKIE,
         ui.guard.session,
         httponly=True,
         samesite="strict",
-        path="/",
+        path=root_path(request.scope) or "/",  # the mount's pages only
         secure=request.url.scheme == "https",  # behind TLS, never sent in clear
     )
     return response
@@ -141,6 +142,7 @@ async def logout(ui: Ui, request: Request) -> Response:
     form = await _checked_form(ui, request)
     if isinstance(form, Response):
         return form
-    response = RedirectResponse("/login" if ui.guard.token else "/", status_code=303)
-    response.delete_cookie(COOKIE, path="/")
+    target = "/login" if ui.guard.token else "/"
+    response = RedirectResponse(app_url(request.scope, target), status_code=303)
+    response.delete_cookie(COOKIE, path=root_path(request.scope) or "/")
     return response

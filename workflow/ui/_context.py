@@ -15,9 +15,11 @@ from urllib.parse import quote
 
 import jinja2
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 
 import worlds
+from workflow.shown import json_dumps, visible
+from workflow.ui._paths import local_path, root_path
 from workflow.ui._security import Guard
 from workflow.views import format_duration, format_value
 from worlds.protocol import World
@@ -32,6 +34,22 @@ COUNTS_FRESH = 2.0
 """Seconds a count of runs per status is reused, at least."""
 COUNTS_REUSE = 30
 """A count is reused for this many times as long as it took to make."""
+
+
+class Verbatim(str):
+    """Text a form sends back as it is (a hook token, a query): not escaped by
+    ``visible``, only HTML-escaped, so the server receives what is stored."""
+
+    __slots__ = ()
+
+
+def _shown(value: Any) -> Any:
+    """What every ``{{ ... }}`` of a template outputs: ``visible`` text (bidi and
+    other invisible controls as escapes, as ``wf`` prints them), newlines kept."""
+    # markup (``__html__``) is HTML made by a template, not stored text
+    if isinstance(value, Verbatim) or hasattr(value, "__html__") or not isinstance(value, str):
+        return value
+    return visible(value, keep_newlines=True)
 
 
 def _moment(moment: datetime) -> str:
@@ -52,7 +70,9 @@ class Ui:
             loader=jinja2.FileSystemLoader(_TEMPLATES),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
+            finalize=_shown,
         )
+        self.templates.filters["verbatim"] = lambda value: Verbatim(value)
         self.templates.filters["moment"] = _moment
         self.templates.filters["duration"] = format_duration
         self.templates.filters["value"] = format_value
@@ -70,7 +90,8 @@ class Ui:
             world_name=self.world_name,
             live_ms=int(self.live_seconds * 1000),
             logged_in=self.guard.token is not None,
-            request_path=request.url.path,
+            request_path=local_path(request.scope),
+            root=root_path(request.scope),
         )
         html = self.templates.get_template(name).render(**context)
         return HTMLResponse(html, status_code=code)
@@ -93,9 +114,14 @@ class Ui:
             self._counts = (now + max(COUNTS_FRESH, COUNTS_REUSE * took), counts)
             return counts
 
+    def json(self, data: Any, status: int = 200) -> Response:
+        """``data`` as the JSON API writes it: ``workflow.shown.json_dumps``, like
+        ``wf ... --json``, so no raw control or bidi character is in the body."""
+        return Response(json_dumps(data), status_code=status, media_type="application/json")
+
     def error(self, request: Request, status: int, message: str) -> Response:
         """An error page (or JSON ``{"error": ...}`` under ``/api/``)."""
         message = worlds.redact_url(message)
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"error": message}, status_code=status)
+        if local_path(request.scope).startswith("/api/"):
+            return self.json({"error": message}, status)
         return self.page(request, "error.html", status, status=status, message=message)

@@ -6,16 +6,17 @@ import json
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import quote, quote_plus
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 
 from workflow.client import RunList, find_run, get_run, list_runs
 from workflow.errors import QuerySyntaxError
 from workflow.query import And, AttrRef, Compare, Expr, parse
 from workflow.query import format as format_query
 from workflow.ui._context import PAGE_SIZE, Ui
+from workflow.ui._paths import app_url
 from workflow.views import (
     EventWindow,
     RunDetails,
@@ -166,7 +167,7 @@ async def runs_json(ui: Ui, request: Request) -> Response:
     if isinstance(page, str):
         return ui.error(request, 400, page)
     records = [run.record for run in page if run.record is not None]
-    return JSONResponse(
+    return ui.json(
         {
             "runs": [run_to_json(record, result=False) for record in records],
             "next_cursor": page.next_cursor,
@@ -188,7 +189,7 @@ async def run_json(ui: Ui, request: Request) -> Response:
     details = await _details(ui, request)
     if isinstance(details, str):
         return ui.error(request, 400, details)
-    return JSONResponse(details.to_json())
+    return ui.json(details.to_json())
 
 
 async def _chain(ui: Ui, record: RunRecord, events: list[EventKind]) -> list[RunRecord]:
@@ -297,5 +298,6 @@ async def run_by_pair(ui: Ui, request: Request) -> Response:
         except (TypeError, ValueError) as exc:
             return ui.error(request, 400, str(exc))
         if holder is not None:
-            return RedirectResponse(f"/runs/{holder.id}", status_code=303)
+            target = app_url(request.scope, f"/runs/{quote(holder.id, safe='')}")
+            return RedirectResponse(target, status_code=303)
     return ui.error(request, 404, f"no run holds the unique pair {key}={text}")

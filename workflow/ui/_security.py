@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from workflow.ui._paths import local_path, root_path
+
 __all__ = ["COOKIE", "Guard", "SecurityMiddleware"]
 
 Scope = MutableMapping[str, Any]
@@ -114,7 +116,7 @@ class SecurityMiddleware:
                 message["headers"] = [*message.get("headers", []), *HEADERS]
             await send(message)
 
-        path: str = scope.get("path", "")
+        path = local_path(scope)
         if self.allowed_hosts is not None and _host(headers) not in self.allowed_hosts:
             await _plain(with_headers, 421, "this UI answers only requests to a loopback host")
             return
@@ -127,7 +129,7 @@ class SecurityMiddleware:
                 return
             query = scope.get("query_string", b"").decode("latin-1")
             target = path + (f"?{query}" if query else "")
-            location = f"/login?next={quote(target, safe='')}"
+            location = f"{root_path(scope)}/login?next={quote(target, safe='')}"
             await with_headers(
                 {
                     "type": "http.response.start",

@@ -50,7 +50,7 @@ T = TypeVar("T")
 
 
 class MemoryWorld(ClosesOnExit):
-    """A world held in this process's memory; state is lost when it closes."""
+    """A world held in this process's memory; its state is lost with the object."""
 
     protocol_version = PROTOCOL_VERSION
 
@@ -91,8 +91,11 @@ class MemoryWorld(ClosesOnExit):
             schedules=ScheduleStore(journal, clock),
         )
 
-    async def close(self) -> None:
-        """Nothing to release; present for the protocol."""
+    async def _release(self) -> None:
+        """Nothing to release: the runs stay, for the next ``async with``."""
+
+    def _reopen(self) -> None:
+        """Nothing to open."""
 
     async def migrate(self) -> int:
         """Nothing to migrate: the memory world has no schema."""

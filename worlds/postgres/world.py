@@ -132,8 +132,11 @@ class PostgresWorld(ClosesOnExit):
     def __repr__(self) -> str:
         return f"PostgresWorld({redact_url(self.url)!r})"
 
-    async def close(self) -> None:
-        """Close the pool and the listener; later calls raise ``WorldClosedError``."""
+    def _reopen(self) -> None:
+        self._closed = False
+
+    async def _release(self) -> None:
+        """Close the pool and the listener."""
         self._closed = True
         self._listening.hub.wake_all()
         listener = self._listening.detach()

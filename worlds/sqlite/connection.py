@@ -150,6 +150,10 @@ class Connection:
         if self._closed:
             raise WorldClosedError(f"{self._describe} is closed")
 
+    def reopen(self) -> None:
+        """Accept operations again after ``close``; the file opens on the next one."""
+        self._closed = False
+
     async def close(self) -> None:
         """Close the connection and stop the checkpointer; wake every waiter."""
         self._closed = True

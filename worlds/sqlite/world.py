@@ -74,9 +74,11 @@ class SqliteWorld(ClosesOnExit):
     def __repr__(self) -> str:
         return f"SqliteWorld({redact_url(self.url)!r})"
 
-    async def close(self) -> None:
-        """Close the connection; later calls raise ``WorldClosedError``."""
+    async def _release(self) -> None:
         await self._connection.close()
+
+    def _reopen(self) -> None:
+        self._connection.reopen()
 
     async def migrate(self) -> int:
         """Apply pending schema migrations (opening the file does it too)."""

@@ -69,6 +69,7 @@ from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: 
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
+from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._reopen import ReopenConformance  # noqa: E402
@@ -88,6 +89,7 @@ __all__ = ["ClockConformance", "SkewedWorldFactory", "WorldConformance", "WorldF
 
 
 class WorldConformance(
+    LifecycleConformance,
     RunsConformance,
     WorkConformance,
     ClaimsConformance,
@@ -119,7 +121,8 @@ class WorldConformance(
     and a ``world`` fixture: one world from the factory, opened with
     ``async with`` and closed after the test.
 
-    The tests are grouped by concern: runs and their logs (``RunsConformance``),
+    The tests are grouped by concern: ``async with`` again, nested or in
+    sequence (``LifecycleConformance``), runs and their logs (``RunsConformance``),
     the work queue and ``wait`` (``WorkConformance``), unique claims
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
