@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -36,6 +37,7 @@ __all__ = [
     "parse_time",
     "parse_value",
     "resolve_run",
+    "usage_errors",
 ]
 
 EXIT_ERROR = 1
@@ -69,6 +71,25 @@ class CliError(Exception):
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Raise a ``CliError``."""
     raise CliError(message, code)
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """Turn the API's refusal of a value the user typed into a usage error (exit 2).
+
+    Around a call whose arguments came from the command line, a plain
+    ``ValueError`` or ``TypeError`` (a key, value, count or delay out of range)
+    means the command was given a bad value; the API's own errors (conflicts,
+    unknown runs, world failures) pass through unchanged.
+    """
+    try:
+        yield
+    except (WorkflowError, WorldError):
+        raise
+    except (ValueError, TypeError) as exc:
+        if _driver_error(exc) is not None or as_world_error(exc) is not None:
+            raise
+        raise CliError(str(exc) or type(exc).__name__, EXIT_USAGE) from None
 
 
 def open_world(url: str | None, *, create: bool = True) -> World:
@@ -223,7 +244,8 @@ async def resolve_run(world: World, spec: str) -> Run[Any]:
     """
     if "=" in spec:
         key, value = parse_pair(spec, "RUN")
-        holder = await find_run(key, value, world=world)
+        with usage_errors():
+            holder = await find_run(key, value, world=world)
         if holder is not None:
             return holder
         page = await list_runs(attributes={key: value}, limit=6, world=world)

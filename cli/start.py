@@ -11,7 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from cli._output import err_console, print_json, progress, run_to_json
-from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_pair
+from cli._resolve import (
+    EXIT_USAGE,
+    CliError,
+    WorldOption,
+    execute,
+    open_world,
+    parse_pair,
+    usage_errors,
+)
 from workflow import Limited, Run, RunCancelledError, RunFailedError, Unique, start
 from workflow.policies import ConflictPolicy, ReusePolicy, start_with_policy
 
@@ -65,7 +73,8 @@ def limited_pairs(limit: list[str], taken: set[str]) -> dict[str, Limited[Any]]:
                 f"attribute {key!r} is given twice (--limit {item!r}); a run has one value per key",
                 EXIT_USAGE,
             )
-        limited[key] = Limited(value, int(count))
+        with usage_errors():
+            limited[key] = Limited(value, int(count))
     return limited
 
 
@@ -196,15 +205,17 @@ def start_command(
         async with open_world(world) as opened:
             if policy is None:
                 attributes.update({key: Unique(value) for key, value in pairs})
-                run: Run[Any] = await start(
-                    fn, *call_args, attributes=attributes, delay=delay, world=opened
-                )
+                with usage_errors():
+                    run: Run[Any] = await start(
+                        fn, *call_args, attributes=attributes, delay=delay, world=opened
+                    )
             else:
                 if delay is not None:
                     raise CliError("--delay does not go with --policy", EXIT_USAGE)
                 key, value = pairs[0]
                 conflict, reuse_policy, error = POLICIES[policy]
-                run = await start_with_policy(
+                with usage_errors():
+                    run = await start_with_policy(
                     fn,
                     *call_args,
                     key=key,

@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from workflow._spans import span_seconds
 from workflow.types import Limited, Unique
 from worlds.types import AttributeValue, Limit, ReuseWindow, RunStatus
 
@@ -195,13 +196,7 @@ def reuse_window(
     ttl: float | timedelta | None, release_on: Collection[str] | None
 ) -> ReuseWindow | None:
     """The ``ReuseWindow`` of a unique claim, checked (``None`` without one)."""
-    seconds = None
-    if ttl is not None:
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float | timedelta):
-            raise TypeError(f"ttl is seconds or a timedelta, not {type(ttl).__name__}")
-        seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
-        if not 0 <= seconds <= 100 * 365 * 86400:
-            raise ValueError(f"ttl must be 0 seconds to 100 years, got {ttl}")
+    seconds = None if ttl is None else span_seconds("ttl", ttl)
     statuses: frozenset[RunStatus] = frozenset()
     if release_on:
         if isinstance(release_on, str):

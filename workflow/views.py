@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from workflow.client import Run
+from worlds.quoting import quoted
 from worlds.semantics import CLOSING_EVENTS
 from worlds.types import (
     AttributeConflict,
@@ -173,7 +174,7 @@ class EventWindow:
         """``None`` (both ends), ``all``, or ``A-B`` / ``A-`` / ``-B`` (seqs, inclusive).
 
         Raises:
-            ValueError: any other spelling.
+            ValueError: any other spelling, or a range whose first seq is after its last.
         """
         if spec is None:
             return cls()
@@ -187,8 +188,14 @@ class EventWindow:
             last = int(high) if high.strip() else None
         except ValueError:
             raise ValueError(
-                f"--events takes all, or a range of seqs like 100-200, 100- or -50; got {spec!r}"
+                f"--events takes all, or a range of seqs like 100-200, 100- or -50; "
+                f"got {quoted(spec)}"
             ) from None
+        if first is not None and last is not None and first > last:
+            raise ValueError(
+                f"--events {first}-{last} is the wrong way round: the first seq comes first "
+                f"({last}-{first}?)"
+            )
         return cls(first, last)
 
     def select(self, events: list[EventKind]) -> tuple[list[EventKind], tuple[int, int] | None]:
