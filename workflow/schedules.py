@@ -37,6 +37,7 @@ from workflow._schedule_spec import (
     ScheduleSpec,
     check_cron,
     check_every,
+    check_fall_back,
     check_timezone,
     decode_spec,
     encode_spec,
@@ -98,6 +99,7 @@ class ScheduleInfo:
     recent_run_ids: list[str]
     created_at: datetime
     updated_at: datetime
+    fall_back: str = "twice"
 
 
 def _info(record: ScheduleRecord, recent: list[str], count: int = 5) -> ScheduleInfo:
@@ -125,6 +127,7 @@ def _info(record: ScheduleRecord, recent: list[str], count: int = 5) -> Schedule
         recent_run_ids=recent,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        fall_back=spec.fall_back,
     )
 
 
@@ -297,14 +300,18 @@ def _spec(
     attributes: Mapping[str, Any] | None,
     key: str | None,
     value: AttributeValue,
+    fall_back: str = "twice",
 ) -> ScheduleSpec:
     """Check every argument of ``create_schedule``; the spec to store."""
     if (cron is None) == (every is None):
         raise ValueError("give exactly one of cron= (with timezone=) and every=")
+    fall_back = check_fall_back(fall_back)
     every_us = None
     if every is not None:
         if timezone is not None:
             raise ValueError("timezone= applies to cron schedules; every= counts UTC time")
+        if fall_back != "twice":
+            raise ValueError("fall_back= applies to cron schedules; every= counts UTC time")
         every_us = check_every(every) // timedelta(microseconds=1)
     else:
         cron = check_cron(cron)
@@ -346,6 +353,7 @@ def _spec(
         attributes=values,
         key=key,
         value=value,
+        fall_back=fall_back,
     )
 
 
@@ -364,6 +372,7 @@ async def create_schedule(
     paused: bool = False,
     note: str | None = None,
     world: World | None = None,
+    fall_back: str = "twice",
 ) -> Schedule:
     """Create schedule ``id`` that starts ``fn(*args)`` at each fire time.
 
@@ -373,9 +382,10 @@ async def create_schedule(
         id: 1-191 characters of letters, digits, ``.``, ``_``, ``-``, ``:``,
             unique in the world.
         cron: a 5-field cron expression, read in ``timezone`` (default UTC);
-            daylight-saving transitions follow ``croniter``.
-        every: or a fixed interval (a ``timedelta`` or seconds); fire times are
-            its multiples since the Unix epoch.
+            one that matches no date (``0 0 30 2 *``) is refused. A local time
+            skipped by a spring-forward fires at the first instant after the gap.
+        every: or a fixed interval (a ``timedelta`` or seconds), 1 second to
+            100 years; fire times are its multiples since the Unix epoch.
         overlap: what a fire does while the last run (or the holder of the
             shared pair) is open.
         catchup_window: fires missed (no worker ran, or paused) run if at
@@ -387,16 +397,23 @@ async def create_schedule(
             overlap rule also covers them.
         paused: create it paused (``note`` says why).
         world: the world; default the configured one.
+        fall_back: for a cron schedule, a local time a daylight-saving
+            fall-back repeats (``30 2 * * *`` in ``Europe/Paris`` on the last
+            Sunday of October): ``"twice"`` (the default) fires at both
+            instants, ``"once"`` at the first only.
 
     Raises:
         ScheduleExistsError: ``id`` is taken (a ``ValueError``); nothing written.
-        TypeError / ValueError: bad input (cron, timezone, every of zero, both
-            cron and every, ...); nothing written.
+        TypeError / ValueError: bad input (a cron that never fires, an unknown
+            timezone, every under 1 second or not finite, both cron and every,
+            ...); nothing written.
     """
     if not isinstance(fn, WorkflowDefinition):
         raise TypeError(f"create_schedule() needs a @workflow function, got {fn!r}")
     schedule_id = _check_id(id)
-    spec = _spec(args, cron, timezone, every, overlap, catchup_window, attributes, key, value)
+    spec = _spec(
+        args, cron, timezone, every, overlap, catchup_window, attributes, key, value, fall_back
+    )
     if not isinstance(paused, bool):
         raise TypeError(f"paused must be a bool, not {paused!r}")
     first = next_fire(spec, datetime.now(UTC))
