@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import sys
 from typing import Annotated, Any
 
 import typer
 
+from cli._modules import load_module
 from cli._output import err_console, print_json, progress, run_to_json
 from cli._resolve import (
     EXIT_USAGE,
@@ -79,16 +78,11 @@ def limited_pairs(limit: list[str], taken: set[str]) -> dict[str, Limited[Any]]:
 
 
 def load_workflow(target: str) -> Any:
-    """The ``@workflow`` function named by ``MODULE:WORKFLOW`` (imported from the cwd too)."""
+    """The ``@workflow`` function named by ``MODULE:WORKFLOW`` (MODULE a name or a .py path)."""
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise CliError(f"expected MODULE:WORKFLOW, like myapp.flows:checkout; got {target!r}", 2)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module_name!r}: {exc}") from None
+    module = load_module(module_name)
     found = getattr(module, attribute, None)
     if found is None:
         raise CliError(f"{module_name!r} has no attribute {attribute!r}")
@@ -216,16 +210,16 @@ def start_command(
                 conflict, reuse_policy, error = POLICIES[policy]
                 with usage_errors():
                     run = await start_with_policy(
-                    fn,
-                    *call_args,
-                    key=key,
-                    value=value,
-                    conflict=conflict,
-                    reuse=REUSE[reuse] if reuse is not None else reuse_policy,
-                    error_when_already_started=error,
-                    attributes=attributes,
-                    world=opened,
-                )
+                        fn,
+                        *call_args,
+                        key=key,
+                        value=value,
+                        conflict=conflict,
+                        reuse=REUSE[reuse] if reuse is not None else reuse_policy,
+                        error_when_already_started=error,
+                        attributes=attributes,
+                        world=opened,
+                    )
             started = run.record is not None  # a policy's existing run comes without one
             await run.status()  # read the record, for --json
             if not wait:

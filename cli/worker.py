@@ -10,17 +10,14 @@ such database) ends the worker with a one-line reason and exit code 1.
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
-import sys
-import types
-from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
 
+from cli._modules import load_module
 from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError, WorldOption, execute, open_world
 from workflow import Worker
 from worlds.codec import CodecWorld, PayloadCodec
@@ -70,7 +67,7 @@ def worker_command(
     """
 
     async def serve() -> None:
-        target = _import(module)
+        target = load_module(module)
         chosen: World = open_world(world)  # a bad URL is one line, before anything starts
         if codec is not None:
             chosen = CodecWorld(chosen, _load_codec(codec))
@@ -126,7 +123,7 @@ def _load_codec(spec: str) -> PayloadCodec:
         raise CliError(
             f"--codec {spec!r}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
         )
-    found = getattr(_import(module), name, None)
+    found = getattr(load_module(module), name, None)
     if found is None:
         raise CliError(f"--codec {spec!r}: {module!r} has no {name!r}", EXIT_USAGE)
     if isinstance(found, type) or (callable(found) and not isinstance(found, PayloadCodec)):
@@ -137,28 +134,3 @@ def _load_codec(spec: str) -> PayloadCodec:
             EXIT_USAGE,
         )
     return found
-
-
-def _import(module: str) -> types.ModuleType:
-    """The module named ``module``, or the one in the .py file it names."""
-    looks_like_path = module.endswith(".py") or os.sep in module or "/" in module
-    if looks_like_path:
-        path = Path(module)
-        if path.suffix != ".py" or not path.is_file():
-            raise CliError(
-                f"{module!r} is not a .py file; give a .py file or a module name"
-                " (e.g. myapp.workflows)",
-                EXIT_USAGE,
-            )
-        sys.path.insert(0, str(path.resolve().parent))
-        module = path.stem
-    else:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module!r}: {exc}", EXIT_ERROR) from None
-    except Exception as exc:
-        raise CliError(
-            f"importing {module!r} raised {type(exc).__name__}: {exc}", EXIT_ERROR
-        ) from None
