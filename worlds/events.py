@@ -126,11 +126,19 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
 
 
 class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
-    """The run exists; its arguments and start-time attributes are recorded."""
+    """The run exists; its arguments and start-time attributes are recorded.
+
+    ``start_at`` is when a run created to wait starts at the earliest
+    (``start(delay=)``, or a debounce's start, moved by each debounce, which
+    rewrites this event); ``debounced`` says a debounce (``start_or_debounce``)
+    created it. Both are for people reading the log: no rule reads them.
+    """
 
     workflow: str
     args: bytes
     attributes: dict[str, StoredValue] = {}
+    start_at: datetime | None = None
+    debounced: bool = False
 
 
 class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):

@@ -96,7 +96,17 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         if request.debounce is not None:
             wake_at = claims.first_start(request.debounce, tx.rows.now)
     run = runs.new_run(run_id, request.workflow, attributes, tx.rows.now)
-    created = runs.created_event(request.workflow, request.args, attributes, tx.rows.now)
+    start_at = request.start_at
+    if request.debounce is not None:
+        start_at = claims.first_start(request.debounce, tx.rows.now)
+    created = runs.created_event(
+        request.workflow,
+        request.args,
+        attributes,
+        tx.rows.now,
+        start_at=start_at,
+        debounced=request.debounce is not None,
+    )
     try:
         await rows.insert_run(run, created, wake_at=wake_at)
     except IdTaken:
@@ -168,7 +178,12 @@ async def _debounce(tx: Tx, request: CreateRunRequest) -> CreateRunResult | clai
         return decided
     assert record is not None
     created = runs.created_event(
-        record.workflow, request.args, record.attributes, record.created_at
+        record.workflow,
+        request.args,
+        record.attributes,
+        record.created_at,
+        start_at=decided.start_at,
+        debounced=True,
     )
     await rows.rewrite_created(record.id, created)
     if item is not None:

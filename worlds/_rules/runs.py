@@ -91,10 +91,25 @@ def new_run(
 
 
 def created_event(
-    workflow: str, args: bytes, attributes: dict[str, AttributeValue], now: datetime
+    workflow: str,
+    args: bytes,
+    attributes: dict[str, AttributeValue],
+    now: datetime,
+    *,
+    start_at: datetime | None = None,
+    debounced: bool = False,
 ) -> RunCreated:
-    """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``."""
-    created = RunCreated(workflow=workflow, args=args, attributes=dict(attributes))
+    """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``.
+
+    ``start_at`` and ``debounced`` say when a run made to wait starts, and why.
+    """
+    created = RunCreated(
+        workflow=workflow,
+        args=args,
+        attributes=dict(attributes),
+        start_at=start_at,
+        debounced=debounced,
+    )
     return msgspec.structs.replace(created, seq=1, at=now)
 
 
