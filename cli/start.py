@@ -21,6 +21,7 @@ from cli._resolve import (
 )
 from workflow import Limited, Run, RunCancelledError, RunFailedError, Unique, start
 from workflow.policies import ConflictPolicy, ReusePolicy, start_with_policy
+from worlds.quoting import quoted
 
 __all__ = ["POLICIES", "start_command"]
 
@@ -49,11 +50,11 @@ def unique_pairs(
             key, value = parse_pair(item, option)
             if key in seen:
                 raise CliError(
-                    f"attribute {key!r} is given twice ({seen[key]} and {option} {item!r}); "
-                    "a run has one value per key",
+                    f"attribute {quoted(key)} is given twice ({seen[key]} and {option} "
+                    f"{quoted(item)}); a run has one value per key",
                     EXIT_USAGE,
                 )
-            seen[key] = f"{option} {item!r}"
+            seen[key] = f"{option} {quoted(item)}"
             pairs.append((option, key, value))
     attributes = {key: value for option, key, value in pairs if option == "--attr"}
     return attributes, [(key, value) for option, key, value in pairs if option == "--unique"]
@@ -65,11 +66,12 @@ def limited_pairs(limit: list[str], taken: set[str]) -> dict[str, Limited[Any]]:
     for item in limit:
         pair, sep, count = item.rpartition(":")
         if not sep or not count.isdigit() or int(count) < 1:
-            raise CliError(f"--limit takes KEY=VALUE:N with N >= 1, got {item!r}", EXIT_USAGE)
+            raise CliError(f"--limit takes KEY=VALUE:N with N >= 1, got {quoted(item)}", EXIT_USAGE)
         key, value = parse_pair(pair, "--limit")
         if key in taken or key in limited:
             raise CliError(
-                f"attribute {key!r} is given twice (--limit {item!r}); a run has one value per key",
+                f"attribute {quoted(key)} is given twice (--limit {quoted(item)}); "
+                "a run has one value per key",
                 EXIT_USAGE,
             )
         with usage_errors():
@@ -81,11 +83,13 @@ def load_workflow(target: str) -> Any:
     """The ``@workflow`` function named by ``MODULE:WORKFLOW`` (MODULE a name or a .py path)."""
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
-        raise CliError(f"expected MODULE:WORKFLOW, like myapp.flows:checkout; got {target!r}", 2)
+        raise CliError(
+            f"expected MODULE:WORKFLOW, like myapp.flows:checkout; got {quoted(target)}", 2
+        )
     module = load_module(module_name)
     found = getattr(module, attribute, None)
     if found is None:
-        raise CliError(f"{module_name!r} has no attribute {attribute!r}")
+        raise CliError(f"{quoted(module_name)} has no attribute {quoted(attribute)}")
     return found
 
 
@@ -97,7 +101,7 @@ def parse_args(values: list[str]) -> list[Any]:
             parsed.append(json.loads(text))
         except ValueError:
             raise CliError(
-                f"ARG {n} is not JSON: {text!r} (quote strings for the shell: '\"text\"')",
+                f"ARG {n} is not JSON: {quoted(text)} (quote strings for the shell: '\"text\"')",
                 EXIT_USAGE,
             ) from None
         except RecursionError:

@@ -23,6 +23,7 @@ from workflow import Worker
 from worlds.codec import CodecWorld, PayloadCodec
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import World
+from worlds.quoting import quoted
 
 __all__ = ["worker_command"]
 
@@ -108,7 +109,7 @@ def worker_command(
                         except WorldMisconfiguredError as exc:
                             problem = f"the world cannot be used: {exc}"
                     else:
-                        problem = f"{module!r} defines no @workflow or @step"
+                        problem = f"{quoted(module)} defines no @workflow or @step"
                 group.cancel_scope.cancel()
         if problem is not None:
             raise CliError(problem, EXIT_ERROR)
@@ -121,16 +122,19 @@ def _load_codec(spec: str) -> PayloadCodec:
     module, _, name = spec.partition(":")
     if not module or not name:
         raise CliError(
-            f"--codec {spec!r}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
+            f"--codec {quoted(spec)}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
         )
     found = getattr(load_module(module), name, None)
     if found is None:
-        raise CliError(f"--codec {spec!r}: {module!r} has no {name!r}", EXIT_USAGE)
+        raise CliError(
+            f"--codec {quoted(spec)}: {quoted(module)} has no {quoted(name)}", EXIT_USAGE
+        )
     if isinstance(found, type) or (callable(found) and not isinstance(found, PayloadCodec)):
         found = found()
     if not isinstance(found, PayloadCodec):
         raise CliError(
-            f"--codec {spec!r} is not a payload codec: it needs encode(bytes) and decode(bytes)",
+            f"--codec {quoted(spec)} is not a payload codec: it needs encode(bytes) and "
+            "decode(bytes)",
             EXIT_USAGE,
         )
     return found

@@ -50,6 +50,7 @@ from workflow.errors import ScheduleExistsError, ScheduleNotFoundError
 from worlds._rules.schedules import SCHEDULE_ID
 from worlds.protocol import World
 from worlds.query import RunQuery
+from worlds.quoting import quoted
 from worlds.types import AttributeValue, ScheduleRecord
 
 __all__ = [
@@ -237,11 +238,11 @@ class Schedule:
         """
         for name, moment in (("start", start), ("end", end)):
             if not isinstance(moment, datetime) or moment.utcoffset() is None:
-                raise ValueError(f"backfill {name} must be an aware datetime, got {moment!r}")
+                raise ValueError(f"backfill {name} must be an aware datetime, got {quoted(moment)}")
         if not start < end:
             raise ValueError(f"backfill needs start < end, got {start} and {end}")
         if not isinstance(overlap, Overlap):
-            raise TypeError(f"overlap must be an Overlap, not {overlap!r}")
+            raise TypeError(f"overlap must be an Overlap, not {quoted(overlap)}")
         record = await self._record()
         spec = decode_spec(record.spec)
         rule = Overlap.SKIP if overlap is Overlap.BUFFER_ONE else overlap
@@ -284,7 +285,7 @@ def _check_note(note: object) -> str | None:
 def _check_id(schedule_id: object) -> str:
     if not isinstance(schedule_id, str) or not SCHEDULE_ID.fullmatch(schedule_id):
         raise ValueError(
-            f"schedule id {schedule_id!r} must be 1-191 characters of letters, digits, "
+            f"schedule id {quoted(schedule_id)} must be 1-191 characters of letters, digits, "
             "'.', '_', '-', ':'"
         )
     return schedule_id
@@ -317,9 +318,9 @@ def _spec(
         cron = check_cron(cron)
     zone = check_timezone("UTC" if timezone is None else timezone)
     if not isinstance(overlap, Overlap):
-        raise TypeError(f"overlap must be an Overlap (Overlap.SKIP, ...), not {overlap!r}")
+        raise TypeError(f"overlap must be an Overlap (Overlap.SKIP, ...), not {quoted(overlap)}")
     if not isinstance(catchup_window, timedelta):
-        raise TypeError(f"catchup_window must be a timedelta, not {catchup_window!r}")
+        raise TypeError(f"catchup_window must be a timedelta, not {quoted(catchup_window)}")
     if catchup_window < timedelta(0):
         raise ValueError(f"catchup_window cannot be negative, got {catchup_window}")
     values, unique, limits, _ = split_start_attributes(attributes)
@@ -338,9 +339,9 @@ def _spec(
     if key is not None:
         key, value = check_pair(key, value)
         if key.startswith("$"):
-            raise ValueError(f"the shared pair's key cannot be reserved, got {key!r}")
+            raise ValueError(f"the shared pair's key cannot be reserved, got {quoted(key)}")
         if key in values:
-            raise ValueError(f"key {key!r} is also among the attributes; give it once")
+            raise ValueError(f"key {quoted(key)} is also among the attributes; give it once")
     if len(values) + 3 > 64:
         raise ValueError("a schedule's runs have at most 64 attributes, with the 3 it adds")
     return ScheduleSpec(
@@ -409,13 +410,13 @@ async def create_schedule(
             ...); nothing written.
     """
     if not isinstance(fn, WorkflowDefinition):
-        raise TypeError(f"create_schedule() needs a @workflow function, got {fn!r}")
+        raise TypeError(f"create_schedule() needs a @workflow function, got {quoted(fn)}")
     schedule_id = _check_id(id)
     spec = _spec(
         args, cron, timezone, every, overlap, catchup_window, attributes, key, value, fall_back
     )
     if not isinstance(paused, bool):
-        raise TypeError(f"paused must be a bool, not {paused!r}")
+        raise TypeError(f"paused must be a bool, not {quoted(paused)}")
     first = next_fire(spec, datetime.now(UTC))
     record = ScheduleRecord(
         id=schedule_id,

@@ -102,3 +102,20 @@ def test_quoted_cuts_an_oversized_input() -> None:
     escaped = quoted("\x1b" * 5000)
     assert len(escaped) < 120
     assert len(quoted(list(range(5000)))) < 140
+
+
+async def test_errors_cut_an_oversized_stream_name_and_key(world: World) -> None:
+    run = await start(bounded, 1, world=world)
+    with pytest.raises(ValueError) as caught:
+        async for _ in run.stream("s" * 5000):
+            pass
+    assert len(str(caught.value)) < 300 and "(5000 characters)" in str(caught.value)
+    with pytest.raises(ValueError) as caught:
+        await start(bounded, 1, attributes={"$" + "k" * 5000: 1}, world=world)
+    assert len(str(caught.value)) < 400
+    with pytest.raises(ValueError) as caught:
+        await start(bounded, 1, attributes={"$k" + "k" * 100: 1}, world=world)
+    assert len(str(caught.value)) < 400 and "(102 characters)" in str(caught.value)
+    with pytest.raises(ValueError) as caught:
+        await start(bounded, 1, attributes={"k": "v\x00" * 3000}, world=world)
+    assert len(str(caught.value)) < 400

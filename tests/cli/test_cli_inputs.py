@@ -144,3 +144,22 @@ def test_runs_prune_takes_iso_times_naive_meaning_utc(tmp_path: Path, before: st
 def test_runs_prune_refuses_a_malformed_time(tmp_path: Path) -> None:
     got, output = wf("runs", "prune", "--before", "2030-13-01", "--world", migrated(tmp_path))
     assert got == 2 and "--before" in error_line(output)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "show", "r" * 5000],
+        ["runs", "show", "$name=" + "n " * 2500],
+        ["start", *START[1:], "--limit", "k" * 5000],
+        ["start", *START[1:], "--attr", "$" + "k" * 5000 + "=1"],
+        ["attributes", "holders", "$" + "k" * 5000, "v"],
+    ],
+)
+def test_an_error_cuts_an_oversized_input(tmp_path: Path, args: list[str]) -> None:
+    got, output = wf(*args, "--world", migrated(tmp_path))
+    assert got in (1, 2), output
+    line = error_line(output)
+    assert len(line) < 400, line
+    if args[-1].startswith(("r", "k")):  # the inputs the message quotes
+        assert "characters)" in line, line

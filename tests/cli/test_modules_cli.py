@@ -17,7 +17,7 @@ from workflow import get_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
-APP = '''
+APP = """
 from workflow import step, workflow
 
 
@@ -29,7 +29,7 @@ async def double(n: int) -> int:
 @workflow(name="shadowing-flow")
 async def flow(n: int) -> int:
     return await double(n)
-'''
+"""
 
 
 @pytest.fixture
@@ -49,9 +49,7 @@ def shadowing(tmp_path: Path) -> Path:
         ["worker", "examples.quickstart", "--codec", "queue:Codec"],
     ],
 )
-def test_a_bare_name_the_standard_library_owns_is_refused(
-    shadowing: Path, args: list[str]
-) -> None:
+def test_a_bare_name_the_standard_library_owns_is_refused(shadowing: Path, args: list[str]) -> None:
     url = f"sqlite:///{shadowing}/w.db"
     got, output = wf(*args, "--world", url, cwd=shadowing)
     assert got == 2, output
