@@ -61,6 +61,18 @@ def _get(url: str, token: str | None = None) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+def _first_answer(server: subprocess.Popen[str], url: str) -> tuple[int, str]:
+    """GET ``url`` once the server listens (within 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return _get(url)
+        except OSError:
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert time.monotonic() < deadline, "wf ui did not start within 60 s"
+            time.sleep(0.2)
+
+
 @pytest.mark.slow
 def test_wf_ui_serves_the_world(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/world.db"
@@ -76,15 +88,7 @@ def test_wf_ui_serves_the_world(tmp_path: Path) -> None:
     server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, _ = _get(base + "/api/runs")
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read() if server.stderr else ""
-                assert time.monotonic() < deadline, "wf ui did not start within 60 s"
-                time.sleep(0.2)
+        status, _ = _first_answer(server, base + "/api/runs")
         assert status == 401  # the token from $WF_UI_TOKEN is required
         status, body = _get(base + "/api/runs", "t0ken")
         assert status == 200
@@ -118,15 +122,7 @@ def test_wf_ui_answers_on_any_loopback_address(tmp_path: Path, host: str) -> Non
     server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
         base = f"http://{host}:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, body = _get(base + "/api/runs")
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read() if server.stderr else ""
-                assert time.monotonic() < deadline, "wf ui did not start within 60 s"
-                time.sleep(0.2)
+        status, body = _first_answer(server, base + "/api/runs")
         assert status == 200, body
         assert json.loads(body)["runs"] == []
         request = urllib.request.Request(base + "/api/runs", headers={"Host": "evil.example"})
