@@ -70,7 +70,7 @@ async def test_a_repeated_local_time_fires_twice_or_once(
     world: World, fall_back: str | None, runs: int
 ) -> None:
     """``30 2 * * *`` in Paris: 02:30 happens twice on 2026-10-25 (CEST, then CET)."""
-    options = {} if fall_back is None else {"fall_back": fall_back}
+    options: dict[str, Any] = {} if fall_back is None else {"fall_back": fall_back}
     sched = await create_schedule(
         tick, 1, id="paris", cron="30 2 * * *", timezone="Europe/Paris", world=world, **options
     )
