@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -24,6 +25,7 @@ from workflow import Run, RunNotFoundError, WorkflowError, find_run, get_run, li
 from workflow.query import QuerySyntaxError
 from worlds import World
 from worlds.errors import WorldError, as_world_error
+from worlds.quoting import quoted
 
 __all__ = [
     "EXIT_ERROR",
@@ -36,6 +38,7 @@ __all__ = [
     "parse_time",
     "parse_value",
     "resolve_run",
+    "usage_errors",
 ]
 
 EXIT_ERROR = 1
@@ -69,6 +72,25 @@ class CliError(Exception):
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Raise a ``CliError``."""
     raise CliError(message, code)
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """Turn the API's refusal of a value the user typed into a usage error (exit 2).
+
+    Around a call whose arguments came from the command line, a plain
+    ``ValueError`` or ``TypeError`` (a key, value, count or delay out of range)
+    means the command was given a bad value; the API's own errors (conflicts,
+    unknown runs, world failures) pass through unchanged.
+    """
+    try:
+        yield
+    except (WorkflowError, WorldError):
+        raise
+    except (ValueError, TypeError) as exc:
+        if _driver_error(exc) is not None or as_world_error(exc) is not None:
+            raise
+        raise CliError(str(exc) or type(exc).__name__, EXIT_USAGE) from None
 
 
 def open_world(url: str | None, *, create: bool = True) -> World:
@@ -169,7 +191,7 @@ def parse_pair(text: str, option: str = "--attr") -> tuple[str, Any]:
     """``key=value`` -> (key, parsed value); a usage error without ``=``."""
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise CliError(f"{option} takes KEY=VALUE, got {text!r}", EXIT_USAGE)
+        raise CliError(f"{option} takes KEY=VALUE, got {quoted(text)}", EXIT_USAGE)
     return key, parse_value(value)
 
 
@@ -195,7 +217,7 @@ def parse_time(text: str, option: str) -> datetime:
     except ValueError:
         raise CliError(
             f"{option} takes an ISO time (2024-05-01T12:00Z) or an age like 30m, 2h, 7d; "
-            f"got {text!r}",
+            f"got {quoted(text)}",
             EXIT_USAGE,
         ) from None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
@@ -223,17 +245,18 @@ async def resolve_run(world: World, spec: str) -> Run[Any]:
     """
     if "=" in spec:
         key, value = parse_pair(spec, "RUN")
-        holder = await find_run(key, value, world=world)
+        with usage_errors():
+            holder = await find_run(key, value, world=world)
         if holder is not None:
             return holder
         page = await list_runs(attributes={key: value}, limit=6, world=world)
         if len(page) == 1:
             return page.runs[0]
         if not page.runs:
-            fail(f"no run has {key}={value!r}")
+            fail(f"no run has {key}={quoted(value)}")
         ids = ", ".join(run.id for run in page.runs[:5])
         more = " and more" if page.next_cursor or len(page) > 5 else ""
-        fail(f"{key}={value!r} is ambiguous: runs {ids}{more} have it; pass a run id")
+        fail(f"{key}={quoted(value)} is ambiguous: runs {ids}{more} have it; pass a run id")
     by_id = get_run(spec, world=world)
     found_by_id = await _exists(by_id)
     by_name = None
@@ -241,11 +264,11 @@ async def resolve_run(world: World, spec: str) -> Run[Any]:
         by_name = await find_run("$name", spec, world=world)
     if by_name is not None and found_by_id and by_name.id != by_id.id:
         fail(
-            f"{spec!r} is ambiguous: it is run {by_id.id} and the $name of run {by_name.id}; "
+            f"{quoted(spec)} is ambiguous: it is run {by_id.id} and the $name of run {by_name.id}; "
             f"pass '$name={spec}' or the id"
         )
     if found_by_id:
         return by_id
     if by_name is not None:
         return by_name
-    fail(f"no run {spec!r}: not a run id, a $name, or KEY=VALUE")
+    fail(f"no run {quoted(spec)}: not a run id, a $name, or KEY=VALUE")

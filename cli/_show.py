@@ -53,6 +53,9 @@ def render_details(details: Details) -> None:
         )
     if record.result is not None:
         console.print(f"[bold]result[/] {markup_safe(_result_text(record.result))}")
+    note = details.start_note()
+    if note is not None:
+        console.print(f"[yellow]{markup_safe(note)}[/]")
     for wait in details.waiting:
         console.print(f"[yellow]{markup_safe(wait.reason())}[/]")
 

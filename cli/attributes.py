@@ -17,8 +17,8 @@ import typer
 from rich.table import Table
 
 from cli._output import console, err_console, format_value, markup_safe, print_json, progress, text
-from cli._resolve import WorldOption, execute, open_world, parse_value
-from workflow import list_runs, release_claims
+from cli._resolve import WorldOption, execute, open_world, parse_value, usage_errors
+from workflow import find_run, list_runs, release_claims
 from workflow.query import AttrRef, Expr, IsNull, parse
 from worlds import World
 from worlds.types import AttributeValue, Claim, RunRecord
@@ -173,6 +173,8 @@ def holders(
     async def body() -> None:
         parsed = parse_value(value)
         async with open_world(world, create=False) as opened:
+            with usage_errors():  # a key or value no run can hold is a usage error
+                await find_run(key, parsed, world=opened)
             claim = await opened.find_claim(key, parsed)
             slots = await opened.list_slots(key, parsed)
         holding = [slot for slot in slots if slot.holding]

@@ -11,6 +11,7 @@ from rich.table import Table
 from cli._output import attributes_text, console, format_age, print_json, text
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
 from workflow import list_hooks, resume_hook
+from worlds.quoting import quoted
 from worlds.types import HookRecord
 
 app = typer.Typer(
@@ -83,7 +84,9 @@ def resume_command(
         try:
             value: Any = json.loads(payload)
         except ValueError:
-            raise CliError(f"PAYLOAD must be a JSON value, got {payload!r}", EXIT_USAGE) from None
+            raise CliError(
+                f"PAYLOAD must be a JSON value, got {quoted(payload)}", EXIT_USAGE
+            ) from None
         except RecursionError:
             raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
         async with open_world(world, create=False) as opened:

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import sys
 from typing import Annotated, Any
 
 import typer
 
+from cli._modules import load_module
 from cli._output import err_console, print_json, progress, run_to_json
-from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_pair
+from cli._resolve import (
+    EXIT_USAGE,
+    CliError,
+    WorldOption,
+    execute,
+    open_world,
+    parse_pair,
+    usage_errors,
+)
 from workflow import Limited, Run, RunCancelledError, RunFailedError, Unique, start
 from workflow.policies import ConflictPolicy, ReusePolicy, start_with_policy
+from worlds.quoting import quoted
 
 __all__ = ["POLICIES", "start_command"]
 
@@ -42,11 +50,11 @@ def unique_pairs(
             key, value = parse_pair(item, option)
             if key in seen:
                 raise CliError(
-                    f"attribute {key!r} is given twice ({seen[key]} and {option} {item!r}); "
-                    "a run has one value per key",
+                    f"attribute {quoted(key)} is given twice ({seen[key]} and {option} "
+                    f"{quoted(item)}); a run has one value per key",
                     EXIT_USAGE,
                 )
-            seen[key] = f"{option} {item!r}"
+            seen[key] = f"{option} {quoted(item)}"
             pairs.append((option, key, value))
     attributes = {key: value for option, key, value in pairs if option == "--attr"}
     return attributes, [(key, value) for option, key, value in pairs if option == "--unique"]
@@ -58,31 +66,30 @@ def limited_pairs(limit: list[str], taken: set[str]) -> dict[str, Limited[Any]]:
     for item in limit:
         pair, sep, count = item.rpartition(":")
         if not sep or not count.isdigit() or int(count) < 1:
-            raise CliError(f"--limit takes KEY=VALUE:N with N >= 1, got {item!r}", EXIT_USAGE)
+            raise CliError(f"--limit takes KEY=VALUE:N with N >= 1, got {quoted(item)}", EXIT_USAGE)
         key, value = parse_pair(pair, "--limit")
         if key in taken or key in limited:
             raise CliError(
-                f"attribute {key!r} is given twice (--limit {item!r}); a run has one value per key",
+                f"attribute {quoted(key)} is given twice (--limit {quoted(item)}); "
+                "a run has one value per key",
                 EXIT_USAGE,
             )
-        limited[key] = Limited(value, int(count))
+        with usage_errors():
+            limited[key] = Limited(value, int(count))
     return limited
 
 
 def load_workflow(target: str) -> Any:
-    """The ``@workflow`` function named by ``MODULE:WORKFLOW`` (imported from the cwd too)."""
+    """The ``@workflow`` function named by ``MODULE:WORKFLOW`` (MODULE a name or a .py path)."""
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
-        raise CliError(f"expected MODULE:WORKFLOW, like myapp.flows:checkout; got {target!r}", 2)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module_name!r}: {exc}") from None
+        raise CliError(
+            f"expected MODULE:WORKFLOW, like myapp.flows:checkout; got {quoted(target)}", 2
+        )
+    module = load_module(module_name)
     found = getattr(module, attribute, None)
     if found is None:
-        raise CliError(f"{module_name!r} has no attribute {attribute!r}")
+        raise CliError(f"{quoted(module_name)} has no attribute {quoted(attribute)}")
     return found
 
 
@@ -94,7 +101,7 @@ def parse_args(values: list[str]) -> list[Any]:
             parsed.append(json.loads(text))
         except ValueError:
             raise CliError(
-                f"ARG {n} is not JSON: {text!r} (quote strings for the shell: '\"text\"')",
+                f"ARG {n} is not JSON: {quoted(text)} (quote strings for the shell: '\"text\"')",
                 EXIT_USAGE,
             ) from None
         except RecursionError:
@@ -196,25 +203,27 @@ def start_command(
         async with open_world(world) as opened:
             if policy is None:
                 attributes.update({key: Unique(value) for key, value in pairs})
-                run: Run[Any] = await start(
-                    fn, *call_args, attributes=attributes, delay=delay, world=opened
-                )
+                with usage_errors():
+                    run: Run[Any] = await start(
+                        fn, *call_args, attributes=attributes, delay=delay, world=opened
+                    )
             else:
                 if delay is not None:
                     raise CliError("--delay does not go with --policy", EXIT_USAGE)
                 key, value = pairs[0]
                 conflict, reuse_policy, error = POLICIES[policy]
-                run = await start_with_policy(
-                    fn,
-                    *call_args,
-                    key=key,
-                    value=value,
-                    conflict=conflict,
-                    reuse=REUSE[reuse] if reuse is not None else reuse_policy,
-                    error_when_already_started=error,
-                    attributes=attributes,
-                    world=opened,
-                )
+                with usage_errors():
+                    run = await start_with_policy(
+                        fn,
+                        *call_args,
+                        key=key,
+                        value=value,
+                        conflict=conflict,
+                        reuse=REUSE[reuse] if reuse is not None else reuse_policy,
+                        error_when_already_started=error,
+                        attributes=attributes,
+                        world=opened,
+                    )
             started = run.record is not None  # a policy's existing run comes without one
             await run.status()  # read the record, for --json
             if not wait:

@@ -62,6 +62,12 @@ def ui_command(
     """
 
     async def body() -> None:
+        if token and not token.strip():
+            raise CliError(
+                "--token (or $WF_UI_TOKEN) is blank: give the token requests must carry, "
+                "or leave it out to serve loopback only",
+                EXIT_USAGE,
+            )
         if not is_loopback(host) and not token:
             raise CliError(
                 f"--host {host} exposes the UI beyond this machine: pass --token "

@@ -10,22 +10,20 @@ such database) ends the worker with a one-line reason and exit code 1.
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
-import sys
-import types
-from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
 
+from cli._modules import load_module
 from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError, WorldOption, execute, open_world
 from workflow import Worker
 from worlds.codec import CodecWorld, PayloadCodec
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import World
+from worlds.quoting import quoted
 
 __all__ = ["worker_command"]
 
@@ -70,7 +68,7 @@ def worker_command(
     """
 
     async def serve() -> None:
-        target = _import(module)
+        target = load_module(module)
         chosen: World = open_world(world)  # a bad URL is one line, before anything starts
         if codec is not None:
             chosen = CodecWorld(chosen, _load_codec(codec))
@@ -111,7 +109,7 @@ def worker_command(
                         except WorldMisconfiguredError as exc:
                             problem = f"the world cannot be used: {exc}"
                     else:
-                        problem = f"{module!r} defines no @workflow or @step"
+                        problem = f"{quoted(module)} defines no @workflow or @step"
                 group.cancel_scope.cancel()
         if problem is not None:
             raise CliError(problem, EXIT_ERROR)
@@ -124,41 +122,19 @@ def _load_codec(spec: str) -> PayloadCodec:
     module, _, name = spec.partition(":")
     if not module or not name:
         raise CliError(
-            f"--codec {spec!r}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
+            f"--codec {quoted(spec)}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
         )
-    found = getattr(_import(module), name, None)
+    found = getattr(load_module(module), name, None)
     if found is None:
-        raise CliError(f"--codec {spec!r}: {module!r} has no {name!r}", EXIT_USAGE)
+        raise CliError(
+            f"--codec {quoted(spec)}: {quoted(module)} has no {quoted(name)}", EXIT_USAGE
+        )
     if isinstance(found, type) or (callable(found) and not isinstance(found, PayloadCodec)):
         found = found()
     if not isinstance(found, PayloadCodec):
         raise CliError(
-            f"--codec {spec!r} is not a payload codec: it needs encode(bytes) and decode(bytes)",
+            f"--codec {quoted(spec)} is not a payload codec: it needs encode(bytes) and "
+            "decode(bytes)",
             EXIT_USAGE,
         )
     return found
-
-
-def _import(module: str) -> types.ModuleType:
-    """The module named ``module``, or the one in the .py file it names."""
-    looks_like_path = module.endswith(".py") or os.sep in module or "/" in module
-    if looks_like_path:
-        path = Path(module)
-        if path.suffix != ".py" or not path.is_file():
-            raise CliError(
-                f"{module!r} is not a .py file; give a .py file or a module name"
-                " (e.g. myapp.workflows)",
-                EXIT_USAGE,
-            )
-        sys.path.insert(0, str(path.resolve().parent))
-        module = path.stem
-    else:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module!r}: {exc}", EXIT_ERROR) from None
-    except Exception as exc:
-        raise CliError(
-            f"importing {module!r} raised {type(exc).__name__}: {exc}", EXIT_ERROR
-        ) from None

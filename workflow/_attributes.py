@@ -8,7 +8,9 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from workflow._spans import span_seconds
 from workflow.types import Limited, Unique
+from worlds.quoting import quoted
 from worlds.types import AttributeValue, Limit, ReuseWindow, RunStatus
 
 __all__ = [
@@ -68,12 +70,12 @@ def check_key(key: object) -> str:
     """Return ``key`` if it is a valid attribute key, else raise."""
     if not isinstance(key, str):
         raise TypeError(f"attribute keys are str, not {type(key).__name__}")
-    key = check_text(f"attribute key {key!r}", key)
+    key = check_text(f"attribute key {quoted(key)}", key)
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
         raise ValueError(f"attribute key must be 1-{MAX_KEY_LENGTH} characters, got {len(key)}")
     if key.startswith("$") and key not in RESERVED_KEYS:
         raise ValueError(
-            f"attribute keys starting with '$' are reserved; {key!r} is not one of "
+            f"attribute keys starting with '$' are reserved; {quoted(key)} is not one of "
             f"{sorted(RESERVED_KEYS)}"
         )
     return key
@@ -93,27 +95,27 @@ def check_value(key: str, value: object) -> AttributeValue:
         checked = int.__index__(value)
         if not MIN_INT <= checked <= MAX_INT:
             raise ValueError(
-                f"attribute {key!r}: int values are signed 64-bit "
+                f"attribute {quoted(key)}: int values are signed 64-bit "
                 f"({MIN_INT} to {MAX_INT}), got {checked}"
             )
     elif isinstance(value, float):
         checked = float(value) + 0.0  # + 0.0 turns -0.0 into 0.0
         if not math.isfinite(checked):
             raise ValueError(
-                f"attribute {key!r}: float values are finite; {checked!r} cannot be "
+                f"attribute {quoted(key)}: float values are finite; {quoted(checked)} cannot be "
                 "indexed or compared"
             )
     elif isinstance(value, str):
-        checked = check_text(f"attribute {key!r}", value)
+        checked = check_text(f"attribute {quoted(key)}", value)
         if len(checked.encode("utf-8")) > MAX_VALUE_BYTES:
             raise ValueError(
-                f"attribute {key!r}: str values are at most {MAX_VALUE_BYTES} UTF-8 bytes"
+                f"attribute {quoted(key)}: str values are at most {MAX_VALUE_BYTES} UTF-8 bytes"
             )
     elif isinstance(value, datetime):
         checked = _instant(key, value)
     else:
         raise TypeError(
-            f"attribute {key!r}: values are str, int, float, bool, None or datetime "
+            f"attribute {quoted(key)}: values are str, int, float, bool, None or datetime "
             f"(no nesting), not {type(value).__name__}"
         )
     if key == NAME_KEY and not (isinstance(checked, str) and _NAME_PATTERN.fullmatch(checked)):
@@ -132,12 +134,12 @@ def check_value(key: str, value: object) -> AttributeValue:
 def _instant(key: str, value: datetime) -> datetime:
     """``value`` as a plain aware ``datetime`` whose UTC instant is representable."""
     if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"attribute {key!r}: datetime values must be timezone-aware")
+        raise ValueError(f"attribute {quoted(key)}: datetime values must be timezone-aware")
     try:
         value.astimezone(UTC)
     except OverflowError:
         raise ValueError(
-            f"attribute {key!r}: {value.isoformat()} is outside the years 1-9999 in UTC"
+            f"attribute {quoted(key)}: {value.isoformat()} is outside the years 1-9999 in UTC"
         ) from None
     return datetime(
         value.year,
@@ -174,7 +176,7 @@ def check_settable(key: object, value: object) -> tuple[str, AttributeValue]:
     """``check_pair`` for a pair user code sets, which may not be a schedule's own."""
     if key in SCHEDULE_KEYS:
         raise ValueError(
-            f"attribute {key!r} is set only by schedules on the runs they start; "
+            f"attribute {quoted(key)} is set only by schedules on the runs they start; "
             "use workflow.schedules.create_schedule to start runs on a schedule"
         )
     return check_pair(key, value)
@@ -195,13 +197,7 @@ def reuse_window(
     ttl: float | timedelta | None, release_on: Collection[str] | None
 ) -> ReuseWindow | None:
     """The ``ReuseWindow`` of a unique claim, checked (``None`` without one)."""
-    seconds = None
-    if ttl is not None:
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float | timedelta):
-            raise TypeError(f"ttl is seconds or a timedelta, not {type(ttl).__name__}")
-        seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
-        if not 0 <= seconds <= 100 * 365 * 86400:
-            raise ValueError(f"ttl must be 0 seconds to 100 years, got {ttl}")
+    seconds = None if ttl is None else span_seconds("ttl", ttl)
     statuses: frozenset[RunStatus] = frozenset()
     if release_on:
         if isinstance(release_on, str):
@@ -243,7 +239,7 @@ def split_start_attributes(attributes: Mapping[str, Any] | None) -> StartAttribu
         values[key] = value
         if isinstance(raw, Limited):
             if key in ALWAYS_UNIQUE:
-                raise ValueError(f"attribute {key!r} is always unique; it cannot be Limited")
+                raise ValueError(f"attribute {quoted(key)} is always unique; it cannot be Limited")
             limits[key] = Limit(limit=raw.limit, on_full=raw.on_full)
         elif is_unique or key in ALWAYS_UNIQUE:
             unique.add(key)

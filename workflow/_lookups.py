@@ -175,7 +175,22 @@ async def prune_runs(
     frees one tombstoned pair. Claims whose ``ttl`` lapsed are released either
     way. Deletes at most ``limit`` runs, oldest first, in one atomic
     world operation; returns their ids. Call it again to prune more.
+
+    Raises:
+        TypeError: ``closed_before`` is not a ``datetime`` (an ISO string is
+            refused rather than guessed at: parse it with
+            ``datetime.fromisoformat`` and give it a timezone).
+        ValueError: ``closed_before`` is naive, or ``limit`` < 1.
     """
+    if not isinstance(closed_before, datetime):
+        raise TypeError(
+            f"closed_before is a timezone-aware datetime, not {type(closed_before).__name__}"
+            + (
+                " (parse it: datetime.fromisoformat(text), with an offset such as +00:00)"
+                if isinstance(closed_before, str)
+                else ""
+            )
+        )
     if closed_before.tzinfo is None:
         raise ValueError("closed_before must be timezone-aware")
     if limit < 1:

@@ -1,31 +1,43 @@
 """What a schedule is: its checked definition and the arithmetic of its fire times.
 
-A schedule fires on a cron expression in a timezone (computed by ``croniter``,
-whose daylight-saving rules apply: a local time skipped by a spring-forward
-fires at the first instant after the gap, one repeated by a fall-back fires
-at both instants) or every fixed interval (fire times are the multiples of
-the interval since the Unix epoch, so ``every=5 minutes`` fires at :00, :05,
-...). The world stores the definition as opaque bytes (``ScheduleSpec``).
+A schedule fires on a cron expression in a timezone (computed by ``croniter``)
+or every fixed interval (fire times are the multiples of the interval since
+the Unix epoch, so ``every=5 minutes`` fires at :00, :05, ...; the shortest
+interval is ``MIN_EVERY``, one second). The world stores the definition as
+opaque bytes (``ScheduleSpec``).
+
+Daylight saving, for a cron schedule: a local time skipped by a spring-forward
+fires at the first instant after the gap; a local time repeated by a fall-back
+(``30 2 * * *`` in ``Europe/Paris`` on the last Sunday of October) fires at
+both instants with ``fall_back="twice"`` (the default) and only at the first
+with ``fall_back="once"``. A cron expression that matches no date at all
+(``0 0 30 2 *``) is refused when the schedule is created.
 """
 
 from __future__ import annotations
 
 import enum
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
-from croniter import croniter  # type: ignore[import-untyped]
+from croniter import CroniterBadDateError, croniter  # type: ignore[import-untyped]
 
+from workflow._spans import MAX_SPAN_SECONDS
+from worlds.quoting import quoted
 from worlds.types import EPOCH
 
 __all__ = [
+    "FALL_BACK",
     "MIN_CATCHUP",
+    "MIN_EVERY",
     "Overlap",
     "ScheduleSpec",
     "check_cron",
     "check_every",
+    "check_fall_back",
     "check_timezone",
     "decode_spec",
     "encode_spec",
@@ -35,6 +47,13 @@ __all__ = [
 
 MIN_CATCHUP = timedelta(seconds=1)
 """The shortest ``catchup_window``: a fire a worker handles a moment late is not missed."""
+
+MIN_EVERY = timedelta(seconds=1)
+"""The shortest ``every=``: a shorter interval would flood the world with runs."""
+
+FALL_BACK = ("twice", "once")
+"""How a cron schedule treats a local time a fall-back repeats: fire at both instants or
+the first only."""
 
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -67,6 +86,7 @@ class ScheduleSpec(msgspec.Struct, frozen=True, kw_only=True):
     attributes: dict[str, Any] = {}
     key: str | None = None
     value: Any = None
+    fall_back: str = "twice"
 
     @property
     def every(self) -> timedelta | None:
@@ -94,16 +114,35 @@ def decode_spec(data: bytes) -> ScheduleSpec:
 
 
 def check_cron(cron: object) -> str:
-    """``cron`` if ``croniter`` accepts it as a 5-field (or 6-field, seconds last) expression."""
+    """``cron`` if ``croniter`` accepts it as a 5-field (or 6-field, seconds last) expression
+    that matches some date (``0 0 30 2 *``, February 30th, never does)."""
     if not isinstance(cron, str):
         raise TypeError(f"cron must be a str like '0 3 * * *', not {type(cron).__name__}")
     fields = cron.split()
     if len(fields) not in (5, 6) or not croniter.is_valid(cron):
         raise ValueError(
-            f"cron {cron!r} is not a valid cron expression: give 5 fields "
+            f"cron {quoted(cron)} is not a valid cron expression: give 5 fields "
             "(minute hour day-of-month month day-of-week), like '0 3 * * *'"
         )
-    return " ".join(fields)
+    cron = " ".join(fields)
+    try:
+        croniter(cron, datetime.now(UTC)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(
+            f"cron {quoted(cron)} never fires: no date matches its day-of-month and month "
+            "(February has no 30th or 31st)"
+        ) from None
+    return cron
+
+
+def check_fall_back(fall_back: object) -> str:
+    """``fall_back`` if it is ``"twice"`` or ``"once"``."""
+    if fall_back not in FALL_BACK:
+        raise ValueError(
+            f"fall_back must be 'twice' (fire at both instants of a repeated local time) "
+            f"or 'once' (the first only), got {quoted(fall_back)}"
+        )
+    return str(fall_back)
 
 
 def check_timezone(timezone: object) -> str:
@@ -120,13 +159,16 @@ def check_timezone(timezone: object) -> str:
 
 
 def check_every(every: object) -> timedelta:
-    """``every`` (a ``timedelta`` or seconds) as a positive whole number of microseconds."""
+    """``every`` (a ``timedelta`` or seconds) if it is 1 second (``MIN_EVERY``) to 100 years."""
     if isinstance(every, bool) or not isinstance(every, (timedelta, int, float)):
         raise TypeError(f"every must be a timedelta or seconds, not {type(every).__name__}")
-    interval = every if isinstance(every, timedelta) else timedelta(seconds=every)
-    if interval < _MICROSECOND:
-        raise ValueError(f"every must be a positive interval, got {every!r}")
-    return interval
+    seconds = every.total_seconds() if isinstance(every, timedelta) else float(every)
+    if not (math.isfinite(seconds) and MIN_EVERY.total_seconds() <= seconds <= MAX_SPAN_SECONDS):
+        raise ValueError(
+            f"every must be 1 second to 100 years (the shortest interval is 1 second), "
+            f"got {every!r}"
+        )
+    return every if isinstance(every, timedelta) else timedelta(seconds=seconds)
 
 
 def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
@@ -135,9 +177,22 @@ def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
         elapsed = (after - EPOCH) // _MICROSECOND
         return EPOCH + _MICROSECOND * ((elapsed // spec.every_us + 1) * spec.every_us)
     assert spec.cron is not None
-    local = after.astimezone(ZoneInfo(spec.timezone))
-    found: datetime = croniter(spec.cron, local).get_next(datetime)
+    zone = ZoneInfo(spec.timezone)
+    found: datetime = croniter(spec.cron, after.astimezone(zone)).get_next(datetime)
+    while spec.fall_back == "once" and _repeated(found, zone):
+        found = croniter(spec.cron, found).get_next(datetime)
     return found.astimezone(UTC)
+
+
+def _repeated(moment: datetime, zone: ZoneInfo) -> bool:
+    """Whether ``moment`` is the second instant of a local time a fall-back repeats."""
+    wall = moment.astimezone(zone).replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0)
+    second = wall.replace(tzinfo=zone, fold=1)
+    # in UTC: PEP 495 makes a time in the fold unequal to every time in another zone
+    return first.utcoffset() != second.utcoffset() and (
+        moment.astimezone(UTC) == second.astimezone(UTC)
+    )
 
 
 def fire_times(

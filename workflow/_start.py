@@ -19,6 +19,7 @@ from workflow import _observe, _runtime
 from workflow._attributes import IDEMPOTENCY_KEY, check_pair, split_start_attributes
 from workflow._codec import encode_start
 from workflow._run import Run
+from workflow._spans import span_seconds
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import AttributeConflictError
@@ -56,7 +57,8 @@ async def start(
     Every ``Unique`` value in ``attributes`` is claimed in the same atomic
     operation that creates the run, and every ``Limited`` value takes a slot of
     its pair (or, when the pair is full, the run waits, pending, until one
-    frees; see ``Limited``). With ``delay``, the run stays pending that long
+    frees; see ``Limited``). With ``delay`` (0 seconds to 100 years, the bound
+    ``Unique(ttl=)`` and debouncing use too), the run stays pending that long
     before a worker starts it (a run that waits for a slot starts when it gets
     one). With ``idempotency_key``, a second start with
     the same key returns the first run instead of creating one. With
@@ -119,12 +121,14 @@ async def _create(
 ) -> Run[R]:
     payload = encode_start(fn, args, headers)
     values, unique, limits, windows = split_start_attributes(attributes)
-    start_at = None if delay is None else _later("delay", delay, allow_zero=True)
+    start_at = None
+    if delay is not None:
+        start_at = datetime.now(UTC) + timedelta(seconds=span_seconds("delay", delay))
     if idempotency_key is not None:
         check_pair(IDEMPOTENCY_KEY, idempotency_key)
         values[IDEMPOTENCY_KEY] = idempotency_key
         unique |= {IDEMPOTENCY_KEY}
-    timeout_at = None if timeout is None else _later("timeout", timeout, allow_zero=False)
+    timeout_at = None if timeout is None else _deadline(timeout)
     target = resolve_world(world)
     # a run that may wait (a slot, a start time) is not run ahead
     waits = bool(limits) or start_at is not None
@@ -164,14 +168,13 @@ async def _create(
     return Run(request.run_id, world=world, workflow=fn, record=created.run)
 
 
-def _later(what: str, span: float | timedelta, *, allow_zero: bool) -> datetime:
-    """Now plus ``span`` seconds, clamped to 9000-01-01 (far enough to mean "never")."""
-    if isinstance(span, bool) or not isinstance(span, int | float | timedelta):
-        raise TypeError(f"{what} is seconds or a timedelta, not {type(span).__name__}")
-    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
-    if math.isnan(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{what} must be {bound} seconds, got {span}")
+def _deadline(timeout: float | timedelta) -> datetime:
+    """Now plus ``timeout`` seconds, clamped to 9000-01-01 (far enough to mean "never")."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta):
+        raise TypeError(f"timeout is seconds or a timedelta, not {type(timeout).__name__}")
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if math.isnan(seconds) or seconds <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
     latest = datetime(9000, 1, 1, tzinfo=UTC)
     now = datetime.now(UTC)
     if seconds >= (latest - now).total_seconds():

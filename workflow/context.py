@@ -18,6 +18,7 @@ from workflow._attributes import check_pair, reuse_window
 from workflow._codec import encode_result
 from workflow._hooks import Hook
 from workflow.types import RunMetadata, StepMetadata
+from worlds.quoting import quoted
 from worlds.semantics import check_stream_name as check_name
 from worlds.types import AttributeValue
 
@@ -128,7 +129,7 @@ def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContex
     if not isinstance(limit, int) or isinstance(limit, bool):
         raise TypeError(f"hold() takes an int limit, not {type(limit).__name__}")
     if not 1 <= limit <= 1_000_000:
-        raise ValueError(f"limit of hold({key!r}) must be 1-1000000, got {limit}")
+        raise ValueError(f"limit of hold({quoted(key)}) must be 1-1000000, got {limit}")
     return _runtime.current().hold(key, value, limit)
 
 
@@ -162,7 +163,7 @@ def patched(name: str) -> bool:
         NotInWorkflowError: called outside workflow code.
     """
     if not isinstance(name, str) or not 1 <= len(name) <= 256:
-        raise ValueError(f"a patch name is 1-256 characters of text, got {name!r}")
+        raise ValueError(f"a patch name is 1-256 characters of text, got {quoted(name)}")
     return _runtime.current().patched(name)
 
 

@@ -17,6 +17,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from workflow import _runtime
 from workflow._attributes import check_text
+from worlds.quoting import quoted
 
 __all__ = [
     "StepDecorator",
@@ -51,7 +52,7 @@ def _check_name(decorator: str, name: object) -> str:
         raise TypeError(f"{decorator} name must be a str, not {type(name).__name__}")
     if not name:
         raise ValueError(f"{decorator} name must not be empty")
-    return check_text(f"{decorator} name {name!r}", name)
+    return check_text(f"{decorator} name {quoted(name)}", name)
 
 
 class WorkflowDefinition(Generic[P, R]):
@@ -59,7 +60,7 @@ class WorkflowDefinition(Generic[P, R]):
 
     def __init__(self, fn: Callable[P, Awaitable[R]], name: str) -> None:
         if not inspect.iscoroutinefunction(fn):
-            raise TypeError(f"@workflow needs an async def function, got {fn!r}")
+            raise TypeError(f"@workflow needs an async def function, got {quoted(fn)}")
         self.fn = fn
         self.name = _check_name("@workflow", name)
         functools.update_wrapper(self, fn)

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from workflow import _observe
 from workflow._attributes import check_pair, check_text, check_token, split_start_attributes
 from workflow._codec import encode_result, encode_start
+from workflow._spans import span_seconds
 from workflow.client import Run, resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import AttributeConflictError, HookConflictError, RunAlreadyStartedError
@@ -228,7 +229,7 @@ async def start_or_debounce(
     key, value = check_pair(key, value)
     if attributes is not None and key in attributes:
         raise ValueError(f"{key!r} is the debounce key; do not repeat it in attributes")
-    wait, longest = _seconds("delay", delay), _seconds("max_delay", max_delay)
+    wait, longest = span_seconds("delay", delay), span_seconds("max_delay", max_delay)
     if wait > longest:
         raise ValueError(f"delay ({wait} s) must not exceed max_delay ({longest} s)")
     values, unique, limits, windows = split_start_attributes(
@@ -253,15 +254,6 @@ async def start_or_debounce(
     raise AttributeConflictError(
         refused.key, refused.value, existing, limit=refused.limit, pruned=refused.holder_pruned
     )
-
-
-def _seconds(what: str, span: float | timedelta) -> float:
-    if isinstance(span, bool) or not isinstance(span, int | float | timedelta):
-        raise TypeError(f"{what} is seconds or a timedelta, not {type(span).__name__}")
-    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
-    if not 0 <= seconds <= 100 * 365 * 86400:
-        raise ValueError(f"{what} must be 0 seconds to 100 years, got {span}")
-    return seconds
 
 
 async def start_or_resume_hook(

@@ -37,6 +37,7 @@ from workflow._schedule_spec import (
     ScheduleSpec,
     check_cron,
     check_every,
+    check_fall_back,
     check_timezone,
     decode_spec,
     encode_spec,
@@ -49,6 +50,7 @@ from workflow.errors import ScheduleExistsError, ScheduleNotFoundError
 from worlds._rules.schedules import SCHEDULE_ID
 from worlds.protocol import World
 from worlds.query import RunQuery
+from worlds.quoting import quoted
 from worlds.types import AttributeValue, ScheduleRecord
 
 __all__ = [
@@ -98,6 +100,7 @@ class ScheduleInfo:
     recent_run_ids: list[str]
     created_at: datetime
     updated_at: datetime
+    fall_back: str = "twice"
 
 
 def _info(record: ScheduleRecord, recent: list[str], count: int = 5) -> ScheduleInfo:
@@ -125,6 +128,7 @@ def _info(record: ScheduleRecord, recent: list[str], count: int = 5) -> Schedule
         recent_run_ids=recent,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        fall_back=spec.fall_back,
     )
 
 
@@ -234,11 +238,11 @@ class Schedule:
         """
         for name, moment in (("start", start), ("end", end)):
             if not isinstance(moment, datetime) or moment.utcoffset() is None:
-                raise ValueError(f"backfill {name} must be an aware datetime, got {moment!r}")
+                raise ValueError(f"backfill {name} must be an aware datetime, got {quoted(moment)}")
         if not start < end:
             raise ValueError(f"backfill needs start < end, got {start} and {end}")
         if not isinstance(overlap, Overlap):
-            raise TypeError(f"overlap must be an Overlap, not {overlap!r}")
+            raise TypeError(f"overlap must be an Overlap, not {quoted(overlap)}")
         record = await self._record()
         spec = decode_spec(record.spec)
         rule = Overlap.SKIP if overlap is Overlap.BUFFER_ONE else overlap
@@ -281,7 +285,7 @@ def _check_note(note: object) -> str | None:
 def _check_id(schedule_id: object) -> str:
     if not isinstance(schedule_id, str) or not SCHEDULE_ID.fullmatch(schedule_id):
         raise ValueError(
-            f"schedule id {schedule_id!r} must be 1-191 characters of letters, digits, "
+            f"schedule id {quoted(schedule_id)} must be 1-191 characters of letters, digits, "
             "'.', '_', '-', ':'"
         )
     return schedule_id
@@ -298,22 +302,26 @@ def _spec(
     attributes: Mapping[str, Any] | None,
     key: str | None,
     value: AttributeValue,
+    fall_back: str = "twice",
 ) -> ScheduleSpec:
     """Check every argument of ``create_schedule``; the spec to store."""
     if (cron is None) == (every is None):
         raise ValueError("give exactly one of cron= (with timezone=) and every=")
+    fall_back = check_fall_back(fall_back)
     every_us = None
     if every is not None:
         if timezone is not None:
             raise ValueError("timezone= applies to cron schedules; every= counts UTC time")
+        if fall_back != "twice":
+            raise ValueError("fall_back= applies to cron schedules; every= counts UTC time")
         every_us = check_every(every) // timedelta(microseconds=1)
     else:
         cron = check_cron(cron)
     zone = check_timezone("UTC" if timezone is None else timezone)
     if not isinstance(overlap, Overlap):
-        raise TypeError(f"overlap must be an Overlap (Overlap.SKIP, ...), not {overlap!r}")
+        raise TypeError(f"overlap must be an Overlap (Overlap.SKIP, ...), not {quoted(overlap)}")
     if not isinstance(catchup_window, timedelta):
-        raise TypeError(f"catchup_window must be a timedelta, not {catchup_window!r}")
+        raise TypeError(f"catchup_window must be a timedelta, not {quoted(catchup_window)}")
     if catchup_window < timedelta(0):
         raise ValueError(f"catchup_window cannot be negative, got {catchup_window}")
     values, unique, limits, _ = split_start_attributes(attributes)
@@ -332,9 +340,9 @@ def _spec(
     if key is not None:
         key, value = check_pair(key, value)
         if key.startswith("$"):
-            raise ValueError(f"the shared pair's key cannot be reserved, got {key!r}")
+            raise ValueError(f"the shared pair's key cannot be reserved, got {quoted(key)}")
         if key in values:
-            raise ValueError(f"key {key!r} is also among the attributes; give it once")
+            raise ValueError(f"key {quoted(key)} is also among the attributes; give it once")
     if len(values) + 3 > 64:
         raise ValueError("a schedule's runs have at most 64 attributes, with the 3 it adds")
     return ScheduleSpec(
@@ -347,6 +355,7 @@ def _spec(
         attributes=values,
         key=key,
         value=value,
+        fall_back=fall_back,
     )
 
 
@@ -365,6 +374,7 @@ async def create_schedule(
     paused: bool = False,
     note: str | None = None,
     world: World | None = None,
+    fall_back: str = "twice",
 ) -> Schedule:
     """Create schedule ``id`` that starts ``fn(*args)`` at each fire time.
 
@@ -374,9 +384,10 @@ async def create_schedule(
         id: 1-191 characters of letters, digits, ``.``, ``_``, ``-``, ``:``,
             unique in the world.
         cron: a 5-field cron expression, read in ``timezone`` (default UTC);
-            daylight-saving transitions follow ``croniter``.
-        every: or a fixed interval (a ``timedelta`` or seconds); fire times are
-            its multiples since the Unix epoch.
+            one that matches no date (``0 0 30 2 *``) is refused. A local time
+            skipped by a spring-forward fires at the first instant after the gap.
+        every: or a fixed interval (a ``timedelta`` or seconds), 1 second to
+            100 years; fire times are its multiples since the Unix epoch.
         overlap: what a fire does while the last run (or the holder of the
             shared pair) is open.
         catchup_window: fires missed (no worker ran, or paused) run if at
@@ -388,18 +399,25 @@ async def create_schedule(
             overlap rule also covers them.
         paused: create it paused (``note`` says why).
         world: the world; default the configured one.
+        fall_back: for a cron schedule, a local time a daylight-saving
+            fall-back repeats (``30 2 * * *`` in ``Europe/Paris`` on the last
+            Sunday of October): ``"twice"`` (the default) fires at both
+            instants, ``"once"`` at the first only.
 
     Raises:
         ScheduleExistsError: ``id`` is taken (a ``ValueError``); nothing written.
-        TypeError / ValueError: bad input (cron, timezone, every of zero, both
-            cron and every, ...); nothing written.
+        TypeError / ValueError: bad input (a cron that never fires, an unknown
+            timezone, every under 1 second or not finite, both cron and every,
+            ...); nothing written.
     """
     if not isinstance(fn, WorkflowDefinition):
-        raise TypeError(f"create_schedule() needs a @workflow function, got {fn!r}")
+        raise TypeError(f"create_schedule() needs a @workflow function, got {quoted(fn)}")
     schedule_id = _check_id(id)
-    spec = _spec(fn, args, cron, timezone, every, overlap, catchup_window, attributes, key, value)
+    spec = _spec(
+        fn, args, cron, timezone, every, overlap, catchup_window, attributes, key, value, fall_back
+    )
     if not isinstance(paused, bool):
-        raise TypeError(f"paused must be a bool, not {paused!r}")
+        raise TypeError(f"paused must be a bool, not {quoted(paused)}")
     target = resolve_world(world)
     first = next_fire(spec, target.now())  # the world's clock, which a test may move
     record = ScheduleRecord(

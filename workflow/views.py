@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from workflow.client import Run
+from worlds.quoting import quoted
 from worlds.semantics import CLOSING_EVENTS
 from worlds.types import (
     AttributeConflict,
@@ -39,10 +40,12 @@ from worlds.types import (
     PatchMarker,
     RunCancelled,
     RunContinued,
+    RunCreated,
     RunFailed,
     RunForked,
     RunRecord,
     RunReopened,
+    RunStatus,
     SlotAcquired,
     SlotReleased,
     SlotRequested,
@@ -173,7 +176,7 @@ class EventWindow:
         """``None`` (both ends), ``all``, or ``A-B`` / ``A-`` / ``-B`` (seqs, inclusive).
 
         Raises:
-            ValueError: any other spelling.
+            ValueError: any other spelling, or a range whose first seq is after its last.
         """
         if spec is None:
             return cls()
@@ -187,8 +190,14 @@ class EventWindow:
             last = int(high) if high.strip() else None
         except ValueError:
             raise ValueError(
-                f"--events takes all, or a range of seqs like 100-200, 100- or -50; got {spec!r}"
+                f"--events takes all, or a range of seqs like 100-200, 100- or -50; "
+                f"got {quoted(spec)}"
             ) from None
+        if first is not None and last is not None and first > last:
+            raise ValueError(
+                f"--events {first}-{last} is the wrong way round: the first seq comes first "
+                f"({last}-{first}?)"
+            )
         return cls(first, last)
 
     def select(self, events: list[EventKind]) -> tuple[list[EventKind], tuple[int, int] | None]:
@@ -301,6 +310,20 @@ class RunDetails:
     waiting: list[Waiting] = field(default_factory=list)
     parent: str | None = None
     children: list[RunRecord] = field(default_factory=list)
+    starts_at: datetime | None = None
+    start_reason: str | None = None
+    """For a pending run made to wait: when it starts at the earliest, and why
+    (``"delayed"``: ``start(delay=)``; ``"debounced"``: ``start_or_debounce``)."""
+
+    def start_note(self) -> str | None:
+        """``starts at T (delayed by start(delay=))``, for a pending run that waits for a time."""
+        if self.starts_at is None:
+            return None
+        why = {
+            "delayed": "delayed by start(delay=)",
+            "debounced": "debounced: another start_or_debounce moves it, up to max_delay",
+        }.get(self.start_reason or "", self.start_reason or "")
+        return f"starts at {self.starts_at.isoformat()} ({why})"
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document (``events`` as the window selects them)."""
@@ -314,6 +337,8 @@ class RunDetails:
             "steps": [step.to_json() for step in self.steps],
             "hooks": [hook.to_json() for hook in self.hooks],
             "waiting": [wait.to_json() for wait in self.waiting],
+            "starts_at": None if self.starts_at is None else self.starts_at.isoformat(),
+            "start_reason": self.start_reason,
             "parent": self.parent,
             "children": [run_to_json(child) for child in self.children],
             "events": [event_to_json(event) for event in shown],
@@ -384,6 +409,7 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead, slot.hold))
     parent = await run.parent()
     children = [child.record for child in await run.children() if child.record is not None]
+    starts_at, start_reason = _start(record, events)
     return RunDetails(
         record,
         claims,
@@ -394,7 +420,19 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         waiting,
         None if parent is None else parent.id,
         children,
+        starts_at,
+        start_reason,
     )
+
+
+def _start(record: RunRecord, events: list[EventKind]) -> tuple[datetime | None, str | None]:
+    """When a pending run made to wait for a time starts, and why (from its ``RunCreated``)."""
+    if record.status is not RunStatus.PENDING or not events:
+        return None, None
+    created = events[0]
+    if not isinstance(created, RunCreated) or created.start_at is None:
+        return None, None
+    return created.start_at, "debounced" if created.debounced else "delayed"
 
 
 def event_summary(event: EventKind) -> str:

@@ -126,7 +126,13 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
 
 
 class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
-    """The run exists; its arguments and start-time attributes are recorded."""
+    """The run exists; its arguments and start-time attributes are recorded.
+
+    ``start_at`` is when a run created to wait starts at the earliest
+    (``start(delay=)``, or a debounce's start, moved by each debounce, which
+    rewrites this event); ``debounced`` says a debounce (``start_or_debounce``)
+    created it. Both are for people reading the log: no rule reads them.
+    """
 
     workflow: str
     args: bytes
@@ -134,6 +140,8 @@ class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
     limits: dict[str, int] = {}
     """The limit of each ``Limited`` start attribute (by key): a reopened or forked
     run takes those slots again before it runs."""
+    start_at: datetime | None = None
+    debounced: bool = False
 
 
 class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):

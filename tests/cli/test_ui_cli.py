@@ -61,6 +61,18 @@ def _get(url: str, token: str | None = None) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+def _first_answer(server: subprocess.Popen[str], url: str) -> tuple[int, str]:
+    """GET ``url`` once the server listens (within 60 s)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return _get(url)
+        except OSError:
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert time.monotonic() < deadline, "wf ui did not start within 60 s"
+            time.sleep(0.2)
+
+
 @pytest.mark.slow
 def test_wf_ui_serves_the_world(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/world.db"
@@ -76,15 +88,7 @@ def test_wf_ui_serves_the_world(tmp_path: Path) -> None:
     server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, _ = _get(base + "/api/runs")
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read() if server.stderr else ""
-                assert time.monotonic() < deadline, "wf ui did not start within 60 s"
-                time.sleep(0.2)
+        status, _ = _first_answer(server, base + "/api/runs")
         assert status == 401  # the token from $WF_UI_TOKEN is required
         status, body = _get(base + "/api/runs", "t0ken")
         assert status == 200
@@ -94,3 +98,45 @@ def test_wf_ui_serves_the_world(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(30)
+
+
+@pytest.mark.parametrize("token", [" ", "\t  "])
+def test_a_blank_token_is_a_cli_usage_error(tmp_path: Path, token: str) -> None:
+    url = f"sqlite:///{tmp_path}/world.db"
+    for options, env in ((["--token", token], {}), ([], {"WF_UI_TOKEN": token})):
+        result = CliRunner().invoke(app, ["ui", *options, "--world", url], env=env)
+        assert result.exit_code == 2, result.output
+        assert "--token" in result.output and "blank" in result.output
+        assert "pass None" not in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("host", ["127.0.0.2", "127.1.2.3"])
+def test_wf_ui_answers_on_any_loopback_address(tmp_path: Path, host: str) -> None:
+    url = f"sqlite:///{tmp_path}/world.db"
+    asyncio.run(_migrate(url))
+    port = _free_port()
+    env = {**os.environ, "WORKFLOW_WORLD": url}
+    env.pop("WF_UI_TOKEN", None)
+    command = [sys.executable, "-m", "cli", "ui", "--host", host, "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://{host}:{port}"
+        status, body = _first_answer(server, base + "/api/runs")
+        assert status == 200, body
+        assert json.loads(body)["runs"] == []
+        request = urllib.request.Request(base + "/api/runs", headers={"Host": "evil.example"})
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            refused = 200
+        except urllib.error.HTTPError as error:
+            refused = error.code
+        assert refused == 421  # still only loopback hosts
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+async def _migrate(url: str) -> None:
+    async with worlds.open(url) as world:
+        await world.migrate()

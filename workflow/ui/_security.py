@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -90,6 +91,20 @@ class Guard:
         return False
 
 
+def _answers(host: str, allowed: frozenset[str]) -> bool:
+    """Whether a request to ``host`` is answered: a name in ``allowed``, or, when only
+    loopback hosts are (the default without a token), any loopback address
+    (127.0.0.0/8, ``[::1]``), so ``wf ui --host 127.0.0.2`` answers its own address."""
+    if host in allowed:
+        return True
+    if allowed != LOOPBACK:
+        return False
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _host(headers: dict[bytes, bytes]) -> str:
     host = headers.get(b"host", b"").decode("latin-1").strip().lower()
     if host.startswith("["):
@@ -117,7 +132,7 @@ class SecurityMiddleware:
             await send(message)
 
         path = local_path(scope)
-        if self.allowed_hosts is not None and _host(headers) not in self.allowed_hosts:
+        if self.allowed_hosts is not None and not _answers(_host(headers), self.allowed_hosts):
             await _plain(with_headers, 421, "this UI answers only requests to a loopback host")
             return
         if scope.get("method") == "POST" and not _same_origin(headers):

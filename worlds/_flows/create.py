@@ -97,7 +97,18 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
             wake_at = claims.first_start(request.debounce, tx.rows.now)
     run = runs.new_run(run_id, request.workflow, attributes, tx.rows.now)
     limits = {key: limit.limit for key, limit in request.limits.items()}
-    created = runs.created_event(request.workflow, request.args, attributes, tx.rows.now, limits)
+    start_at = request.start_at
+    if request.debounce is not None:
+        start_at = claims.first_start(request.debounce, tx.rows.now)
+    created = runs.created_event(
+        request.workflow,
+        request.args,
+        attributes,
+        tx.rows.now,
+        limits,
+        start_at=start_at,
+        debounced=request.debounce is not None,
+    )
     try:
         await rows.insert_run(run, created, wake_at=wake_at)
     except IdTaken:
@@ -170,7 +181,13 @@ async def _debounce(tx: Tx, request: CreateRunRequest) -> CreateRunResult | clai
     assert record is not None
     limits = {key: limit.limit for key, limit in request.limits.items()}
     created = runs.created_event(
-        record.workflow, request.args, record.attributes, record.created_at, limits
+        record.workflow,
+        request.args,
+        record.attributes,
+        record.created_at,
+        limits,
+        start_at=decided.start_at,
+        debounced=True,
     )
     await rows.rewrite_created(record.id, created)
     if item is not None:

@@ -97,11 +97,22 @@ def created_event(
     attributes: dict[str, AttributeValue],
     now: datetime,
     limits: Mapping[str, int] | None = None,
+    *,
+    start_at: datetime | None = None,
+    debounced: bool = False,
 ) -> RunCreated:
-    """A new run's first event, ``RunCreated`` stored as seq 1 at ``now`` (with the
-    limit of each limited start attribute, ``limits``)."""
+    """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``.
+
+    ``limits`` is the limit of each limited start attribute; ``start_at`` and
+    ``debounced`` say when a run made to wait starts, and why.
+    """
     created = RunCreated(
-        workflow=workflow, args=args, attributes=dict(attributes), limits=dict(limits or {})
+        workflow=workflow,
+        args=args,
+        attributes=dict(attributes),
+        limits=dict(limits or {}),
+        start_at=start_at,
+        debounced=debounced,
     )
     return msgspec.structs.replace(created, seq=1, at=now)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from worlds.quoting import quoted
 from worlds.types import EventKind, RunStatus, StreamWritten
 
 __all__ = ["MAX_NAME_LENGTH", "accepts", "check_name", "written"]
@@ -27,7 +28,7 @@ MAX_NAME_LENGTH = 256
 def check_name(name: str) -> str:
     """``name`` if it may name a stream (1-256 characters, no NUL), else ``ValueError``."""
     if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME_LENGTH or "\x00" in name:
-        raise ValueError(f"a stream name is 1-{MAX_NAME_LENGTH} characters, got {name!r}")
+        raise ValueError(f"a stream name is 1-{MAX_NAME_LENGTH} characters, got {quoted(name)}")
     return name
 
 

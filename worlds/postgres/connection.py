@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlencode
 import anyio
 import asyncpg
 
-from worlds._urls import redact_url
+from worlds._urls import check_hosts, redact_url
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -168,6 +168,10 @@ def parse_url(raw: str) -> tuple[str, str, dict[str, float]]:
     if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
         raise ValueError(f"not a PostgreSQL world URL: {url!r}")
     location, _, query = rest.partition("?")
+    try:
+        check_hosts(location)
+    except ValueError as exc:
+        raise ValueError(f"malformed world URL {url!r}: {exc}") from None
     options = {"poll": 1.0, "pool_size": 10.0, "command_timeout": 4.0}
     schema = "public"
     passed: list[tuple[str, str]] = []
