@@ -124,6 +124,19 @@ def describe(annotation: Any) -> str:
 
 def _plain(annotation: Any) -> bool:
     """True where the annotation takes the value as it decodes (no conversion)."""
+    try:
+        return _plain_cached(annotation)
+    except TypeError:  # an unhashable annotation (``Annotated`` with a dict, ...)
+        return _plain_uncached(annotation)
+
+
+@lru_cache(maxsize=1024)
+def _plain_cached(annotation: Any) -> bool:
+    # msgspec.inspect.type_info builds the annotation's whole type tree: asked once each.
+    return _plain_uncached(annotation)
+
+
+def _plain_uncached(annotation: Any) -> bool:
     if annotation is UNRESOLVED:
         return False
     origin = typing.get_origin(annotation)

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from workflow._annotations import MismatchError, changed, convert, describe, hints
+from workflow._annotations import UNRESOLVED, MismatchError, changed, convert, describe, hints
 from workflow.errors import UndecodableValueError
 from worlds.types import ErrorInfo
 
@@ -59,6 +59,23 @@ def _encode(value: Any, what: str) -> bytes:
             f"{what} cannot be recorded: a str holds the lone surrogate {bad!r}, "
             "which is not Unicode text"
         ) from None
+
+
+_ROUND_TRIP_TYPES = frozenset({str, int, float, bool, type(None)})
+"""Exact types whose values decode as themselves and validate as their own type."""
+
+
+def _needs_no_check(value: Any, annotation: Any) -> bool:
+    """True where ``value`` certainly comes back as itself and validates as ``annotation``.
+
+    The common small argument or result (an ``int`` annotated ``int``, a ``str``
+    with no annotation) is then recorded without decoding it again to check it:
+    the hot path of every step and start.
+    """
+    kind = type(value)
+    return kind in _ROUND_TRIP_TYPES and (
+        annotation is kind or annotation is Any or annotation is UNRESOLVED
+    )
 
 
 def _check(value: Any, back: Any, annotation: Any, what: str) -> Any:
@@ -114,9 +131,15 @@ def encode_call(
         data = _encode([list(args), kwargs, headers], "arguments")
     else:
         data = _encode([list(args), kwargs], "arguments")
-    back_args, back_kwargs = msgspec.msgpack.decode(data)[:2]
     by_name = hints(fn).by_name if fn is not None else {}
-    for (name, annotation), value, back in zip(_names(fn, len(args)), args, back_args, strict=True):
+    named = _names(fn, len(args))
+    positional = zip(named, args, strict=True)
+    if all(_needs_no_check(value, annotation) for (_, annotation), value in positional) and all(
+        _needs_no_check(value, by_name.get(name, Any)) for name, value in kwargs.items()
+    ):
+        return data
+    back_args, back_kwargs = msgspec.msgpack.decode(data)[:2]
+    for (name, annotation), value, back in zip(named, args, back_args, strict=True):
         _check(value, back, annotation, f"{_argument(name)} of {owner}")
     for name, value in kwargs.items():
         _check(value, back_kwargs[name], by_name.get(name, Any), f"{_argument(name)} of {owner}")
@@ -166,7 +189,8 @@ def encode_result(value: Any, what: str = "result", fn: Callable[..., Any] | Non
     """
     data = _encode(value, what)
     annotation = hints(fn).result if fn is not None else Any
-    _check(value, msgspec.msgpack.decode(data), annotation, what)
+    if not _needs_no_check(value, annotation):
+        _check(value, msgspec.msgpack.decode(data), annotation, what)
     return data
 
 
