@@ -29,6 +29,7 @@ from cli._resolve import (
     resolve_run,
 )
 from cli._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
+from cli._user_code import CodecOption, with_codec
 from workflow import RunStatus, list_runs, prune_runs
 from workflow.query import And, AttrRef, Compare, Expr, parse
 
@@ -164,6 +165,7 @@ def show(
     ] = None,
     as_json: JsonOption = False,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Show a run: status, result or error, attributes with claim generations, steps,
     hooks and a timeline.
@@ -185,7 +187,7 @@ def show(
             window = EventWindow.parse(events)
         except ValueError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             details = await gather_details(target, window)
         if as_json:
@@ -210,6 +212,7 @@ def events(
     ] = None,
     as_json: JsonOption = False,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Print a run's event log, in order (payloads decoded from msgpack).
 
@@ -227,7 +230,7 @@ def events(
             window = EventWindow.parse(seqs or "all")
         except ValueError as exc:
             raise CliError(str(exc).replace("--events", "--range"), EXIT_USAGE) from None
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             log, _ = window.select(await target.events())
         rows = [event_to_json(event) for event in log]
@@ -313,6 +316,7 @@ def stream(
         bool, typer.Option("--follow/--no-follow", help="Wait for new chunks until the run closes.")
     ] = True,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Print a run's stream NAME (write_stream), one JSON value per line.
 
@@ -326,7 +330,7 @@ def stream(
     """
 
     async def body() -> None:
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             async for value in target.stream(name, start, follow=follow):
                 line = json.dumps(value, ensure_ascii=True, default=str)

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from cli._output import attributes_text, console, format_value, print_json, text, visible
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_time
+from cli._user_code import CodecOption, with_codec
 from workflow.schedules import Overlap, Schedule, ScheduleInfo, get_schedule, list_schedules
 
 app = typer.Typer(
@@ -189,7 +190,9 @@ def unpause_command(
 
 
 @app.command("trigger")
-def trigger_command(schedule: IdArgument, world: WorldOption = None) -> None:
+def trigger_command(
+    schedule: IdArgument, world: WorldOption = None, codec: CodecOption = None
+) -> None:
     """Fire a schedule now, under its overlap rule; prints the run it started.
 
     Examples:
@@ -198,7 +201,7 @@ def trigger_command(schedule: IdArgument, world: WorldOption = None) -> None:
     """
 
     async def body() -> str | None:
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             run = await _check_id(schedule, opened).trigger()
             return None if run is None else run.id
 
@@ -226,6 +229,7 @@ def backfill_command(
     ] = Overlap.ALLOW_ALL,
     as_json: JsonOption = False,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Fire every fire time in [--start, --end); each fire time starts at most one run, ever.
 
@@ -238,7 +242,7 @@ def backfill_command(
     first, last = parse_time(start, "--start"), parse_time(end, "--end")
 
     async def body() -> list[str]:
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             try:
                 runs = await _check_id(schedule, opened).backfill(first, last, overlap=overlap)
             except ValueError as exc:

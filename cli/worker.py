@@ -10,22 +10,17 @@ such database) ends the worker with a one-line reason and exit code 1.
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
-import sys
-import types
-from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
 
-from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError, WorldOption, execute, open_world
+from cli._resolve import EXIT_ERROR, CliError, WorldOption, execute, open_world
+from cli._user_code import CodecOption, import_user_module, with_codec
 from workflow import Worker
-from worlds.codec import CodecWorld, PayloadCodec
 from worlds.errors import WorldMisconfiguredError
-from worlds.protocol import World
 
 __all__ = ["worker_command"]
 
@@ -54,13 +49,7 @@ def worker_command(
             " before it is released to other workers.",
         ),
     ] = 10.0,
-    codec: Annotated[
-        str | None,
-        typer.Option(
-            help="MODULE:NAME of a payload codec (encode/decode of bytes), or of a function"
-            " returning one: payloads pass through it on their way to the world.",
-        ),
-    ] = None,
+    codec: CodecOption = None,
 ) -> None:
     """Run a worker for MODULE until SIGINT or SIGTERM, then shut down gracefully.
 
@@ -70,10 +59,9 @@ def worker_command(
     """
 
     async def serve() -> None:
-        target = _import(module)
-        chosen: World = open_world(world)  # a bad URL is one line, before anything starts
-        if codec is not None:
-            chosen = CodecWorld(chosen, _load_codec(codec))
+        target = import_user_module(module)
+        # a bad URL (or codec) is one line, before anything starts
+        chosen = with_codec(open_world(world), codec)
         runner: Worker | None = None
         problem: str | None = None
         with anyio.open_signal_receiver(*_SIGNALS) as signals:
@@ -117,48 +105,3 @@ def worker_command(
             raise CliError(problem, EXIT_ERROR)
 
     execute(serve)
-
-
-def _load_codec(spec: str) -> PayloadCodec:
-    """The codec ``MODULE:NAME`` names (calling NAME if it is a class or function)."""
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise CliError(
-            f"--codec {spec!r}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
-        )
-    found = getattr(_import(module), name, None)
-    if found is None:
-        raise CliError(f"--codec {spec!r}: {module!r} has no {name!r}", EXIT_USAGE)
-    if isinstance(found, type) or (callable(found) and not isinstance(found, PayloadCodec)):
-        found = found()
-    if not isinstance(found, PayloadCodec):
-        raise CliError(
-            f"--codec {spec!r} is not a payload codec: it needs encode(bytes) and decode(bytes)",
-            EXIT_USAGE,
-        )
-    return found
-
-
-def _import(module: str) -> types.ModuleType:
-    """The module named ``module``, or the one in the .py file it names."""
-    looks_like_path = module.endswith(".py") or os.sep in module or "/" in module
-    if looks_like_path:
-        path = Path(module)
-        if path.suffix != ".py" or not path.is_file():
-            raise CliError(
-                f"{module!r} is not a .py file; give a .py file or a module name"
-                " (e.g. myapp.workflows)",
-                EXIT_USAGE,
-            )
-        sys.path.insert(0, str(path.resolve().parent))
-        module = path.stem
-    else:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module!r}: {exc}", EXIT_ERROR) from None
-    except Exception as exc:
-        raise CliError(
-            f"importing {module!r} raised {type(exc).__name__}: {exc}", EXIT_ERROR
-        ) from None

@@ -1,0 +1,86 @@
+"""The user's code a command names: a module or ``.py`` file, and a payload codec.
+
+``--codec MODULE:NAME`` is one option, defined here, for every command that
+writes or reads payloads (``wf worker``, ``wf start``, ``wf hooks resume``, ...):
+the world it opens passes every payload through the codec
+(``worlds.codec.CodecWorld``), as the application's own processes do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError
+from worlds.codec import CodecWorld, PayloadCodec
+from worlds.protocol import World
+
+__all__ = ["CodecOption", "import_user_module", "load_codec", "with_codec"]
+
+CodecOption = Annotated[
+    str | None,
+    typer.Option(
+        "--codec",
+        metavar="MODULE:NAME",
+        help="A payload codec (encode/decode of bytes), or a class or function returning"
+        " one: payloads pass through it on their way to and from the world. Give every"
+        " process of a codec world the same codec.",
+        show_default=False,
+    ),
+]
+
+
+def with_codec(world: World, spec: str | None) -> World:
+    """``world``, through the codec ``spec`` names when one is given."""
+    return world if spec is None else CodecWorld(world, load_codec(spec))
+
+
+def load_codec(spec: str) -> PayloadCodec:
+    """The codec ``MODULE:NAME`` names (calling NAME if it is a class or function)."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise CliError(
+            f"--codec {spec!r}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
+        )
+    found = getattr(import_user_module(module), name, None)
+    if found is None:
+        raise CliError(f"--codec {spec!r}: {module!r} has no {name!r}", EXIT_USAGE)
+    if isinstance(found, type) or (callable(found) and not isinstance(found, PayloadCodec)):
+        found = found()
+    if not isinstance(found, PayloadCodec):
+        raise CliError(
+            f"--codec {spec!r} is not a payload codec: it needs encode(bytes) and decode(bytes)",
+            EXIT_USAGE,
+        )
+    return found
+
+
+def import_user_module(module: str) -> types.ModuleType:
+    """The module named ``module``, or the one in the .py file it names."""
+    looks_like_path = module.endswith(".py") or os.sep in module or "/" in module
+    if looks_like_path:
+        path = Path(module)
+        if path.suffix != ".py" or not path.is_file():
+            raise CliError(
+                f"{module!r} is not a .py file; give a .py file or a module name"
+                " (e.g. myapp.workflows)",
+                EXIT_USAGE,
+            )
+        sys.path.insert(0, str(path.resolve().parent))
+        module = path.stem
+    else:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module!r}: {exc}", EXIT_ERROR) from None
+    except Exception as exc:
+        raise CliError(
+            f"importing {module!r} raised {type(exc).__name__}: {exc}", EXIT_ERROR
+        ) from None
