@@ -18,10 +18,10 @@ from typing import Annotated
 import typer
 
 from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError
-from worlds.codec import CodecWorld, PayloadCodec
+from worlds.codec import CODEC_SETTING, CodecWorld, PayloadCodec
 from worlds.protocol import World
 
-__all__ = ["CodecOption", "import_user_module", "load_codec", "with_codec"]
+__all__ = ["CodecOption", "import_user_module", "load_codec", "note_codec", "with_codec"]
 
 CodecOption = Annotated[
     str | None,
@@ -39,6 +39,20 @@ CodecOption = Annotated[
 def with_codec(world: World, spec: str | None) -> World:
     """``world``, through the codec ``spec`` names when one is given."""
     return world if spec is None else CodecWorld(world, load_codec(spec))
+
+
+async def note_codec(world: World, spec: str | None) -> None:
+    """Say on stderr which codec ``world``'s payloads need, if it records one and
+    ``spec`` (``--codec``) gave none: they show as ``{"encoded": ...}``."""
+    if spec is not None:
+        return
+    recorded = await world.setting(CODEC_SETTING)
+    if recorded is not None:
+        typer.echo(
+            f"note: this world's payloads are encoded with the codec {recorded!r}; pass"
+            " --codec MODULE:NAME to read them",
+            err=True,
+        )
 
 
 def load_codec(spec: str) -> PayloadCodec:

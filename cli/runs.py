@@ -29,7 +29,7 @@ from cli._resolve import (
     resolve_run,
 )
 from cli._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
-from cli._user_code import CodecOption, with_codec
+from cli._user_code import CodecOption, note_codec, with_codec
 from workflow import RunStatus, list_runs, prune_runs
 from workflow.query import And, AttrRef, Compare, Expr, parse
 
@@ -190,6 +190,7 @@ def show(
         async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             details = await gather_details(target, window)
+            await note_codec(opened, codec)
         if as_json:
             print_json(details.to_json())
         else:
@@ -233,6 +234,7 @@ def events(
         async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             log, _ = window.select(await target.events())
+            await note_codec(opened, codec)
         rows = [event_to_json(event) for event in log]
         if as_json:
             print_json(rows)
