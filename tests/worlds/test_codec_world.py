@@ -243,7 +243,7 @@ async def test_writing_payloads_without_the_codec_is_refused_naming_it(
                 await start_or_resume_hook(
                     secretive, "other", key="k", value="v", token="t-2", world=plain
                 )
-            with pytest.raises(CodecRequiredError, match="'shift-13'.*not 'examples"):
+            with pytest.raises(CodecRequiredError, match=r"'shift-13'.*not 'examples"):
                 await start(echo, "x", world=CodecWorld(inner, FernetCodec(Fernet.generate_key())))
             assert (await plain.list_runs(RunQuery())).runs == before  # nothing written
             assert await plain.list_hooks(held.id)  # the hook got no payload in clear
@@ -262,3 +262,15 @@ async def test_reading_codec_payloads_without_the_codec_says_which_codec(
     async with make_world() as plain:
         with pytest.raises(CodecRequiredError, match="'shift-13' and cannot be read without it"):
             await get_run(run.id, world=plain).result(timeout=5)
+
+
+async def test_a_worker_without_the_codec_is_refused_before_it_runs(
+    make_world: Callable[[], World],
+) -> None:
+    inner = make_world()
+    async with CodecWorld(inner, Rot13Bytes()) as world:
+        await start(echo, "secret", world=world)
+    async with make_world() as plain:
+        with pytest.raises(CodecRequiredError, match="'shift-13'"):
+            async with Worker(plain, [echo]):
+                pass  # pragma: no cover - never entered
