@@ -59,7 +59,6 @@ from worlds.types import (
 )
 
 __all__ = [
-    "ENCODED",
     "EVENTS_SHOWN",
     "EventWindow",
     "HookSummary",

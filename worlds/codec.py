@@ -51,16 +51,9 @@ from worlds.types import (
 )
 from worlds.wrapper import WorldWrapper
 
-__all__ = [
-    "CODEC_SETTING",
-    "MARKER",
-    "TEXT_PREFIX",
-    "CodecWorld",
-    "PayloadCodec",
-    "check_plain_write",
-    "codec_id",
-    "codec_required",
-]
+# pinned (tests/api/test_public_api.py); the codec's identity and the checks below
+# are importable by name for the client, the engine and the CLI
+__all__ = ["MARKER", "TEXT_PREFIX", "CodecWorld", "PayloadCodec"]
 
 CODEC_SETTING = "codec"
 """The world setting (``World.setting``) holding the ``codec_id`` of the world's codec."""
