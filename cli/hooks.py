@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from cli._codec_option import CodecOption, with_codec
 from cli._output import attributes_text, console, format_age, print_json, text
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
 from workflow import list_hooks, resume_hook
@@ -70,6 +71,7 @@ def resume_command(
         typer.Option("--resume-id", help="Deliver at most once per resume id (retries)."),
     ] = None,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Deliver PAYLOAD (a JSON value) to the hook TOKEN; prints the run it resumed.
 
@@ -89,7 +91,7 @@ def resume_command(
             ) from None
         except RecursionError:
             raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             try:
                 return (await resume_hook(token, value, resume_id=resume_id, world=opened)).id
             except (ValueError, TypeError) as exc:  # the arguments: checked before any write

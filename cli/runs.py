@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cli._codec_option import CodecOption, note_codec, with_codec
 from cli._output import (
     console,
     err_console,
@@ -164,6 +165,7 @@ def show(
     ] = None,
     as_json: JsonOption = False,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Show a run: status, result or error, attributes with claim generations, steps,
     hooks and a timeline.
@@ -185,9 +187,10 @@ def show(
             window = EventWindow.parse(events)
         except ValueError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             details = await gather_details(target, window)
+            await note_codec(opened, codec)
         if as_json:
             print_json(details.to_json())
         else:
@@ -210,6 +213,7 @@ def events(
     ] = None,
     as_json: JsonOption = False,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Print a run's event log, in order (payloads decoded from msgpack).
 
@@ -227,9 +231,10 @@ def events(
             window = EventWindow.parse(seqs or "all")
         except ValueError as exc:
             raise CliError(str(exc).replace("--events", "--range"), EXIT_USAGE) from None
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             log, _ = window.select(await target.events())
+            await note_codec(opened, codec)
         rows = [event_to_json(event) for event in log]
         if as_json:
             print_json(rows)
@@ -313,6 +318,7 @@ def stream(
         bool, typer.Option("--follow/--no-follow", help="Wait for new chunks until the run closes.")
     ] = True,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Print a run's stream NAME (write_stream), one JSON value per line.
 
@@ -326,7 +332,7 @@ def stream(
     """
 
     async def body() -> None:
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             async for value in target.stream(name, start, follow=follow):
                 line = json.dumps(value, ensure_ascii=True, default=str)

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from cli._codec_option import CodecOption, with_codec
 from cli._output import attributes_text, console, format_value, print_json, text, visible
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_time
 from workflow.schedules import Overlap, Schedule, ScheduleInfo, get_schedule, list_schedules
@@ -226,7 +227,9 @@ def unpause_command(
 
 
 @app.command("trigger")
-def trigger_command(schedule: IdArgument, world: WorldOption = None) -> None:
+def trigger_command(
+    schedule: IdArgument, world: WorldOption = None, codec: CodecOption = None
+) -> None:
     """Fire a schedule now, under its overlap rule; prints the run it started.
 
     Examples:
@@ -235,7 +238,7 @@ def trigger_command(schedule: IdArgument, world: WorldOption = None) -> None:
     """
 
     async def body() -> str | None:
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             run = await _check_id(schedule, opened).trigger()
             return None if run is None else run.id
 
@@ -264,6 +267,7 @@ def backfill_command(
     ] = Overlap.ALLOW_ALL,
     as_json: JsonOption = False,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Fire every fire time in [--start, --end); each fire time starts at most one run, ever.
 
@@ -276,7 +280,7 @@ def backfill_command(
     first, last = parse_time(start, "--start"), parse_time(end, "--end")
 
     async def body() -> list[str]:
-        async with open_world(world, create=False) as opened:
+        async with with_codec(open_world(world, create=False), codec) as opened:
             try:
                 runs = await _check_id(schedule, opened).backfill(first, last, overlap=overlap)
             except ValueError as exc:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from cli._codec_option import CodecOption, with_codec
 from cli._modules import load_module
 from cli._output import err_console, print_json, progress, run_to_json
 from cli._resolve import (
@@ -173,6 +174,7 @@ def start_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
     world: WorldOption = None,
+    codec: CodecOption = None,
 ) -> None:
     """Start a run of MODULE:WORKFLOW with JSON ARGS; a worker executes it.
 
@@ -200,7 +202,7 @@ def start_command(
         attributes.update(limited_pairs(limit, {*attributes, *(key for key, _ in pairs)}))
         if policy is not None and len(pairs) != 1:
             raise CliError("--policy needs exactly one --unique KEY=VALUE", EXIT_USAGE)
-        async with open_world(world) as opened:
+        async with with_codec(open_world(world), codec) as opened:
             if policy is None:
                 attributes.update({key: Unique(value) for key, value in pairs})
                 with usage_errors():

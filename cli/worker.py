@@ -17,12 +17,11 @@ from typing import Annotated
 import anyio
 import typer
 
+from cli._codec_option import CodecOption, with_codec
 from cli._modules import load_module
-from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError, WorldOption, execute, open_world
+from cli._resolve import EXIT_ERROR, CliError, WorldOption, execute, open_world
 from workflow import Worker
-from worlds.codec import CodecWorld, PayloadCodec
 from worlds.errors import WorldMisconfiguredError
-from worlds.protocol import World
 from worlds.quoting import quoted
 
 __all__ = ["worker_command"]
@@ -52,13 +51,7 @@ def worker_command(
             " before it is released to other workers.",
         ),
     ] = 10.0,
-    codec: Annotated[
-        str | None,
-        typer.Option(
-            help="MODULE:NAME of a payload codec (encode/decode of bytes), or of a function"
-            " returning one: payloads pass through it on their way to the world.",
-        ),
-    ] = None,
+    codec: CodecOption = None,
 ) -> None:
     """Run a worker for MODULE until SIGINT or SIGTERM, then shut down gracefully.
 
@@ -69,9 +62,8 @@ def worker_command(
 
     async def serve() -> None:
         target = load_module(module)
-        chosen: World = open_world(world)  # a bad URL is one line, before anything starts
-        if codec is not None:
-            chosen = CodecWorld(chosen, _load_codec(codec))
+        # a bad URL (or codec) is one line, before anything starts
+        chosen = with_codec(open_world(world), codec)
         runner: Worker | None = None
         problem: str | None = None
         with anyio.open_signal_receiver(*_SIGNALS) as signals:
@@ -115,26 +107,3 @@ def worker_command(
             raise CliError(problem, EXIT_ERROR)
 
     execute(serve)
-
-
-def _load_codec(spec: str) -> PayloadCodec:
-    """The codec ``MODULE:NAME`` names (calling NAME if it is a class or function)."""
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise CliError(
-            f"--codec {quoted(spec)}: expected MODULE:NAME (e.g. myapp.crypto:codec)", EXIT_USAGE
-        )
-    found = getattr(load_module(module), name, None)
-    if found is None:
-        raise CliError(
-            f"--codec {quoted(spec)}: {quoted(module)} has no {quoted(name)}", EXIT_USAGE
-        )
-    if isinstance(found, type) or (callable(found) and not isinstance(found, PayloadCodec)):
-        found = found()
-    if not isinstance(found, PayloadCodec):
-        raise CliError(
-            f"--codec {quoted(spec)} is not a payload codec: it needs encode(bytes) and "
-            "decode(bytes)",
-            EXIT_USAGE,
-        )
-    return found

@@ -22,6 +22,8 @@ import msgspec
 
 from workflow._annotations import UNRESOLVED, MismatchError, changed, convert, describe, hints
 from workflow.errors import UndecodableValueError
+from worlds.codec import MARKER
+from worlds.errors import CodecRequiredError
 from worlds.types import ErrorInfo
 
 __all__ = [
@@ -138,7 +140,7 @@ def encode_call(
         _needs_no_check(value, by_name.get(name, Any)) for name, value in kwargs.items()
     ):
         return data
-    back_args, back_kwargs = msgspec.msgpack.decode(data)[:2]
+    back_args, back_kwargs = _unpack(data)[:2]
     for (name, annotation), value, back in zip(named, args, back_args, strict=True):
         _check(value, back, annotation, f"{_argument(name)} of {owner}")
     for name, value in kwargs.items():
@@ -160,13 +162,28 @@ def encode_start(
     return encode_call(args, headers=headers, fn=workflow.fn, owner=f"workflow {workflow.name!r}")
 
 
+def _unpack(data: bytes) -> Any:
+    """Recorded ``data`` as MessagePack builtins.
+
+    Raises:
+        CodecRequiredError: a payload codec wrote it (``worlds.codec``), and it
+            reached here without passing through one.
+    """
+    if data[:1] == MARKER:
+        raise CodecRequiredError(
+            "this payload was written through a payload codec and cannot be read without"
+            " it: open the world through worlds.codec.CodecWorld with it"
+        )
+    return msgspec.msgpack.decode(data)
+
+
 def _argument(name: str) -> str:
     return name if name.startswith("argument ") else f"argument {name!r}"
 
 
 def with_header(data: bytes, key: str, value: str) -> bytes:
     """``data`` (from ``encode_call``) with header ``key`` set to ``value``."""
-    decoded = msgspec.msgpack.decode(data)
+    decoded = _unpack(data)
     headers = dict(decoded[2]) if len(decoded) > 2 else {}
     headers[key] = value
     return _encoder.encode([decoded[0], decoded[1], headers])
@@ -174,7 +191,7 @@ def with_header(data: bytes, key: str, value: str) -> bytes:
 
 def decode_headers(data: bytes) -> dict[str, str]:
     """The headers ``encode_call`` recorded with a call, or an empty dict."""
-    decoded = msgspec.msgpack.decode(data)
+    decoded = _unpack(data)
     if isinstance(decoded, list) and len(decoded) > 2 and isinstance(decoded[2], dict):
         return {str(k): str(v) for k, v in decoded[2].items()}
     return {}
@@ -190,7 +207,7 @@ def encode_result(value: Any, what: str = "result", fn: Callable[..., Any] | Non
     data = _encode(value, what)
     annotation = hints(fn).result if fn is not None else Any
     if not _needs_no_check(value, annotation):
-        _check(value, msgspec.msgpack.decode(data), annotation, what)
+        _check(value, _unpack(data), annotation, what)
     return data
 
 
@@ -210,7 +227,7 @@ def decode_call(data: bytes, fn: Callable[..., Any]) -> tuple[tuple[Any, ...], d
     Raises:
         UndecodableValueError: a recorded argument no longer validates.
     """
-    raw_args, raw_kwargs = msgspec.msgpack.decode(data)[:2]
+    raw_args, raw_kwargs = _unpack(data)[:2]
     owner = getattr(fn, "__qualname__", "the function")
     by_name = hints(fn).by_name
     args = tuple(
@@ -231,9 +248,9 @@ def decode_result(data: bytes, fn: Callable[..., Any] | None) -> Any:
         UndecodableValueError: the recorded value no longer validates.
     """
     if fn is None:
-        return msgspec.msgpack.decode(data)
+        return _unpack(data)
     owner = getattr(fn, "__qualname__", "the function")
-    return _decode(msgspec.msgpack.decode(data), hints(fn).result, f"result of {owner!r}")
+    return _decode(_unpack(data), hints(fn).result, f"result of {owner!r}")
 
 
 def error_info(exc: BaseException) -> ErrorInfo:

@@ -21,6 +21,7 @@ from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import AttributeConflictError, HookNotFoundError
 from workflow.query import parse as parse_query
+from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.query import Expr, RunQuery
 from worlds.types import AttributeValue, Claim, ClaimConflict, HookRecord, RunStatus
@@ -218,7 +219,9 @@ async def resume_hook(
     if resume_id is not None:
         check_text("resume_id", resume_id)
     encoded = encode_result(payload, "the hook payload")
-    run_id = await resolve_world(world).resume_hook(token, encoded, resume_id)
+    target = resolve_world(world)
+    await check_plain_write(target)
+    run_id = await target.resume_hook(token, encoded, resume_id)
     if run_id is None:
         raise HookNotFoundError(token)
     return Run(run_id, world=world)

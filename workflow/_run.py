@@ -22,6 +22,8 @@ from workflow._run_waiters import wait_closed
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import RunCancelledError, RunFailedError, RunNotFoundError
+from worlds.codec import codec_required
+from worlds.errors import CodecRequiredError
 from worlds.protocol import World, run_topic
 from worlds.query import AttrRef, Compare, RunQuery
 from worlds.semantics import PARENT_KEY, check_stream_name, new_run_id
@@ -173,7 +175,11 @@ class Run(Generic[R]):
         while True:
             chunks = await self.world.read_stream(self._id, name, offset, _STREAM_PAGE)
             for chunk in chunks:
-                yield decode_result(chunk.data, None)
+                try:
+                    value = decode_result(chunk.data, None)
+                except CodecRequiredError:
+                    raise await codec_required(self.world) from None
+                yield value
                 offset = chunk.offset + 1
             if len(chunks) == _STREAM_PAGE:
                 continue
@@ -310,7 +316,10 @@ class Run(Generic[R]):
         if record.status is RunStatus.COMPLETED:
             assert record.result is not None
             fn = self._workflow.fn if self._workflow is not None else None
-            value: R = decode_result(record.result, fn)
+            try:
+                value: R = decode_result(record.result, fn)
+            except CodecRequiredError:
+                raise await codec_required(self.world) from None
             return value
         if record.status is RunStatus.FAILED:
             assert record.error is not None

@@ -20,6 +20,7 @@ import msgspec
 
 from workflow._attributes import SCHEDULE_KEY, SCHEDULED_AT_KEY
 from workflow._schedule_spec import Overlap, ScheduleSpec, decode_spec, next_fire
+from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.types import (
     EPOCH,
@@ -105,6 +106,7 @@ async def start_fire(
         unique=unique,
         policy=policy,
     )
+    await check_plain_write(world)  # the run's arguments are payloads
     try:
         created = await world.create_run(request)
     except ValueError:

@@ -23,6 +23,7 @@ from workflow._spans import span_seconds
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import AttributeConflictError
+from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.semantics import ON_PARENT_CLOSE, new_run_id
 from worlds.types import AttributeValue, CreateRunRequest
@@ -130,6 +131,7 @@ async def _create(
         unique |= {IDEMPOTENCY_KEY}
     timeout_at = None if timeout is None else _deadline(timeout)
     target = resolve_world(world)
+    await check_plain_write(target)
     # a run that may wait (a slot, a start time) is not run ahead
     waits = bool(limits) or start_at is not None
     starter = None if waits else _runtime.eager_starter(target, fn.name)

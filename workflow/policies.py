@@ -40,6 +40,7 @@ from workflow.client import Run, resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import AttributeConflictError, HookConflictError, RunAlreadyStartedError
 from workflow.types import Unique
+from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.semantics import new_run_id
 from worlds.types import AttributeValue, CreateRunRequest, Debounce, HookDelivery, StartPolicy
@@ -123,7 +124,9 @@ async def start_with_policy(
             policy=StartPolicy(key=key, conflict=conflict.value, reuse=reuse.value),
         )
         try:
-            result = await resolve_world(world).create_run(request)
+            target = resolve_world(world)
+            await check_plain_write(target)
+            result = await target.create_run(request)
         except BaseException as exc:
             report.error = exc
             raise
@@ -245,7 +248,9 @@ async def start_or_debounce(
         windows=windows,
         debounce=Debounce(key=key, delay=wait, max_delay=longest),
     )
-    result = await resolve_world(world).create_run(request)
+    target = resolve_world(world)
+    await check_plain_write(target)
+    result = await target.create_run(request)
     if result.run is not None:
         return Run(result.run.id, world=world, workflow=fn, record=result.run)
     refused = result.conflict
@@ -316,7 +321,9 @@ async def start_or_resume_hook(
     delivery = HookDelivery(
         token=token, payload=encode_result(payload, "the hook payload"), resume_id=resume_id
     )
-    result = await resolve_world(world).start_or_resume_hook(request, delivery)
+    target = resolve_world(world)
+    await check_plain_write(target)
+    result = await target.start_or_resume_hook(request, delivery)
     if result.hook_holder is not None:
         holder: Run[Any] = Run(result.hook_holder, world=world)
         raise HookConflictError(token, holder)

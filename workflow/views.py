@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from workflow.client import Run
+from worlds.codec import MARKER
 from worlds.quoting import quoted
 from worlds.semantics import CLOSING_EVENTS
 from worlds.types import (
@@ -86,8 +87,15 @@ def to_builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
+ENCODED = "written through a payload codec: read it with that codec (wf: --codec MODULE:NAME)"
+"""What ``decode_payload`` says of a payload a codec wrote, read without the codec."""
+
+
 def decode_payload(data: bytes) -> Any:
-    """A msgpack payload as JSON-ready builtins, or ``{"base64": ...}`` if it is not msgpack."""
+    """A msgpack payload as JSON-ready builtins; ``{"encoded": ENCODED}`` if a payload
+    codec wrote it (read without the codec); ``{"base64": ...}`` if it is not msgpack."""
+    if data[:1] == MARKER:
+        return {"encoded": ENCODED}
     try:
         return to_builtins(msgspec.msgpack.decode(data))
     except (msgspec.DecodeError, TypeError, ValueError):

@@ -18,13 +18,23 @@ secrets in them), hook tokens, names, error types, cancel reasons, times,
 statuses and schedules (the runs a fire creates are encoded). Bytes the codec
 wrote start with ``0xC1``, which MessagePack never uses, so rows written before
 a codec was configured stay readable as they are.
+
+A world remembers its codec: the first payload a ``CodecWorld`` writes records
+the codec's identity (``codec_id``) as the world's ``codec`` setting, checked
+once per opened ``CodecWorld``. A ``CodecWorld`` with another codec is then
+refused, and so is a client writing payloads without a codec
+(``check_plain_write``): ``CodecRequiredError`` names the codec needed and
+nothing is written.
 """
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from collections.abc import Collection, Sequence
 
 from worlds._payloads import MARKER, TEXT_PREFIX, PayloadCodec, Payloads
+from worlds.errors import CodecRequiredError
 from worlds.protocol import World
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
@@ -41,7 +51,84 @@ from worlds.types import (
 )
 from worlds.wrapper import WorldWrapper
 
+# pinned (tests/api/test_public_api.py); the codec's identity and the checks below
+# are importable by name for the client, the engine and the CLI
 __all__ = ["MARKER", "TEXT_PREFIX", "CodecWorld", "PayloadCodec"]
+
+CODEC_SETTING = "codec"
+"""The world setting (``World.setting``) holding the ``codec_id`` of the world's codec."""
+
+_HOW = "open the world through worlds.codec.CodecWorld with it (wf: --codec MODULE:NAME)"
+
+
+def codec_id(codec: PayloadCodec) -> str:
+    """The identity a world records for ``codec``: the string ``codec.codec_id`` if
+    the codec declares one, else ``module:QualifiedClassName`` of its class.
+
+    Declare ``codec_id`` (``"fernet-v1"``, say) to keep the identity stable when
+    the class moves or is renamed.
+    """
+    declared = getattr(codec, "codec_id", None)
+    if isinstance(declared, str) and declared:
+        return declared
+    kind = type(codec)
+    return f"{kind.__module__}:{kind.__qualname__}"
+
+
+def _refusal(recorded: str) -> CodecRequiredError:
+    return CodecRequiredError(
+        f"this world's payloads are encoded with the codec {recorded!r}: {_HOW};"
+        " nothing was written",
+        recorded,
+    )
+
+
+_plain_ok: weakref.WeakSet[object] = weakref.WeakSet()
+"""The worlds ``check_plain_write`` found without a recorded codec (asked once each)."""
+
+
+def _encodes(world: World) -> bool:
+    layer: object = world
+    while isinstance(layer, WorldWrapper):
+        if isinstance(layer, CodecWorld):
+            return True
+        layer = layer.inner
+    return False
+
+
+async def check_plain_write(world: World) -> None:
+    """Refuse to write payloads through ``world`` in clear when its storage records a
+    codec (``CODEC_SETTING``); a ``CodecWorld`` (or a wrapper of one) passes.
+
+    Asked once per world object: a world found without a codec is not asked
+    again, so a codec first recorded later by another process is noticed when
+    the world is opened anew.
+
+    Raises:
+        CodecRequiredError: the world records a codec; it names it.
+    """
+    # a world that takes no weak reference is asked every time
+    with contextlib.suppress(TypeError):
+        if world in _plain_ok:
+            return
+    if _encodes(world):
+        return
+    recorded = await world.setting(CODEC_SETTING)
+    if recorded is not None:
+        raise _refusal(recorded)
+    with contextlib.suppress(TypeError):
+        _plain_ok.add(world)
+
+
+async def codec_required(world: World) -> CodecRequiredError:
+    """The error for a payload a codec wrote, read through ``world`` without one
+    (naming the world's recorded codec, if it has one)."""
+    recorded = await world.setting(CODEC_SETTING)
+    named = "a payload codec" if recorded is None else f"the codec {recorded!r}"
+    return CodecRequiredError(
+        f"this payload was written through {named} and cannot be read without it: {_HOW}",
+        recorded,
+    )
 
 
 class CodecWorld(WorldWrapper):
@@ -50,7 +137,7 @@ class CodecWorld(WorldWrapper):
 
     CLEAR = frozenset(
         "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
-        "renew_leases release now wait list_hooks prune_runs release_claim find_claim "
+        "setting renew_leases release now wait list_hooks prune_runs release_claim find_claim "
         "run_claims list_slots run_slots create_schedule get_schedule list_schedules "
         "update_schedule delete_schedule lease_schedules".split()
     )
@@ -59,14 +146,33 @@ class CodecWorld(WorldWrapper):
     def __init__(self, inner: World, codec: PayloadCodec) -> None:
         super().__init__(inner)
         self._payloads = Payloads(codec)
+        self.codec_id = codec_id(codec)
+        """What the world records as its codec (``codec_id``)."""
+        self._recorded = False
+
+    async def _record(self) -> None:
+        """Record this codec as the world's (first write only), or refuse another's."""
+        recorded = await self.inner.setting(CODEC_SETTING, self.codec_id)
+        if recorded != self.codec_id:
+            assert recorded is not None  # a setting given a value is never None
+            raise CodecRequiredError(
+                f"this world's payloads are encoded with the codec {recorded!r}, not "
+                f"{self.codec_id!r}: open it with that codec; nothing was written",
+                recorded,
+            )
+        self._recorded = True
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """See ``World.create_run``; the arguments (and a first task's payloads) are encoded."""
+        if not self._recorded:
+            await self._record()
         created = await self.inner.create_run(self._payloads.create_in(request))
         return self._payloads.created_out(created)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``; payloads in events and scheduled work are encoded."""
+        if not self._recorded:
+            await self._record()
         committed = await self.inner.commit(self._payloads.commit_in(request))
         return self._payloads.commit_out(committed)
 
@@ -74,6 +180,8 @@ class CodecWorld(WorldWrapper):
         self, requests: Sequence[CommitRequest]
     ) -> list[CommitResult | Exception]:
         """See ``World.commit_many``; each request as ``commit`` encodes it."""
+        if not self._recorded:
+            await self._record()
         encoded = [self._payloads.commit_in(request) for request in requests]
         return self._payloads.outcomes_out(await self.inner.commit_many(encoded))
 
@@ -81,6 +189,8 @@ class CodecWorld(WorldWrapper):
         self, request: CreateRunRequest, delivery: HookDelivery
     ) -> HookStartResult:
         """See ``World.start_or_resume_hook``; the arguments and the payload are encoded."""
+        if not self._recorded:
+            await self._record()
         p = self._payloads
         started = await self.inner.start_or_resume_hook(
             p.create_in(request), p.delivery_in(delivery)
@@ -91,6 +201,8 @@ class CodecWorld(WorldWrapper):
         self, token: str, payload: bytes, resume_id: str | None = None
     ) -> str | None:
         """See ``World.resume_hook``; the payload is encoded."""
+        if not self._recorded:
+            await self._record()
         return await self.inner.resume_hook(token, self._payloads.in_(payload), resume_id)
 
     async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
@@ -129,6 +241,8 @@ class CodecWorld(WorldWrapper):
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """See ``World.append_stream``; each chunk is encoded."""
+        if not self._recorded:
+            await self._record()
         encoded = [self._payloads.in_(chunk) for chunk in chunks]
         return await self.inner.append_stream(run_id, name, encoded)
 

@@ -26,6 +26,7 @@ are recognised by their SQLSTATE or SQLite error name).
 from __future__ import annotations
 
 __all__ = [
+    "CodecRequiredError",
     "WorldClosedError",
     "WorldDeadlockError",
     "WorldError",
@@ -76,6 +77,20 @@ class WorldFullError(WorldMisconfiguredError):
     A worker treats it as an outage (it keeps its leases and retries until space
     is freed); a client sees it as the answer to its call.
     """
+
+
+class CodecRequiredError(WorldMisconfiguredError):
+    """Raised when payloads would be written or read without the codec they need.
+
+    A world records the payload codec its payloads were first written with
+    (``worlds.codec.CodecWorld``); writing payloads to it without that codec
+    is refused (nothing is written), and a payload a codec wrote cannot be read
+    without it. ``codec`` names the codec needed, when the world recorded it.
+    """
+
+    def __init__(self, message: str, codec: str | None = None) -> None:
+        super().__init__(message)
+        self.codec = codec
 
 
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorname`` starts with them).

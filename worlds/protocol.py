@@ -127,6 +127,17 @@ class Lifecycle(Protocol):
         count of runs per status under ``runs.<status>`` keys."""
         ...
 
+    async def setting(self, key: str, value: str | None = None) -> str | None:
+        """The world's setting ``key``: the value recorded for it, or ``None``.
+
+        Given ``value`` while none is recorded, records it first, atomically: a
+        setting is written once and the first value stays (a different
+        ``value`` later is not recorded; the caller compares). Settings say
+        what the world was created with, such as the payload codec
+        (``worlds.codec``).
+        """
+        ...
+
 
 @runtime_checkable
 class Runs(Protocol):

@@ -95,6 +95,10 @@ class WorldWrapper:
         """See ``World.info``."""
         return await self.inner.info()
 
+    async def setting(self, key: str, value: str | None = None) -> str | None:
+        """See ``World.setting``."""
+        return await self.inner.setting(key, value)
+
     # ------------------------------------------------------------------ Runs
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:

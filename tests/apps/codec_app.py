@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workflow import step, workflow
+from workflow import create_hook, step, workflow
 
 SECRET = "the-secret-card-4111"
 
@@ -25,3 +25,9 @@ async def mask(card: str) -> str:
 @workflow
 async def masked(card: str) -> str:
     return f"card ending {await mask(card)}"
+
+
+@workflow
+async def pinned(card: str) -> str:
+    pin: str = await create_hook(f"pin-{card[-4:]}")
+    return f"card ending {card[-4:]}, pin {pin}"

@@ -28,9 +28,12 @@ from workflow import (
     workflow,
 )
 from workflow._codec import storable_text
-from worlds.codec import MARKER, TEXT_PREFIX, CodecWorld
+from workflow.policies import start_or_resume_hook
+from worlds.codec import CODEC_SETTING, MARKER, TEXT_PREFIX, CodecWorld
+from worlds.errors import CodecRequiredError
 from worlds.memory import MemoryWorld
 from worlds.protocol import World
+from worlds.query import RunQuery
 from worlds.semantics import new_run_id
 from worlds.testing import WorldConformance, WorldFactory
 from worlds.types import CommitRequest, CreateRunRequest, ErrorInfo, RunCreated, RunFailed
@@ -199,3 +202,90 @@ def test_the_fernet_example_runs_as_the_readme_says(tmp_path: Path) -> None:
     result, event = done.stdout.splitlines()
     assert result == "charged card ending 0017"
     assert event.startswith("RunCreated(") and "alice@example.com" not in event
+
+
+# ---------------------------------------------------------------- the world's codec (33.6)
+
+
+class Rot13Bytes:
+    """A codec declaring its identity: each byte shifted by 13."""
+
+    codec_id = "shift-13"
+
+    def encode(self, data: bytes) -> bytes:
+        return bytes((b + 13) % 256 for b in data)
+
+    def decode(self, data: bytes) -> bytes:
+        return bytes((b - 13) % 256 for b in data)
+
+
+@workflow
+async def echo(value: str) -> str:
+    return value
+
+
+async def test_a_codec_world_records_its_codec_on_its_first_write(
+    make_world: Callable[[], World],
+) -> None:
+    inner = make_world()
+    async with CodecWorld(inner, Rot13Bytes()) as world:
+        assert world.codec_id == "shift-13"
+        assert await inner.setting(CODEC_SETTING) is None  # opening writes nothing
+        await start(echo, "x", world=world)
+        assert await inner.setting(CODEC_SETTING) == "shift-13"
+    unnamed = CodecWorld(inner, FernetCodec(Fernet.generate_key()))
+    assert unnamed.codec_id == "examples.fernet_codec:FernetCodec"  # no codec_id: the class
+
+
+async def test_writing_payloads_without_the_codec_is_refused_naming_it(
+    make_world: Callable[[], World],
+) -> None:
+    inner = make_world()
+    world = CodecWorld(inner, Rot13Bytes())
+    async with world, Worker(world, [secretive]):
+        held = await start(secretive, "alice-secret-address", world=world)
+        while not await world.list_hooks(held.id):
+            await world.wait(f"run:{held.id}", 0.05)
+        plain = make_world()
+        async with plain:
+            before = (await plain.list_runs(RunQuery())).runs
+            with pytest.raises(CodecRequiredError, match="'shift-13'") as refused:
+                await start(echo, "in clear", world=plain)
+            assert refused.value.codec == "shift-13"
+            with pytest.raises(CodecRequiredError, match="'shift-13'"):
+                await resume_hook("pin-for-c-9", "hook-secret-pin", world=plain)
+            with pytest.raises(CodecRequiredError, match="'shift-13'"):
+                await start_or_resume_hook(
+                    secretive, "other", key="k", value="v", token="t-2", world=plain
+                )
+            with pytest.raises(CodecRequiredError, match=r"'shift-13'.*not 'examples"):
+                await start(echo, "x", world=CodecWorld(inner, FernetCodec(Fernet.generate_key())))
+            assert (await plain.list_runs(RunQuery())).runs == before  # nothing written
+            assert await plain.list_hooks(held.id)  # the hook got no payload in clear
+        await resume_hook("pin-for-c-9", "hook-secret-pin", world=world)
+        assert (await held.result(timeout=20)).endswith("/hook-secret-pin")
+
+
+async def test_reading_codec_payloads_without_the_codec_says_which_codec(
+    make_world: Callable[[], World],
+) -> None:
+    inner = make_world()
+    world = CodecWorld(inner, Rot13Bytes())
+    async with world, Worker(world, [echo]):
+        run = await start(echo, "secret", world=world)
+        assert await run.result(timeout=20) == "secret"
+    async with make_world() as plain:
+        with pytest.raises(CodecRequiredError, match="'shift-13' and cannot be read without it"):
+            await get_run(run.id, world=plain).result(timeout=5)
+
+
+async def test_a_worker_without_the_codec_is_refused_before_it_runs(
+    make_world: Callable[[], World],
+) -> None:
+    inner = make_world()
+    async with CodecWorld(inner, Rot13Bytes()) as world:
+        await start(echo, "secret", world=world)
+    async with make_world() as plain:
+        with pytest.raises(CodecRequiredError, match="'shift-13'"):
+            async with Worker(plain, [echo]):
+                pass  # pragma: no cover - never entered

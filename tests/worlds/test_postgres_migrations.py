@@ -35,6 +35,7 @@ FROZEN = {
     8: "a69ff3393f7e908e16855303d2b63a5b0e1e70dc2ac3d7aa65276c853b24b9fa",
     9: "4f21322ff61fdc561ed8f80c7f0130d5426d8642b8a380e04e4c69624d83a138",
     10: "92c3b59a532a581a60e34adfbb78dc45583fea5cabc98060d152dbae3c7bfd90",
+    11: "cd5ae974b73bf208c6bc8b94ea0a77b8ea06af71c12425ac12f0fe666144d95f",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

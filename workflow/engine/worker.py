@@ -53,6 +53,7 @@ from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from workflow.engine._sticky_cache import StickyCache
 from workflow.engine._task import EagerSteps
 from workflow.engine._workflow_tasks import WorkflowTasks
+from worlds.codec import check_plain_write
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
 from worlds.types import CommitRequest, RunStatus, StepDiscarded, WorkItem
@@ -188,6 +189,9 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
+        # a world whose payloads a codec wrote needs that codec here too: refused
+        # before anything runs, rather than failing each run it cannot read
+        await check_plain_write(self.world)
         # client calls without world= now check against it, and start() hands
         # this worker the first task of the runs it can run
         _runtime.serve(self.world, self._eager_start)

@@ -79,6 +79,7 @@ class MemoryWorld(ClosesOnExit):
         self.url = url
         self._clock = clock
         self._hub = SignalHub()
+        self._settings: dict[str, str] = {}
         journal = Journal()
         self._tables = Tables(
             journal=journal,
@@ -108,6 +109,12 @@ class MemoryWorld(ClosesOnExit):
             key = f"runs.{record.status.value}"
             counts[key] = int(counts.get(key, 0)) + 1
         return counts
+
+    async def setting(self, key: str, value: str | None = None) -> str | None:
+        """See ``World.setting``."""
+        if value is not None:
+            self._settings.setdefault(key, value)
+        return self._settings.get(key)
 
     # ------------------------------------------------------------ helpers
 

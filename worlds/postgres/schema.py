@@ -160,6 +160,11 @@ REFERENCE: tuple[str, ...] = (
         at timestamptz NOT NULL,
         PRIMARY KEY (run_id, name, seq)
     )""",
+    # World settings, each written once (``World.setting``): the payload codec, say.
+    """CREATE TABLE settings (
+        key text PRIMARY KEY,
+        value text NOT NULL
+    )""",
     # The PL/pgSQL functions (``commit_run``, ``commit_runs``, ``start_run``,
     # ``create_run``): their live text is in ``worlds.postgres.functions``.
 )

@@ -435,3 +435,5 @@ NEXT_SCHEDULE_WAKE = (
     "SELECT min(wake_at) FROM schedules WHERE NOT paused AND wake_at IS NOT NULL "
     "AND wake_at > $1 AND workflow = ANY($2::text[])"
 )
+GET_SETTING = "SELECT value FROM settings WHERE key = $1"
+PUT_SETTING = "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"

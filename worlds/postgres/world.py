@@ -175,6 +175,14 @@ class PostgresWorld(ClosesOnExit):
         facts.update({f"runs.{row['status']}": int(row["count"]) for row in counts})
         return facts
 
+    async def setting(self, key: str, value: str | None = None) -> str | None:
+        """See ``World.setting``."""
+        pool = await self._connect()
+        if value is not None:
+            await pool.execute(sql.PUT_SETTING, key, value)
+        recorded = await pool.fetchval(sql.GET_SETTING, key)
+        return None if recorded is None else str(recorded)
+
     # ------------------------------------------------------------------ plumbing
 
     def _check_open(self) -> None:

@@ -146,6 +146,11 @@ SCHEMA = (
         at INTEGER NOT NULL,
         PRIMARY KEY (run_id, name, seq)
     ) WITHOUT ROWID""",
+    # World settings, each written once (``World.setting``): the payload codec, say.
+    """CREATE TABLE settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

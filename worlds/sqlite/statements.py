@@ -295,3 +295,7 @@ def due_schedules_sql(names: int) -> tuple[str, str]:
         f"AND wake_at > ? AND workflow IN ({marks})"
     )
     return due, later
+
+
+GET_SETTING = "SELECT value FROM settings WHERE key = ?"
+PUT_SETTING = "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"

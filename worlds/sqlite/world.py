@@ -106,6 +106,23 @@ class SqliteWorld(ClosesOnExit):
             facts[f"runs.{status}"] = count
         return facts
 
+    async def setting(self, key: str, value: str | None = None) -> str | None:
+        """See ``World.setting``."""
+        self._connection.check_open()
+        if value is None:
+
+            def get(db: sqlite3.Connection) -> str | None:
+                row = db.execute(sql.GET_SETTING, (key,)).fetchone()
+                return None if row is None else str(row[0])
+
+            return await self._connection.read(get)
+
+        def put(rows: SqliteRows) -> str:
+            rows.db.execute(sql.PUT_SETTING, (key, value))
+            return str(rows.db.execute(sql.GET_SETTING, (key,)).fetchone()[0])
+
+        return await self._connection.write(put)
+
     # ------------------------------------------------------------------ runs
 
     async def create_run(self, request: types.CreateRunRequest) -> types.CreateRunResult:

@@ -84,6 +84,16 @@ class RunsConformance(ConformanceBase):
         assert isinstance(world.url, str) and world.url
 
     @pytest.mark.anyio
+    async def test_a_setting_is_written_once_and_the_first_value_stays(self, world: World) -> None:
+        """``setting`` reads ``None`` until a value is given; a later value is not
+        recorded, and each key is its own."""
+        assert await world.setting("codec") is None
+        assert await world.setting("codec", "fernet-v1") == "fernet-v1"
+        assert await world.setting("codec", "other") == "fernet-v1"
+        assert await world.setting("codec") == "fernet-v1"
+        assert await world.setting("another") is None
+
+    @pytest.mark.anyio
     async def test_create_run_is_pending_with_run_created_as_seq_1(self, world: World) -> None:
         """A new run is pending, and its log is one ``RunCreated`` with seq 1."""
         attributes: dict[str, AttributeValue] = {"customer": "c-9", "tier": 3}

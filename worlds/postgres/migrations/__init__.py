@@ -24,6 +24,7 @@ from worlds.postgres.migrations import (
     v08_streams,
     v09_conditional_commits,
     v10_holds,
+    v11_settings,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -39,5 +40,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     8: v08_streams.STATEMENTS,
     9: v09_conditional_commits.STATEMENTS,
     10: v10_holds.STATEMENTS,
+    11: v11_settings.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

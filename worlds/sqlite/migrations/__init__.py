@@ -20,6 +20,7 @@ from worlds.sqlite.migrations import (
     v05_schedules,
     v06_streams,
     v07_holds,
+    v08_settings,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -32,5 +33,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     5: v05_schedules.STATEMENTS,
     6: v06_streams.STATEMENTS,
     7: v07_holds.STATEMENTS,
+    8: v08_settings.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
