@@ -6,6 +6,7 @@ the other calls of a test run it in process (:func:`wf_here`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -70,6 +71,11 @@ def wf_here(url: str, *args: str) -> Result:
         raise AssertionError(done.output) from done.exception
     assert "Traceback" not in done.stderr, done.stderr
     return Result(done.exit_code, done.stdout, done.stderr)
+
+
+async def wf_in(url: str, *args: str) -> Result:
+    """:func:`wf_here` from an async test: on a thread, as the command runs its own loop."""
+    return await anyio.to_thread.run_sync(functools.partial(wf_here, url, *args))
 
 
 @dataclass
