@@ -343,26 +343,36 @@ def test_usage_errors_exit_2(world: World, args: list[str]) -> None:
     assert "error" in result.err.lower()
 
 
-def test_attributes_keys_and_values(world: World) -> None:
+def test_attributes_keys_counts_the_runs_of_each_key(world: World) -> None:
     keys = wf(world.url, "attributes", "keys", "--json")
     assert keys.code == 0, keys.err
     counts = {row["key"]: row["runs"] for row in keys.json()}
     assert counts["customer"] >= 5 and counts["$name"] == 1 and counts["tier"] == 2
+
+
+def test_attributes_values_counts_the_runs_of_each_value(world: World) -> None:
     values = wf(world.url, "attributes", "values", "customer", "--json")
     found = {row["value"]: row["runs"] for row in values.json()}
     assert found["c-1"] == 2 and found["c-2"] == 1 and found["c-3"] == 2
-    tiers = wf(world.url, "attributes", "values", "tier", "--query", "status = 'pending'", "--json")
+    query = ("--query", "status = 'pending'", "--json")
+    tiers = wf_here(world.url, "attributes", "values", "tier", *query)
     assert {row["value"] for row in tiers.json()} == {3, 4}
 
 
-def test_world_info_and_migrate(world: World) -> None:
+def test_world_info(world: World) -> None:
     info = wf(world.url, "world", "info", "--json")
     assert info.code == 0, info.err
     facts = info.json()
     assert facts["scheme"] == "sqlite" and facts["runs.completed"] >= 3
+
+
+def test_world_migrate(world: World) -> None:
     migrate = wf(world.url, "world", "migrate")
     assert migrate.code == 0 and "schema is at version" in migrate.out
-    bad = wf("nope://x", "world", "info")
+
+
+def test_an_unknown_world_scheme_exits_2(world: World) -> None:
+    bad = wf_here("nope://x", "world", "info")
     assert bad.code == 2 and "unknown world scheme" in bad.err
 
 

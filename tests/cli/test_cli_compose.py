@@ -10,7 +10,7 @@ import pytest
 import worlds
 from tests.apps import composeapp
 from tests.apps.composeapp import helper, reporter, stage
-from tests.cli.test_cli import wf
+from tests.cli.test_cli import wf, wf_in
 from workflow import Limited, RunFailedError, RunStatus, Worker, get_run, start, workflow
 from worlds.types import RunForked, RunReopened
 
@@ -27,9 +27,9 @@ async def test_runs_show_stream_retry_and_fork(tmp_path: Path) -> None:
                 await run.result(timeout=30)
         (child,) = await run.children()
 
-        shown = wf(url, "runs", "show", run.id)
+        shown = await wf_in(url, "runs", "show", run.id)
         assert shown.code == 0 and "children" in shown.out and child.id in shown.out
-        as_json = wf(url, "runs", "show", child.id, "--json").json()
+        as_json = (await wf_in(url, "runs", "show", child.id, "--json")).json()
         assert as_json["parent"] == run.id and as_json["children"] == []
 
         streamed = wf(url, "runs", "stream", run.id, "progress")
@@ -39,25 +39,27 @@ async def test_runs_show_stream_retry_and_fork(tmp_path: Path) -> None:
             {"pct": 50},
             {"pct": 100},
         ]
-        tail = wf(url, "runs", "stream", run.id, "progress", "--start", "2", "--no-follow")
+        tail = await wf_in(url, "runs", "stream", run.id, "progress", "--start", "2", "--no-follow")
         assert [json.loads(line) for line in tail.out.splitlines()] == [{"pct": 100}]
 
         forked = wf(url, "runs", "fork", run.id, "--from-step", "2")
         assert forked.code == 0, forked.err
         fork_id = forked.out.split()[-1]
         assert await get_run(fork_id, world=world).status() is not None
-        assert wf(url, "runs", "fork", run.id, "--from-step", "9").code == 1
+        assert (await wf_in(url, "runs", "fork", run.id, "--from-step", "9")).code == 1
 
         composeapp.BROKEN.clear()
         retried = wf(url, "runs", "retry", run.id)
         assert retried.code == 0 and run.id in retried.out
-        assert wf(url, "runs", "retry", child.id).code == 1  # completed: nothing to retry
+        assert (
+            await wf_in(url, "runs", "retry", child.id)
+        ).code == 1  # completed: nothing to retry
         async with Worker(world, [reporter, helper, stage]):
             assert await run.result(timeout=30) == 6
             assert await get_run(fork_id, world=world).result(timeout=30) == 6
         (reopened,) = [e for e in await run.events() if isinstance(e, RunReopened)]
         assert "@" in reopened.by
-        timeline = wf(url, "runs", "show", run.id, "--events", "all").out
+        timeline = (await wf_in(url, "runs", "show", run.id, "--events", "all")).out
         assert f"reopened by {reopened.by}" in timeline and "stream progress" in timeline
         (marker,) = [
             e for e in await get_run(fork_id, world=world).events() if isinstance(e, RunForked)
@@ -78,13 +80,13 @@ async def test_runs_retry_says_a_reopened_run_waits_for_its_slot(tmp_path: Path)
         first = await start(limited_report, attributes=limited, world=world)
         await first.cancel("later", grace=None)
         holder = await start(limited_report, attributes=limited, world=world)
-        retried = wf(url, "runs", "retry", first.id)
+        retried = await wf_in(url, "runs", "retry", first.id)
         assert retried.code == 0, retried.err
         assert f"reopened run {first.id} (pending: it waits for a slot" in retried.out
         assert await first.status() is RunStatus.PENDING
-        shown = wf(url, "runs", "show", first.id)
+        shown = await wf_in(url, "runs", "show", first.id)
         assert "waiting for tenant=x (to go on): 1 of 1 slots held by " + holder.id in shown.out
-        holders = wf(url, "attributes", "holders", "tenant", "x")
+        holders = await wf_in(url, "attributes", "holders", "tenant", "x")
         assert "waiting (to go on)" in holders.out
         await holder.cancel(grace=None)
         assert await first.status() is RunStatus.RUNNING  # promoted: its slot, its work
