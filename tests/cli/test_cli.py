@@ -163,7 +163,7 @@ def test_runs_list_pages_with_a_cursor(world: World) -> None:
     first = wf(world.url, "runs", "list", "--limit", "3")
     assert "--cursor" in first.err
     cursor = first.err.split("--cursor", 1)[1].split()[0]
-    rest = wf(world.url, "runs", "list", "--limit", "3", "--cursor", cursor, "--json")
+    rest = wf_here(world.url, "runs", "list", "--limit", "3", "--cursor", cursor, "--json")
     ids = [run["id"] for run in rest.json()["runs"]]
     assert ids == (world.done + world.pending)[::-1][3:]
 
@@ -172,7 +172,7 @@ def test_runs_list_json_pages_from_stdout_alone(world: World) -> None:
     ids: list[str] = []
     cursor: list[str] = []
     while True:
-        page = wf(world.url, "runs", "list", "--limit", "2", "--json", *cursor)
+        page = wf_here(world.url, "runs", "list", "--limit", "2", "--json", *cursor)
         assert page.code == 0 and page.err == "", page.err
         ids += [run["id"] for run in page.json()["runs"]]
         if page.json()["next_cursor"] is None:
