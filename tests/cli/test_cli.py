@@ -53,7 +53,7 @@ def wf(url: str, *args: str) -> Result:
     return Result(done.returncode, done.stdout, done.stderr)
 
 
-def wf_here(url: str, *args: str) -> Result:
+def wf_here(url: str, *args: str, columns: int = 200) -> Result:
     """Run ``wf ARGS --world URL`` in this process, from the repository root.
 
     For the calls whose subject is not the process boundary: each command keeps a test
@@ -63,7 +63,7 @@ def wf_here(url: str, *args: str) -> Result:
     os.chdir(ROOT)
     try:
         done = CliRunner().invoke(
-            app, [*args, "--world", url], env={"COLUMNS": "200", "WORKFLOW_WORLD": None}
+            app, [*args, "--world", url], env={"COLUMNS": str(columns), "WORKFLOW_WORLD": None}
         )
     finally:
         os.chdir(before)
