@@ -1,7 +1,12 @@
-"""The real ``wf`` entry point, in a subprocess, against an SQLite world populated by real runs."""
+"""``wf`` against an SQLite world populated by real runs.
+
+Every command is run at least once as the real entry point, in a subprocess (:func:`wf`);
+the other calls of a test run it in process (:func:`wf_here`).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -12,8 +17,10 @@ from typing import Any
 
 import anyio
 import pytest
+from typer.testing import CliRunner
 
 import worlds
+from cli.main import app
 from examples.quickstart import checkout
 from workflow import Unique, Worker, start
 
@@ -44,6 +51,31 @@ def wf(url: str, *args: str) -> Result:
     )
     assert "Traceback" not in done.stderr, done.stderr
     return Result(done.returncode, done.stdout, done.stderr)
+
+
+def wf_here(url: str, *args: str, columns: int = 200) -> Result:
+    """Run ``wf ARGS --world URL`` in this process, from the repository root.
+
+    For the calls whose subject is not the process boundary: each command keeps a test
+    that goes through :func:`wf`.
+    """
+    before = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        done = CliRunner().invoke(
+            app, [*args, "--world", url], env={"COLUMNS": str(columns), "WORKFLOW_WORLD": None}
+        )
+    finally:
+        os.chdir(before)
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise AssertionError(done.output) from done.exception
+    assert "Traceback" not in done.stderr, done.stderr
+    return Result(done.exit_code, done.stdout, done.stderr)
+
+
+async def wf_in(url: str, *args: str) -> Result:
+    """:func:`wf_here` from an async test: on a thread, as the command runs its own loop."""
+    return await anyio.to_thread.run_sync(functools.partial(wf_here, url, *args))
 
 
 @dataclass
@@ -131,7 +163,7 @@ def test_runs_list_pages_with_a_cursor(world: World) -> None:
     first = wf(world.url, "runs", "list", "--limit", "3")
     assert "--cursor" in first.err
     cursor = first.err.split("--cursor", 1)[1].split()[0]
-    rest = wf(world.url, "runs", "list", "--limit", "3", "--cursor", cursor, "--json")
+    rest = wf_here(world.url, "runs", "list", "--limit", "3", "--cursor", cursor, "--json")
     ids = [run["id"] for run in rest.json()["runs"]]
     assert ids == (world.done + world.pending)[::-1][3:]
 
@@ -140,7 +172,7 @@ def test_runs_list_json_pages_from_stdout_alone(world: World) -> None:
     ids: list[str] = []
     cursor: list[str] = []
     while True:
-        page = wf(world.url, "runs", "list", "--limit", "2", "--json", *cursor)
+        page = wf_here(world.url, "runs", "list", "--limit", "2", "--json", *cursor)
         assert page.code == 0 and page.err == "", page.err
         ids += [run["id"] for run in page.json()["runs"]]
         if page.json()["next_cursor"] is None:
@@ -233,87 +265,63 @@ def test_runs_events_json(world: World) -> None:
     assert all("at" in event for event in events)
 
 
-def test_start_policies_and_cancel(world: World) -> None:
-    started = wf(
-        world.url,
-        "start",
-        "examples.quickstart:checkout",
-        '"o-9"',
-        "1",
-        "2",
-        "--unique",
-        "order=o-9",
-        "--attr",
-        "customer=c-9",
-        "--json",
-    )
+START = ("start", "examples.quickstart:checkout", '"o-9"', "1", "2", "--unique", "order=o-9")
+"""``wf start`` of a checkout that claims ``order=o-9``."""
+
+
+@pytest.fixture
+def empty(tmp_path: Path) -> str:
+    """A world of its own (``wf start`` creates it), for the tests that change what it holds."""
+    return f"sqlite:///{tmp_path / 'start.db'}"
+
+
+def test_start_json_prints_the_pending_run(empty: str) -> None:
+    started = wf(empty, *START, "--attr", "customer=c-9", "--json")
     assert started.code == 0, started.err
     first = started.json()
     assert first["status"] == "pending" and first["attributes"] == {
         "customer": "c-9",
         "order": "o-9",
     }
-    again = wf(
-        world.url,
-        "start",
-        "examples.quickstart:checkout",
-        '"o-9"',
-        "1",
-        "2",
-        "--unique",
-        "order=o-9",
-    )
-    assert again.code == 1 and first["id"] in again.err
-    got = wf(
-        world.url,
-        "start",
-        "examples.quickstart:checkout",
-        '"o-9"',
-        "1",
-        "2",
-        "--unique",
-        "order=o-9",
-        "--policy",
-        "get",
-    )
-    assert got.code == 0 and got.out.strip() == first["id"]
-    refused = wf(
-        world.url,
-        "start",
-        "examples.quickstart:checkout",
-        '"o-9"',
-        "1",
-        "2",
-        "--unique",
-        "order=o-9",
-        "--policy",
-        "fail",
-    )
+    assert wf_here(empty, "runs", "show", "order=o-9", "--json").json()["run"]["id"] == first["id"]
+
+
+def test_start_refuses_a_held_claim_naming_its_holder(empty: str) -> None:
+    first = wf_here(empty, *START).out.strip()
+    again = wf_here(empty, *START)
+    assert again.code == 1 and first in again.err
+
+
+def test_start_policy_get_prints_the_holder(empty: str) -> None:
+    first = wf_here(empty, *START).out.strip()
+    got = wf_here(empty, *START, "--policy", "get")
+    assert got.code == 0 and got.out.strip() == first
+
+
+def test_start_policy_fail_refuses(empty: str) -> None:
+    wf_here(empty, *START)
+    refused = wf_here(empty, *START, "--policy", "fail")
     assert refused.code == 1 and "already exists" in refused.err
-    newest = wf(
-        world.url,
-        "start",
-        "examples.quickstart:checkout",
-        '"o-9"',
-        "1",
-        "2",
-        "--unique",
-        "order=o-9",
-        "--policy",
-        "cancel",
-    )
-    assert newest.code == 0 and newest.out.strip() != first["id"]
-    old = wf(world.url, "runs", "show", first["id"], "--json").json()
+
+
+def test_start_policy_cancel_replaces_the_holder(empty: str) -> None:
+    first = wf_here(empty, *START).out.strip()
+    newest = wf_here(empty, *START, "--policy", "cancel")
+    assert newest.code == 0 and newest.out.strip() != first
+    old = wf_here(empty, "runs", "show", first, "--json").json()
     assert old["run"]["status"] == "cancelled" and old["claims"] == {}
-    current = wf(world.url, "runs", "show", "order=o-9", "--json").json()
+    current = wf_here(empty, "runs", "show", "order=o-9", "--json").json()
     assert current["run"]["id"] == newest.out.strip()
     assert current["claims"]["order"]["generation"] == 2
 
-    cancelled = wf(world.url, "runs", "cancel", "order=o-9", "--reason", "test")
+
+def test_runs_cancel_logs_the_reason_and_is_idempotent(empty: str) -> None:
+    wf_here(empty, *START)
+    cancelled = wf(empty, "runs", "cancel", "order=o-9", "--reason", "test")
     assert cancelled.code == 0 and "cancelled run" in cancelled.out
-    log = wf(world.url, "runs", "events", "order=o-9", "--json").json()
+    log = wf_here(empty, "runs", "events", "order=o-9", "--json").json()
     assert log[-1] == {**log[-1], "kind": "run_cancelled", "reason": "test"}
-    twice = wf(world.url, "runs", "cancel", "order=o-9")
+    twice = wf_here(empty, "runs", "cancel", "order=o-9")
     assert twice.code == 0 and "already cancelled" in twice.out
 
 
@@ -335,49 +343,75 @@ def test_usage_errors_exit_2(world: World, args: list[str]) -> None:
     assert "error" in result.err.lower()
 
 
-def test_attributes_keys_and_values(world: World) -> None:
+def test_attributes_keys_counts_the_runs_of_each_key(world: World) -> None:
     keys = wf(world.url, "attributes", "keys", "--json")
     assert keys.code == 0, keys.err
     counts = {row["key"]: row["runs"] for row in keys.json()}
     assert counts["customer"] >= 5 and counts["$name"] == 1 and counts["tier"] == 2
+
+
+def test_attributes_values_counts_the_runs_of_each_value(world: World) -> None:
     values = wf(world.url, "attributes", "values", "customer", "--json")
     found = {row["value"]: row["runs"] for row in values.json()}
     assert found["c-1"] == 2 and found["c-2"] == 1 and found["c-3"] == 2
-    tiers = wf(world.url, "attributes", "values", "tier", "--query", "status = 'pending'", "--json")
+    query = ("--query", "status = 'pending'", "--json")
+    tiers = wf_here(world.url, "attributes", "values", "tier", *query)
     assert {row["value"] for row in tiers.json()} == {3, 4}
 
 
-def test_world_info_and_migrate(world: World) -> None:
+def test_world_info(world: World) -> None:
     info = wf(world.url, "world", "info", "--json")
     assert info.code == 0, info.err
     facts = info.json()
     assert facts["scheme"] == "sqlite" and facts["runs.completed"] >= 3
+
+
+def test_world_migrate(world: World) -> None:
     migrate = wf(world.url, "world", "migrate")
     assert migrate.code == 0 and "schema is at version" in migrate.out
-    bad = wf("nope://x", "world", "info")
+
+
+def test_an_unknown_world_scheme_exits_2(world: World) -> None:
+    bad = wf_here("nope://x", "world", "info")
     assert bad.code == 2 and "unknown world scheme" in bad.err
 
 
-def test_prune(tmp_path: Path) -> None:
+def test_prune_before_a_day_prunes_nothing(world: World) -> None:
+    nothing = wf_here(world.url, "runs", "prune", "--before", "1d", "--json")
+    assert nothing.code == 0 and nothing.json()["pruned"] == 0
+
+
+@pytest.fixture
+def populated(tmp_path: Path) -> World:
+    """A world of its own, populated like ``world``, for the tests that prune it."""
     url = f"sqlite:///{tmp_path / 'prune.db'}"
     done, pending = anyio.run(populate, url)
-    nothing = wf(url, "runs", "prune", "--before", "1d", "--json")
-    assert nothing.code == 0 and nothing.json()["pruned"] == 0
-    pruned = wf(
-        url, "runs", "prune", "--before", "now", "--batch", "2", "--release-claims", "--json"
-    )
+    return World(url, done, pending)
+
+
+PRUNE = ("runs", "prune", "--before", "now", "--batch", "2", "--release-claims", "--json")
+
+
+def test_prune_removes_the_closed_runs(populated: World) -> None:
+    pruned = wf(populated.url, *PRUNE)
     assert pruned.code == 0, pruned.err
-    assert sorted(pruned.json()["ids"]) == sorted(done)
-    left = wf(url, "runs", "list", "--json").json()["runs"]
-    assert [run["id"] for run in left] == pending[::-1]
-    gone = wf(url, "runs", "show", "first-order")
+    assert sorted(pruned.json()["ids"]) == sorted(populated.done)
+    left = wf_here(populated.url, "runs", "list", "--json").json()["runs"]
+    assert [run["id"] for run in left] == populated.pending[::-1]
+    gone = wf_here(populated.url, "runs", "show", "first-order")
     assert gone.code == 1
-    # the released claim can be taken again, with a higher generation
-    again = wf(
-        url, "start", "examples.quickstart:checkout", '"o-0"', "1", "1", "--unique", "order=o-0"
+
+
+def test_a_claim_released_by_prune_is_taken_again_with_a_higher_generation(
+    populated: World,
+) -> None:
+    assert wf_here(populated.url, *PRUNE).code == 0
+    again = wf_here(
+        populated.url,
+        *("start", "examples.quickstart:checkout", '"o-0"', "1", "1", "--unique", "order=o-0"),
     )
     assert again.code == 0, again.err
-    holder = wf(url, "runs", "show", "order=o-0", "--json").json()
+    holder = wf_here(populated.url, "runs", "show", "order=o-0", "--json").json()
     assert holder["claims"]["order"]["generation"] == 2
 
 

@@ -13,7 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import typer
+from typer.testing import CliRunner
 
 from cli.main import app
 from workflow.schedules import Overlap
@@ -71,21 +73,25 @@ def wf(
     line: str, cwd: Path, *, columns: int = 100, world: str = "sqlite:///shop.db"
 ) -> tuple[int, list[str]]:
     """Run a documented ``wf ...`` line as the console does, in ``cwd``, in a terminal
-    ``columns`` wide with ``$WORKFLOW_WORLD`` set to ``world``."""
+    ``columns`` wide with ``$WORKFLOW_WORLD`` set to ``world``.
+
+    In process (the subject is what it prints; tests/cli/test_cli.py runs each of these
+    commands as the real entry point): stdout, then stderr, as a console shows a pipe's."""
     argv = shlex.split(line)
     assert argv[0] == "wf", line
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{cwd}", "COLUMNS": str(columns)}
-    env["WORKFLOW_WORLD"] = world
-    done = subprocess.run(
-        [sys.executable, "-m", "cli", *argv[1:]],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    before, path = os.getcwd(), list(sys.path)
+    os.chdir(cwd)
+    try:
+        done = CliRunner().invoke(
+            app, argv[1:], env={"COLUMNS": str(columns), "WORKFLOW_WORLD": world}
+        )
+    finally:
+        os.chdir(before)
+        sys.path[:] = path  # `wf start` puts its directory first, as its own process would
+    if done.exception is not None and not isinstance(done.exception, SystemExit):
+        raise AssertionError(f"{line} raised {done.exception!r}\n{done.output}")
     assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, (done.stdout + done.stderr).splitlines()
+    return done.exit_code, (done.stdout + done.stderr).splitlines()
 
 
 def run_worker_until_paid(cwd: Path, count: int) -> None:
@@ -112,11 +118,14 @@ def run_worker_until_paid(cwd: Path, count: int) -> None:
         worker.wait(timeout=60)
 
 
-def test_the_documented_session_prints_what_the_doc_shows(tmp_path: Path) -> None:
+def test_the_documented_session_prints_what_the_doc_shows(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     text = section("A session")
     (app,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     (block,) = re.findall(r"```console\n(.*?)```", text, flags=re.DOTALL)
     (tmp_path / "shop.py").write_text(app)
+    request.addfinalizer(lambda: sys.modules.pop("shop", None))
     documented: dict[str, str] = {}  # run id -> placeholder, for each side
     real: dict[str, str] = {}
     session = commands(block)

@@ -7,16 +7,14 @@ Values that look like Rich markup print literally, and control characters
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from typer.testing import CliRunner
 
 import worlds
-from cli.main import app
+from tests.cli.test_cli import wf_here
 from workflow import Unique, Worker, set_attribute, start, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,17 +32,9 @@ async def cli_output_flow(size: int, events: int) -> str:
 
 
 def wf(url: str, *args: str) -> tuple[int, str]:
-    before = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        result = CliRunner().invoke(
-            app, [*args, "--world", url], env={"COLUMNS": "400", "WORKFLOW_WORLD": None}
-        )
-    finally:
-        os.chdir(before)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(result.output) from result.exception
-    return result.exit_code, result.output
+    """``wf ARGS --world URL`` in process, 400 columns wide: the exit code, stdout+stderr."""
+    done = wf_here(url, *args, columns=400)
+    return done.code, done.out + done.err
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 
 import worlds
-from tests.cli.test_cli import wf
+from tests.cli.test_cli import wf, wf_here
 from workflow import list_runs
 
 TARGET = "tests.api.test_payload_types:typed_order"
@@ -31,10 +31,10 @@ def test_wf_start_refuses_an_argument_that_does_not_validate(tmp_path: Path) -> 
     refused = wf(url, "start", TARGET, *GOOD, '"two"')
     assert refused.code != 0
     assert "argument 'copies' of workflow 'typed_order' does not validate as int" in refused.err
-    bad_model = wf(url, "start", TARGET, '{"number": "i-1"}', *GOOD[1:], "2")
+    bad_model = wf_here(url, "start", TARGET, '{"number": "i-1"}', *GOOD[1:], "2")
     assert bad_model.code != 0
     assert "argument 'invoice' of workflow 'typed_order'" in bad_model.err
     assert runs_in(url) == []
-    started = wf(url, "start", TARGET, *GOOD, "2")
+    started = wf_here(url, "start", TARGET, *GOOD, "2")
     assert started.code == 0, started.err
     assert runs_in(url) == [started.out.strip()]
