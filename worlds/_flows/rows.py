@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from worlds._rules.claims import HeldClaim
 from worlds._rules.slots import PairState, PairView, Waiter
@@ -44,6 +44,7 @@ from worlds.types import (
 
 __all__ = [
     "ClaimRow",
+    "ColumnsByName",
     "DroppedWork",
     "HeldClaim",
     "HeldLease",
@@ -62,6 +63,7 @@ __all__ = [
     "SlotRow",
     "Waiter",
     "Windowed",
+    "pair_state_of",
 ]
 
 Pair = tuple[str, str]
@@ -451,3 +453,16 @@ class Rows(Protocol):
     async def put_schedule(self, record: ScheduleRecord) -> None:
         """Store the schedule's new state, its lease released."""
         ...
+
+
+class ColumnsByName(Protocol):
+    """A database row read by column name (``sqlite3.Row``, ``asyncpg.Record``)."""
+
+    def __getitem__(self, column: str) -> Any: ...
+
+
+def pair_state_of(row: ColumnsByName) -> PairState:
+    """A backend's ``SLOT_STATE`` row (``holding``, ``holder``, ``first_waiter``,
+    ``lim``) as the ``PairState`` a flow reads: both SQL backends select the same columns."""
+    waiting = 0 if row["first_waiter"] is None else 1
+    return PairState(row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"])

@@ -324,12 +324,7 @@ class PostgresRows:
         for pair in pairs:
             row = await self._fetchrow(sql.SLOT_STATE, *pair)
             assert row is not None
-            waiting = 0 if row["first_waiter"] is None else 1
-            states.append(
-                port.PairState(
-                    row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"]
-                )
-            )
+            states.append(port.pair_state_of(row))
         return states
 
     async def insert_slots(self, slots: Sequence[port.SlotRow], *, holding: bool) -> None:

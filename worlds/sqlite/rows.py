@@ -253,13 +253,7 @@ class SqliteRows:
     async def slot_states(self, pairs: Sequence[port.Pair]) -> list[port.PairState]:
         states = []
         for pair in pairs:
-            row = self.db.execute(sql.SLOT_STATE, pair).fetchone()
-            waiting = 0 if row["first_waiter"] is None else 1
-            states.append(
-                port.PairState(
-                    row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"]
-                )
-            )
+            states.append(port.pair_state_of(self.db.execute(sql.SLOT_STATE, pair).fetchone()))
         return states
 
     async def insert_slots(self, slots: Sequence[port.SlotRow], *, holding: bool) -> None:
