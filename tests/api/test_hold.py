@@ -262,6 +262,7 @@ async def test_a_pair_has_one_limit_and_another_is_refused(world: World) -> None
             await wide.result(timeout=30)
         rows = await world.list_slots("gate", "g")
         assert [(row.run_id, row.holding) for row in rows] == [(keeper.id, True)]
+        await _eventually(lambda: _has_hook(world, "one-limit-token"))  # the keeper waits on it
         await resume_hook("one-limit-token", "go", world=world)
         with anyio.fail_after(30):
             assert await keeper.result() == "kept"
