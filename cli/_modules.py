@@ -7,8 +7,10 @@ resolve their module here, so they agree on what a name means:
   called: ``./json.py`` is the user's file, never the standard library's
   ``json``. A file whose name is taken (by the standard library, or by a module
   already imported) is loaded under a name of its own, so it shadows nothing.
-  Its directory goes on ``sys.path`` so it can import its neighbours.
-- A dotted name is imported from the working directory or ``sys.path``, except
+  Its directory goes at the end of ``sys.path``, so it can import its
+  neighbours without its ``queue.py`` shadowing the standard library's
+  ``queue`` for the rest of the process (``multiprocessing`` imports it).
+- A dotted name is imported from ``sys.path`` or the working directory, except
   that a name the standard library owns is refused with a message saying so
   (and, when ``./NAME.py`` is there, that the file is shadowed and how to load
   it): ``import queue`` can only ever find the standard library's ``queue``.
@@ -60,7 +62,7 @@ def load_module(spec: str) -> types.ModuleType:
             EXIT_USAGE,
         )
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())  # last: the standard library stays the standard library
     return _run_import(spec, lambda: importlib.import_module(spec))
 
 
@@ -78,7 +80,7 @@ def _from_path(spec: str) -> types.ModuleType:
             return loaded  # already loaded (a worker file also named by --codec)
     folder = str(path.parent)
     if folder not in sys.path:
-        sys.path.insert(0, folder)
+        sys.path.append(folder)  # last, like the working directory above
     name = path.stem
     if name in _STANDARD or name in sys.modules or not name.isidentifier():
         name = f"wf_user_module_{abs(hash(str(path)))}"  # shadows nothing

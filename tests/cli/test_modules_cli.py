@@ -3,6 +3,7 @@ that is a path loads that file, and a bare name the standard library owns says s
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import anyio
 import pytest
 
 import worlds
+from cli.main import app
 from tests.cli.test_cli_errors import error_line, wf
 from workflow import get_run
 
@@ -94,3 +96,21 @@ def test_a_path_loads_that_file_not_the_stdlib_module(shadowing: Path, path: str
     assert worker.returncode == 0, err
     assert "shadowing-flow" in err and "Traceback" not in err
     assert "defines no @workflow" not in err
+
+
+def test_loading_a_file_named_like_a_stdlib_module_shadows_nothing_after_it(
+    shadowing: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded ``./queue.py`` leaves ``import queue`` finding the standard library's, in
+    the same process: ``multiprocessing`` (spawn) imports it in every child it starts."""
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(shadowing)
+    url = f"sqlite:///{shadowing}/w.db"
+    result = CliRunner().invoke(app, ["start", "queue.py:flow", "1", "--world", url])
+    assert result.exit_code == 0, result.output
+    assert str(shadowing) in sys.path  # its neighbours stay importable
+    for name in ("queue", "json"):
+        found = importlib.machinery.PathFinder.find_spec(name, sys.path)
+        assert found is not None and found.origin != str(shadowing / f"{name}.py"), name

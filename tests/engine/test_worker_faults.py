@@ -337,7 +337,7 @@ async def test_every_outage_a_worker_logs_is_also_logged_as_over(
     caplog.set_level(logging.WARNING, logger="workflow.worker")
     url = f"sqlite:///{tmp_path}/world.db?busy_timeout=0.05"
     async with worlds.open(url) as world, Worker(world, [plain], poll_interval=0.05):
-        await create_schedule(plain, 1, id="often", every=0.5, world=world)
+        await create_schedule(plain, 1, id="often", every=1, world=world)
         for outage in range(1, 3):
             locker = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
             locker.execute("BEGIN EXCLUSIVE")
