@@ -137,6 +137,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                     continue
                 if status in window.release_on or window.ttl == 0:
                     del self.claims[pair]
+                    del self.windows[pair]  # the window went with the claim it governed
 
         def limited_pair(self, key: int, value: int) -> tuple[str, str | int]:
             return f"{self.prefix}-lk{key}", _VALUES[value]
@@ -326,6 +327,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             for pair, holder in list(self.claims.items()):
                 if release and (holder in closed or holder in self.tombstones):
                     del self.claims[pair]
+                    self.windows.pop(pair, None)
                 elif holder in closed:
                     self.tombstones[holder] = self.statuses[holder]
             if release:
@@ -357,8 +359,9 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             holder = self.claims.get((key, value))
             if holder is None or holder == run_id:
                 assert isinstance(appended, AttributeSet), f"unexpected {appended!r}"
-                if holder is None:
+                if holder is None:  # a claim taken anew has no window (a re-claim keeps its own)
                     self.take(key, value, run_id)
+                    self.windows.pop((key, value), None)
                 assert appended.generation == self.generations[(key, value)]
                 self.attributes[run_id][name] = held_value
             else:
@@ -411,6 +414,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                 )
                 assert answer.pruned_status == self.tombstones.get(holder)
                 del self.claims[(key, value)]
+                self.windows.pop((key, value), None)
             else:
                 assert answer == ClaimConflict(
                     key=name,
@@ -455,3 +459,21 @@ class ModelConformance(ConformanceBase):
         await anyio.to_thread.run_sync(
             functools.partial(run_state_machine_as_test, machine, settings=_SETTINGS)
         )
+
+    @pytest.mark.anyio
+    async def test_a_pair_claimed_anew_after_its_window_released_it_keeps_no_window(
+        self, world: World
+    ) -> None:
+        """A sequence hypothesis once found: a ``ttl=0`` claim closes and frees the pair,
+        another run claims it with no window, and that claim outlives its run's close."""
+
+        def steps() -> None:
+            state: Any = _machine(world)()  # the rules, called in the order found
+            state.create_limited(key=0, value=0, fail=False)
+            state.create(key=0, unique=True, value=0, window=ReuseWindow(ttl=0.0))
+            state.cancel(index=1, reason=None)
+            state.claim(index=0, key=0, value=0)
+            state.cancel(index=0, reason=None)
+            state.world_agrees()
+
+        await anyio.to_thread.run_sync(steps)
