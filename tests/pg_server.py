@@ -203,14 +203,21 @@ def restart(directory: str | os.PathLike[str], mode: str = "fast") -> None:
     the server shuts down cleanly) or ``immediate`` (a crash: recovery on start)."""
     if mode not in ("fast", "immediate"):
         raise ValueError(f"restart mode must be 'fast' or 'immediate', not {mode!r}")
+    data = Path(directory).resolve() / "data"
+    _run([find_bin("pg_ctl"), "-D", str(data), "-m", mode, "-w", "stop"], _server_user())
+    start_again(directory)
+
+
+def start_again(directory: str | os.PathLike[str]) -> None:
+    """Start the stopped server in ``directory`` again, on its port and settings."""
     root = Path(directory).resolve()
-    data = root / "data"
     options = (root / "options").read_text()
-    user = _server_user()
-    pg_ctl = find_bin("pg_ctl")
-    _run([pg_ctl, "-D", str(data), "-m", mode, "-w", "stop"], user)
     log = str(root / "server.log")
-    _run([pg_ctl, "-D", str(data), "-l", log, "-o", options, "-w", "-t", "60", "start"], user)
+    _run(
+        [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options]
+        + ["-w", "-t", "60", "start"],
+        _server_user(),
+    )
 
 
 def server_pids(directory: str | os.PathLike[str]) -> list[int]:

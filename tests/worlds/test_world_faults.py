@@ -146,6 +146,35 @@ async def test_a_worker_reports_a_frozen_server_and_carries_on(
         assert await run.result(timeout=60) == sum(range(20))
 
 
+@pytest.mark.slow
+async def test_a_worker_started_while_its_server_is_down_waits_for_it(
+    own_postgres: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the chaos suite under load: a worker entered while PostgreSQL was
+    restarting died on its first world call (the codec check) instead of riding
+    the outage out like its loops; it now waits and then serves."""
+    url = _tcp_url(own_postgres, schema="started_down")
+    caplog.set_level(logging.WARNING)
+
+    async def start_server_once_refused() -> None:
+        with anyio.fail_after(30):
+            while not any(_unavailable(record) for record in caplog.records):
+                await anyio.sleep(0.1)
+        await anyio.to_thread.run_sync(pg_server.start_again, own_postgres)
+
+    pg_server.stop(own_postgres)
+    try:
+        async with PostgresWorld(url) as world, anyio.create_task_group() as group:
+            group.start_soon(start_server_once_refused)
+            with anyio.fail_after(60):
+                async with Worker(world, [paced], lease_seconds=3):
+                    run = await start(paced, 3, world=world)
+                    assert await run.result(timeout=60) == sum(range(3))
+    finally:
+        if not (Path(own_postgres) / "data" / "postmaster.pid").exists():
+            pg_server.start_again(own_postgres)
+
+
 @pytest.mark.parametrize("inline", ["1", "0"])
 async def test_a_full_sqlite_world_raises_world_full_and_stays_whole(
     tmp_path: Path, inline: str

@@ -45,7 +45,7 @@ from workflow.engine._commits import (
 )
 from workflow.engine._committer import Committer
 from workflow.engine._eager_start import EagerStart
-from workflow.engine._faults import Backoff, Complaints, is_fatal
+from workflow.engine._faults import Backoff, Complaints, is_fatal, is_transient
 from workflow.engine._one_transaction import StepWithWorkflow
 from workflow.engine._registry import Registry
 from workflow.engine._schedules import ScheduleLoop
@@ -189,9 +189,7 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
-        # a world whose payloads a codec wrote needs that codec here too: refused
-        # before anything runs, rather than failing each run it cannot read
-        await check_plain_write(self.world)
+        await self._check_codec()
         # client calls without world= now check against it, and start() hands
         # this worker the first task of the runs it can run
         _runtime.serve(self.world, self._eager_start)
@@ -203,6 +201,26 @@ class Worker:
         self._task_group.start_soon(self._watch_cancellations)
         self._task_group.start_soon(self._schedules.run, lambda: self._capacity.stopping)
         return self
+
+    async def _check_codec(self) -> None:
+        # a world whose payloads a codec wrote needs that codec here too: refused
+        # before anything runs, rather than failing each run it cannot read. A
+        # worker may start while its world is down (a database restarting): it
+        # waits for the world as every other loop of a worker does, instead of dying
+        backoff = Backoff(cap=max(self.lease_seconds / 6, 1.0))
+        doing = "check the world's codec"
+        while True:
+            try:
+                await check_plain_write(self.world)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                delay = backoff.next()
+                self._complaints.failed(doing, exc, delay)
+                await anyio.sleep(delay)
+            else:
+                self._complaints.succeeded(doing)
+                return
 
     async def __aexit__(
         self,
