@@ -163,6 +163,13 @@ class Runtime(ABC):
             "the workflow around the step call"
         )
 
+    async def rate_limit(self, key: str, value: AttributeValue, limit: int, per: float) -> None:
+        """Wait durably for a token of a rate-limited pair; see ``workflow.rate_limit``."""
+        raise NotInWorkflowError(
+            "rate_limit() works in workflow code: a step cannot wait durably; take the "
+            "token in the workflow before the step call"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ChildRequest:

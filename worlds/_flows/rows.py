@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from worlds._rules.claims import HeldClaim
+from worlds._rules.rates import Token
 from worlds._rules.slots import PairState, PairView, Waiter
 from worlds._rules.work import Placement
 from worlds.types import (
@@ -61,6 +62,7 @@ __all__ = [
     "Rollback",
     "Rows",
     "SlotRow",
+    "Token",
     "Waiter",
     "Windowed",
     "pair_state_of",
@@ -365,6 +367,20 @@ class Rows(Protocol):
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         """Hand ``old_run_id``'s remaining rows (its start-time slots) to ``new_run_id``."""
+        ...
+
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: Pair, lapsed: datetime, count: int) -> list[Token]:
+        """Drop the pair's tokens at or before ``lapsed``; the ``count`` newest of the
+        rest, newest first, the pair locked (in sorted order) until the transaction ends."""
+        ...
+
+    async def insert_token(
+        self, pair: Pair, run_id: str, number: int, at: datetime, limit: int, per: float
+    ) -> None:
+        """Store a token of the pair at ``at`` for (``run_id``, ``number``), taken under
+        the rate ``limit`` per ``per`` seconds (pair locked)."""
         ...
 
     # ------------------------------------------------------------ work

@@ -32,6 +32,7 @@ from worlds.errors import WorldMisconfiguredError
 from worlds.memory.claims import ClaimStore
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
+from worlds.memory.rates import RateStore
 from worlds.memory.rows import MemoryRows, Tables
 from worlds.memory.runs import RunStore
 from worlds.memory.schedules import ScheduleStore
@@ -90,6 +91,7 @@ class MemoryWorld(ClosesOnExit):
             slots=SlotStore(journal),
             streams=StreamStore(journal),
             schedules=ScheduleStore(journal, clock),
+            rates=RateStore(journal),
         )
 
     async def _release(self) -> None:

@@ -392,6 +392,20 @@ class PostgresRows:
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         await self._execute(sql.MOVE_RUN_SLOTS, new_run_id, old_run_id)
 
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: port.Pair, lapsed: datetime, count: int) -> list[port.Token]:
+        await self._lock_pairs([pair])
+        self._tick()
+        await self._execute(sql.DROP_LAPSED_TOKENS, *pair, lapsed)
+        found = await self._fetch(sql.NEWEST_TOKENS, *pair, count)
+        return [port.Token(row["at"], row["run_id"], row["lim"], row["per"]) for row in found]
+
+    async def insert_token(
+        self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
+    ) -> None:
+        await self._execute(sql.INSERT_TOKEN, *pair, at, run_id, number, limit, per)
+
     # ------------------------------------------------------------ work
 
     @staticmethod

@@ -358,6 +358,15 @@ ORDER BY n
 """
 RUN_SLOT_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = $1"
+DROP_LAPSED_TOKENS = "DELETE FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND at <= $3"
+NEWEST_TOKENS = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = $1 AND ivalue = $2 "
+    "ORDER BY at DESC LIMIT $3"
+)
+INSERT_TOKEN = (
+    "INSERT INTO rate_tokens (key, ivalue, at, run_id, number, lim, per) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
+)
 FIRST_WAITER = (
     "SELECT run_id, hold FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
     "ORDER BY position LIMIT 1"

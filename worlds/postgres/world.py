@@ -296,7 +296,8 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         create.check(request)
         general = msgspec.structs.replace(request, lease_to=None, first=None)
-        if not (request.limits or request.windows or request.debounce or request.start_at):
+        flow_control = request.limits or request.rates or request.priority
+        if not (flow_control or request.windows or request.debounce or request.start_at):
             pool = await self._connect()
             if self._fast_commits and runs_ahead(request):
                 started = await self._start_run(pool, request)

@@ -301,6 +301,22 @@ class SqliteRows:
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self.db.execute(sql.MOVE_RUN_SLOTS, (new_run_id, old_run_id))
 
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: port.Pair, lapsed: datetime, count: int) -> list[port.Token]:
+        self.db.execute(sql.DROP_LAPSED_TOKENS, (*pair, codecs.to_micros(lapsed)))
+        found = self.db.execute(sql.NEWEST_TOKENS, (*pair, count)).fetchall()
+        return [
+            port.Token(codecs.from_micros(row["at"]), row["run_id"], row["lim"], row["per"])
+            for row in found
+        ]
+
+    async def insert_token(
+        self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
+    ) -> None:
+        params = (*pair, codecs.to_micros(at), run_id, number, limit, per)
+        self.db.execute(sql.INSERT_TOKEN, params)
+
     # ------------------------------------------------------------ work
 
     async def add_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> bool:

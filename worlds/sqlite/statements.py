@@ -249,6 +249,15 @@ COUNT_HOLDING = (
 )
 PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND hold = ? AND holding = 0"
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = ? WHERE run_id = ?"
+DROP_LAPSED_TOKENS = "DELETE FROM rate_tokens WHERE key = ? AND ivalue = ? AND at <= ?"
+NEWEST_TOKENS = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? "
+    "ORDER BY at DESC LIMIT ?"
+)
+INSERT_TOKEN = (
+    "INSERT OR REPLACE INTO rate_tokens (key, ivalue, at, run_id, number, lim, per) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
 _SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold"
 LIST_SLOTS = (

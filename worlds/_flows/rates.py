@@ -1,0 +1,63 @@
+"""Rate-limited pairs' tokens: a new run's start time, and ``rate_limit`` in workflows.
+
+``worlds._rules.rates`` decides (``start_time``, ``next_token``); this module
+reads the pairs' newest tokens, asks, and writes the token. A pair's tokens
+are read and written under its lock (``Rows.rate_tokens`` takes it), so two
+transactions never hand out the same place in a window.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import msgspec
+
+from worlds._flows.rows import Pair
+from worlds._flows.tx import Tx
+from worlds._rules import rates
+from worlds.semantics import index_value
+from worlds.types import AttributeValue, ClaimConflict, CreateRunRequest, RateTokenRequested
+
+__all__ = ["acquire", "admit", "take"]
+
+
+async def _tokens(
+    tx: Tx, key: str, value: AttributeValue, limit: int, per: float
+) -> tuple[Pair, list[rates.Token]]:
+    pair = (key, index_value(value))
+    lapsed = tx.rows.now - timedelta(seconds=per)
+    return pair, await tx.rows.rate_tokens(pair, lapsed, limit)
+
+
+async def admit(tx: Tx, request: CreateRunRequest) -> datetime | ClaimConflict | None:
+    """When the new run of ``request`` starts at its rate-limited pairs
+    (``rates.start_time``), the conflict of a full ``on_full="fail"`` pair, or
+    ``None`` when it has none. Raises ``ValueError`` for a pair held at another rate."""
+    if not request.rates:
+        return None
+    tokens = {}
+    for key in sorted(request.rates):
+        rate = request.rates[key]
+        _, tokens[key] = await _tokens(tx, key, request.attributes[key], rate.limit, rate.per)
+    return rates.start_time(request, tokens, tx.rows.now)
+
+
+async def take(tx: Tx, request: CreateRunRequest, at: datetime) -> None:
+    """The new run's token at each of its rate-limited pairs, at ``at``."""
+    for key, rate in sorted(request.rates.items()):
+        pair = (key, index_value(request.attributes[key]))
+        await tx.rows.insert_token(pair, request.run_id, 0, at, rate.limit, rate.per)
+
+
+async def acquire(tx: Tx, run_id: str, event: RateTokenRequested) -> RateTokenRequested:
+    """A ``rate_limit`` call's token (``rates.next_token``), its time in ``token_at``; no
+    token, and the event ``refused``, when the pair is held at another rate."""
+    pair, tokens = await _tokens(tx, event.key, event.value, event.limit, event.per)
+    try:
+        at, _ = rates.next_token(
+            event.key, event.value, tokens, event.limit, event.per, tx.rows.now
+        )
+    except ValueError as refused:
+        return msgspec.structs.replace(event, refused=str(refused))
+    await tx.rows.insert_token(pair, run_id, event.number, at, event.limit, event.per)
+    return msgspec.structs.replace(event, token_at=at)

@@ -1,0 +1,40 @@
+"""Rate-limit tokens of the memory world: the tokens each rate-limited pair handed out.
+
+A token is (time, run id, number, rate); ``number`` is 0 for a run's start and
+a ``rate_limit`` call's number otherwise. These are the rows the flows
+(``worlds._flows.rates``) read and write through ``worlds.memory.rows``;
+writes go through the world's ``Journal``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from worlds._flows.rows import Pair, Token
+from worlds.memory.journal import Journal
+
+__all__ = ["RateStore"]
+
+
+class RateStore:
+    """The memory world's rate-limited pairs: ``Token`` rows by pair, then by (run, number)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._pairs: dict[Pair, dict[tuple[str, int], Token]] = {}
+
+    def tokens(self, pair: Pair, lapsed: datetime, count: int) -> list[Token]:
+        """Drop the pair's tokens at or before ``lapsed``; the ``count`` newest, newest first."""
+        rows = self._pairs.get(pair, {})
+        for owner, token in list(rows.items()):
+            if token.at <= lapsed:
+                self._journal.pop(rows, owner)
+        return sorted(rows.values(), key=lambda token: token.at, reverse=True)[:count]
+
+    def insert(self, pair: Pair, run_id: str, number: int, token: Token) -> None:
+        """Store ``token`` of (``run_id``, ``number``) at ``pair``."""
+        rows = self._pairs.get(pair)
+        if rows is None:
+            rows = {}
+            self._journal.put(self._pairs, pair, rows)
+        self._journal.put(rows, (run_id, number), token)
