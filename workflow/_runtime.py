@@ -155,7 +155,7 @@ class Runtime(ABC):
         raise NotInWorkflowError("patched() works in workflow code, not in steps")
 
     def hold(
-        self, key: str, value: AttributeValue, limit: int
+        self, key: str, value: AttributeValue, limit: int, priority: int = 0
     ) -> AbstractAsyncContextManager[None]:
         """A durable semaphore block of workflow code; see ``workflow.hold``."""
         raise NotInWorkflowError(

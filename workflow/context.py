@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from workflow import _runtime
-from workflow._attributes import check_pair, reuse_window
+from workflow._attributes import check_pair, check_priority, reuse_window
 from workflow._codec import encode_result
 from workflow._hooks import Hook
 from workflow.types import RunMetadata, StepMetadata
@@ -135,7 +135,9 @@ def _per_seconds(per: object) -> float:
     return per.total_seconds() if isinstance(per, timedelta) else float(per)
 
 
-def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContextManager[None]:
+def hold(
+    key: str, value: AttributeValue, limit: int = 1, *, priority: int = 0
+) -> AbstractAsyncContextManager[None]:
     """A durable semaphore: ``async with hold(key, value, limit=n):`` runs its block
     while this run holds one of ``n`` slots of the pair (``key``, ``value``).
 
@@ -151,6 +153,8 @@ def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContex
 
     A run holds a pair once at a time: entering a second ``hold`` of a pair it
     already holds or waits for raises ``ValueError`` (it could only deadlock).
+    ``priority`` (an int, 0 by default) orders the line: when a slot frees, the
+    waiter with the lowest number goes first, first in first out within a number.
 
     Raises:
         TypeError: ``limit`` is not an int.
@@ -164,7 +168,8 @@ def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContex
         raise TypeError(f"hold() takes an int limit, not {type(limit).__name__}")
     if not 1 <= limit <= 1_000_000:
         raise ValueError(f"limit of hold({quoted(key)}) must be 1-1000000, got {limit}")
-    return _runtime.current().hold(key, value, limit)
+    priority = check_priority(priority)
+    return _runtime.current().hold(key, value, limit, priority)
 
 
 def create_hook(

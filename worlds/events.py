@@ -408,6 +408,8 @@ class SlotRequested(Event, tag="slot_requested", frozen=True, kw_only=True):
     refused: int | None = None
     """Set by the world when the pair is held with another limit (that one): the
     block never enters and ``hold`` raises ``ValueError`` in the workflow."""
+    priority: int = 0
+    """``hold(..., priority=n)``: waiters are promoted lowest number first."""
 
 
 class SlotAcquired(Event, tag="slot_acquired", frozen=True, kw_only=True):

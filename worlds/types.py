@@ -265,6 +265,8 @@ class Slot(msgspec.Struct, frozen=True, kw_only=True):
     hold: int = 0
     """0 for a slot taken at start (``Limited``); -1 for a reopened or forked run
     waiting to take its slots again; else the run's ``hold`` number."""
+    priority: int = 0
+    """Waiters are promoted lowest ``priority`` first, then by ``position``."""
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]

@@ -423,10 +423,10 @@ class WorkflowInstance(_runtime.Runtime):
         self._streams.write(name, data)
 
     def hold(
-        self, key: str, value: AttributeValue, limit: int
+        self, key: str, value: AttributeValue, limit: int, priority: int = 0
     ) -> AbstractAsyncContextManager[None]:
         """A durable semaphore block; see ``workflow.hold`` and ``workflow.engine._holds``."""
-        return self._holds.block(key, value, limit)
+        return self._holds.block(key, value, limit, priority)
 
     async def rate_limit(self, key: str, value: AttributeValue, limit: int, per: float) -> None:
         """Wait durably for a token; see ``workflow.rate_limit`` and ``workflow.engine._rates``."""

@@ -109,6 +109,8 @@ class SlotRow(NamedTuple):
     run_id: str
     limit: int
     hold: int
+    priority: int = 0
+    """Waiters are promoted lowest ``priority`` first, then by arrival."""
 
 
 class HookRow(NamedTuple):

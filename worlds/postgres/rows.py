@@ -332,7 +332,8 @@ class PostgresRows:
             return
         if slots[0].hold:  # a hold() block: one row, at its one pair
             for s in slots:
-                params = (*s.pair, s.run_id, codecs.encode(s.value), s.limit, holding, s.hold)
+                value = codecs.encode(s.value)
+                params = (*s.pair, s.run_id, value, s.limit, holding, s.hold, s.priority)
                 await self._execute(sql.INSERT_HOLD, *params)
             return
         await self._execute(
@@ -343,6 +344,7 @@ class PostgresRows:
             slots[0].run_id,
             [s.limit for s in slots],
             holding,
+            slots[0].priority,
         )
 
     async def _drop(self, pairs_sql: str, drop_sql: str, *params: object) -> list[port.Pair]:

@@ -351,8 +351,8 @@ SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) A
          ORDER BY position LIMIT 1)) AS lim
 """
 INSERT_SLOTS = """
-INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding)
-SELECT k, v, nextval('slot_positions'), $4, d, l, $6
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, priority)
+SELECT k, v, nextval('slot_positions'), $4, d, l, $6, $7
 FROM unnest($1::text[], $2::text[], $3::bytea[], $5::integer[]) WITH ORDINALITY AS s(k, v, d, l, n)
 ORDER BY n
 """
@@ -367,13 +367,14 @@ INSERT_TOKEN = (
     "INSERT INTO rate_tokens (key, ivalue, at, run_id, number, lim, per) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
 )
+# The first in line: lowest priority number, then first in (``slots_queue``'s order).
 FIRST_WAITER = (
     "SELECT run_id, hold FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
-    "ORDER BY position LIMIT 1"
+    "ORDER BY priority, position LIMIT 1"
 )
 INSERT_HOLD = """
-INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold)
-VALUES ($1, $2, nextval('slot_positions'), $3, $4, $5, $6, $7)
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold, priority)
+VALUES ($1, $2, nextval('slot_positions'), $3, $4, $5, $6, $7, $8)
 """
 HOLD_PAIR = "SELECT key, ivalue FROM slots WHERE run_id = $1 AND hold = $2"
 RUN_HOLD_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 AND hold <> 0"
@@ -388,7 +389,7 @@ SELECT s.key, s.ivalue, s.lim,
         AS holding,
     (SELECT ARRAY[w.run_id, w.hold::text] FROM slots w
      WHERE w.key = s.key AND w.ivalue = s.ivalue AND NOT w.holding
-     ORDER BY w.position LIMIT 1) AS first_waiter
+     ORDER BY w.priority, w.position LIMIT 1) AS first_waiter
 FROM slots s WHERE s.run_id = $1 AND s.hold = $2 AND NOT s.holding
 """
 # The waiter takes its slots and gets its workflow item.
@@ -402,10 +403,10 @@ SELECT $2, id, 'workflow', workflow, 0, 1, '', $3, 0, false FROM runs WHERE id =
 ON CONFLICT (id) DO NOTHING
 """
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = $1 WHERE run_id = $2"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = $1 AND ivalue = $2 "
-    "ORDER BY holding DESC, position"
+    "ORDER BY holding DESC, CASE WHEN holding THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue, hold"
 

@@ -260,7 +260,15 @@ class SqliteRows:
         self.db.executemany(
             sql.INSERT_SLOT,
             [
-                (*s.pair, s.run_id, codecs.encode(s.value), s.limit, int(holding), s.hold)
+                (
+                    *s.pair,
+                    s.run_id,
+                    codecs.encode(s.value),
+                    s.limit,
+                    int(holding),
+                    s.hold,
+                    s.priority,
+                )
                 for s in slots
             ],
         )
