@@ -48,8 +48,7 @@ async def test_waiting_runs_are_admitted_lowest_priority_first_fifo_within(
     first = await start(queued, "holder", attributes=limited, world=world)
     plan = [("low-a", 5), ("high-a", -1), ("mid", 0), ("high-b", -1), ("low-b", 5)]
     runs = [
-        await start(queued, name, attributes=limited, priority=p, world=world)
-        for name, p in plan
+        await start(queued, name, attributes=limited, priority=p, world=world) for name, p in plan
     ]
     holders = await world.list_slots("tenant", "p-1")
     waiting = [s.run_id for s in holders if not s.holding]

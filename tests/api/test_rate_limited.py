@@ -44,9 +44,11 @@ def _most_in_a_window(times: list[datetime], per: float) -> int:
     """The most of ``times`` any half-open window ``(t - per, t]`` holds."""
     ordered = sorted(times)
     span = timedelta(seconds=per)
-    return max(
-        sum(1 for other in ordered if at - span < other <= at) for at in ordered
-    ) if ordered else 0
+    return (
+        max(sum(1 for other in ordered if at - span < other <= at) for at in ordered)
+        if ordered
+        else 0
+    )
 
 
 def _started(run_events: list[object]) -> datetime:

@@ -385,6 +385,14 @@ class Rows(Protocol):
         the rate ``limit`` per ``per`` seconds (pair locked)."""
         ...
 
+    async def run_tokens(self, run_id: str) -> list[tuple[Pair, Token, int]]:
+        """Every token of ``run_id``: its pair, the token and its number."""
+        ...
+
+    async def drop_token(self, pair: Pair, run_id: str, number: int) -> None:
+        """Drop token ``number`` of ``run_id`` at ``pair`` (pair locked)."""
+        ...
+
     # ------------------------------------------------------------ work
 
     async def add_work(self, run_id: str, new: NewWorkItem, placed: Placement) -> bool:

@@ -31,6 +31,21 @@ class RateStore:
                 self._journal.pop(rows, owner)
         return sorted(rows.values(), key=lambda token: token.at, reverse=True)[:count]
 
+    def of_run(self, run_id: str) -> list[tuple[Pair, Token, int]]:
+        """Every token of ``run_id``: its pair, the token and its number."""
+        return [
+            (pair, token, number)
+            for pair, rows in self._pairs.items()
+            for (owner, number), token in rows.items()
+            if owner == run_id
+        ]
+
+    def drop(self, pair: Pair, run_id: str, number: int) -> None:
+        """Drop token ``number`` of ``run_id`` at ``pair``."""
+        rows = self._pairs.get(pair)
+        if rows is not None and (run_id, number) in rows:
+            self._journal.pop(rows, (run_id, number))
+
     def insert(self, pair: Pair, run_id: str, number: int, token: Token) -> None:
         """Store ``token`` of (``run_id``, ``number``) at ``pair``."""
         rows = self._pairs.get(pair)

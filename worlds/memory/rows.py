@@ -244,6 +244,12 @@ class MemoryRows:
     ) -> None:
         self._t.rates.insert(pair, run_id, number, port.Token(at, run_id, limit, per))
 
+    async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
+        return self._t.rates.of_run(run_id)
+
+    async def drop_token(self, pair: port.Pair, run_id: str, number: int) -> None:
+        self._t.rates.drop(pair, run_id, number)
+
     # ------------------------------------------------------------ work
 
     async def add_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> bool:

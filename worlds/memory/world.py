@@ -22,6 +22,7 @@ from worlds._flows import (
     release,
     reopen,
     schedules,
+    starts,
     streams,
 )
 from worlds._flows.rows import Rollback
@@ -195,6 +196,10 @@ class MemoryWorld(ClosesOnExit):
     async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
         """See ``World.reopen_run``."""
         return self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
+
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        return self._write(lambda rows: starts.move_start(rows, run_id, delay))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str

@@ -408,6 +408,21 @@ class PostgresRows:
     ) -> None:
         await self._execute(sql.INSERT_TOKEN, *pair, at, run_id, number, limit, per)
 
+    async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
+        found = await self._fetch(sql.RUN_TOKENS, run_id)
+        return [
+            (
+                (row["key"], row["ivalue"]),
+                port.Token(row["at"], run_id, row["lim"], row["per"]),
+                row["number"],
+            )
+            for row in found
+        ]
+
+    async def drop_token(self, pair: port.Pair, run_id: str, number: int) -> None:
+        await self._lock_pairs([pair])
+        await self._execute(sql.DROP_TOKEN, *pair, run_id, number)
+
     # ------------------------------------------------------------ work
 
     @staticmethod

@@ -149,6 +149,7 @@ REFERENCE: tuple[str, ...] = (
         per double precision NOT NULL,
         PRIMARY KEY (key, ivalue, at, run_id, number)
     )""",
+    "CREATE INDEX rate_tokens_run ON rate_tokens (run_id)",
     """CREATE TABLE schedules (
         id text PRIMARY KEY,
         workflow text NOT NULL,

@@ -363,6 +363,13 @@ NEWEST_TOKENS = (
     "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = $1 AND ivalue = $2 "
     "ORDER BY at DESC LIMIT $3"
 )
+RUN_TOKENS = (
+    "SELECT key, ivalue, at, lim, per, number FROM rate_tokens WHERE run_id = $1 "
+    "ORDER BY key, ivalue, number"
+)
+DROP_TOKEN = (
+    "DELETE FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND run_id = $3 AND number = $4"
+)
 INSERT_TOKEN = (
     "INSERT INTO rate_tokens (key, ivalue, at, run_id, number, lim, per) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"

@@ -19,7 +19,7 @@ import anyio
 import asyncpg
 import msgspec
 
-from worlds._flows import cancel, create, hooks, prune, release, reopen, streams
+from worlds._flows import cancel, create, hooks, prune, release, reopen, starts, streams
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._urls import redact_url
@@ -416,6 +416,11 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.reopen_run``."""
         self._check_open()
         return await self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
+
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        self._check_open()
+        return await self._write(lambda rows: starts.move_start(rows, run_id, delay))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str

@@ -325,6 +325,20 @@ class SqliteRows:
         params = (*pair, codecs.to_micros(at), run_id, number, limit, per)
         self.db.execute(sql.INSERT_TOKEN, params)
 
+    async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
+        found = self.db.execute(sql.RUN_TOKENS, (run_id,)).fetchall()
+        return [
+            (
+                (row["key"], row["ivalue"]),
+                port.Token(codecs.from_micros(row["at"]), run_id, row["lim"], row["per"]),
+                row["number"],
+            )
+            for row in found
+        ]
+
+    async def drop_token(self, pair: port.Pair, run_id: str, number: int) -> None:
+        self.db.execute(sql.DROP_TOKEN, (*pair, run_id, number))
+
     # ------------------------------------------------------------ work
 
     async def add_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> bool:

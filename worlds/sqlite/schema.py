@@ -135,6 +135,7 @@ SCHEMA = (
         per REAL NOT NULL,
         PRIMARY KEY (key, ivalue, at, run_id, number)
     ) WITHOUT ROWID""",
+    "CREATE INDEX rate_tokens_run ON rate_tokens (run_id)",
     """CREATE TABLE schedules (
         id TEXT PRIMARY KEY,
         workflow TEXT NOT NULL,

@@ -255,6 +255,11 @@ NEWEST_TOKENS = (
     "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? "
     "ORDER BY at DESC LIMIT ?"
 )
+RUN_TOKENS = (
+    "SELECT key, ivalue, at, lim, per, number FROM rate_tokens INDEXED BY rate_tokens_run "
+    "WHERE run_id = ? ORDER BY key, ivalue, number"
+)
+DROP_TOKEN = "DELETE FROM rate_tokens WHERE key = ? AND ivalue = ? AND run_id = ? AND number = ?"
 INSERT_TOKEN = (
     "INSERT OR REPLACE INTO rate_tokens (key, ivalue, at, run_id, number, lim, per) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"

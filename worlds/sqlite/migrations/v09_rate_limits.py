@@ -25,6 +25,7 @@ STATEMENTS: tuple[str, ...] = (
         per REAL NOT NULL,
         PRIMARY KEY (key, ivalue, at, run_id, number)
     ) WITHOUT ROWID""",
+    "CREATE INDEX rate_tokens_run ON rate_tokens (run_id)",
     "ALTER TABLE slots ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
     "CREATE INDEX slots_queue ON slots (key, ivalue, priority, position) WHERE holding = 0",
 )

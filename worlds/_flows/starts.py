@@ -1,0 +1,59 @@
+"""Moving a pending run's start (``World.move_start``), for every backend.
+
+In one transaction: the run (locked) and its workflow item are read and
+``starts.refusal`` decides whether it may move; the new time is
+``starts.new_start`` (with its rate-limited pairs' tokens, locked, when it has
+any); its tokens move there if they must, its item becomes due then, and its
+``RunCreated`` records the new start for people.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import msgspec
+
+from worlds._flows.rows import Rows, Token
+from worlds._rules import starts
+from worlds.protocol import WORK_TOPIC
+from worlds.semantics import workflow_item_id
+from worlds.types import RunCreated, RunRecord
+
+__all__ = ["move_start"]
+
+
+async def move_start(rows: Rows, run_id: str, delay: float | None) -> RunRecord | None:
+    """See ``World.move_start``: ``None`` for an unknown run; ``ValueError`` (nothing
+    written) for one that started, or a slot waiter asked to be delayed."""
+    run = await rows.get_run(run_id)
+    if run is None:
+        return None
+    item_id = workflow_item_id(run_id)
+    item = await rows.get_work(run_id, item_id)
+    leased = item is not None and item.ever_leased
+    why = starts.refusal(run, item is not None, leased, delaying=delay is not None)
+    if why is not None:
+        raise ValueError(why)
+    if item is None:
+        return run  # it waits for a slot: it starts when promoted
+    own = [(pair, token) for pair, token, number in await rows.run_tokens(run_id) if number == 0]
+    others = []
+    for pair, token in own:
+        lapsed = rows.now - timedelta(seconds=token.per)
+        found = await rows.rate_tokens(pair, lapsed, token.limit + 1)
+        rest: list[Token] = [t for t in found if t.run_id != run_id][: token.limit]
+        others.append((pair[0], rest, token.limit, token.per))
+    desired = rows.now + timedelta(seconds=delay or 0.0)
+    own_at = own[0][1].at if own else None
+    at = starts.new_start(own_at, others, desired, rows.now)
+    if at != own_at:
+        for pair, token in own:
+            await rows.drop_token(pair, run_id, 0)
+            await rows.insert_token(pair, run_id, 0, at, token.limit, token.per)
+    await rows.set_available(run_id, item_id, at)
+    rows.signal(WORK_TOPIC)
+    created = (await rows.events(run_id))[0]
+    assert isinstance(created, RunCreated), "a run's log starts with RunCreated"
+    start_at = at if at > rows.now else None
+    await rows.rewrite_created(run_id, msgspec.structs.replace(created, start_at=start_at))
+    return run
