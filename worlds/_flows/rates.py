@@ -12,21 +12,43 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from worlds._flows.rows import Pair
+from worlds._flows.rows import Pair, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import rates
 from worlds.semantics import index_value
 from worlds.types import AttributeValue, ClaimConflict, CreateRunRequest, RateTokenRequested
 
-__all__ = ["acquire", "admit", "take"]
+__all__ = ["acquire", "admit", "take", "window"]
+
+
+async def window(
+    rows: Rows,
+    pair: Pair,
+    limit: int,
+    per: float,
+    not_before: datetime | None = None,
+    without: str | None = None,
+) -> rates.Window:
+    """What ``rates.next_token`` reads of ``pair`` (its lapsed tokens dropped), the
+    tokens of run ``without`` left out."""
+    span = timedelta(seconds=per)
+    since = max(rows.now, not_before or rows.now) - span
+    extra = 0 if without is None else 1
+    newest = await rows.rate_tokens(pair, rows.now - span, limit + extra)
+    count = rates.early_count(limit) + extra
+    early = await rows.tokens_after(pair, since, count)
+    complete = len(early) < count
+    if without is not None:
+        newest = [t for t in newest if t.run_id != without][:limit]
+        early = [t for t in early if t.run_id != without]
+    return rates.Window(newest, early, complete)
 
 
 async def _tokens(
-    tx: Tx, key: str, value: AttributeValue, limit: int, per: float
-) -> tuple[Pair, list[rates.Token]]:
+    tx: Tx, key: str, value: AttributeValue, limit: int, per: float, not_before: datetime | None
+) -> tuple[Pair, rates.Window]:
     pair = (key, index_value(value))
-    lapsed = tx.rows.now - timedelta(seconds=per)
-    return pair, await tx.rows.rate_tokens(pair, lapsed, limit)
+    return pair, await window(tx.rows, pair, limit, per, not_before)
 
 
 async def admit(tx: Tx, request: CreateRunRequest) -> datetime | ClaimConflict | None:
@@ -38,7 +60,8 @@ async def admit(tx: Tx, request: CreateRunRequest) -> datetime | ClaimConflict |
     tokens = {}
     for key in sorted(request.rates):
         rate = request.rates[key]
-        _, tokens[key] = await _tokens(tx, key, request.attributes[key], rate.limit, rate.per)
+        value = request.attributes[key]
+        _, tokens[key] = await _tokens(tx, key, value, rate.limit, rate.per, request.start_at)
     return rates.start_time(request, tokens, tx.rows.now)
 
 
@@ -52,7 +75,7 @@ async def take(tx: Tx, request: CreateRunRequest, at: datetime) -> None:
 async def acquire(tx: Tx, run_id: str, event: RateTokenRequested) -> RateTokenRequested:
     """A ``rate_limit`` call's token (``rates.next_token``), its time in ``token_at``; no
     token, and the event ``refused``, when the pair is held at another rate."""
-    pair, tokens = await _tokens(tx, event.key, event.value, event.limit, event.per)
+    pair, tokens = await _tokens(tx, event.key, event.value, event.limit, event.per, None)
     try:
         at, _ = rates.next_token(
             event.key, event.value, tokens, event.limit, event.per, tx.rows.now

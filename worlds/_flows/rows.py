@@ -378,6 +378,10 @@ class Rows(Protocol):
         rest, newest first, the pair locked (in sorted order) until the transaction ends."""
         ...
 
+    async def tokens_after(self, pair: Pair, since: datetime, count: int) -> list[Token]:
+        """The pair's first ``count`` tokens after ``since``, oldest first (pair locked)."""
+        ...
+
     async def insert_token(
         self, pair: Pair, run_id: str, number: int, at: datetime, limit: int, per: float
     ) -> None:

@@ -13,7 +13,8 @@ from datetime import timedelta
 
 import msgspec
 
-from worlds._flows.rows import Rows, Token
+from worlds._flows import rates
+from worlds._flows.rows import Rows
 from worlds._rules import starts
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import workflow_item_id
@@ -37,13 +38,11 @@ async def move_start(rows: Rows, run_id: str, delay: float | None) -> RunRecord 
     if item is None:
         return run  # it waits for a slot: it starts when promoted
     own = [(pair, token) for pair, token, number in await rows.run_tokens(run_id) if number == 0]
+    desired = rows.now + timedelta(seconds=delay or 0.0)
     others = []
     for pair, token in own:
-        lapsed = rows.now - timedelta(seconds=token.per)
-        found = await rows.rate_tokens(pair, lapsed, token.limit + 1)
-        rest: list[Token] = [t for t in found if t.run_id != run_id][: token.limit]
-        others.append((pair[0], rest, token.limit, token.per))
-    desired = rows.now + timedelta(seconds=delay or 0.0)
+        found = await rates.window(rows, pair, token.limit, token.per, desired, without=run_id)
+        others.append((pair[0], found, token.limit, token.per))
     own_at = own[0][1].at if own else None
     at = starts.new_start(own_at, others, desired, rows.now)
     if at != own_at:

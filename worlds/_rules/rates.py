@@ -2,16 +2,18 @@
 
 Every start of a rate-limited pair (a run created with ``CreateRunRequest.rates``,
 or a ``rate_limit`` call in workflow code, ``RateTokenRequested``) takes a
-*token* stamped with the time it may start. A pair's tokens are handed out in
-arrival order at non-decreasing times, and the next one goes at
+*token* stamped with the time it may start. The next token goes at the
+earliest time, from ``max(now, not_before)`` on, at which every window
+``(s, s + per]`` holding it holds fewer than ``limit`` other tokens
+(``next_token``): in a queue that is right after the newest tokens,
 
-    ``max(now, not_before, the latest token, the limit-th latest token + per)``
+    ``max(now, the newest token, the limit-th newest token + per)``,
 
-(``next_token``). That is the earliest time that keeps the rule: the tokens
-in any window ``(t - per, t]`` that holds the new one are the new one and the
-ones after the limit-th latest, at most ``limit - 1``; tokens never go back in
-time, so no later token can crowd an earlier window either (the property test
-in ``tests/worlds/test_rates.py`` checks every window). A token in the future
+so tokens are handed out in arrival order; a delayed start's token, reserved in
+the future, leaves the places before it to the starts that come now. Every
+token is placed where it keeps every window within the limit, so no window ever
+holds more (the property test in ``tests/worlds/test_rates.py`` checks every
+window of random sequences of starts). A token in the future
 is a reservation: the run (or the workflow) waits, holding no worker, until
 then; nothing needs promoting, since the time is known when the token is taken.
 
@@ -39,8 +41,10 @@ __all__ = [
     "MAX_LIMIT",
     "MAX_PER",
     "Token",
+    "Window",
     "check_rate",
     "check_rates",
+    "early_count",
     "live",
     "next_token",
     "start_time",
@@ -110,10 +114,26 @@ def _clash(key: str, value: AttributeValue, newest: Token, limit: int, per: floa
     )
 
 
+class Window(NamedTuple):
+    """What a pair's rule reads of its tokens: the ``limit`` newest (newest first),
+    and the earliest of those after ``since`` (oldest first), ``complete`` when
+    that is all of them."""
+
+    newest: Sequence[Token]
+    early: Sequence[Token]
+    complete: bool
+
+
+def early_count(limit: int) -> int:
+    """How many of a pair's earliest tokens a start reads to find a free place among
+    them (past those, it takes the place after the newest)."""
+    return 4 * limit + 4
+
+
 def next_token(
     key: str,
     value: AttributeValue,
-    tokens: Sequence[Token],
+    window: Window,
     limit: int,
     per: float,
     now: datetime,
@@ -122,28 +142,61 @@ def next_token(
     """The time of the pair's next token and the run whose token decided it (``None``:
     nobody, the token is due now or at ``not_before``).
 
-    ``tokens`` are the pair's newest tokens, newest first (at least the ``limit``
-    newest of those after ``now - per``). Raises ``ValueError`` when the pair is
-    held at another rate.
+    ``window.early`` are the tokens after ``not_before - per`` (or ``now - per``).
+    The token goes at the earliest time, from ``max(now, not_before)`` on, whose
+    every window keeps fewer than ``limit`` other tokens: a free place among
+    ``window.early`` (a delayed start's token, in the future, does not hold back
+    the starts before it), else right after the newest. Raises ``ValueError``
+    when the pair is held at another rate.
     """
+    tokens = window.newest
     if live(tokens, now) and (tokens[0].limit, tokens[0].per) != (limit, per):
         raise ValueError(_clash(key, value, tokens[0], limit, per))
+    early: Sequence[Token] = window.early
     if tokens and (tokens[0].limit, tokens[0].per) != (limit, per):
-        tokens = ()  # the old rate's tokens lapsed: the pair starts afresh
+        tokens, early = (), ()  # the old rate's tokens lapsed: the pair starts afresh
     at, by = now, None
     if not_before is not None and not_before > at:
         at = not_before
+    earliest = at
     if tokens and tokens[0].at > at:
         at, by = tokens[0].at, tokens[0].run_id
     if len(tokens) >= limit:
         bound = tokens[limit - 1].at + timedelta(seconds=per)
         if bound > at:
             at, by = bound, tokens[limit - 1].run_id
+    gap = _free_place(early, window.complete or not early, limit, per, earliest)
+    if gap is not None and gap[0] < at:
+        return gap
     return at, by
 
 
+def _free_place(
+    early: Sequence[Token], complete: bool, limit: int, per: float, earliest: datetime
+) -> tuple[datetime, str | None] | None:
+    """The earliest time from ``earliest`` on where a token fits among ``early``
+    (checked only where every token within ``per`` of it was read), and whose
+    token bounds it; ``None`` if none fits there."""
+    span = timedelta(seconds=per)
+    horizon = None if complete else early[-1].at
+    times = sorted(token.at for token in early)
+    candidates = sorted(
+        [(earliest, "")] + [(t.at + span, t.run_id) for t in early if t.at + span > earliest]
+    )
+    for moment, by in candidates:
+        if horizon is not None and moment + span >= horizon:
+            return None  # tokens past the horizon were not read
+        near = [t for t in times if moment - span < t < moment + span]
+        if all(
+            max(near[i + limit - 1], moment) - min(near[i], moment) >= span
+            for i in range(len(near) - limit + 1)
+        ):
+            return moment, by or None
+    return None
+
+
 def start_time(
-    request: CreateRunRequest, tokens: Mapping[str, Sequence[Token]], now: datetime
+    request: CreateRunRequest, tokens: Mapping[str, Window], now: datetime
 ) -> datetime | ClaimConflict:
     """When the new run of ``request`` starts at its rate-limited pairs (``tokens``
     by key): the time of its token at each; or the conflict of a full

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from worlds._rules.rates import Token, next_token
+from worlds._rules.rates import Window, next_token
 from worlds.types import RunRecord, RunStatus
 
 __all__ = ["new_start", "refusal"]
@@ -40,7 +40,7 @@ def refusal(run: RunRecord, has_item: bool, ever_leased: bool, *, delaying: bool
 
 def new_start(
     own: datetime | None,
-    others: Sequence[tuple[str, Sequence[Token], int, float]],
+    others: Sequence[tuple[str, Window, int, float]],
     desired: datetime,
     now: datetime,
 ) -> datetime:

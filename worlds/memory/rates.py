@@ -46,6 +46,11 @@ class RateStore:
         if rows is not None and (run_id, number) in rows:
             self._journal.pop(rows, (run_id, number))
 
+    def after(self, pair: Pair, since: datetime, count: int) -> list[Token]:
+        """The pair's first ``count`` tokens after ``since``, oldest first."""
+        rows = self._pairs.get(pair, {})
+        return sorted((t for t in rows.values() if t.at > since), key=lambda t: t.at)[:count]
+
     def insert(self, pair: Pair, run_id: str, number: int, token: Token) -> None:
         """Store ``token`` of (``run_id``, ``number``) at ``pair``."""
         rows = self._pairs.get(pair)

@@ -239,6 +239,9 @@ class MemoryRows:
     async def rate_tokens(self, pair: port.Pair, lapsed: datetime, count: int) -> list[port.Token]:
         return self._t.rates.tokens(pair, lapsed, count)
 
+    async def tokens_after(self, pair: port.Pair, since: datetime, count: int) -> list[port.Token]:
+        return self._t.rates.after(pair, since, count)
+
     async def insert_token(
         self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
     ) -> None:

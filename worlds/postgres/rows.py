@@ -403,6 +403,11 @@ class PostgresRows:
         found = await self._fetch(sql.NEWEST_TOKENS, *pair, count)
         return [port.Token(row["at"], row["run_id"], row["lim"], row["per"]) for row in found]
 
+    async def tokens_after(self, pair: port.Pair, since: datetime, count: int) -> list[port.Token]:
+        await self._lock_pairs([pair])
+        found = await self._fetch(sql.TOKENS_AFTER, *pair, since, count)
+        return [port.Token(row["at"], row["run_id"], row["lim"], row["per"]) for row in found]
+
     async def insert_token(
         self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
     ) -> None:

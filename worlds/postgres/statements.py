@@ -363,6 +363,10 @@ NEWEST_TOKENS = (
     "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = $1 AND ivalue = $2 "
     "ORDER BY at DESC LIMIT $3"
 )
+TOKENS_AFTER = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND at > $3 "
+    "ORDER BY at LIMIT $4"
+)
 RUN_TOKENS = (
     "SELECT key, ivalue, at, lim, per, number FROM rate_tokens WHERE run_id = $1 "
     "ORDER BY key, ivalue, number"

@@ -319,6 +319,15 @@ class SqliteRows:
             for row in found
         ]
 
+    async def tokens_after(self, pair: port.Pair, since: datetime, count: int) -> list[port.Token]:
+        found = self.db.execute(
+            sql.TOKENS_AFTER, (*pair, codecs.to_micros(since), count)
+        ).fetchall()
+        return [
+            port.Token(codecs.from_micros(row["at"]), row["run_id"], row["lim"], row["per"])
+            for row in found
+        ]
+
     async def insert_token(
         self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
     ) -> None:

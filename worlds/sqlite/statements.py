@@ -255,6 +255,10 @@ NEWEST_TOKENS = (
     "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? "
     "ORDER BY at DESC LIMIT ?"
 )
+TOKENS_AFTER = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? AND at > ? "
+    "ORDER BY at LIMIT ?"
+)
 RUN_TOKENS = (
     "SELECT key, ivalue, at, lim, per, number FROM rate_tokens INDEXED BY rate_tokens_run "
     "WHERE run_id = ? ORDER BY key, ivalue, number"
