@@ -146,6 +146,9 @@ class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
     priority: int = 0
     """``start(..., priority=n)``: among runs waiting for the same slots or tokens,
     the lowest number is admitted first."""
+    rate_limited: tuple[str, ...] = ()
+    """The keys of its ``RateLimited`` start attributes: ``start_at`` is then (also)
+    when its tokens let it start."""
 
 
 class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):

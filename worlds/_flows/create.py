@@ -115,6 +115,7 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         start_at=start_at,
         debounced=request.debounce is not None,
         priority=request.priority,
+        rate_limited=tuple(sorted(request.rates)),
     )
     try:
         await rows.insert_run(run, created, wake_at=wake_at)

@@ -101,6 +101,7 @@ def created_event(
     start_at: datetime | None = None,
     debounced: bool = False,
     priority: int = 0,
+    rate_limited: tuple[str, ...] = (),
 ) -> RunCreated:
     """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``.
 
@@ -115,6 +116,7 @@ def created_event(
         start_at=start_at,
         debounced=debounced,
         priority=priority,
+        rate_limited=rate_limited,
     )
     return msgspec.structs.replace(created, seq=1, at=now)
 
