@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import anyio
 import pytest
@@ -11,7 +12,7 @@ from workflow import Limited, RateLimited, RunNotFoundError, RunStatus, Worker, 
 from workflow import workflow as workflow_
 from workflow.policies import start_or_debounce
 from worlds.protocol import World
-from worlds.types import RunCreated
+from worlds.types import EventKind, RunCreated
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +22,7 @@ async def job(n: int) -> int:
     return n
 
 
-async def _start_at(run_events: list[object]) -> object:
+async def _start_at(run_events: Sequence[EventKind]) -> datetime | None:
     created = run_events[0]
     assert isinstance(created, RunCreated)
     return created.start_at

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import anyio
 import pytest
 
@@ -35,7 +37,7 @@ async def gated(name: str, priority: int) -> str:
     return name
 
 
-async def _started_at(world: World, run_id: str) -> object:
+async def _started_at(world: World, run_id: str) -> datetime:
     events = await get_run(run_id, world=world).events()
     (at,) = [event.at for event in events if isinstance(event, RunStarted)]
     return at

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import anyio
@@ -19,7 +20,7 @@ from workflow import (
     workflow,
 )
 from worlds.protocol import World
-from worlds.types import RateTokenRequested, RunCreated, RunStarted
+from worlds.types import EventKind, RateTokenRequested, RunCreated, RunStarted
 
 pytestmark = pytest.mark.anyio
 
@@ -51,13 +52,13 @@ def _most_in_a_window(times: list[datetime], per: float) -> int:
     )
 
 
-def _started(run_events: list[object]) -> datetime:
+def _started(run_events: Sequence[EventKind]) -> datetime:
     """When a worker first ran the body: its ``RunStarted``."""
     (at,) = [event.at for event in run_events if isinstance(event, RunStarted)]
     return at
 
 
-async def _admitted(run_events: list[object]) -> datetime:
+async def _admitted(run_events: Sequence[EventKind]) -> datetime:
     """When a run was admitted: its ``RunCreated.start_at`` (a token in the future)
     or its creation."""
     created = run_events[0]

@@ -48,7 +48,8 @@ steps = st.lists(
 def test_no_window_ever_holds_more_than_limit(
     limit: int, per: float, plan: list[tuple[int, float, float]]
 ) -> None:
-    now, tokens, counter = T0, [], 0
+    now, counter = T0, 0
+    tokens: list[Token] = []
     for what, moves, delay in plan:
         now += timedelta(seconds=moves)
         future = [t for t in tokens if t.at > now]
@@ -76,7 +77,8 @@ def test_starts_that_come_now_are_served_in_arrival_order(
     limit: int, per: float, gaps: list[float]
 ) -> None:
     """Without delayed starts, each token is no earlier than the one before it."""
-    now, tokens = T0, []
+    now = T0
+    tokens: list[Token] = []
     for index, gap in enumerate(gaps):
         now += timedelta(seconds=gap)
         at, _ = rates.next_token("k", "v", _window(tokens, limit, per, now, None), limit, per, now)
