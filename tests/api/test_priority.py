@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from itertools import pairwise
 
 import anyio
 import pytest
@@ -97,3 +98,23 @@ async def test_a_bad_priority_is_refused_and_nothing_written(world: World, bad: 
     with pytest.raises((TypeError, ValueError)):
         await start(queued, "x", priority=bad, world=world)  # type: ignore[arg-type]
     assert len(await list_runs(world=world)) == 0
+
+
+async def test_a_lower_number_passes_runs_waiting_for_rate_tokens(world: World) -> None:
+    from workflow import RateLimited
+
+    rate = {"customer": RateLimited("c-p", 1, per=3600)}
+    await start(queued, "now", attributes=rate, world=world)
+    plan = [("a", 0), ("b", 0), ("urgent", -1), ("c", 0)]
+    runs = {
+        name: await start(queued, name, attributes=rate, priority=p, world=world)
+        for name, p in plan
+    }
+    starts = {}
+    for name, run in runs.items():
+        created = (await run.events())[0]
+        assert isinstance(created, RunCreated) and created.start_at is not None
+        starts[name] = created.start_at
+    assert sorted(starts, key=starts.__getitem__) == ["urgent", "a", "b", "c"]
+    gaps = sorted(starts.values())
+    assert all(later - earlier >= timedelta(hours=1) for earlier, later in pairwise(gaps))

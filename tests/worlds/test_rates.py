@@ -35,7 +35,7 @@ def _most_in_a_window(times: list[datetime], per: float) -> int:
 
 steps = st.lists(
     st.tuples(
-        st.integers(0, 3),  # what: 0-1 a start now, 2 a delayed start, 3 move a future token
+        st.integers(0, 4),  # what: 0-1 a start, 2 a delayed start, 3 a move, 4 a priority start
         st.floats(0, 3),  # seconds the clock moves first
         st.floats(0, 8),  # a delay
     ),
@@ -67,7 +67,14 @@ def test_no_window_ever_holds_more_than_limit(
             at, _ = rates.next_token("k", "v", found, limit, per, now, not_before)
             assert at >= (not_before or now)
             counter += 1
-            tokens.append(Token(at, f"r{counter}", limit, per))
+            mine = f"r{counter}"
+            if what == 4:  # a lower number passes the waiting runs (priority 1 each)
+                reserved = [rates.Reserved(t.at, t.run_id, 1) for t in future]
+                reserved.sort(key=lambda r: r.at)
+                at, moves = rates.by_priority(at, 0, reserved, not_before)
+                moved = {r.run_id: place for r, place in moves}
+                tokens = [Token(moved.get(t.run_id, t.at), t.run_id, limit, per) for t in tokens]
+            tokens.append(Token(at, mine, limit, per))
         assert _most_in_a_window([t.at for t in tokens], per) <= limit
 
 

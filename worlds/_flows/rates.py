@@ -15,10 +15,16 @@ import msgspec
 from worlds._flows.rows import Pair, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import rates
-from worlds.semantics import index_value
-from worlds.types import AttributeValue, ClaimConflict, CreateRunRequest, RateTokenRequested
+from worlds.semantics import index_value, workflow_item_id
+from worlds.types import (
+    AttributeValue,
+    ClaimConflict,
+    CreateRunRequest,
+    RateTokenRequested,
+    RunCreated,
+)
 
-__all__ = ["acquire", "admit", "take", "window"]
+__all__ = ["acquire", "admit", "move_token", "retime", "take", "window"]
 
 
 async def window(
@@ -62,14 +68,65 @@ async def admit(tx: Tx, request: CreateRunRequest) -> datetime | ClaimConflict |
         rate = request.rates[key]
         value = request.attributes[key]
         _, tokens[key] = await _tokens(tx, key, value, rate.limit, rate.per, request.start_at)
-    return rates.start_time(request, tokens, tx.rows.now)
+    at = rates.start_time(request, tokens, tx.rows.now)
+    if isinstance(at, ClaimConflict) or len(request.rates) != 1 or at <= tx.rows.now:
+        return at
+    return await _pass(tx, request, at)
+
+
+async def _pass(tx: Tx, request: CreateRunRequest, at: datetime) -> datetime:
+    """The place the new run of ``request`` takes ahead of the waiting runs of its
+    one rate-limited pair with a higher priority number (``rates.by_priority``),
+    those runs moved back a place each; its place."""
+    rows = tx.rows
+    ((key, rate),) = request.rates.items()
+    pair = (key, index_value(request.attributes[key]))
+    reserved = [
+        r
+        for r in await rows.reserved_tokens(pair, rows.now, request.priority)
+        if await _movable(rows, r.run_id)
+    ]
+    mine, moves = rates.by_priority(at, request.priority, reserved, request.start_at)
+    for passed, place in moves:
+        await move_token(rows, pair, passed.run_id, place, rate.limit, rate.per, passed.priority)
+    return mine
+
+
+async def _movable(rows: Rows, run_id: str) -> bool:
+    """Whether waiting run ``run_id`` may be moved back: no worker has its item, and
+    its one token is at this pair."""
+    item = await rows.get_work(run_id, workflow_item_id(run_id))
+    if item is None or item.ever_leased:
+        return False
+    return len(await rows.run_tokens(run_id)) == 1
+
+
+async def move_token(
+    rows: Rows, pair: Pair, run_id: str, at: datetime, limit: int, per: float, priority: int
+) -> None:
+    """Run ``run_id``'s start-time token at ``pair`` moves to ``at``, its workflow item
+    with it, and its ``RunCreated`` records the new start."""
+    await rows.drop_token(pair, run_id, 0)
+    await rows.insert_token(pair, run_id, 0, at, limit, per, priority)
+    await retime(rows, run_id, at)
+
+
+async def retime(rows: Rows, run_id: str, at: datetime) -> None:
+    """Pending run ``run_id``'s workflow item is due at ``at``, and its ``RunCreated``
+    records the start for people."""
+    await rows.set_available(run_id, workflow_item_id(run_id), at)
+    created = (await rows.events(run_id))[0]
+    assert isinstance(created, RunCreated), "a run's log starts with RunCreated"
+    start_at = at if at > rows.now else None
+    await rows.rewrite_created(run_id, msgspec.structs.replace(created, start_at=start_at))
 
 
 async def take(tx: Tx, request: CreateRunRequest, at: datetime) -> None:
     """The new run's token at each of its rate-limited pairs, at ``at``."""
     for key, rate in sorted(request.rates.items()):
         pair = (key, index_value(request.attributes[key]))
-        await tx.rows.insert_token(pair, request.run_id, 0, at, rate.limit, rate.per)
+        limit, per, priority = rate.limit, rate.per, request.priority
+        await tx.rows.insert_token(pair, request.run_id, 0, at, limit, per, priority)
 
 
 async def acquire(tx: Tx, run_id: str, event: RateTokenRequested) -> RateTokenRequested:

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from worlds._rules.claims import HeldClaim
-from worlds._rules.rates import Token
+from worlds._rules.rates import Reserved, Token
 from worlds._rules.slots import PairState, PairView, Waiter
 from worlds._rules.work import Placement
 from worlds.types import (
@@ -58,6 +58,7 @@ __all__ = [
     "PairView",
     "Placement",
     "QueuedWork",
+    "Reserved",
     "Retry",
     "Rollback",
     "Rows",
@@ -383,10 +384,22 @@ class Rows(Protocol):
         ...
 
     async def insert_token(
-        self, pair: Pair, run_id: str, number: int, at: datetime, limit: int, per: float
+        self,
+        pair: Pair,
+        run_id: str,
+        number: int,
+        at: datetime,
+        limit: int,
+        per: float,
+        priority: int = 0,
     ) -> None:
         """Store a token of the pair at ``at`` for (``run_id``, ``number``), taken under
-        the rate ``limit`` per ``per`` seconds (pair locked)."""
+        the rate ``limit`` per ``per`` seconds by a run of ``priority`` (pair locked)."""
+        ...
+
+    async def reserved_tokens(self, pair: Pair, after: datetime, priority: int) -> list[Reserved]:
+        """The pair's start-time tokens (number 0) after ``after`` whose priority is
+        higher than ``priority``, oldest first (pair locked)."""
         ...
 
     async def run_tokens(self, run_id: str) -> list[tuple[Pair, Token, int]]:

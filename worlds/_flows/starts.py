@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import msgspec
-
 from worlds._flows import rates
 from worlds._flows.rows import Rows
 from worlds._rules import starts
@@ -46,13 +44,11 @@ async def move_start(rows: Rows, run_id: str, delay: float | None) -> RunRecord 
     own_at = own[0][1].at if own else None
     at = starts.new_start(own_at, others, desired, rows.now)
     if at != own_at:
+        created = (await rows.events(run_id))[0]
+        assert isinstance(created, RunCreated), "a run's log starts with RunCreated"
         for pair, token in own:
             await rows.drop_token(pair, run_id, 0)
-            await rows.insert_token(pair, run_id, 0, at, token.limit, token.per)
-    await rows.set_available(run_id, item_id, at)
+            await rows.insert_token(pair, run_id, 0, at, token.limit, token.per, created.priority)
+    await rates.retime(rows, run_id, at)
     rows.signal(WORK_TOPIC)
-    created = (await rows.events(run_id))[0]
-    assert isinstance(created, RunCreated), "a run's log starts with RunCreated"
-    start_at = at if at > rows.now else None
-    await rows.rewrite_created(run_id, msgspec.structs.replace(created, start_at=start_at))
     return run

@@ -40,8 +40,10 @@ from worlds.types import AttributeValue, ClaimConflict, CreateRunRequest
 __all__ = [
     "MAX_LIMIT",
     "MAX_PER",
+    "Reserved",
     "Token",
     "Window",
+    "by_priority",
     "check_rate",
     "check_rates",
     "early_count",
@@ -193,6 +195,38 @@ def _free_place(
         ):
             return moment, by or None
     return None
+
+
+class Reserved(NamedTuple):
+    """A start-time token in the future (its run waits for it) and its run's priority."""
+
+    at: datetime
+    run_id: str
+    priority: int
+
+
+def by_priority(
+    at: datetime, priority: int, reserved: Sequence[Reserved], not_before: datetime | None
+) -> tuple[datetime, list[tuple[Reserved, datetime]]]:
+    """Where a start of ``priority`` whose place is ``at`` goes among ``reserved``
+    (the pair's waiting runs with a higher number, oldest token first), and where
+    each of those it passes goes.
+
+    It takes the earliest of their places from ``not_before`` on and before
+    ``at``; each passed run takes the next one's place, the last ``at``. The
+    places stay the same set (plus ``at``, which the rule chose), so every
+    window keeps its limit; lower numbers go first, and runs of one number keep
+    their order.
+    """
+    passed = [
+        r
+        for r in reserved
+        if r.priority > priority and r.at < at and (not_before is None or r.at >= not_before)
+    ]
+    if not passed:
+        return at, []
+    places = [r.at for r in passed[1:]] + [at]
+    return passed[0].at, list(zip(passed, places, strict=True))
 
 
 def start_time(

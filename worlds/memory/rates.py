@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from worlds._flows.rows import Pair, Token
+from worlds._flows.rows import Pair, Reserved, Token
 from worlds.memory.journal import Journal
 
 __all__ = ["RateStore"]
@@ -22,6 +22,8 @@ class RateStore:
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self._pairs: dict[Pair, dict[tuple[str, int], Token]] = {}
+        self._priorities: dict[str, int] = {}
+        """By run: the priority its start-time tokens were taken with."""
 
     def tokens(self, pair: Pair, lapsed: datetime, count: int) -> list[Token]:
         """Drop the pair's tokens at or before ``lapsed``; the ``count`` newest, newest first."""
@@ -51,8 +53,19 @@ class RateStore:
         rows = self._pairs.get(pair, {})
         return sorted((t for t in rows.values() if t.at > since), key=lambda t: t.at)[:count]
 
-    def insert(self, pair: Pair, run_id: str, number: int, token: Token) -> None:
+    def reserved(self, pair: Pair, after: datetime, priority: int) -> list[Reserved]:
+        """The pair's start-time tokens after ``after`` of a higher priority, oldest first."""
+        found = [
+            Reserved(token.at, owner, self._priorities.get(owner, 0))
+            for (owner, number), token in self._pairs.get(pair, {}).items()
+            if number == 0 and token.at > after
+        ]
+        return sorted((r for r in found if r.priority > priority), key=lambda r: r.at)
+
+    def insert(self, pair: Pair, run_id: str, number: int, token: Token, priority: int = 0) -> None:
         """Store ``token`` of (``run_id``, ``number``) at ``pair``."""
+        if number == 0 and priority:
+            self._journal.put(self._priorities, run_id, priority)
         rows = self._pairs.get(pair)
         if rows is None:
             rows = {}

@@ -243,9 +243,22 @@ class MemoryRows:
         return self._t.rates.after(pair, since, count)
 
     async def insert_token(
-        self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
+        self,
+        pair: port.Pair,
+        run_id: str,
+        number: int,
+        at: datetime,
+        limit: int,
+        per: float,
+        priority: int = 0,
     ) -> None:
-        self._t.rates.insert(pair, run_id, number, port.Token(at, run_id, limit, per))
+        token = port.Token(at, run_id, limit, per)
+        self._t.rates.insert(pair, run_id, number, token, priority)
+
+    async def reserved_tokens(
+        self, pair: port.Pair, after: datetime, priority: int
+    ) -> list[port.Reserved]:
+        return self._t.rates.reserved(pair, after, priority)
 
     async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
         return self._t.rates.of_run(run_id)

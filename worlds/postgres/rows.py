@@ -409,9 +409,23 @@ class PostgresRows:
         return [port.Token(row["at"], row["run_id"], row["lim"], row["per"]) for row in found]
 
     async def insert_token(
-        self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
+        self,
+        pair: port.Pair,
+        run_id: str,
+        number: int,
+        at: datetime,
+        limit: int,
+        per: float,
+        priority: int = 0,
     ) -> None:
-        await self._execute(sql.INSERT_TOKEN, *pair, at, run_id, number, limit, per)
+        await self._execute(sql.INSERT_TOKEN, *pair, at, run_id, number, limit, per, priority)
+
+    async def reserved_tokens(
+        self, pair: port.Pair, after: datetime, priority: int
+    ) -> list[port.Reserved]:
+        await self._lock_pairs([pair])
+        found = await self._fetch(sql.RESERVED_TOKENS, *pair, after, priority)
+        return [port.Reserved(row["at"], row["run_id"], row["priority"]) for row in found]
 
     async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
         found = await self._fetch(sql.RUN_TOKENS, run_id)

@@ -147,6 +147,7 @@ REFERENCE: tuple[str, ...] = (
         number integer NOT NULL,
         lim integer NOT NULL,
         per double precision NOT NULL,
+        priority integer NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, at, run_id, number)
     )""",
     "CREATE INDEX rate_tokens_run ON rate_tokens (run_id)",

@@ -375,8 +375,12 @@ DROP_TOKEN = (
     "DELETE FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND run_id = $3 AND number = $4"
 )
 INSERT_TOKEN = (
-    "INSERT INTO rate_tokens (key, ivalue, at, run_id, number, lim, per) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
+    "INSERT INTO rate_tokens (key, ivalue, at, run_id, number, lim, per, priority) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
+)
+RESERVED_TOKENS = (
+    "SELECT at, run_id, priority FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND at > $3 "
+    "AND number = 0 AND priority > $4 ORDER BY at"
 )
 # The first in line: lowest priority number, then first in (``slots_queue``'s order).
 FIRST_WAITER = (

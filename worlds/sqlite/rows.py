@@ -329,10 +329,28 @@ class SqliteRows:
         ]
 
     async def insert_token(
-        self, pair: port.Pair, run_id: str, number: int, at: datetime, limit: int, per: float
+        self,
+        pair: port.Pair,
+        run_id: str,
+        number: int,
+        at: datetime,
+        limit: int,
+        per: float,
+        priority: int = 0,
     ) -> None:
-        params = (*pair, codecs.to_micros(at), run_id, number, limit, per)
+        params = (*pair, codecs.to_micros(at), run_id, number, limit, per, priority)
         self.db.execute(sql.INSERT_TOKEN, params)
+
+    async def reserved_tokens(
+        self, pair: port.Pair, after: datetime, priority: int
+    ) -> list[port.Reserved]:
+        found = self.db.execute(
+            sql.RESERVED_TOKENS, (*pair, codecs.to_micros(after), priority)
+        ).fetchall()
+        return [
+            port.Reserved(codecs.from_micros(row["at"]), row["run_id"], row["priority"])
+            for row in found
+        ]
 
     async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
         found = self.db.execute(sql.RUN_TOKENS, (run_id,)).fetchall()

@@ -265,8 +265,12 @@ RUN_TOKENS = (
 )
 DROP_TOKEN = "DELETE FROM rate_tokens WHERE key = ? AND ivalue = ? AND run_id = ? AND number = ?"
 INSERT_TOKEN = (
-    "INSERT OR REPLACE INTO rate_tokens (key, ivalue, at, run_id, number, lim, per) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO rate_tokens (key, ivalue, at, run_id, number, lim, per, priority) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+RESERVED_TOKENS = (
+    "SELECT at, run_id, priority FROM rate_tokens WHERE key = ? AND ivalue = ? AND at > ? "
+    "AND number = 0 AND priority > ? ORDER BY at"
 )
 GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
 _SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority"

@@ -23,6 +23,7 @@ STATEMENTS: tuple[str, ...] = (
         number INTEGER NOT NULL,
         lim INTEGER NOT NULL,
         per REAL NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, at, run_id, number)
     ) WITHOUT ROWID""",
     "CREATE INDEX rate_tokens_run ON rate_tokens (run_id)",
