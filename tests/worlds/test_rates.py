@@ -67,14 +67,14 @@ def test_no_window_ever_holds_more_than_limit(
             at, _ = rates.next_token("k", "v", found, limit, per, now, not_before)
             assert at >= (not_before or now)
             counter += 1
-            mine = f"r{counter}"
+            name = f"r{counter}"
             if what == 4:  # a lower number passes the waiting runs (priority 1 each)
                 reserved = [rates.Reserved(t.at, t.run_id, 1) for t in future]
                 reserved.sort(key=lambda r: r.at)
-                at, moves = rates.by_priority(at, 0, reserved, not_before)
-                moved = {r.run_id: place for r, place in moves}
+                at, passed = rates.by_priority(at, 0, reserved, not_before)
+                moved = {r.run_id: place for r, place in passed}
                 tokens = [Token(moved.get(t.run_id, t.at), t.run_id, limit, per) for t in tokens]
-            tokens.append(Token(at, mine, limit, per))
+            tokens.append(Token(at, name, limit, per))
         assert _most_in_a_window([t.at for t in tokens], per) <= limit
 
 
