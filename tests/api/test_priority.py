@@ -78,13 +78,12 @@ async def test_hold_waiters_go_by_priority(world: World) -> None:
             while "first" not in order:
                 await anyio.sleep(0.01)
         # "first" holds the gate until it is opened; the others queue behind it
-        rest = [
-            await start(gated, name, p, world=world)
-            for name, p in [("c", 3), ("a", -2), ("b", 0), ("d", 3)]
-        ]
-        with anyio.fail_after(30):
-            while len(await world.list_slots("gate", "g")) < 5:
-                await anyio.sleep(0.01)
+        rest = []
+        for name, p in [("c", 3), ("a", -2), ("b", 0), ("d", 3)]:
+            rest.append(await start(gated, name, p, world=world))
+            with anyio.fail_after(30):  # in line before the next arrives: FIFO is testable
+                while len(await world.list_slots("gate", "g")) < len(rest) + 1:
+                    await anyio.sleep(0.01)
         opened["gate"] = True
         with anyio.fail_after(60):
             await blocker.result()
