@@ -200,6 +200,27 @@ class PriorityConformance(ConformanceBase):
         assert sorted(waiting) == sorted(order)
 
     @pytest.mark.anyio
+    async def test_a_lower_number_passes_runs_waiting_for_tokens(self, world: World) -> None:
+        """A start with a lower number takes the earliest waiting run's place; the runs
+        it passes move back a place each, in their order, and keep the window."""
+        ids = []
+        for priority in (0, 0, 0, -1):
+            request = CreateRunRequest(
+                run_id=new_run_id(),
+                workflow=RATE_WF,
+                args=b"",
+                attributes={"customer": "prio"},
+                rates={"customer": Rate(limit=1, per=600.0)},
+                priority=priority,
+            )
+            assert (await world.create_run(request)).run is not None
+            ids.append(request.run_id)
+        times = {run_id: await _admitted(world, run_id) for run_id in ids}
+        order = sorted(ids, key=times.__getitem__)
+        assert order == [ids[0], ids[3], ids[1], ids[2]]
+        assert most_in_a_window(list(times.values()), 600.0) == 1
+
+    @pytest.mark.anyio
     async def test_a_hold_with_a_lower_number_goes_first(self, world: World) -> None:
         """``SlotRequested.priority`` places a ``hold`` waiter ahead of higher numbers."""
         runs = []
