@@ -107,7 +107,7 @@ async def move_token(
     """Run ``run_id``'s start-time token at ``pair`` moves to ``at``, its workflow item
     with it, and its ``RunCreated`` records the new start."""
     await rows.drop_token(pair, run_id, 0)
-    await rows.insert_token(pair, run_id, 0, at, limit, per, priority)
+    await rows.insert_token(pair, 0, rates.Token(at, run_id, limit, per), priority)
     await retime(rows, run_id, at)
 
 
@@ -126,7 +126,8 @@ async def take(tx: Tx, request: CreateRunRequest, at: datetime) -> None:
     for key, rate in sorted(request.rates.items()):
         pair = (key, index_value(request.attributes[key]))
         limit, per, priority = rate.limit, rate.per, request.priority
-        await tx.rows.insert_token(pair, request.run_id, 0, at, limit, per, priority)
+        token = rates.Token(at, request.run_id, limit, per)
+        await tx.rows.insert_token(pair, 0, token, priority)
 
 
 async def acquire(tx: Tx, run_id: str, event: RateTokenRequested) -> RateTokenRequested:
@@ -139,5 +140,5 @@ async def acquire(tx: Tx, run_id: str, event: RateTokenRequested) -> RateTokenRe
         )
     except ValueError as refused:
         return msgspec.structs.replace(event, refused=str(refused))
-    await tx.rows.insert_token(pair, run_id, event.number, at, event.limit, event.per)
+    await tx.rows.insert_token(pair, event.number, rates.Token(at, run_id, event.limit, event.per))
     return msgspec.structs.replace(event, token_at=at)

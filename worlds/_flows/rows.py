@@ -383,18 +383,9 @@ class Rows(Protocol):
         """The pair's first ``count`` tokens after ``since``, oldest first (pair locked)."""
         ...
 
-    async def insert_token(
-        self,
-        pair: Pair,
-        run_id: str,
-        number: int,
-        at: datetime,
-        limit: int,
-        per: float,
-        priority: int = 0,
-    ) -> None:
-        """Store a token of the pair at ``at`` for (``run_id``, ``number``), taken under
-        the rate ``limit`` per ``per`` seconds by a run of ``priority`` (pair locked)."""
+    async def insert_token(self, pair: Pair, number: int, token: Token, priority: int = 0) -> None:
+        """Store ``token`` of the pair as (``token.run_id``, ``number``), taken under its
+        rate by a run of ``priority`` (pair locked)."""
         ...
 
     async def reserved_tokens(self, pair: Pair, after: datetime, priority: int) -> list[Reserved]:

@@ -48,7 +48,8 @@ async def move_start(rows: Rows, run_id: str, delay: float | None) -> RunRecord 
         assert isinstance(created, RunCreated), "a run's log starts with RunCreated"
         for pair, token in own:
             await rows.drop_token(pair, run_id, 0)
-            await rows.insert_token(pair, run_id, 0, at, token.limit, token.per, created.priority)
+            moved = token._replace(at=at)
+            await rows.insert_token(pair, 0, moved, created.priority)
     await rates.retime(rows, run_id, at)
     rows.signal(WORK_TOPIC)
     return run

@@ -243,17 +243,9 @@ class MemoryRows:
         return self._t.rates.after(pair, since, count)
 
     async def insert_token(
-        self,
-        pair: port.Pair,
-        run_id: str,
-        number: int,
-        at: datetime,
-        limit: int,
-        per: float,
-        priority: int = 0,
+        self, pair: port.Pair, number: int, token: port.Token, priority: int = 0
     ) -> None:
-        token = port.Token(at, run_id, limit, per)
-        self._t.rates.insert(pair, run_id, number, token, priority)
+        self._t.rates.insert(pair, token.run_id, number, token, priority)
 
     async def reserved_tokens(
         self, pair: port.Pair, after: datetime, priority: int

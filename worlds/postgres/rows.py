@@ -409,16 +409,10 @@ class PostgresRows:
         return [port.Token(row["at"], row["run_id"], row["lim"], row["per"]) for row in found]
 
     async def insert_token(
-        self,
-        pair: port.Pair,
-        run_id: str,
-        number: int,
-        at: datetime,
-        limit: int,
-        per: float,
-        priority: int = 0,
+        self, pair: port.Pair, number: int, token: port.Token, priority: int = 0
     ) -> None:
-        await self._execute(sql.INSERT_TOKEN, *pair, at, run_id, number, limit, per, priority)
+        params = (token.at, token.run_id, number, token.limit, token.per, priority)
+        await self._execute(sql.INSERT_TOKEN, *pair, *params)
 
     async def reserved_tokens(
         self, pair: port.Pair, after: datetime, priority: int

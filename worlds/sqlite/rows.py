@@ -329,16 +329,10 @@ class SqliteRows:
         ]
 
     async def insert_token(
-        self,
-        pair: port.Pair,
-        run_id: str,
-        number: int,
-        at: datetime,
-        limit: int,
-        per: float,
-        priority: int = 0,
+        self, pair: port.Pair, number: int, token: port.Token, priority: int = 0
     ) -> None:
-        params = (*pair, codecs.to_micros(at), run_id, number, limit, per, priority)
+        at = codecs.to_micros(token.at)
+        params = (*pair, at, token.run_id, number, token.limit, token.per, priority)
         self.db.execute(sql.INSERT_TOKEN, params)
 
     async def reserved_tokens(
