@@ -19,7 +19,7 @@ import anyio
 import asyncpg
 import msgspec
 
-from worlds._flows import cancel, create, hooks, prune, release, reopen, streams
+from worlds._flows import cancel, create, hooks, prune, release, reopen, starts, streams
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._urls import redact_url
@@ -296,7 +296,8 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         create.check(request)
         general = msgspec.structs.replace(request, lease_to=None, first=None)
-        if not (request.limits or request.windows or request.debounce or request.start_at):
+        flow_control = request.limits or request.rates or request.priority
+        if not (flow_control or request.windows or request.debounce or request.start_at):
             pool = await self._connect()
             if self._fast_commits and runs_ahead(request):
                 started = await self._start_run(pool, request)
@@ -415,6 +416,11 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.reopen_run``."""
         self._check_open()
         return await self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
+
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        self._check_open()
+        return await self._write(lambda rows: starts.move_start(rows, run_id, delay))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
