@@ -336,8 +336,8 @@ def start_again(directory: str | os.PathLike[str]) -> None:
     options = (root / "options").read_text()
     log = str(root / "server.log")
     _run(
-        [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options]
-        + ["-w", "-t", "60", "start"],
+        [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options,
+         "-w", "-t", "60", "start"],  # fmt: skip
         _server_user(),
     )
 

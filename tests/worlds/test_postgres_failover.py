@@ -140,7 +140,7 @@ async def test_a_standby_is_an_outage_and_the_same_world_writes_once_it_is_promo
     misconfigured, so workers wait); after the failover the same world object
     writes, and what the old primary acknowledged is on the new one."""
     async with worlds.open(pair.url) as world:
-        before = await start(claimer, "o-1", attributes={"order": Unique("o-1")}, world=world)
+        await start(claimer, "o-1", attributes={"order": Unique("o-1")}, world=world)
     async with worlds.open(_only(pair.standby)) as world:
         with pytest.raises(WorldUnavailableError, match="read-only") as raised:
             await start(claimer, "o-2", attributes={"order": Unique("o-2")}, world=world)
