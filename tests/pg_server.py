@@ -335,11 +335,8 @@ def start_again(directory: str | os.PathLike[str]) -> None:
     root = Path(directory).resolve()
     options = (root / "options").read_text()
     log = str(root / "server.log")
-    _run(
-        [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options,
-         "-w", "-t", "60", "start"],  # fmt: skip
-        _server_user(),
-    )
+    command = [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options]
+    _run([*command, "-w", "-t", "60", "start"], _server_user())
 
 
 def server_pids(directory: str | os.PathLike[str]) -> list[int]:
