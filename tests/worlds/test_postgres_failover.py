@@ -145,6 +145,10 @@ async def test_a_standby_is_an_outage_and_the_same_world_writes_once_it_is_promo
         with pytest.raises(WorldUnavailableError, match="read-only") as raised:
             await start(claimer, "o-2", attributes={"order": Unique("o-2")}, world=world)
         assert "primary" in str(raised.value)
+        wanting_a_primary = f"{_only(pair.standby)}?target_session_attrs=read-write"
+        async with worlds.open(wanting_a_primary) as other:
+            with pytest.raises(WorldUnavailableError, match="target attribute"):
+                await other.get_run("no-such-run")  # no host accepts writes (yet)
         await anyio.to_thread.run_sync(pg_server.kill, pair.primary.directory)
         await anyio.to_thread.run_sync(pg_server.promote, pair.standby.directory)
 
