@@ -1,11 +1,11 @@
-"""PostgreSQL failover: multi-host URLs, a standby's answers, a promoted standby found.
+"""PostgreSQL failover: a standby's answers, a promoted standby found.
 
-Issue 25, item 2. A real primary and a streaming standby (``pg_server.start_pair``:
-``initdb`` then ``pg_basebackup``, synchronous replication) stand in for a
-Patroni or RDS Multi-AZ pair; the primary is crashed with ``pg_ctl stop -m
-immediate`` and the standby promoted with ``pg_ctl promote``. Workers under load
-through a failover are the chaos suite's ``failover`` scenario
-(``tests/system/test_chaos.py``).
+Issue 25, item 2 (bad multi-host URLs are in ``tests/cli/test_cli_inputs.py``).
+A real primary and a streaming standby (``pg_server.start_pair``: ``initdb``
+then ``pg_basebackup``, synchronous replication) stand in for a Patroni or RDS
+Multi-AZ pair; the primary is crashed with ``pg_ctl stop -m immediate`` and the
+standby promoted with ``pg_ctl promote``. Workers under load through a failover
+are the chaos suite's ``failover`` scenario (``tests/system/test_chaos.py``).
 """
 
 from __future__ import annotations
@@ -21,51 +21,10 @@ import pytest
 
 import worlds
 from tests import pg_server
-from tests.cli.test_cli_errors import error_line, wf
 from workflow import AttributeConflictError, Unique, Worker, start, step, workflow
 from worlds.errors import WorldUnavailableError
 
 T = TypeVar("T")
-
-BAD_FAILOVER_URLS = {
-    "postgresql://a,,b/db": "an empty host",
-    "postgresql://u@/db?host=a,b&port=1,2,3": "3 ports for 2 hosts",
-    "postgresql://a,b/db?target_session_attrs=standby": "leads to standbys",
-    "postgresql://a,b/db?target_session_attrs=read-only": "leads to standbys",
-    "postgresql://a,b/db?target_session_attrs=prefer-standby": "leads to standbys",
-    "postgresql://u:s3cretpw@a,b/db?target_session_attrs=bogus": "not 'bogus'",
-}
-
-
-@pytest.mark.parametrize("url", sorted(BAD_FAILOVER_URLS))
-def test_a_bad_multi_host_url_is_refused_naming_the_bad_part(url: str) -> None:
-    with pytest.raises(ValueError, match="world URL") as caught:
-        worlds.open(url)
-    assert BAD_FAILOVER_URLS[url] in str(caught.value)
-    assert "s3cretpw" not in str(caught.value)
-
-
-@pytest.mark.parametrize("url", sorted(BAD_FAILOVER_URLS))
-def test_wf_refuses_a_bad_multi_host_url_with_exit_2(url: str) -> None:
-    got, output = wf("runs", "list", "--world", url)
-    assert got == 2, output
-    line = error_line(output)
-    assert BAD_FAILOVER_URLS[url] in line and "s3cretpw" not in line
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "postgresql://a:5432,b:5433/db",
-        "postgresql://a,b/db?target_session_attrs=read-write",
-        "postgresql://a,b/db?target_session_attrs=primary",
-        "postgresql://a,b/db?target_session_attrs=any",
-        "postgresql://u@/db?host=a,b&port=5432",
-        "postgresql://u@/db?host=a,b&port=5432,5433",
-    ],
-)
-def test_good_multi_host_urls_open(url: str) -> None:
-    assert worlds.open(url) is not None
 
 
 @pytest.fixture
