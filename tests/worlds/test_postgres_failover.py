@@ -17,12 +17,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import anyio
+import asyncpg
 import pytest
 
 import worlds
 from tests import pg_server
 from workflow import AttributeConflictError, Unique, Worker, start, step, workflow
-from worlds.errors import WorldUnavailableError
+from worlds.errors import WorldUnavailableError, as_world_error
 
 T = TypeVar("T")
 
@@ -104,6 +105,13 @@ async def test_a_standby_is_an_outage_and_the_same_world_writes_once_it_is_promo
         with pytest.raises(WorldUnavailableError, match="read-only") as raised:
             await start(claimer, "o-2", attributes={"order": Unique("o-2")}, world=world)
         assert "primary" in str(raised.value)
+        conn = await asyncpg.connect(_only(pair.standby))
+        try:
+            with pytest.raises(asyncpg.PostgresError, match="recovery is in progress") as caught:
+                await conn.fetchval("SELECT pg_current_wal_lsn()")
+        finally:
+            await conn.close()
+        assert isinstance(as_world_error(caught.value), WorldUnavailableError)
         wanting_a_primary = f"{_only(pair.standby)}?target_session_attrs=read-write"
         async with worlds.open(wanting_a_primary) as other:
             with pytest.raises(WorldUnavailableError, match="target attribute"):
