@@ -148,7 +148,9 @@ def as_world_error(exc: BaseException) -> WorldError | None:
     """Translate a driver's exception into a ``WorldError``, or ``None`` if it is not one.
 
     A ``WorldError`` is returned as it is. ``OSError`` (refused, reset, timed out)
-    and ``TimeoutError`` count as unavailable. Anything else (a bug, a bad
+    and ``TimeoutError`` count as unavailable, and so does a PostgreSQL server
+    that is read-only (``is_read_only_server``): during a failover it is the
+    standby before its promotion, or the old primary fenced. Anything else (a bug, a bad
     argument) is not a world error and gives ``None``.
     """
     if isinstance(exc, WorldError):
