@@ -147,3 +147,28 @@ async def test_a_worker_on_a_multi_host_url_carries_on_on_the_promoted_standby(
             2 * i for i in range(5, 10)
         ]
         assert [await run.result(5) for run in first] == [2 * i for i in range(5)]
+
+
+@pytest.mark.anyio
+async def test_after_a_read_only_answer_the_world_looks_for_the_primary_again(
+    pair: pg_server.PgPair,
+) -> None:
+    """A failover manager fences the old primary read-only (it stays up) and promotes
+    the standby: the world's pooled connections to the fenced primary are replaced,
+    and the next writes go to the new primary."""
+    async with worlds.open(pair.url) as world:
+        await start(claimer, "o-1", attributes={"order": Unique("o-1")}, world=world)
+        old = await asyncpg.connect(_only(pair.primary))
+        try:
+            await old.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            await old.execute("SELECT pg_reload_conf()")
+        finally:
+            await old.close()
+        await anyio.to_thread.run_sync(pg_server.promote, pair.standby.directory)
+        with pytest.raises(WorldUnavailableError, match="read-only"):
+            for _ in range(50):  # until the reload reached the pooled sessions
+                await start(claimer, "o-2", world=world)
+                await anyio.sleep(0.1)
+        run = await _until_written(lambda: start(claimer, "o-3", world=world), within=30)
+    async with worlds.open(_only(pair.standby)) as promoted:
+        assert await promoted.get_run(run.id) is not None
