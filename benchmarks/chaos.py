@@ -36,8 +36,9 @@ closed, ``log_lines`` the most stderr lines one worker wrote, ``reported_s``
 (freeze) seconds from freezing the server to a worker's first log line (none:
 no worker said anything during the freeze), ``starts_lost`` acknowledged starts
 (a run id returned to the caller) whose run is gone, ``results_lost`` recorded
-step results that were lost (the step ran again after a later step of its run
-had started, which only happens once its result was committed), ``exited``
+step results that were lost (a later step of the run started before the time
+of the step's result in the final log, which only happens if an earlier result
+of it was committed and then lost), ``exited``
 workers that stopped by themselves (they must ride every fault out). The first
 five, ``dup_holders``, ``starts_lost``, ``results_lost`` and ``exited`` are
 correctness invariants (they must be 0 and all runs completed; for
@@ -95,6 +96,9 @@ LEASE_SECONDS = 2.0
 DRAIN_TIMEOUT = 120.0
 BURNERS = 7
 """CPU-burning processes of ``starve``."""
+CLOCK_SLACK = 0.05
+"""Seconds by which the world's event times (the server's clock, as each worker
+estimates it) may lead this host's clock in the journal."""
 PROMOTE_AFTER = 1.0
 """Seconds from the primary's crash to the standby's promotion (a failover manager's
 detection time, shortened)."""
@@ -412,6 +416,11 @@ async def check_runs(
                 result.bad += 1
         else:
             result.stuck += 1
+            error = "" if run.error is None else f": {run.error.message}"
+            result.notes.append(f"run {run_id} is {run.status.value}{error}")
+        lost = results_lost(run_id, events, entries)
+        result.results_lost += len(lost)
+        result.notes += [f"result lost: {step}" for step in lost]
         results = Counter(e.step for e in events if isinstance(e, StepCompleted))
         result.dup_results += sum(1 for count in results.values() if count > 1)
         for number in results:
@@ -425,26 +434,33 @@ async def check_runs(
                 result.reexec += 1
             elif kind == "end":
                 finished = True
-    result.results_lost = results_lost(entries)
+
     result.runs = f"{completed}/{len(run_ids)}"
 
 
-def results_lost(entries: dict[tuple[str, int], list[tuple[str, float]]]) -> int:
-    """Steps that started again after a later step of their run had started.
+def results_lost(
+    run_id: str, events: list[Any], entries: dict[tuple[str, int], list[tuple[str, float]]]
+) -> list[str]:
+    """The steps of run ``run_id`` whose result was recorded, then lost, then recorded again.
 
-    A run schedules step ``n + 1`` only once step ``n``'s result is committed,
-    so such a start means that committed result was lost.
+    A run schedules step ``m`` only once the result of every step before it is
+    committed, so a step ``m`` that started before the time of the recorded
+    result of an earlier step ``n`` (the one in the final log) was let go by
+    another result of ``n``, which the world no longer has. (A body run again
+    from a worker's stale cache does not count: its commit is refused and the
+    recorded result stays the first.)
     """
-    first_start: dict[tuple[str, int], float] = {}
-    for (run_id, number), lines in entries.items():
-        starts = [moment for kind, moment in lines if kind == "start"]
-        if starts:
-            first_start[(run_id, number)] = starts[0]
-    lost = 0
-    for (run_id, number), lines in entries.items():
-        later = [at for (other, n), at in first_start.items() if other == run_id and n > number]
-        if later and any(kind == "start" and at > min(later) for kind, at in lines):
-            lost += 1
+    first_start = {
+        number: min(at for kind, at in lines if kind == "start")
+        for (other, number), lines in entries.items()
+        if other == run_id and any(kind == "start" for kind, _ in lines)
+    }
+    lost = []
+    for event in events:
+        if isinstance(event, StepCompleted):
+            recorded = event.at.timestamp() - CLOCK_SLACK
+            if any(m > event.step and at < recorded for m, at in first_start.items()):
+                lost.append(f"{run_id} step {event.step}")
     return lost
 
 
