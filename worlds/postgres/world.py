@@ -23,6 +23,7 @@ from worlds._flows import cancel, create, hooks, prune, release, reopen, starts,
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._urls import redact_url
+from worlds.errors import is_read_only_server
 from worlds.postgres import codecs, filters, schema
 from worlds.postgres import statements as sql
 from worlds.postgres.committing import CommitPaths
@@ -226,6 +227,23 @@ class PostgresWorld(ClosesOnExit):
                     raise
                 self._pool = pool
         return self._pool
+
+    async def _on_world_error(self, cause: BaseException) -> None:
+        """After a read-only server's answer, replace every connection on next use.
+
+        A failover manager may fence the old primary read-only, or a DNS name
+        may still lead to a node that is now a standby: connections that stay
+        would keep meeting it. New ones go through host selection again
+        (``target_session_attrs``, ``worlds.postgres.connection.parse_url``)
+        and find the primary once there is one.
+        """
+        if not is_read_only_server(cause):
+            return
+        if self._pool is not None:
+            await self._pool.expire_connections()
+        listener = self._listening.detach()
+        if listener is not None:
+            listener.terminate()
 
     async def _init_connection(self, conn: Connection) -> None:
         set_keepalive(conn, self.command_timeout)
