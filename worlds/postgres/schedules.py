@@ -9,7 +9,7 @@ hosts take disjoint sets of due schedules.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +18,15 @@ from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.postgres.rows import PostgresRows
 from worlds.semantics import lease_deadline
-from worlds.types import ScheduleLease, ScheduleRecord
+from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord
 
 if TYPE_CHECKING:
     from worlds.postgres.connection import Pool
 
 __all__ = ["ScheduleStore"]
+
+FireOutcomes = list[ScheduleRecord | Exception | None]
+"""What ``fire`` answers (a name: ``list`` is a method of the store)."""
 
 
 class ScheduleStore:
@@ -68,6 +71,14 @@ class ScheduleStore:
             lambda rows: schedules.update_schedule(rows, record)
         )
         return updated
+
+    async def fire(self, fires: Sequence[ScheduleFire]) -> FireOutcomes:
+        """See ``World.fire_schedules``."""
+        batch = schedules.check_fires(fires)
+        if not batch:
+            return []
+        fired: FireOutcomes = await self._write(lambda rows: schedules.fire_schedules(rows, batch))
+        return fired
 
     async def delete(self, schedule_id: str) -> bool:
         """See ``World.delete_schedule``."""

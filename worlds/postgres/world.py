@@ -635,6 +635,13 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         return await self._schedules.delete(schedule_id)
 
+    async def fire_schedules(
+        self, fires: Sequence[types.ScheduleFire]
+    ) -> list[types.ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``: one transaction (one WAL flush) for the batch."""
+        self._check_open()
+        return await self._schedules.fire(fires)
+
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> types.ScheduleLease:

@@ -9,7 +9,7 @@ microseconds since the epoch, like every other table; a schedule's lease is a
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from worlds._flows import schedules
 from worlds._flows.stepper import run_sync
@@ -19,11 +19,12 @@ from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.transactions import run_once
-from worlds.types import ScheduleLease, ScheduleRecord, utcnow
+from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord, utcnow
 
 __all__ = [
     "create_schedule",
     "delete_schedule",
+    "fire_schedules",
     "get_schedule",
     "lease_schedules",
     "list_schedules",
@@ -65,6 +66,16 @@ async def update_schedule(connection: Connection, record: ScheduleRecord) -> Sch
     """See ``World.update_schedule``."""
     schedules.check(record)
     return await connection.write(lambda tx: run_sync(schedules.update_schedule(tx, record)))
+
+
+async def fire_schedules(
+    connection: Connection, fires: Sequence[ScheduleFire]
+) -> list[ScheduleRecord | Exception | None]:
+    """See ``World.fire_schedules``."""
+    batch = schedules.check_fires(fires)
+    if not batch:
+        return []
+    return await connection.write(lambda tx: run_sync(schedules.fire_schedules(tx, batch)))
 
 
 async def delete_schedule(connection: Connection, schedule_id: str) -> bool:

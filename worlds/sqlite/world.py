@@ -483,6 +483,13 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
         return await schedule_ops.delete_schedule(self._connection, schedule_id)
 
+    async def fire_schedules(
+        self, fires: Sequence[types.ScheduleFire]
+    ) -> list[types.ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``: one transaction (one fsync) for the batch."""
+        self._connection.check_open()
+        return await schedule_ops.fire_schedules(self._connection, fires)
+
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> types.ScheduleLease:
