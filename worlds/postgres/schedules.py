@@ -9,14 +9,16 @@ hosts take disjoint sets of due schedules.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Hashable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from worlds._flows import schedules
+from worlds._quiet import Quiet
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.postgres.rows import PostgresRows
+from worlds.protocol import SCHEDULE_TOPIC
 from worlds.semantics import lease_deadline
 from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord
 
@@ -38,11 +40,15 @@ class ScheduleStore:
         write: Callable[[Callable[[PostgresRows], Awaitable[Any]]], Awaitable[Any]],
         now: Callable[[], datetime],
         refresh: Callable[[Pool], Awaitable[None]],
+        quiet: Quiet,
+        heard: Callable[[str], Hashable | None],
     ) -> None:
         self._connect = connect
         self._write = write
         self._now = now
         self._refresh = refresh
+        self._quiet = quiet
+        self._heard = heard
 
     async def create(self, record: ScheduleRecord) -> ScheduleRecord:
         """See ``World.create_schedule``."""
@@ -91,6 +97,9 @@ class ScheduleStore:
         """See ``World.lease_schedules``."""
         wanted = sorted(set(names))
         pool = await self._connect()
+        poll, token = ("schedules", *wanted), self._heard(SCHEDULE_TOPIC)
+        if limit > 0 and wanted and self._quiet.quiet(poll, token):
+            return ScheduleLease(now=self._now(), next_wake_at=self._quiet.remembered(poll))
         await self._refresh(pool)
         now = self._now()
         if limit <= 0 or not wanted:
@@ -100,6 +109,11 @@ class ScheduleStore:
         later = (
             now if len(rows) >= limit else await pool.fetchval(sql.NEXT_SCHEDULE_WAKE, now, wanted)
         )
+        if rows:
+            self._quiet.forget(poll)
+        else:
+            due_in = None if later is None else (later - now).total_seconds()
+            self._quiet.found(poll, token, due_in, later)
         found = tuple(sorted((codecs.columns.schedule(row) for row in rows), key=_lease_order))
         return ScheduleLease(now=now, schedules=found, next_wake_at=later)
 

@@ -431,6 +431,14 @@ LEASE_SCHEDULES = (
     "UPDATE schedules s SET leased_until = $4 FROM due WHERE s.id = due.id "
     f"RETURNING {', '.join('s.' + c.strip() for c in SCHEDULE_COLUMNS.split(','))}"
 )
+NEXT_WORK = (
+    "SELECT least((SELECT min(available_at) FROM work "
+    "WHERE owner IS NULL AND name = ANY($1::text[])), "
+    "(SELECT min(greatest(expires_at, available_at)) FROM work "
+    "WHERE owner IS NOT NULL AND name = ANY($1::text[])))"
+)
+"""When the earliest item of the names becomes leasable: a free one's due time, or a
+leased one's expiry; NULL when there is none (an idle poll's memory, ``worlds._quiet``)."""
 NEXT_SCHEDULE_WAKE = (
     "SELECT min(wake_at) FROM schedules WHERE NOT paused AND wake_at IS NOT NULL "
     "AND wake_at > $1 AND workflow = ANY($2::text[])"

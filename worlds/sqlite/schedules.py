@@ -13,10 +13,12 @@ from collections.abc import Collection, Sequence
 
 from worlds._flows import schedules
 from worlds._flows.stepper import run_sync
+from worlds._quiet import Quiet
 from worlds.semantics import lease_deadline
 from worlds.sqlite import codecs
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection
+from worlds.sqlite.idle import file_token
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.transactions import run_once
 from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord, utcnow
@@ -91,8 +93,10 @@ async def lease_schedules(
     names: Collection[str],
     limit: int,
     lease_seconds: float,
+    quiet: Quiet,
 ) -> ScheduleLease:
-    """See ``World.lease_schedules``."""
+    """See ``World.lease_schedules``; a poll that found nothing is answered from
+    ``quiet`` while the file is unchanged (``worlds._quiet``)."""
     wanted = sorted(set(names))
     due_sql, later_sql = sql.due_schedules_sql(len(wanted))
 
@@ -111,6 +115,9 @@ async def lease_schedules(
 
     if limit <= 0 or not wanted:
         return ScheduleLease(now=utcnow())
+    poll, token = ("schedules", *wanted), file_token(connection.path)
+    if quiet.quiet(poll, token):
+        return ScheduleLease(now=utcnow(), next_wake_at=quiet.remembered(poll))
 
     def peek(db: sqlite3.Connection, blocking: bool) -> tuple[list[sqlite3.Row], int | None]:
         return run_once(lambda: look(db, codecs.to_micros(utcnow())), blocking)
@@ -119,5 +126,8 @@ async def lease_schedules(
     # not serialize every other process behind them.
     rows, later = await connection.run(peek)
     if not rows:
-        return ScheduleLease(now=utcnow(), next_wake_at=codecs.from_micros_or_none(later))
+        now, wake = utcnow(), codecs.from_micros_or_none(later)
+        quiet.found(poll, token, None if wake is None else (wake - now).total_seconds(), wake)
+        return ScheduleLease(now=now, next_wake_at=wake)
+    quiet.forget(poll)
     return await connection.write(body)

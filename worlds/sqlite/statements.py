@@ -212,6 +212,18 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
     return free, expired
 
 
+def next_work_sql(name_count: int) -> str:
+    """When the earliest item of the names becomes leasable (``*names``): a free one's
+    due time, or a leased one's expiry; NULL when there is none."""
+    names = ", ".join("?" * name_count)
+    return (
+        "SELECT min(t) FROM (SELECT min(available_at) AS t FROM work "
+        f"WHERE owner IS NULL AND name IN ({names}) UNION ALL "
+        "SELECT min(max(expires_at, available_at)) FROM work "
+        f"WHERE owner IS NOT NULL AND name IN ({names}))"
+    )
+
+
 # --------------------------------------------------------------------------- slots
 
 # ``INDEXED BY``: without statistics the planner would walk the primary key, that
