@@ -26,12 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,9 @@ sys.path.insert(0, str(ROOT))
 import worlds  # noqa: E402
 from workflow import Worker, step, workflow  # noqa: E402
 from workflow.schedules import create_schedule  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sqlite_statements import SqliteStatements  # noqa: E402
 
 WARM_UP = 3.0
 """Seconds after the worker starts before counting: its first leases and subscriptions."""
@@ -56,34 +57,6 @@ async def nothing(n: int) -> int:
 @workflow
 async def idle_flow(n: int) -> int:
     return await nothing(n)
-
-
-class SqliteStatements:
-    """Counts the statements of every SQLite connection opened while installed."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.texts: dict[str, int] = {}
-        self._connect: Callable[..., sqlite3.Connection] = sqlite3.connect
-
-    def __enter__(self) -> SqliteStatements:
-        original = self._connect
-
-        def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-            db = original(*args, **kwargs)
-            db.set_trace_callback(self._traced)
-            return db
-
-        sqlite3.connect = connect  # type: ignore[assignment]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sqlite3.connect = self._connect  # type: ignore[assignment]
-
-    def _traced(self, statement: str) -> None:
-        self.count += 1
-        head = " ".join(statement.split())[:60]
-        self.texts[head] = self.texts.get(head, 0) + 1
 
 
 async def _idle(
@@ -117,7 +90,7 @@ async def _idle(
 
 
 async def sqlite_idle(seconds: float) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, SqliteStatements() as statements:
+    with tempfile.TemporaryDirectory() as tmp, SqliteStatements(by_text=True) as statements:
         async with worlds.open(f"sqlite:///{tmp}/idle.db") as world:
             result = await _idle(world, seconds, lambda: statements.count, statements.texts)
     return result
@@ -127,9 +100,8 @@ async def postgres_idle(url: str, seconds: float) -> dict[str, Any]:
     from tests.pg_round_trips import RoundTripProxy, server_address
 
     host, port = server_address(url)
-    async with RoundTripProxy(host, port) as proxy:
-        async with worlds.open(proxy.url()) as world:
-            return await _idle(world, seconds, lambda: proxy.round_trips)
+    async with RoundTripProxy(host, port) as proxy, worlds.open(proxy.url()) as world:
+        return await _idle(world, seconds, lambda: proxy.round_trips)
 
 
 async def main() -> None:

@@ -62,62 +62,120 @@ def check_fires(fires: Sequence[ScheduleFire]) -> list[ScheduleFire]:
             raise TypeError(f"fire_schedules takes ScheduleFire entries, not {fire!r}")
         for request in _starts(fire):
             create.check(request)
+    if len({fire.record.id for fire in batch}) < len(batch):
+        raise ValueError("a fire_schedules batch names each schedule once")
     return batch
 
 
 async def fire_schedules(rows: Rows, fires: Sequence[ScheduleFire]) -> list[FireOutcome]:
-    """See ``World.fire_schedules`` (``fires`` checked)."""
-    outcomes: list[FireOutcome] = [None] * len(fires)
-    for n in sorted(range(len(fires)), key=lambda n: fires[n].record.id):
+    """See ``World.fire_schedules`` (``fires`` checked).
+
+    The schedules are read (locked) and stored in one statement each way, the
+    fires' run ids looked up at once; a schedule whose start raises is undone
+    with the whole batch, which then runs again without it (its exception is
+    its outcome): rare, so the common batch takes no savepoint per schedule.
+    """
+    failed: dict[int, Exception] = {}
+    while True:
         savepoint = await rows.savepoint()
         try:
-            outcomes[n] = await _fire(rows, fires[n])
-        except Exception as exc:
-            if (
-                isinstance(exc, Retry)
-                or batches.is_world_failure(exc)
-                or rows.fails_transaction(exc)
-            ):
-                raise
+            outcomes = await _fire_batch(rows, fires, failed)
+        except _Failed as failure:
             await rows.rollback_to(savepoint)
-            outcomes[n] = exc
+            failed[failure.index] = failure.error
             continue
         await rows.release(savepoint)
+        break
     if any(isinstance(outcome, ScheduleRecord) for outcome in outcomes):
         rows.signal(SCHEDULE_TOPIC)
     return outcomes
 
 
-async def _fire(rows: Rows, fire: ScheduleFire) -> ScheduleRecord | None:
-    stored = await rows.get_schedule(fire.record.id)
-    if stored is None or stored.version != fire.record.version:
-        return None  # paused, edited or deleted since it was leased: that wins
-    buffered_blocked = fire.buffered is not None and await _start(rows, fire.buffered)
-    blocked = [await _start(rows, each.request) for each in fire.fires]
-    new = schedules.fired(stored, fire, buffered_blocked, blocked, rows.now)
-    await rows.put_schedule(new)
-    return new
+class _Failed(Exception):  # noqa: N818 - an instruction to the batch
+    """Schedule ``index`` of the batch raised ``error``: undo the batch, run it without."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index, self.error = index, error
 
 
-async def _start(rows: Rows, request: CreateRunRequest) -> bool:
+async def _fire_batch(
+    rows: Rows, fires: Sequence[ScheduleFire], failed: dict[int, Exception]
+) -> list[FireOutcome]:
+    outcomes: list[FireOutcome] = [failed.get(n) for n in range(len(fires))]
+    remaining = (n for n in range(len(fires)) if n not in failed)
+    order = sorted(remaining, key=lambda n: fires[n].record.id)
+    stored = {s.id: s for s in await rows.get_schedules([fires[n].record.id for n in order])}
+    # paused, edited or deleted since they were leased: that wins, nothing of them is done
+    live = [n for n in order if _unchanged(stored.get(fires[n].record.id), fires[n].record)]
+    taken = await rows.existing_runs([r.run_id for n in live for r in _starts(fires[n])])
+    states: list[ScheduleRecord] = []
+    for n in live:
+        try:
+            state = await _fire(rows, fires[n], stored[fires[n].record.id], taken)
+        except Exception as exc:
+            if isinstance(exc, Retry) or _fails_batch(rows, exc):
+                raise
+            raise _Failed(n, exc) from exc
+        outcomes[n] = state
+        states.append(state)
+    await rows.put_schedules(states)
+    return outcomes
+
+
+def _unchanged(stored: ScheduleRecord | None, leased: ScheduleRecord) -> bool:
+    return stored is not None and stored.version == leased.version
+
+
+async def _fire(
+    rows: Rows, fire: ScheduleFire, stored: ScheduleRecord, taken: set[str]
+) -> ScheduleRecord:
+    buffered_blocked = fire.buffered is not None and await _start(rows, fire.buffered, taken)
+    blocked = [await _start(rows, each.request, taken) for each in fire.fires]
+    return schedules.fired(stored, fire, buffered_blocked, blocked, rows.now)
+
+
+async def _start(rows: Rows, request: CreateRunRequest, taken: set[str]) -> bool:
     """Start one fire's run; whether its pair refused it (an open run holds it).
 
     A fire already started (its run id taken) counts as started: fires are
     found by their run id, never started twice."""
+    if request.run_id in taken:
+        return False
+    if create.refused_before_writes(request):
+        try:
+            await create.create_in(Tx(rows), request)
+        except Rollback as rollback:  # nothing of it was written
+            return _refused(rollback)
+        except ValueError:
+            # its run id taken since the batch looked: a concurrent fire won the race
+            # (the failed insert may have spoilt the transaction): the batch again
+            raise Retry from None
+        taken.add(request.run_id)
+        return False
     savepoint = await rows.savepoint()
     try:
         await create.create_in(Tx(rows), request)
     except Rollback as rollback:
         await rows.rollback_to(savepoint)
-        result = rollback.result
-        return isinstance(result, CreateRunResult) and result.conflict is not None
+        return _refused(rollback)
     except ValueError:
         await rows.rollback_to(savepoint)
         if await rows.get_run(request.run_id, lock=False) is None:
             raise
         return False
     await rows.release(savepoint)
+    taken.add(request.run_id)
     return False
+
+
+def _refused(rollback: Rollback) -> bool:
+    result = rollback.result
+    return isinstance(result, CreateRunResult) and result.conflict is not None
+
+
+def _fails_batch(rows: Rows, exc: Exception) -> bool:
+    return batches.is_world_failure(exc) or rows.fails_transaction(exc)
 
 
 def _starts(fire: ScheduleFire) -> list[CreateRunRequest]:

@@ -112,7 +112,9 @@ class ScheduleStore:
         if rows:
             self._quiet.forget(poll)
         else:
-            due_in = None if later is None else (later - now).total_seconds()
+            ends = await pool.fetchval(sql.SCHEDULE_LEASES_END, now, wanted)
+            look_at = min((t for t in (later, ends) if t is not None), default=None)
+            due_in = None if look_at is None else (look_at - now).total_seconds()
             self._quiet.found(poll, token, due_in, later)
         found = tuple(sorted((codecs.columns.schedule(row) for row in rows), key=_lease_order))
         return ScheduleLease(now=now, schedules=found, next_wake_at=later)

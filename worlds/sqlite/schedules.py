@@ -87,6 +87,13 @@ async def delete_schedule(connection: Connection, schedule_id: str) -> bool:
     )
 
 
+def _leases_end(db: sqlite3.Connection, wanted: list[str]) -> int | None:
+    """When the first schedule lease of ``wanted`` held now runs out (micros)."""
+    now_us = codecs.to_micros(utcnow())
+    (ends,) = db.execute(sql.schedule_leases_end_sql(len(wanted)), (now_us, *wanted)).fetchone()
+    return None if ends is None else int(ends)
+
+
 async def lease_schedules(
     connection: Connection,
     worker_id: str,
@@ -127,7 +134,9 @@ async def lease_schedules(
     rows, later = await connection.run(peek)
     if not rows:
         now, wake = utcnow(), codecs.from_micros_or_none(later)
-        quiet.found(poll, token, None if wake is None else (wake - now).total_seconds(), wake)
+        ends = codecs.from_micros_or_none(await connection.read(lambda db: _leases_end(db, wanted)))
+        look_at = min((t for t in (wake, ends) if t is not None), default=None)
+        quiet.found(poll, token, None if look_at is None else (look_at - now).total_seconds(), wake)
         return ScheduleLease(now=now, next_wake_at=wake)
     quiet.forget(poll)
     return await connection.write(body)

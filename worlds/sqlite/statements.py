@@ -12,6 +12,7 @@ RUN_COLUMNS = (
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
+RUN_EXISTS = "SELECT 1 FROM runs WHERE id = ?"
 # The open runs whose attribute ?1 has index value ?2 (a run's children, by $parent).
 OPEN_CHILDREN = (
     f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
@@ -307,6 +308,16 @@ def due_schedules_sql(names: int) -> tuple[str, str]:
         f"AND wake_at > ? AND workflow IN ({marks})"
     )
     return due, later
+
+
+def schedule_leases_end_sql(names: int) -> str:
+    """When the first schedule lease of ``names`` workflows held now runs out (``now,
+    *names``): a poll answered from memory must look again then (``worlds._quiet``)."""
+    marks = ", ".join("?" * names)
+    return (
+        "SELECT MIN(leased_until) FROM schedules WHERE paused = 0 AND leased_until > ? "
+        f"AND workflow IN ({marks})"
+    )
 
 
 GET_SETTING = "SELECT value FROM settings WHERE key = ?"
