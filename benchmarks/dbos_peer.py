@@ -46,10 +46,13 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, DBOSConfig  # type: ignore[import-not-found, import-untyped]
-from sqlite_statements import SqliteStatements
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.sqlite_statements import SqliteStatements
 
 STATEMENTS = SqliteStatements()
 """The SQLite statements DBOS sends (through SQLAlchemy's sqlite3 connections)."""
@@ -134,9 +137,7 @@ async def run_concurrent(steps: int, n: int, concurrency: int, io: bool = False)
     await asyncio.gather(*(bounded(i) for i in range(n)))
 
 
-async def measure(
-    workload: Workload, n: int, concurrency: int, spent: dict[str, float]
-) -> float:
+async def measure(workload: Workload, n: int, concurrency: int, spent: dict[str, float]) -> float:
     """Launch DBOS, warm up, and return the wall time of the timed part; ``spent``
     gets its CPU seconds and SQLite statements (``cpu``, ``statements``)."""
     # Launch inside the running loop so DBOS adopts it as its main event loop.

@@ -39,11 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import worlds  # noqa: E402
+from benchmarks.sqlite_statements import SqliteStatements  # noqa: E402
 from workflow import Worker, step, workflow  # noqa: E402
 from workflow.schedules import create_schedule  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sqlite_statements import SqliteStatements  # noqa: E402
 
 WARM_UP = 3.0
 """Seconds after the worker starts before counting: its first leases and subscriptions."""

@@ -16,15 +16,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import anyio
-from sqlite_statements import SqliteStatements
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import worlds
+from benchmarks.sqlite_statements import SqliteStatements
 from workflow import Worker, start, step, workflow
 
 WORKLOADS: dict[str, tuple[int, int]] = {  # name: (default N, steps per workflow)
