@@ -33,14 +33,17 @@ change token or the due time, not found by the slow safety poll."""
 
 
 @contextlib.asynccontextmanager
-async def two_objects(make_world: Callable[[], World]) -> AsyncIterator[tuple[World, World]]:
-    """Two world objects over the same storage (the memory world is one shared object)."""
+async def idle_worker(make_world: Callable[[], World]) -> AsyncIterator[World]:
+    """A worker of ``echo`` on one world object, idle for ``IDLE`` seconds; yields another
+    world object over the same storage (the memory world is one shared object)."""
     served, client = make_world(), make_world()
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(served)
         if client is not served:
             await stack.enter_async_context(client)
-        yield served, client
+        await stack.enter_async_context(Worker(served, [echo], poll_interval=0.05))
+        await anyio.sleep(IDLE)
+        yield client
 
 
 @workflow
@@ -57,11 +60,7 @@ async def naps(x: int) -> int:
 async def test_an_idle_worker_runs_what_another_world_object_starts(
     make_world: Callable[[], World],
 ) -> None:
-    async with (
-        two_objects(make_world) as (served, client),
-        Worker(served, [echo], poll_interval=0.05),
-    ):
-        await anyio.sleep(IDLE)
+    async with idle_worker(make_world) as client:
         run = await start(echo, 7, world=client)
         assert await run.result(timeout=WITHIN) == 7
 
@@ -75,11 +74,7 @@ async def test_an_idle_worker_wakes_for_a_timer_that_comes_due(world: World) -> 
 async def test_an_idle_worker_fires_a_schedule_another_world_object_created(
     make_world: Callable[[], World],
 ) -> None:
-    async with (
-        two_objects(make_world) as (served, client),
-        Worker(served, [echo], poll_interval=0.05),
-    ):
-        await anyio.sleep(IDLE)
+    async with idle_worker(make_world) as client:
         await create_schedule(echo, 1, id="idle-fire", every=timedelta(seconds=1), world=client)
         with anyio.fail_after(WITHIN):
             while not await list_runs(attributes={"$schedule": "idle-fire"}, world=client):
