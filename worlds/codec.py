@@ -46,6 +46,8 @@ from worlds.types import (
     HookDelivery,
     HookStartResult,
     RunRecord,
+    ScheduleFire,
+    ScheduleRecord,
     StreamChunk,
     WorkItem,
 )
@@ -184,6 +186,14 @@ class CodecWorld(WorldWrapper):
             await self._record()
         encoded = [self._payloads.commit_in(request) for request in requests]
         return self._payloads.outcomes_out(await self.inner.commit_many(encoded))
+
+    async def fire_schedules(
+        self, fires: Sequence[ScheduleFire]
+    ) -> list[ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``; every start's arguments are encoded."""
+        if not self._recorded:
+            await self._record()
+        return await self.inner.fire_schedules(self._payloads.fires_in(fires))
 
     async def start_or_resume_hook(
         self, request: CreateRunRequest, delivery: HookDelivery

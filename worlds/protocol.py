@@ -35,6 +35,7 @@ from worlds.types import (
     HookRecord,
     HookStartResult,
     RunRecord,
+    ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
     Slot,
@@ -479,6 +480,23 @@ class Schedules(Protocol):
         until ``update_schedule`` releases it or the lease expires; the lease
         only spares workers duplicate effort, since a fire's run id is
         derived from the fire time and so started at most once anyway.
+        """
+        ...
+
+    async def fire_schedules(
+        self, fires: Sequence[ScheduleFire]
+    ) -> list[ScheduleRecord | Exception | None]:
+        """Start the fires of leased schedules and store their new state, in one transaction.
+
+        For each ``ScheduleFire``, in its order in the result: the schedule's
+        new state (one version on, its lease released: its fires started as
+        ``create_run`` would, a fire already started or refused by its pair
+        passed over, as ``ScheduleFire`` says); ``None`` when the schedule was
+        updated or deleted since ``fire.record`` was read (nothing of it
+        written); or the exception one of its starts raised (nothing of it
+        written). Signals ``SCHEDULE_TOPIC``. A world makes the batch durable
+        at once (one transaction and one commit) and returns once it is.
+        ``ValueError`` or ``TypeError`` for a malformed start: nothing written.
         """
         ...
 

@@ -103,6 +103,8 @@ __all__ = [
     "RunReopened",
     "RunStarted",
     "RunStatus",
+    "ScheduleFire",
+    "ScheduleFireTime",
     "ScheduleLease",
     "ScheduleRecord",
     "Slot",
@@ -550,6 +552,38 @@ class ScheduleRecord(msgspec.Struct, frozen=True, kw_only=True):
     version: int = 0
     created_at: datetime = EPOCH
     updated_at: datetime = EPOCH
+
+
+class ScheduleFireTime(msgspec.Struct, frozen=True, kw_only=True):
+    """One fire of a schedule's round: its fire time and the start of its run."""
+
+    at: datetime
+    request: CreateRunRequest
+
+
+class ScheduleFire(msgspec.Struct, frozen=True, kw_only=True):
+    """One leased schedule's round, as ``World.fire_schedules`` stores it.
+
+    The worker decides the fire times (the world does not read ``spec``);
+    the world starts them and stores the schedule's new state, in one
+    transaction for a whole batch of schedules. ``record`` is the schedule as
+    leased: its ``version`` is compared, and a schedule updated (or deleted)
+    since is left alone, none of its fires started. ``buffered`` is the
+    start of the fire that waited behind an open run (``record.buffered_at``),
+    tried first; ``fires`` the due fires in time order. A fire refused by
+    the overlap rule (its pair held by an open run) is dropped, or, with
+    ``buffer``, becomes the buffered fire unless one is buffered already.
+    The new state: ``next_fire_at`` as given, the buffered fire that remains,
+    and a wake time of ``next_fire_at``, no later than ``recheck_at`` while a
+    fire is buffered.
+    """
+
+    record: ScheduleRecord
+    fires: tuple[ScheduleFireTime, ...] = ()
+    buffered: CreateRunRequest | None = None
+    buffer: bool = False
+    next_fire_at: datetime | None = None
+    recheck_at: datetime | None = None
 
 
 class ScheduleLease(msgspec.Struct, frozen=True, kw_only=True):

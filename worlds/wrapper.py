@@ -36,6 +36,7 @@ from worlds.types import (
     HookRecord,
     HookStartResult,
     RunRecord,
+    ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
     Slot,
@@ -260,6 +261,12 @@ class WorldWrapper:
     async def delete_schedule(self, schedule_id: str) -> bool:
         """See ``World.delete_schedule``."""
         return await self.inner.delete_schedule(schedule_id)
+
+    async def fire_schedules(
+        self, fires: Sequence[ScheduleFire]
+    ) -> list[ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``."""
+        return await self.inner.fire_schedules(fires)
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float

@@ -31,7 +31,7 @@ from worlds.types import (
     ReuseWindow,
 )
 
-__all__ = ["check", "create_run", "run_exists"]
+__all__ = ["check", "create_run", "refused_before_writes", "run_exists"]
 
 
 def check(request: CreateRunRequest) -> None:
@@ -44,6 +44,13 @@ def run_exists(run_id: str) -> NoReturn:
     """Raise the ``ValueError`` of a taken run id (for a world's own shortcut that
     found it taken)."""
     raise requests.run_exists(run_id) from None
+
+
+def refused_before_writes(request: CreateRunRequest) -> bool:
+    """Whether a refusal of ``request`` (a held pair's ``Rollback``) comes before it wrote
+    anything, so a batch needs no savepoint to undo it: no debounce, at most one unique
+    pair (its claim is taken, or refused, first) and no limited pairs (in the order above)."""
+    return request.debounce is None and len(request.unique) <= 1 and not request.limits
 
 
 async def create_run(rows: Rows, request: CreateRunRequest) -> CreateRunResult:

@@ -488,6 +488,18 @@ class Rows(Protocol):
         """Store the schedule's new state, its lease released."""
         ...
 
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[ScheduleRecord]:
+        """The schedules of ``schedule_ids`` that exist (locked), in id order."""
+        ...
+
+    async def put_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        """Store each schedule's new state, its lease released (``put_schedule`` of each)."""
+        ...
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` are taken (by a run stored, or pruned and gone: not those)."""
+        ...
+
 
 class ColumnsByName(Protocol):
     """A database row read by column name (``sqlite3.Row``, ``asyncpg.Record``)."""

@@ -362,3 +362,14 @@ class MemoryRows:
 
     async def put_schedule(self, record: types.ScheduleRecord) -> None:
         self._t.schedules.put(record)
+
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[types.ScheduleRecord]:
+        found = (self._t.schedules.get(schedule_id) for schedule_id in sorted(set(schedule_ids)))
+        return [record for record in found if record is not None]
+
+    async def put_schedules(self, records: Sequence[types.ScheduleRecord]) -> None:
+        for record in records:
+            self._t.schedules.put(record)
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        return {run_id for run_id in run_ids if self._t.runs.get(run_id) is not None}

@@ -374,6 +374,13 @@ class MemoryWorld(ClosesOnExit):
         """See ``World.delete_schedule``."""
         return self._tables.schedules.delete(schedule_id)
 
+    async def fire_schedules(
+        self, fires: Sequence[types.ScheduleFire]
+    ) -> list[types.ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``: the whole batch at once."""
+        batch = schedules.check_fires(fires)
+        return self._write(lambda rows: schedules.fire_schedules(rows, batch))
+
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> types.ScheduleLease:

@@ -8,6 +8,7 @@ reopens it at most once per ``poll`` interval.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -83,6 +84,15 @@ class Listener:
     def _on_listener_lost(self, conn: Connection) -> None:
         if self._listener is conn:
             self._listener = None
+
+    def heard(self, topic: str) -> Hashable | None:
+        """A token that changes with every notification of ``topic`` (``worlds._quiet``);
+        ``None`` while notifications of it may be missed: the listener is down, or
+        nobody waited on its channel yet (it is not subscribed)."""
+        channel = self._channel if topic == WORK_TOPIC else self._run_channel
+        if self._listener is None or channel not in self._channels:
+            return None
+        return (id(self._listener), self.hub.heard(topic))
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``PostgresWorld.wait`` (called once the world is connected)."""

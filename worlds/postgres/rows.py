@@ -44,6 +44,12 @@ _MUTABLE_SCHEDULE_FIELDS = ("paused", "note", "next_fire_at", "buffered_at", "wa
 """What an update of a schedule may change (``PUT_SCHEDULE``'s $2 to $6)."""
 
 
+def _schedule_state(record: types.ScheduleRecord) -> tuple[object, ...]:
+    """``PUT_SCHEDULE``'s parameters for ``record``."""
+    mutable = [getattr(record, field) for field in _MUTABLE_SCHEDULE_FIELDS]
+    return (record.id, *mutable, record.version, record.updated_at)
+
+
 def new_token() -> int:
     """A fresh fencing token (a positive 63-bit integer)."""
     return secrets.randbits(62) + 1
@@ -534,7 +540,19 @@ class PostgresRows:
         return None if row is None else codecs.columns.schedule(row)
 
     async def put_schedule(self, record: types.ScheduleRecord) -> None:
-        mutable = [getattr(record, field) for field in _MUTABLE_SCHEDULE_FIELDS]
-        await self._execute(
-            sql.PUT_SCHEDULE, record.id, *mutable, record.version, record.updated_at
-        )
+        await self._execute(sql.PUT_SCHEDULE, *_schedule_state(record))
+
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[types.ScheduleRecord]:
+        rows = await self._fetch(sql.LOCK_SCHEDULES, sorted(set(schedule_ids)))
+        self._tick()
+        return [codecs.columns.schedule(row) for row in rows]
+
+    async def put_schedules(self, records: Sequence[types.ScheduleRecord]) -> None:
+        if records:  # one round trip: asyncpg pipelines the statements
+            self._count()
+            await self.conn.executemany(sql.PUT_SCHEDULE, [_schedule_state(r) for r in records])
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        return {row["id"] for row in await self._fetch(sql.EXISTING_RUNS, list(run_ids))}

@@ -442,6 +442,10 @@ INSERT_SCHEDULE = (
 )
 GET_SCHEDULE = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = $1"
 LOCK_SCHEDULE = f"{GET_SCHEDULE} FOR UPDATE"
+LOCK_SCHEDULES = (
+    f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE"
+)
+EXISTING_RUNS = "SELECT id FROM runs WHERE id = ANY($1::text[])"
 LIST_SCHEDULES = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id > $1 ORDER BY id LIMIT $2"
 PUT_SCHEDULE = (
     "UPDATE schedules SET paused = $2, note = $3, next_fire_at = $4, buffered_at = $5, "
@@ -456,6 +460,19 @@ LEASE_SCHEDULES = (
     "UPDATE schedules s SET leased_until = $4 FROM due WHERE s.id = due.id "
     f"RETURNING {', '.join('s.' + c.strip() for c in SCHEDULE_COLUMNS.split(','))}"
 )
+NEXT_WORK = (
+    "SELECT least((SELECT min(available_at) FROM work "
+    "WHERE owner IS NULL AND name = ANY($1::text[])), "
+    "(SELECT min(greatest(expires_at, available_at)) FROM work "
+    "WHERE owner IS NOT NULL AND name = ANY($1::text[])))"
+)
+"""When the earliest item of the names becomes leasable: a free one's due time, or a
+leased one's expiry; NULL when there is none (an idle poll's memory, ``worlds._quiet``)."""
+SCHEDULE_LEASES_END = (
+    "SELECT min(leased_until) FROM schedules WHERE NOT paused AND leased_until > $1 "
+    "AND workflow = ANY($2::text[])"
+)
+"""When the first schedule lease held now runs out (an idle poll's memory, ``worlds._quiet``)."""
 NEXT_SCHEDULE_WAKE = (
     "SELECT min(wake_at) FROM schedules WHERE NOT paused AND wake_at IS NOT NULL "
     "AND wake_at > $1 AND workflow = ANY($2::text[])"

@@ -22,6 +22,7 @@ import msgspec
 from worlds._flows import cancel, create, hooks, prune, release, reopen, starts, streams
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
+from worlds._quiet import Quiet
 from worlds._urls import redact_url
 from worlds.errors import is_read_only_server
 from worlds.postgres import codecs, filters, schema
@@ -111,6 +112,8 @@ class PostgresWorld(ClosesOnExit):
         }
         self._pool: Pool | None = None
         self._connecting: anyio.Lock | None = None
+        self._quiet = Quiet()
+        """Polls that found nothing, answered from memory until a notification (``_quiet``)."""
         self._listening = Listener(
             self.dsn,
             self._settings,
@@ -492,6 +495,9 @@ class PostgresWorld(ClosesOnExit):
         if limit <= 0 or not wanted:
             return []
         pool = await self._connect()
+        poll, token = ("work", *wanted), self._listening.heard(WORK_TOPIC)
+        if self._quiet.quiet(poll, token):
+            return []  # nothing was due, no work notified since, nothing due yet
         await self._clock.refresh(pool)
         now = self._clock.now()
         expires = lease_deadline(now, lease_seconds)
@@ -499,6 +505,11 @@ class PostgresWorld(ClosesOnExit):
         rows = await retry(
             pool.fetch, sql.LEASE, wanted, now, limit, worker_id, expires, head, middle
         )
+        if not rows:
+            later = await pool.fetchval(sql.NEXT_WORK, wanted)
+            self._quiet.found(poll, token, None if later is None else (later - now).total_seconds())
+            return []
+        self._quiet.forget(poll)
         return [codecs.work_item_from_row(row, expires) for row in rows]
 
     async def renew_leases(
@@ -630,7 +641,14 @@ class PostgresWorld(ClosesOnExit):
 
     @property
     def _schedules(self) -> ScheduleStore:
-        return ScheduleStore(self._connect, self._write, self._clock.now, self._clock.refresh)
+        return ScheduleStore(
+            self._connect,
+            self._write,
+            self._clock.now,
+            self._clock.refresh,
+            self._quiet,
+            self._listening.heard,
+        )
 
     async def create_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord:
         """See ``World.create_schedule``."""
@@ -658,6 +676,13 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.delete_schedule``."""
         self._check_open()
         return await self._schedules.delete(schedule_id)
+
+    async def fire_schedules(
+        self, fires: Sequence[types.ScheduleFire]
+    ) -> list[types.ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``: one transaction (one WAL flush) for the batch."""
+        self._check_open()
+        return await self._schedules.fire(fires)
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float

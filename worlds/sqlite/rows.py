@@ -452,3 +452,22 @@ class SqliteRows:
             record.id,
         )
         self.db.execute(sql.PUT_SCHEDULE, params)
+
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[types.ScheduleRecord]:
+        found = []
+        for schedule_id in sorted(set(schedule_ids)):  # in-process: a statement costs no trip
+            row = self.db.execute(sql.GET_SCHEDULE, (schedule_id,)).fetchone()
+            if row is not None:
+                found.append(codecs.columns.schedule(row))
+        return found
+
+    async def put_schedules(self, records: Sequence[types.ScheduleRecord]) -> None:
+        for record in records:
+            await self.put_schedule(record)
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        return {
+            run_id
+            for run_id in run_ids
+            if self.db.execute(sql.RUN_EXISTS, (run_id,)).fetchone() is not None
+        }

@@ -12,6 +12,7 @@ RUN_COLUMNS = (
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
+RUN_EXISTS = "SELECT 1 FROM runs WHERE id = ?"
 # The open runs whose attribute ?1 has index value ?2 (a run's children, by $parent).
 OPEN_CHILDREN = (
     f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
@@ -212,6 +213,18 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
     return free, expired
 
 
+def next_work_sql(name_count: int) -> str:
+    """When the earliest item of the names becomes leasable (``*names``): a free one's
+    due time, or a leased one's expiry; NULL when there is none."""
+    names = ", ".join("?" * name_count)
+    return (
+        "SELECT min(t) FROM (SELECT min(available_at) AS t FROM work "
+        f"WHERE owner IS NULL AND name IN ({names}) UNION ALL "
+        "SELECT min(max(expires_at, available_at)) FROM work "
+        f"WHERE owner IS NOT NULL AND name IN ({names}))"
+    )
+
+
 # --------------------------------------------------------------------------- slots
 
 # ``INDEXED BY``: without statistics the planner would walk the primary key, that
@@ -318,6 +331,16 @@ def due_schedules_sql(names: int) -> tuple[str, str]:
         f"AND wake_at > ? AND workflow IN ({marks})"
     )
     return due, later
+
+
+def schedule_leases_end_sql(names: int) -> str:
+    """When the first schedule lease of ``names`` workflows held now runs out (``now,
+    *names``): a poll answered from memory must look again then (``worlds._quiet``)."""
+    marks = ", ".join("?" * names)
+    return (
+        "SELECT MIN(leased_until) FROM schedules WHERE paused = 0 AND leased_until > ? "
+        f"AND workflow IN ({marks})"
+    )
 
 
 GET_SETTING = "SELECT value FROM settings WHERE key = ?"
