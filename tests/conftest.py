@@ -19,6 +19,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -132,10 +133,46 @@ def postgres_url() -> Iterator[str]:
                 pytest.fail(f"CI is set and no PostgreSQL server could be started: {exc}")
             pytest.skip(f"no PostgreSQL server could be started: {exc}")
     try:
-        yield server.socket_url
+        with settled(server.socket_url):
+            yield server.socket_url
     finally:
         pg_server.stop(directory)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def settled(url: str) -> Iterator[None]:
+    """Hold one client connection to the server at ``url`` open while the block runs.
+
+    The PostgreSQL world takes an expired lease over only once the server has accepted
+    connections for one lease length (at most 5 s; the oldest client connection marks
+    it), so that a restart's downtime does not count against the holders. Without this
+    connection each test's own pool would be the oldest, and every lease-expiry test
+    would wait out those 5 s as after a restart; a server up for the session is what
+    a worker meets in production. The restart rule is tested on servers of their own
+    (``tests/worlds/test_world_faults.py``).
+    """
+    psql = subprocess.Popen(
+        [pg_server.find_bin("psql"), "-X", "-q", "-A", "-t", "-d", url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert psql.stdin is not None and psql.stdout is not None
+    try:
+        psql.stdin.write("SELECT 1;\n")
+        psql.stdin.flush()
+        psql.stdout.readline()  # "1": connected (empty if psql could not connect)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            psql.stdin.close()
+        try:
+            psql.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            psql.kill()
+            psql.wait()
 
 
 @pytest.fixture

@@ -212,10 +212,9 @@ def start_again(directory: str | os.PathLike[str]) -> None:
     """Start the stopped server in ``directory`` again, on its port and settings."""
     root = Path(directory).resolve()
     options = (root / "options").read_text()
-    log = str(root / "server.log")
+    data, log = str(root / "data"), str(root / "server.log")
     _run(
-        [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options]
-        + ["-w", "-t", "60", "start"],
+        [find_bin("pg_ctl"), "-D", data, "-l", log, "-o", options, "-w", "-t", "60", "start"],
         _server_user(),
     )
 
