@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 import worlds
 from tests import pg_server
@@ -42,6 +43,13 @@ FULL = os.environ.get("WORKFLOW_TEST_FULL") == "1"
 def full_size(default: int, full: int) -> int:
     """``full`` with ``WORKFLOW_TEST_FULL=1``, else the smaller ``default``."""
     return full if FULL else default
+
+
+# No property of the suite is about time, and Hypothesis's default deadline (200 ms an
+# example) fails examples that a loaded machine merely ran slowly: the suite's profile has
+# none. A test's own @settings still sets what it names.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 WORLD_KINDS = ["memory", "sqlite"] if importlib.util.find_spec("worlds.sqlite") else ["memory"]
