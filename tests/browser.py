@@ -26,7 +26,9 @@ POLL = 0.05
 every click that loads a page, since the first check comes before the page has gone."""
 
 
-def wait(driver: webdriver.Chrome, *, ignored: Iterable[type[Exception]] = ()) -> WebDriverWait:
+def wait(
+    driver: webdriver.Chrome, *, ignored: Iterable[type[Exception]] = ()
+) -> WebDriverWait[webdriver.Chrome]:
     """A ``WebDriverWait`` of ``WAIT`` seconds that checks every ``POLL`` seconds."""
     return WebDriverWait(driver, WAIT, poll_frequency=POLL, ignored_exceptions=list(ignored))
 
