@@ -210,13 +210,15 @@ async def test_a_notification_wakes_a_waiting_world_at_once(postgres_world_url: 
             group.start_soon(waiter)
             await anyio.sleep(0.2)
             await other.create_run(CreateRunRequest(run_id="r-1", workflow="wf", args=b""))
-        assert 0.15 < elapsed[0] < 0.7, f"woke after {elapsed[0]:.2f} s"
+        # well under the 20 s wait and the 30 s poll: a notification woke it (a loaded
+        # machine may take a few seconds to get there, so no tighter bound)
+        assert 0.15 < elapsed[0] < 10, f"woke after {elapsed[0]:.2f} s"
         # a signal nobody waited for is remembered by the next wait
         await other.create_run(CreateRunRequest(run_id="r-2", workflow="wf", args=b""))
         await anyio.sleep(0.2)
         began = anyio.current_time()
         await waiting.wait(WORK_TOPIC, 20.0)
-        assert anyio.current_time() - began < 0.1
+        assert anyio.current_time() - began < 10  # at once, not after the 20 s wait
 
 
 @pytest.mark.slow
