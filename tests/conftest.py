@@ -20,6 +20,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,6 +32,36 @@ from hypothesis import settings
 import worlds
 from tests import pg_server
 from worlds.protocol import World
+
+
+def cache_bytecode_outside_the_tree() -> None:
+    """Let this process and the ones it starts cache bytecode, outside the source tree.
+
+    The suite starts hundreds of Python processes (its xdist workers, the worker and CLI
+    subprocesses of the tests), each importing the package. With
+    ``PYTHONDONTWRITEBYTECODE`` set, each compiled it from source again, and each xdist
+    worker had pytest rewrite every test module again (about 10 s of CPU per worker). So
+    when bytecode is off, it goes instead to a directory of this user's under the temp
+    directory (``PYTHONPYCACHEPREFIX``), and still never into the tree. Without the
+    variable Python's own ``__pycache__`` is left as it is.
+    """
+    if not (sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")):
+        return
+    prefix = Path(tempfile.gettempdir()) / f"attribute-workflows-pycache-{os.getuid()}"
+    with contextlib.suppress(OSError):
+        prefix.mkdir(mode=0o700, exist_ok=True)
+    try:
+        if prefix.stat().st_uid != os.getuid():  # someone else's: not trusted
+            return
+    except OSError:
+        return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(prefix))
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    sys.dont_write_bytecode = False
+
+
+cache_bytecode_outside_the_tree()
 
 # pytest-xdist sets COLUMNS=80 in its workers; the CLI's console, made when cli is imported,
 # would keep that width, where each CLI test gives its invocation a COLUMNS of its own.
