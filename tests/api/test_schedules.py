@@ -87,14 +87,18 @@ FIRING = full_size(5, 10)
 async def test_two_workers_start_one_run_per_fire_time(
     world: World, make_world: Callable[[], World]
 ) -> None:
+    created = anyio.current_time()
     await create_schedule(
         tick, "x", id="every-second", every=SECOND, overlap=Overlap.ALLOW_ALL, world=world
     )
     await _workers(make_world, 2, float(FIRING))
+    # the fire times lie between the schedule's creation and the workers' end: a loaded
+    # machine takes a while to start the workers, which then catch the missed ones up
+    elapsed = anyio.current_time() - created
     records = await _records(world, "every-second")
     times = [record.attributes["$scheduled_at"] for record in records]
     assert len(times) == len(set(times)), "a fire time started two runs"
-    assert FIRING - 2 <= len(times) <= FIRING + 1
+    assert FIRING - 2 <= len(times) <= elapsed + 1
     assert all(b - a == SECOND for a, b in pairwise(times)), times
     assert all(t.microsecond == 0 for t in times)
     for record in records:

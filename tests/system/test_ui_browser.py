@@ -205,7 +205,10 @@ def test_the_list_updates_live(served: UiServer, browser: webdriver.Chrome) -> N
     marker = browser.execute_script("window.wfNoReload = 1; return window.wfNoReload;")
     assert marker == 1
     run = served.call(start(approval, "o-live", world=served.world))
-    wait(browser).until(lambda d: [r.get_attribute("data-run") for r in _rows(d)] == [run.id])
+    # a row found may be re-rendered before it is read: then it is looked up again
+    wait(browser, ignored=[StaleElementReferenceException]).until(
+        lambda d: [r.get_attribute("data-run") for r in _rows(d)] == [run.id]
+    )
     assert browser.execute_script("return window.wfNoReload;") == 1  # no reload happened
 
 
