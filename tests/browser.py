@@ -9,13 +9,28 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.support.ui import WebDriverWait
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+WAIT = 60.0
+"""Seconds a browser check waits for the page to show something (hang detection)."""
+
+POLL = 0.05
+"""Seconds between a wait's checks. Selenium's default, 0.5 s, added about that much to
+every click that loads a page, since the first check comes before the page has gone."""
+
+
+def wait(
+    driver: webdriver.Chrome, *, ignored: Iterable[type[Exception]] = ()
+) -> WebDriverWait[webdriver.Chrome]:
+    """A ``WebDriverWait`` of ``WAIT`` seconds that checks every ``POLL`` seconds."""
+    return WebDriverWait(driver, WAIT, poll_frequency=POLL, ignored_exceptions=list(ignored))
 
 
 def _find(names: tuple[str, ...]) -> str | None:

@@ -19,16 +19,49 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 import worlds
 from tests import pg_server
 from worlds.protocol import World
+
+
+def cache_bytecode_outside_the_tree() -> None:
+    """Let this process and the ones it starts cache bytecode, outside the source tree.
+
+    The suite starts hundreds of Python processes (its xdist workers, the worker and CLI
+    subprocesses of the tests), each importing the package. With
+    ``PYTHONDONTWRITEBYTECODE`` set, each compiled it from source again, and each xdist
+    worker had pytest rewrite every test module again (about 10 s of CPU per worker). So
+    when bytecode is off, it goes instead to a directory of this user's under the temp
+    directory (``PYTHONPYCACHEPREFIX``), and still never into the tree. Without the
+    variable Python's own ``__pycache__`` is left as it is.
+    """
+    if not (sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")):
+        return
+    prefix = Path(tempfile.gettempdir()) / f"attribute-workflows-pycache-{os.getuid()}"
+    with contextlib.suppress(OSError):
+        prefix.mkdir(mode=0o700, exist_ok=True)
+    try:
+        if prefix.stat().st_uid != os.getuid():  # someone else's: not trusted
+            return
+    except OSError:
+        return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(prefix))
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    sys.dont_write_bytecode = False
+
+
+cache_bytecode_outside_the_tree()
 
 # pytest-xdist sets COLUMNS=80 in its workers; the CLI's console, made when cli is imported,
 # would keep that width, where each CLI test gives its invocation a COLUMNS of its own.
@@ -41,6 +74,13 @@ FULL = os.environ.get("WORKFLOW_TEST_FULL") == "1"
 def full_size(default: int, full: int) -> int:
     """``full`` with ``WORKFLOW_TEST_FULL=1``, else the smaller ``default``."""
     return full if FULL else default
+
+
+# No property of the suite is about time, and Hypothesis's default deadline (200 ms an
+# example) fails examples that a loaded machine merely ran slowly: the suite's profile has
+# none. A test's own @settings still sets what it names.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 WORLD_KINDS = ["memory", "sqlite"] if importlib.util.find_spec("worlds.sqlite") else ["memory"]
@@ -132,10 +172,46 @@ def postgres_url() -> Iterator[str]:
                 pytest.fail(f"CI is set and no PostgreSQL server could be started: {exc}")
             pytest.skip(f"no PostgreSQL server could be started: {exc}")
     try:
-        yield server.socket_url
+        with settled(server.socket_url):
+            yield server.socket_url
     finally:
         pg_server.stop(directory)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def settled(url: str) -> Iterator[None]:
+    """Hold one client connection to the server at ``url`` open while the block runs.
+
+    The PostgreSQL world takes an expired lease over only once the server has accepted
+    connections for one lease length (at most 5 s; the oldest client connection marks
+    it), so that a restart's downtime does not count against the holders. Without this
+    connection each test's own pool would be the oldest, and every lease-expiry test
+    would wait out those 5 s as after a restart; a server up for the session is what
+    a worker meets in production. The restart rule is tested on servers of their own
+    (``tests/worlds/test_world_faults.py``).
+    """
+    psql = subprocess.Popen(
+        [pg_server.find_bin("psql"), "-X", "-q", "-A", "-t", "-d", url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert psql.stdin is not None and psql.stdout is not None
+    try:
+        psql.stdin.write("SELECT 1;\n")
+        psql.stdin.flush()
+        psql.stdout.readline()  # "1": connected (empty if psql could not connect)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            psql.stdin.close()
+        try:
+            psql.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            psql.kill()
+            psql.wait()
 
 
 @pytest.fixture

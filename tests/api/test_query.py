@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import worlds
-from tests.conftest import drop_schema, fresh_schema, with_schema
+from tests.conftest import drop_schema, fresh_schema, full_size, with_schema
 from workflow import list_runs
 from workflow.query import (
     And,
@@ -279,8 +279,9 @@ EXPRESSIONS: st.SearchStrategy[Expr] = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(EXPRESSIONS)
-@settings(max_examples=300)
+@settings(max_examples=full_size(100, 300))
 def test_generated_trees_round_trip(expr: Expr) -> None:
     text = format(expr)
     parsed = parse(text)
@@ -291,8 +292,9 @@ def test_generated_trees_round_trip(expr: Expr) -> None:
 MARK = "\u2603"
 
 
+@pytest.mark.slow
 @given(EXPRESSIONS)
-@settings(max_examples=200)
+@settings(max_examples=full_size(80, 200))
 def test_compiled_sql_binds_every_value(expr: Expr) -> None:
     """Marked values and keys reach SQLite only as parameters, never in the SQL text."""
     marked = _marked(expr)
@@ -306,8 +308,9 @@ def test_compiled_sql_binds_every_value(expr: Expr) -> None:
     assert MARK not in full and full.count("?") == len(full_params)
 
 
+@pytest.mark.slow
 @given(EXPRESSIONS)
-@settings(max_examples=200)
+@settings(max_examples=full_size(80, 200))
 def test_compiled_postgres_sql_binds_every_value(expr: Expr) -> None:
     """Marked values and keys reach PostgreSQL only as ``$n`` parameters."""
     marked = _marked(expr)
@@ -475,13 +478,17 @@ class Populated:
     postgres_url: str | None = None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @given(EXPRESSIONS)
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=full_size(60, 150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 def test_worlds_agree_with_the_evaluator(populated: Populated, kind: str, expr: Expr) -> None:
-    """Each world its own test (150 expressions each), so that they run side by side."""
+    """Each world its own test (60 expressions each, 150 at full size), so that they run
+    side by side."""
     if kind == "postgres" and populated.postgres_url is None:
         pytest.skip("no PostgreSQL server")
     agree(populated, expr, kinds=(kind,))

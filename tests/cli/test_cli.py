@@ -154,13 +154,13 @@ def test_runs_list_json(world: World) -> None:
     ],
 )
 def test_runs_list_filters(world: World, args: list[str], pick: Any) -> None:
-    result = wf(world.url, "runs", "list", *args, "--json")
+    result = wf_here(world.url, "runs", "list", *args, "--json")
     assert result.code == 0, result.err
     assert [run["id"] for run in result.json()["runs"]] == pick(world)
 
 
 def test_runs_list_pages_with_a_cursor(world: World) -> None:
-    first = wf(world.url, "runs", "list", "--limit", "3")
+    first = wf_here(world.url, "runs", "list", "--limit", "3")
     assert "--cursor" in first.err
     cursor = first.err.split("--cursor", 1)[1].split()[0]
     rest = wf_here(world.url, "runs", "list", "--limit", "3", "--cursor", cursor, "--json")
@@ -191,19 +191,19 @@ def test_runs_list_json_pages_from_stdout_alone(world: World) -> None:
 )
 def test_the_same_attr_twice_means_both(world: World, attrs: list[str], pick: Any) -> None:
     args = [part for attr in attrs for part in ("--attr", attr)]
-    result = wf(world.url, "runs", "list", *args, "--json")
+    result = wf_here(world.url, "runs", "list", *args, "--json")
     assert result.code == 0, result.err
     assert [run["id"] for run in result.json()["runs"]] == pick(world)
 
 
 def test_runs_list_table(world: World) -> None:
-    result = wf(world.url, "runs", "list")
+    result = wf_here(world.url, "runs", "list")
     assert result.code == 0
     assert "STATUS" in result.out and "customer=c-3" in result.out and world.done[0] in result.out
 
 
 def test_a_malformed_query_exits_2_with_a_caret(world: World) -> None:
-    result = wf(world.url, "runs", "list", "--query", "tier >= AND x = 1")
+    result = wf_here(world.url, "runs", "list", "--query", "tier >= AND x = 1")
     assert result.code == 2
     assert "position 8" in result.err
     lines = result.err.splitlines()
@@ -215,7 +215,7 @@ def test_a_malformed_query_exits_2_with_a_caret(world: World) -> None:
 @pytest.mark.parametrize("spec", ["id", "first-order", "$name=first-order", "order=o-0"])
 def test_runs_show_resolves_every_run_spelling(world: World, spec: str) -> None:
     target = world.done[0]
-    result = wf(world.url, "runs", "show", target if spec == "id" else spec, "--json")
+    result = wf_here(world.url, "runs", "show", target if spec == "id" else spec, "--json")
     assert result.code == 0, result.err
     details = result.json()
     assert details["run"]["id"] == target
@@ -247,7 +247,7 @@ def test_runs_show_table(world: World) -> None:
     ],
 )
 def test_unknown_and_ambiguous_runs_exit_1(world: World, spec: str, message: str) -> None:
-    result = wf(world.url, "runs", "show", spec)
+    result = wf_here(world.url, "runs", "show", spec)
     assert result.code in (1, 2) and message in result.err
     assert result.code == (2 if spec == "=x" else 1)
 
@@ -338,7 +338,7 @@ def test_runs_cancel_logs_the_reason_and_is_idempotent(empty: str) -> None:
     ],
 )
 def test_usage_errors_exit_2(world: World, args: list[str]) -> None:
-    result = wf(world.url, *args)
+    result = wf_here(world.url, *args)
     assert result.code == 2, (result.out, result.err)
     assert "error" in result.err.lower()
 
@@ -434,14 +434,8 @@ def test_a_claim_released_by_prune_is_taken_again_with_a_higher_generation(
     ],
 )
 def test_every_command_has_an_example(command: list[str]) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-m", "cli", *command, "--help"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    """In process: the subject is each command's help, not the entry point (the
+    subprocess tests above start ``python -m cli`` for every command)."""
+    done = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
     assert "Example" in done.stdout and "wf " in done.stdout

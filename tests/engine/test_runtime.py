@@ -269,7 +269,7 @@ async def test_durable_timer_survives_a_worker_restart(make_world: Callable[[], 
                     await anyio.sleep(0.02)
         assert await run.status() is RunStatus.RUNNING
         async with Worker(world, [naps]):
-            assert await run.result(timeout=5) == "rested"
+            assert await run.result(timeout=60) == "rested"
         events = await run.events()
         assert any(isinstance(e, WaitCompleted) for e in events)
         assert events[-1].at - events[0].at >= __import__("datetime").timedelta(seconds=2.0)

@@ -23,10 +23,9 @@ from selenium.common.exceptions import (
 )
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.apps.uiapp import approval, checkout, countdown
-from tests.browser import browser
+from tests.browser import WAIT, browser, wait
 from tests.conftest import world_url
 from tests.ui_server import UiServer
 from workflow import Run, RunStatus, Unique, get_run, start
@@ -34,8 +33,6 @@ from workflow import Run, RunStatus, Unique, get_run, start
 __all__ = ["browser"]
 
 HOSTILE = "<script>alert(1)</script>"
-WAIT = 60.0
-"""Seconds a browser check waits for the page to show something (hang detection)."""
 
 
 @pytest.fixture
@@ -63,7 +60,7 @@ def _search(driver: webdriver.Chrome, query: str) -> None:
 
 
 def _wait_text(driver: webdriver.Chrome, element_id: str, text: str) -> None:
-    WebDriverWait(driver, WAIT, ignored_exceptions=[StaleElementReferenceException]).until(
+    wait(driver, ignored=[StaleElementReferenceException]).until(
         lambda d: d.find_element(By.ID, element_id).text.strip() == text
     )
 
@@ -72,7 +69,7 @@ def _follow(driver: webdriver.Chrome, element: WebElement) -> None:
     """Click ``element`` and wait until the page it loads has replaced this one."""
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, WAIT).until(lambda _: _is_gone(page))
+    wait(driver).until(lambda _: _is_gone(page))
 
 
 def _is_gone(page: WebElement) -> bool:
@@ -118,7 +115,7 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
     browser.get(served.base + "/")
     assert len(_rows(browser)) == 8  # three runs of the countdown chain
     assert _rows(browser)[0].get_attribute("data-run") == ids["o-2"]
-    WebDriverWait(browser, WAIT).until(
+    wait(browser).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#counts a[data-status='completed'] .count")
     )
     completed = browser.find_element(By.CSS_SELECTOR, "#counts a[data-status='completed'] .count")
@@ -208,7 +205,8 @@ def test_the_list_updates_live(served: UiServer, browser: webdriver.Chrome) -> N
     marker = browser.execute_script("window.wfNoReload = 1; return window.wfNoReload;")
     assert marker == 1
     run = served.call(start(approval, "o-live", world=served.world))
-    WebDriverWait(browser, WAIT).until(
+    # a row found may be re-rendered before it is read: then it is looked up again
+    wait(browser, ignored=[StaleElementReferenceException]).until(
         lambda d: [r.get_attribute("data-run") for r in _rows(d)] == [run.id]
     )
     assert browser.execute_script("return window.wfNoReload;") == 1  # no reload happened

@@ -12,10 +12,9 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.apps.uiapp import approval
-from tests.browser import browser
+from tests.browser import browser, wait
 from tests.system.test_ui_browser import ui_url
 from tests.ui_server import UiServer
 from workflow import start
@@ -23,8 +22,6 @@ from workflow import start
 __all__ = ["browser", "ui_url"]
 
 PREFIX = "/wf"
-WAIT = 60.0
-"""Seconds a browser check waits for the page to show something (hang detection)."""
 
 
 @pytest.fixture
@@ -52,7 +49,7 @@ def test_the_ui_works_under_a_prefix(served: UiServer, browser: webdriver.Chrome
     home = served.base + PREFIX
     browser.delete_all_cookies()
     browser.get(home + "/")
-    WebDriverWait(browser, WAIT).until(  # ui.js ran and filled the counts fragment
+    wait(browser).until(  # ui.js ran and filled the counts fragment
         lambda d: d.find_elements(By.CSS_SELECTOR, "#counts a[data-status='running'] .count")
     )
     # the browser's own guess at /favicon.ico is no URL the app emits
@@ -68,14 +65,14 @@ def test_the_ui_works_under_a_prefix(served: UiServer, browser: webdriver.Chrome
     # a run's link, its cancel form and the confirmation all stay under the prefix
     page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.CSS_SELECTOR, "a.run-link").click()
-    WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(page))
+    wait(browser).until(expected_conditions.staleness_of(page))
     assert urlsplit(browser.current_url).path == f"{PREFIX}/runs/{run_id}"
     for button in ("cancel-button", "confirm-button"):
         page = browser.find_element(By.TAG_NAME, "html")
         browser.find_element(By.ID, button).click()
-        WebDriverWait(browser, WAIT).until(expected_conditions.staleness_of(page))
+        wait(browser).until(expected_conditions.staleness_of(page))
     assert urlsplit(browser.current_url).path == f"{PREFIX}/runs/{run_id}"
-    WebDriverWait(browser, WAIT, ignored_exceptions=[StaleElementReferenceException]).until(
+    wait(browser, ignored=[StaleElementReferenceException]).until(
         lambda d: d.find_element(By.ID, "run-status").text.strip() == "cancelled"
     )
     page = browser.find_element(By.CSS_SELECTOR, "a.brand")

@@ -404,10 +404,12 @@ async def test_two_world_objects_share_claims_runs_and_wake_ups(url: str) -> Non
         started = time.monotonic()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(cancel_soon)
-            with anyio.fail_after(5):
+            with anyio.fail_after(30):
                 while (record := await second.get_run(holder.id)) and not record.status.is_closed:
                     await second.wait(run_topic(holder.id), 10.0)
-        assert time.monotonic() - started < 1.5, "the cancel did not wake the other world"
+        # under the 10 s wait and the 30 s poll: the wake-up is shared (no tighter bound,
+        # which a loaded machine overran)
+        assert time.monotonic() - started < 9, "the cancel did not wake the other world"
 
 
 @pytest.mark.anyio
@@ -415,7 +417,7 @@ async def test_wait_returns_within_the_poll_interval(url: str) -> None:
     async with SqliteWorld(f"{url}?poll=0.02") as world:
         started = time.monotonic()
         await world.wait("nobody-signals-this", 10.0)
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 5  # a poll's time, not the 10 s wait
 
 
 @pytest.mark.anyio

@@ -151,10 +151,14 @@ async def poll_lease(
     names: Collection[str],
     *,
     worker: str = WORKER,
-    within: float = 5.0,
+    within: float = 30.0,
     lease_seconds: float = 30.0,
 ) -> list[WorkItem]:
-    """Lease repeatedly until something is due; fail if nothing is within ``within`` s."""
+    """Lease repeatedly until something is due; fail if nothing is within ``within`` s.
+
+    ``within`` is a hang detector, far beyond what a healthy machine needs however
+    loaded: the poll returns as soon as an item is due.
+    """
     with anyio.move_on_after(within):
         while True:
             items = await world.lease(worker, names=names, limit=10, lease_seconds=lease_seconds)
