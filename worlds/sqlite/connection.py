@@ -316,7 +316,9 @@ class Connection:
             def transaction(db: sqlite3.Connection) -> tuple[list[_Outcome], set[str]]:
                 writer = SqliteRows(db)
                 try:
-                    return [(True, batch[0].body(writer))], writer.signals
+                    result = batch[0].body(writer)
+                    writer.finish()
+                    return [(True, result)], writer.signals
                 except Rollback as rollback:
                     raise Rollback(([(True, rollback.result)], set())) from None
 
@@ -386,7 +388,9 @@ def _in_savepoints(db: sqlite3.Connection, batch: list[_Write]) -> tuple[list[_O
         writer = SqliteRows(db)
         db.execute("SAVEPOINT write")
         try:
-            outcomes.append((True, entry.body(writer)))
+            result = entry.body(writer)
+            writer.finish()
+            outcomes.append((True, result))
         except Rollback as rollback:
             db.execute("ROLLBACK TO write")
             outcomes.append((True, rollback.result))
