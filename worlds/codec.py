@@ -227,6 +227,10 @@ class CodecWorld(WorldWrapper):
         forked = await self.inner.fork_run(source_run_id, run_id, from_step, by)
         return self._payloads.record_out(forked)
 
+    async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
+        """See ``World.move_start``."""
+        return self._payloads.record_out(await self.inner.move_start(run_id, delay))
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See ``World.get_run``; the result and error are decoded."""
         return self._payloads.record_out(await self.inner.get_run(run_id))

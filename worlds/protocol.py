@@ -233,6 +233,15 @@ class Runs(Protocol):
         another run holds or a pair held with another limit."""
         ...
 
+    async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
+        """Move a pending run's start, atomically (``worlds._rules.starts``): to now
+        (``delay=None``) or ``delay`` seconds from now, by the world's clock, but no
+        earlier than its rate-limited pairs' windows allow (its tokens move with it).
+        A run waiting for a slot stays in line (``delay=None``). ``None`` for an
+        unknown run; ``ValueError`` (nothing written) for a run that started (not
+        pending, or a worker began it) or a slot waiter asked to be delayed."""
+        ...
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
         ...

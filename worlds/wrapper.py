@@ -135,6 +135,10 @@ class WorldWrapper:
         """See ``World.fork_run``."""
         return await self.inner.fork_run(source_run_id, run_id, from_step, by)
 
+    async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
+        """See ``World.move_start``."""
+        return await self.inner.move_start(run_id, delay)
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See ``World.get_run``."""
         return await self.inner.get_run(run_id)

@@ -21,6 +21,7 @@ from worlds._flows import rows as port
 from worlds.memory.claims import ClaimStore
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
+from worlds.memory.rates import RateStore
 from worlds.memory.runs import RunStore
 from worlds.memory.schedules import ScheduleStore
 from worlds.memory.slots import SlotStore
@@ -44,6 +45,7 @@ class Tables:
     slots: SlotStore
     streams: StreamStore
     schedules: ScheduleStore
+    rates: RateStore
 
 
 @dataclass
@@ -231,6 +233,30 @@ class MemoryRows:
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self._t.slots.carry(old_run_id, new_run_id)
+
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: port.Pair, lapsed: datetime, count: int) -> list[port.Token]:
+        return self._t.rates.tokens(pair, lapsed, count)
+
+    async def tokens_after(self, pair: port.Pair, since: datetime, count: int) -> list[port.Token]:
+        return self._t.rates.after(pair, since, count)
+
+    async def insert_token(
+        self, pair: port.Pair, number: int, token: port.Token, priority: int = 0
+    ) -> None:
+        self._t.rates.insert(pair, token.run_id, number, token, priority)
+
+    async def reserved_tokens(
+        self, pair: port.Pair, after: datetime, priority: int
+    ) -> list[port.Reserved]:
+        return self._t.rates.reserved(pair, after, priority)
+
+    async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
+        return self._t.rates.of_run(run_id)
+
+    async def drop_token(self, pair: port.Pair, run_id: str, number: int) -> None:
+        self._t.rates.drop(pair, run_id, number)
 
     # ------------------------------------------------------------ work
 

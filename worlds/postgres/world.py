@@ -19,10 +19,11 @@ import anyio
 import asyncpg
 import msgspec
 
-from worlds._flows import cancel, create, hooks, prune, release, reopen, streams
+from worlds._flows import cancel, create, hooks, prune, release, reopen, starts, streams
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._urls import redact_url
+from worlds.errors import is_read_only_server
 from worlds.postgres import codecs, filters, schema
 from worlds.postgres import statements as sql
 from worlds.postgres.committing import CommitPaths
@@ -227,6 +228,23 @@ class PostgresWorld(ClosesOnExit):
                 self._pool = pool
         return self._pool
 
+    async def _on_world_error(self, cause: BaseException) -> None:
+        """After a read-only server's answer, replace every connection on next use.
+
+        A failover manager may fence the old primary read-only, or a DNS name
+        may still lead to a node that is now a standby: connections that stay
+        would keep meeting it. New ones go through host selection again
+        (``target_session_attrs``, ``worlds.postgres.connection.parse_url``)
+        and find the primary once there is one.
+        """
+        if not is_read_only_server(cause):
+            return
+        if self._pool is not None:
+            await self._pool.expire_connections()
+        listener = self._listening.detach()
+        if listener is not None:
+            listener.terminate()
+
     async def _init_connection(self, conn: Connection) -> None:
         set_keepalive(conn, self.command_timeout)
 
@@ -296,7 +314,8 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         create.check(request)
         general = msgspec.structs.replace(request, lease_to=None, first=None)
-        if not (request.limits or request.windows or request.debounce or request.start_at):
+        flow_control = request.limits or request.rates or request.priority
+        if not (flow_control or request.windows or request.debounce or request.start_at):
             pool = await self._connect()
             if self._fast_commits and runs_ahead(request):
                 started = await self._start_run(pool, request)
@@ -415,6 +434,11 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.reopen_run``."""
         self._check_open()
         return await self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
+
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        self._check_open()
+        return await self._write(lambda rows: starts.move_start(rows, run_id, delay))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str

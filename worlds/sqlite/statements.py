@@ -244,9 +244,9 @@ SLOT_STATE = (
 )
 # A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (
-    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold) "
+    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold, priority) "
     "VALUES (?1, ?2, (SELECT coalesce(max(position), 0) + 1 FROM slots "
-    "WHERE key = ?1 AND ivalue = ?2), ?3, ?4, ?5, ?6, ?7)"
+    "WHERE key = ?1 AND ivalue = ?2), ?3, ?4, ?5, ?6, ?7, ?8)"
 )
 DROP_HOLD = "DELETE FROM slots WHERE run_id = ? AND hold = ? RETURNING key, ivalue"
 DROP_HOLDS = "DELETE FROM slots WHERE run_id = ? AND hold <> 0 RETURNING key, ivalue"
@@ -258,9 +258,10 @@ RUN_HOLDINGS = (
     "AND (ttl IS NOT NULL OR release_on IS NOT NULL)), "
     "EXISTS (SELECT 1 FROM hooks WHERE run_id = ?1)"
 )
+# The first in line: lowest priority number, then first in (the index's order).
 FIRST_WAITER = (
-    "SELECT run_id, hold FROM slots INDEXED BY slots_waiting WHERE key = ? AND ivalue = ? "
-    "AND holding = 0 ORDER BY position LIMIT 1"
+    "SELECT run_id, hold FROM slots INDEXED BY slots_queue WHERE key = ? AND ivalue = ? "
+    "AND holding = 0 ORDER BY priority, position LIMIT 1"
 )
 RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND hold = ? AND holding = 0"
 COUNT_HOLDING = (
@@ -269,11 +270,33 @@ COUNT_HOLDING = (
 )
 PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND hold = ? AND holding = 0"
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = ? WHERE run_id = ?"
+DROP_LAPSED_TOKENS = "DELETE FROM rate_tokens WHERE key = ? AND ivalue = ? AND at <= ?"
+NEWEST_TOKENS = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? "
+    "ORDER BY at DESC LIMIT ?"
+)
+TOKENS_AFTER = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? AND at > ? "
+    "ORDER BY at LIMIT ?"
+)
+RUN_TOKENS = (
+    "SELECT key, ivalue, at, lim, per, number FROM rate_tokens INDEXED BY rate_tokens_run "
+    "WHERE run_id = ? ORDER BY key, ivalue, number"
+)
+DROP_TOKEN = "DELETE FROM rate_tokens WHERE key = ? AND ivalue = ? AND run_id = ? AND number = ?"
+INSERT_TOKEN = (
+    "INSERT OR REPLACE INTO rate_tokens (key, ivalue, at, run_id, number, lim, per, priority) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+RESERVED_TOKENS = (
+    "SELECT at, run_id, priority FROM rate_tokens WHERE key = ? AND ivalue = ? AND at > ? "
+    "AND number = 0 AND priority > ? ORDER BY at"
+)
 GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = ? AND ivalue = ? "
-    "ORDER BY holding DESC, position"
+    "ORDER BY holding DESC, CASE WHEN holding = 1 THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue, hold"
 

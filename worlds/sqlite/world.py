@@ -15,7 +15,7 @@ from datetime import datetime
 import msgspec
 
 from worlds import types
-from worlds._flows import cancel, commit, create, hooks, prune, release, reopen, streams
+from worlds._flows import cancel, commit, create, hooks, prune, release, reopen, starts, streams
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit, translates_errors
 from worlds._urls import redact_url
@@ -352,6 +352,13 @@ class SqliteWorld(ClosesOnExit):
         """See ``World.reopen_run``."""
         self._connection.check_open()
         return await self._connection.write(lambda tx: run_sync(reopen.reopen_run(tx, run_id, by)))
+
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(starts.move_start(tx, run_id, delay))
+        )
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
