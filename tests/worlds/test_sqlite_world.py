@@ -853,3 +853,32 @@ async def test_a_worker_whose_file_is_replaced_stops_before_committing(
     assert isinstance(worker.failure, WorldFileReplacedError)
     stops = [r for r in caplog.records if "stops" in r.getMessage()]
     assert len(stops) == 1 and str(path) in stops[0].getMessage()
+
+
+@step
+async def echo(i: int) -> int:
+    return i
+
+
+@workflow
+async def fan_out(count: int) -> int:
+    import asyncio
+
+    return sum(await asyncio.gather(*(echo(i) for i in range(count))))
+
+
+@pytest.mark.anyio
+async def test_a_commit_with_more_events_than_one_insert_takes_stores_them_all(
+    url: str,
+) -> None:
+    """A transaction's events go in as multi-row INSERTs of at most
+    ``EVENTS_PER_INSERT`` rows: a workflow task creating more steps than that
+    stores every event, numbered without a gap, and the run completes."""
+    count = statements.EVENTS_PER_INSERT + 37
+    async with worlds.open(f"{url}?synchronous=normal") as world, Worker(world, [fan_out]):
+        run = await start(fan_out, count, world=world)
+        assert await run.result() == sum(range(count))
+        events = await world.read_events(run.id)
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    created = [event for event in events if isinstance(event, StepCreated)]
+    assert sorted(event.step for event in created) == list(range(1, count + 1))

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import assert_never
 
 from worlds._flows import closing, rates, settle, slots, work
-from worlds._flows.rows import IdTaken, Rows
+from worlds._flows.rows import HeldLease, IdTaken, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import batches, commits, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
@@ -89,10 +89,17 @@ async def commit_each(rows: Rows, batch: Sequence[CommitRequest]) -> list[Outcom
     return [outcome for outcome in outcomes if outcome is not None]
 
 
-async def commit_in(tx: Tx, request: CommitRequest) -> CommitResult:
-    """``request`` applied in transaction ``tx``."""
+async def commit_in(tx: Tx, request: CommitRequest, known: RunRecord | None = None) -> CommitResult:
+    """``request`` applied in transaction ``tx``.
+
+    ``known``: the run as this transaction just stored it (a new run's first
+    task), for a request without a lease: the run is not read again.
+    """
     rows, lease = tx.rows, request.lease
-    found = await rows.commit_target(request.run_id, lease, request.worker_id)
+    if known is not None and lease is None and known.id == request.run_id:
+        found: tuple[RunRecord, HeldLease | None] | None = (known, None)
+    else:
+        found = await rows.commit_target(request.run_id, lease, request.worker_id)
     if found is None:
         raise LookupError(f"unknown run {request.run_id}")
     run, held = found

@@ -135,7 +135,7 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
     if deadline is not None:
         run, _ = await work.enqueue(tx, run, deadline)
     if task is not None:
-        first = await commit.commit_in(tx, task)
+        first = await commit.commit_in(tx, task, known=run)  # as just stored: not read again
         return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
     leased = None
     if eager:

@@ -210,7 +210,7 @@ class Connection:
 
         Deleted or replaced under an open connection, the old file lives on for
         this process alone: whatever is written to it is lost when the process
-        ends. Checked before every operation and again before every commit.
+        ends. Checked before every read and before every commit (under the write lock).
         """
         if self._identity is None:
             return
@@ -257,17 +257,21 @@ class Connection:
                     self._checkpointer = Checkpointer(self.path)
             return self._conn, self._db
 
-    async def run(self, function: Callable[[sqlite3.Connection, bool], T]) -> T:
+    async def run(
+        self, function: Callable[[sqlite3.Connection, bool], T], *, check: bool = True
+    ) -> T:
         """Run ``function(db, blocking)``: inline if it need not wait, else on the thread.
 
         Inline, the connection's busy timeout is zero and ``function`` raises
         ``WouldBlockError`` where it would have to wait for a lock; it then
-        runs again, blocking, on aiosqlite's thread.
+        runs again, blocking, on aiosqlite's thread. ``check=False``: the file
+        is not checked first (a write checks it before it commits).
         """
         conn, db = self._conn, self._db
         if conn is None or db is None:
             conn, db = await self.connect()
-        self.check_file()
+        if check:
+            self.check_file()
         guard = self._guard
         if self._inline and guard.acquire(blocking=False):
             try:
@@ -301,7 +305,7 @@ class Connection:
         entry = _Write(body)
         self._queue.append(entry)
         if len(self._queue) > 1:  # the leader of this turn writes it
-            await entry.done.wait()
+            await entry.settled()
             return cast(T, entry.outcome())
         with anyio.CancelScope(shield=True):  # the batch's other callers wait on it
             await anyio.sleep(0)  # let the other writes ready this turn join
@@ -316,7 +320,9 @@ class Connection:
             def transaction(db: sqlite3.Connection) -> tuple[list[_Outcome], set[str]]:
                 writer = SqliteRows(db)
                 try:
-                    return [(True, batch[0].body(writer))], writer.signals
+                    result = batch[0].body(writer)
+                    writer.finish()
+                    return [(True, result)], writer.signals
                 except Rollback as rollback:
                     raise Rollback(([(True, rollback.result)], set())) from None
 
@@ -329,7 +335,8 @@ class Connection:
             outcomes, signals = await self.run(
                 lambda db, blocking: transact(
                     db, transaction, blocking=blocking, before_commit=self.check_file
-                )
+                ),
+                check=False,  # checked once, before the commit: nothing lands in a lost file
             )
         except BaseException as exc:
             for entry in batch:
@@ -360,12 +367,19 @@ class _Write:
 
     def __init__(self, body: Callable[[SqliteRows], object]) -> None:
         self.body = body
-        self.done = anyio.Event()
+        self._done: anyio.Event | None = None  # made by a caller that waits: not the leader
         self._outcome: _Outcome | None = None
 
     def settle(self, outcome: _Outcome) -> None:
         self._outcome = outcome
-        self.done.set()
+        if self._done is not None:
+            self._done.set()
+
+    async def settled(self) -> None:
+        """Wait until the leader settled this write."""
+        if self._outcome is None:
+            self._done = anyio.Event()
+            await self._done.wait()
 
     def outcome(self) -> object:
         assert self._outcome is not None, "read only once settled"
@@ -386,7 +400,9 @@ def _in_savepoints(db: sqlite3.Connection, batch: list[_Write]) -> tuple[list[_O
         writer = SqliteRows(db)
         db.execute("SAVEPOINT write")
         try:
-            outcomes.append((True, entry.body(writer)))
+            result = entry.body(writer)
+            writer.finish()
+            outcomes.append((True, result))
         except Rollback as rollback:
             db.execute("ROLLBACK TO write")
             outcomes.append((True, rollback.result))

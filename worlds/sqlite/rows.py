@@ -54,6 +54,9 @@ class SqliteRows:
         self._events: list[_EventRow] = []
         self._attributes: dict[str, dict[str, types.AttributeValue]] = {}
         """By run: the attributes it was read or created with (saved only if they change)."""
+        self._closing: dict[str, tuple[bool, bool]] = {}
+        """By closing run: whether it has windowed claims, hook tokens (``drop_run_slots``
+        looked once); forgotten when claims or hooks are written."""
 
     @property
     def now_us(self) -> int:
@@ -78,6 +81,7 @@ class SqliteRows:
     async def rollback_to(self, savepoint: object) -> None:
         self.db.execute("ROLLBACK TO request")
         self.db.execute("RELEASE request")
+        self._closing.clear()
         assert isinstance(savepoint, _Savepoint)
         self.signals, self._events = set(savepoint.signals), list(savepoint.events)
 
@@ -88,10 +92,18 @@ class SqliteRows:
         return isinstance(exc, WouldBlockError)
 
     def flush_events(self) -> None:
-        """Write the queued event rows."""
-        if self._events:
-            self.db.executemany(sql.INSERT_EVENT, self._events)
-            self._events = []
+        """Write the queued event rows: one statement for a transaction's batch."""
+        events = self._events
+        if not events:
+            return
+        self._events = []
+        for start in range(0, len(events), sql.EVENTS_PER_INSERT):
+            chunk = events[start : start + sql.EVENTS_PER_INSERT]
+            self.db.execute(sql.insert_events(len(chunk)), [v for row in chunk for v in row])
+
+    def finish(self) -> None:
+        """Write what the transaction still holds back (queued events), before it commits."""
+        self.flush_events()
 
     def queue_started(self, run_id: str, last_seq: int, events: list[types.StepStarted]) -> None:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded
@@ -134,7 +146,8 @@ class SqliteRows:
         if attributes:
             terms = [(run.id, key, index_value(value)) for key, value in attributes.items()]
             self.db.executemany(sql.UPSERT_ATTRIBUTE, terms)
-        self.db.execute(sql.INSERT_EVENT, (run.id, 1, "run_created", codecs.encode(created)))
+        # queued: it goes in with the run's next events (its first task's), in one statement
+        self._events.append((run.id, 1, "run_created", codecs.encode(created)))
         self._attributes[run.id] = attributes
         if wake_at is not None:
             item = (run.id, workflow_item_id(run.id), "workflow", run.workflow, 0, 1, b"")
@@ -156,7 +169,9 @@ class SqliteRows:
             self._attributes[run.id] = run.attributes
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
-            self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
+            _, hooks = self._closing.pop(run.id, (True, True))
+            if hooks:
+                self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
 
     async def index_attributes(
         self, run_id: str, attributes: Mapping[str, types.AttributeValue]
@@ -165,14 +180,17 @@ class SqliteRows:
         self.db.executemany(sql.UPSERT_ATTRIBUTE, terms)
 
     async def events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
+        self.flush_events()
         rows = self.db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
         return [codecs.decode_event(row["data"]) for row in rows]
 
     async def hook_payloads(self, run_id: str) -> list[types.EventKind]:
+        self.flush_events()
         rows = self.db.execute(sql.READ_HOOK_PAYLOADS, (run_id,)).fetchall()
         return [codecs.decode_event(row["data"]) for row in rows]
 
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
+        self.flush_events()
         self.db.execute(sql.REWRITE_CREATED, (codecs.encode(created), run_id))
 
     async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
@@ -186,13 +204,17 @@ class SqliteRows:
         return None if row is None else codecs.columns.held(row)
 
     async def claim_if_free(self, claim: port.ClaimRow) -> int | None:
+        self._closing.clear()
         claimed = self.db.execute(sql.CLAIM_IF_FREE, claim_params(claim)).fetchall()
         return int(claimed[0][0]) if claimed else None
 
     async def put_claim(self, claim: port.ClaimRow, generation: int) -> None:
+        self._closing.clear()
         self.db.execute(sql.PUT_CLAIM, claim_params(claim, generation))
 
     async def windowed_claims(self, run_id: str) -> list[port.Windowed]:
+        if not self._closing.get(run_id, (True, True))[0]:
+            return []
         rows = self.db.execute(sql.WINDOWED_CLAIMS, (run_id,)).fetchall()
         return [
             port.Windowed(
@@ -208,16 +230,19 @@ class SqliteRows:
         self.db.execute(sql.SET_LAPSES_AT, (codecs.to_micros(at), *pair))
 
     async def carry_claims(self, old_run_id: str, new_run_id: str) -> None:
+        self._closing.clear()
         self.db.execute(sql.MOVE_RUN_CLAIMS, (new_run_id, old_run_id))
 
     # ------------------------------------------------------------ hooks
 
     async def insert_hook(self, hook: port.HookRow) -> bool:
+        self._closing.clear()
         attributes = codecs.encode(dict(hook.attributes))
         row = (hook.token, hook.run_id, hook.hook, attributes, self.now_us)
         return bool(self.db.execute(sql.INSERT_HOOK, row).rowcount)
 
     async def bind_hook(self, hook: port.HookRow) -> bool:
+        self._closing.clear()
         bind = (hook.hook, codecs.encode(dict(hook.attributes)), hook.token, hook.run_id)
         return bool(self.db.execute(sql.BIND_HOOK, bind).rowcount)
 
@@ -238,6 +263,7 @@ class SqliteRows:
         return [codecs.columns.hook(row) for row in rows]
 
     async def carry_hooks(self, old_run_id: str, new_run_id: str) -> None:
+        self._closing.clear()
         self.db.execute(sql.MOVE_RUN_HOOKS, (new_run_id, old_run_id))
         self.db.execute(sql.MOVE_HOOK_RESUMES, (new_run_id, old_run_id))
 
@@ -277,7 +303,11 @@ class SqliteRows:
         return [(row["key"], row["ivalue"]) for row in self.db.execute(statement, params)]
 
     async def drop_run_slots(self, run_id: str) -> list[port.Pair]:
-        return self._dropped(sql.DROP_RUN_SLOTS, (run_id,))
+        # A run closes here: one look says which of its slots, windowed claims
+        # and hook tokens exist, so closing one that has none costs no statement.
+        slots, claims, hooks = self.db.execute(sql.RUN_HOLDINGS, (run_id,)).fetchone()
+        self._closing[run_id] = (bool(claims), bool(hooks))
+        return self._dropped(sql.DROP_RUN_SLOTS, (run_id,)) if slots else []
 
     async def drop_hold(self, run_id: str, hold: int) -> list[port.Pair]:
         return self._dropped(sql.DROP_HOLD, (run_id, hold))

@@ -6,6 +6,8 @@ sqlite3 statement cache keeps them prepared.
 
 from __future__ import annotations
 
+import functools
+
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
     "r.last_seq, r.attributes, r.result, r.error"
@@ -41,6 +43,17 @@ UPDATE_RUN_STATE = (
 BUMP_LAST_SEQ = "UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq"
 
 INSERT_EVENT = "INSERT INTO events (run_id, seq, kind, data) VALUES (?, ?, ?, ?)"
+EVENTS_PER_INSERT = 200
+"""Event rows per multi-row ``INSERT`` (800 parameters, far below SQLite's limit)."""
+
+
+@functools.cache
+def insert_events(count: int) -> str:
+    """One ``INSERT`` of ``count`` event rows (the text cached: the connection's
+    statement cache then prepares it once)."""
+    return INSERT_EVENT + ", (?, ?, ?, ?)" * (count - 1)
+
+
 READ_EVENTS = "SELECT data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
 
 UPSERT_ATTRIBUTE = (
@@ -251,6 +264,13 @@ INSERT_SLOT = (
 DROP_HOLD = "DELETE FROM slots WHERE run_id = ? AND hold = ? RETURNING key, ivalue"
 DROP_HOLDS = "DELETE FROM slots WHERE run_id = ? AND hold <> 0 RETURNING key, ivalue"
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = ? RETURNING key, ivalue"
+# Whether a closing run has slots, windowed claims (WINDOWED_CLAIMS) and hook tokens.
+RUN_HOLDINGS = (
+    "SELECT EXISTS (SELECT 1 FROM slots WHERE run_id = ?1), "
+    "EXISTS (SELECT 1 FROM claims WHERE run_id = ?1 "
+    "AND (ttl IS NOT NULL OR release_on IS NOT NULL)), "
+    "EXISTS (SELECT 1 FROM hooks WHERE run_id = ?1)"
+)
 # The first in line: lowest priority number, then first in (the index's order).
 FIRST_WAITER = (
     "SELECT run_id, hold FROM slots INDEXED BY slots_queue WHERE key = ? AND ivalue = ? "
