@@ -146,6 +146,7 @@ async def _create(
         start_at=start_at,
         windows=windows,
     )
+    running_here = False
     if starter is None:
         created = await target.create_run(request)
     else:
@@ -153,6 +154,7 @@ async def _create(
         try:
             request = await starter.first_task(request)
             created = outcome = await target.create_run(request)
+            running_here = created.first is not None or created.leased is not None
         finally:
             starter.adopt(request, outcome)
     if created.conflict is not None:
@@ -167,7 +169,9 @@ async def _create(
             limit=refused.limit,
             pruned=refused.holder_pruned,
         )
-    return Run(request.run_id, world=world, workflow=fn, record=created.run)
+    return Run(
+        request.run_id, world=world, workflow=fn, record=created.run, running_here=running_here
+    )
 
 
 def _deadline(timeout: float | timedelta) -> datetime:
