@@ -50,16 +50,19 @@ class CommitPaths:
         write: Write,
         notices: Notices,
         post: Callable[[Collection[str]], None],
+        closed_here: Callable[[Collection[str]], None],
         now: Callable[[], datetime],
         channels: tuple[str, str],
         fast_commits: bool,
     ) -> None:
-        """The world's ``_connect``, ``_write``, notices, ``_post``, clock, its two
+        """The world's ``_connect``, ``_write``, notices, ``_post``, what wakes its own
+        waiters on runs it closed (``Listener.closed_here``), clock, its two
         notification channels, and whether commits may take ``commit_run``."""
         self._connect = connect
         self._write = write
         self._notices = notices
         self._post = post
+        self._closed_here = closed_here
         self._now = now
         self._channel, self._run_channel = channels
         self._fast_commits = fast_commits
@@ -75,9 +78,11 @@ class CommitPaths:
                 if not inline:
                     args = args._replace(channel=None, run_channel=None)
                 rows = await retry(pool.fetch, sql.COMMIT_RUN, *args)
-            if not inline and rows[-1]["outcome"] == "ok":
+            if rows[-1]["outcome"] == "ok":
                 closed = [run_topic(request.run_id)] if args.closed is not None else []
-                self._post([WORK_TOPIC, *closed] if rows[-1]["notify"] else closed)
+                self._closed_here(closed)
+                if not inline:
+                    self._post([WORK_TOPIC, *closed] if rows[-1]["notify"] else closed)
             result = commit_result(request, rows, args)
             if result is not None:
                 return result
@@ -150,6 +155,7 @@ class CommitPaths:
                 outcomes[n] = commit_result(request, mine, args)
             except LookupError as exc:
                 outcomes[n] = exc
+        self._closed_here(topics)
         if not inline:
             self._post(sorted(topics))
 

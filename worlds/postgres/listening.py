@@ -8,6 +8,7 @@ reopens it at most once per ``poll`` interval.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -15,7 +16,7 @@ import asyncpg
 
 from worlds._signals import SignalHub
 from worlds.postgres.connection import set_keepalive
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import RUNS_TOPIC, is_run_topic, run_topic
 
 if TYPE_CHECKING:
     from worlds.postgres.connection import Connection
@@ -24,6 +25,12 @@ __all__ = ["Listener"]
 
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
+
+_RUN_PREFIX = run_topic("")
+
+_HERE_LIMIT = 10_000
+"""Runs remembered as run here at most; past it the oldest is forgotten (a wait
+on it then subscribes to the runs channel, as for any run)."""
 
 
 class Listener:
@@ -51,6 +58,23 @@ class Listener:
         """Serialises use of the listener connection (one operation at a time)."""
         self.hub = SignalHub()
         self._listen_again_at = 0.0
+        self._here: dict[str, None] = {}
+        """Runs started with their workflow leased to a Worker of this world object,
+        not yet closed by it: their close is signalled here (``closed_here``)."""
+
+    def running_here(self, run_id: str) -> None:
+        """Note that this world object's own Worker runs ``run_id`` (leased at its start)."""
+        self._here[run_id] = None
+        if len(self._here) > _HERE_LIMIT:
+            del self._here[next(iter(self._here))]
+
+    def closed_here(self, topics: Iterable[str]) -> None:
+        """Wake this world object's waiters on the run topics among ``topics`` now, as
+        a commit of this world object made them true (not a notification later)."""
+        for topic in topics:
+            if is_run_topic(topic):
+                self._here.pop(topic.removeprefix(_RUN_PREFIX), None)
+                self.hub.signal(topic)
 
     def detach(self) -> asyncpg.Connection[asyncpg.Record] | None:
         """Stop using the listener connection; the caller closes what this returns."""
@@ -85,8 +109,20 @@ class Listener:
             self._listener = None
 
     async def wait(self, topic: str, timeout: float) -> None:
-        """See ``PostgresWorld.wait`` (called once the world is connected)."""
-        channel = self._channel if topic == WORK_TOPIC else self._run_channel
+        """See ``PostgresWorld.wait`` (called once the world is connected).
+
+        A wait on a run this world object runs (``running_here``) subscribes to
+        nothing: its close is signalled here by the commit that makes it. So a
+        process that waits only on its own runs does not listen on the runs
+        channel, and no notification costs its listener a transaction of the
+        server. A close made elsewhere (another worker took the run over, a
+        cancel) wakes it only if the channel is subscribed for other waits, else
+        after the poll interval, when the caller reads the run again."""
+        if is_run_topic(topic) and topic.removeprefix(_RUN_PREFIX) in self._here:
+            await self.hub.wait(topic, min(timeout, self._poll_interval))
+            return
+        on_runs = is_run_topic(topic) or topic == RUNS_TOPIC
+        channel = self._run_channel if on_runs else self._channel
         if self._subscribing is None:
             self._subscribing = anyio.Lock()
         if channel not in self._channels:
