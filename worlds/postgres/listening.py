@@ -68,6 +68,18 @@ class Listener:
         if len(self._here) > _HERE_LIMIT:
             del self._here[next(iter(self._here))]
 
+    def runs_here(self, run_id: str) -> bool:
+        """Whether this world object's own Worker runs ``run_id`` (``running_here``).
+
+        Its close then notifies no other process: every ``NOTIFY`` wakes every
+        listening connection of the database, each reading the queue in a
+        transaction of its own, whatever channels it listens to, so one
+        notification per run would cost each worker process one transaction of
+        the server per run. A waiter in another process notices such a close
+        at its poll interval (``Run.result`` reads the run at least once a second).
+        """
+        return run_id in self._here
+
     def closed_here(self, topics: Iterable[str]) -> None:
         """Wake this world object's waiters on the run topics among ``topics`` now, as
         a commit of this world object made them true (not a notification later)."""

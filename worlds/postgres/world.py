@@ -124,6 +124,7 @@ class PostgresWorld(ClosesOnExit):
             notices=self._notices,
             post=self._post,
             closed_here=self._listening.closed_here,
+            runs_here=self._listening.runs_here,
             now=self._clock.now,
             channels=(self._channel, self._run_channel),
             fast_commits=fast_commits,
