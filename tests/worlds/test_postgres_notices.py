@@ -91,7 +91,9 @@ async def test_a_run_closed_by_the_world_object_that_runs_it_wakes_its_waiters_t
             await anyio.sleep(0.2)  # the waiter is waiting
             assert not woken.is_set()
             events = (RunStarted(), RunCompleted(result=b"1"))
-            commit = CommitRequest(run_id=request.run_id, worker_id="w1", lease=leased, events=events)
+            commit = CommitRequest(
+                run_id=request.run_id, worker_id="w1", lease=leased, events=events
+            )
             assert (await world.commit(commit)).ok
             with anyio.fail_after(20):
                 await woken.wait()
