@@ -14,6 +14,13 @@ restart_fast            ``pg_ctl restart -m fast`` mid-run (PostgreSQL)
 restart_immediate       ``pg_ctl restart -m immediate`` (a crash; PostgreSQL)
 flap                    12 immediate restarts 1 s apart (PostgreSQL)
 freeze                  every server process SIGSTOPped 12 s (PostgreSQL)
+failover                the primary crashes (``pg_ctl stop -m immediate``)
+                        while runs start, steps commit and unique pairs are
+                        claimed; 1 s later its synchronous standby is
+                        promoted (PostgreSQL, a multi-host URL)
+failover_async          the same with asynchronous replication: what an
+                        acknowledged commit may lose is measured, not asserted
+starve                  7 CPU-burning processes on the 2 cores for 12 s
 zombie                  a worker SIGSTOPped past its lease, then SIGCONT
 contention              processes race to start runs claiming the same pairs
 ======================  ===================================================
@@ -27,9 +34,16 @@ finished (the waste faults cause), ``dup_holders`` unique pairs held by more
 than one run, ``drain_s`` seconds from the end of the fault to the last run
 closed, ``log_lines`` the most stderr lines one worker wrote, ``reported_s``
 (freeze) seconds from freezing the server to a worker's first log line (none:
-no worker said anything during the freeze). The first five
-and ``dup_holders`` are correctness invariants (they must be 0 and all runs
-completed); ``reexec``, ``drain_s`` and ``log_lines`` measure manners.
+no worker said anything during the freeze), ``starts_lost`` acknowledged starts
+(a run id returned to the caller) whose run is gone, ``results_lost`` recorded
+step results that were lost (a later step of the run started before the time
+of the step's result in the final log, which only happens if an earlier result
+of it was committed and then lost), ``exited``
+workers that stopped by themselves (they must ride every fault out). The first
+five, ``dup_holders``, ``starts_lost``, ``results_lost`` and ``exited`` are
+correctness invariants (they must be 0 and all runs completed; for
+``failover_async`` the losses are reported, not asserted); ``reexec``,
+``drain_s`` and ``log_lines`` measure manners.
 
 Usage::
 
@@ -73,10 +87,21 @@ from worlds.errors import WorldError  # noqa: E402
 from worlds.protocol import World  # noqa: E402
 from worlds.types import RunStatus, StepCompleted  # noqa: E402
 
-SERVER_SCENARIOS = ("restart_fast", "restart_immediate", "flap", "freeze")
-SCENARIOS = ("kill_storm", *SERVER_SCENARIOS, "zombie", "contention")
+FAILOVER_SCENARIOS = ("failover", "failover_async")
+SERVER_SCENARIOS = ("restart_fast", "restart_immediate", "flap", "freeze", *FAILOVER_SCENARIOS)
+SCENARIOS = ("kill_storm", *SERVER_SCENARIOS, "starve", "zombie", "contention")
+LOSSES = ("starts_lost", "results_lost", "dup_holders")
+"""What asynchronous replication may lose: measured for ``failover_async``, not asserted."""
 LEASE_SECONDS = 2.0
 DRAIN_TIMEOUT = 120.0
+BURNERS = 7
+"""CPU-burning processes of ``starve``."""
+CLOCK_SLACK = 0.05
+"""Seconds by which the world's event times (the server's clock, as each worker
+estimates it) may lead this host's clock in the journal."""
+PROMOTE_AFTER = 1.0
+"""Seconds from the primary's crash to the standby's promotion (a failover manager's
+detection time, shortened)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +134,9 @@ def fault_seconds(name: str, scale: Scale) -> float:
         "restart_immediate": 3.0,
         "flap": 1.5 + 2.0 * scale.restarts,
         "freeze": 1.5 + scale.freeze_seconds,
+        "failover": 4.0 + PROMOTE_AFTER,
+        "failover_async": 4.0 + PROMOTE_AFTER,
+        "starve": 1.0 + scale.freeze_seconds,
         "zombie": 1.0 + 3 * LEASE_SECONDS,
     }.get(name, 0.0)
 
@@ -134,14 +162,18 @@ class Result:
     drain_s: float = 0.0
     log_lines: int = 0
     reported_s: float | None = None
+    starts_lost: int = 0
+    results_lost: int = 0
+    exited: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """Whether every correctness invariant held."""
+        """Whether every correctness invariant held (losses excepted for ``failover_async``)."""
+        losses = 0 if self.scenario == "failover_async" else sum(getattr(self, n) for n in LOSSES)
         return not (
-            self.stuck or self.bad or self.never_run or self.dup_results or self.dup_holders
+            self.stuck or self.bad or self.never_run or self.dup_results or self.exited or losses
         )
 
 
@@ -158,6 +190,14 @@ class Scene:
         self.logs: list[Path] = []
         self.reported_s: float | None = None
         """Seconds from freezing the server to the first line a worker logged."""
+        self.killed: set[int] = set()
+        """The workers the fault killed (the rest must not exit by themselves)."""
+        self.pair: pg_server.PgPair | None = None
+        """The primary and standby of a failover scenario."""
+        self.acknowledged: list[str] = []
+        """Runs whose start returned while the fault went on (``failover``)."""
+        self.holders: dict[str, set[str]] = defaultdict(set)
+        """Unique pair -> the runs whose start claiming it returned (``failover``)."""
 
     def spawn(self) -> subprocess.Popen[bytes]:
         """Start one more ``wf worker`` process."""
@@ -180,6 +220,21 @@ class Scene:
     def live(self) -> list[subprocess.Popen[bytes]]:
         """The worker processes still running."""
         return [proc for proc in self.workers if proc.poll() is None]
+
+    async def busy(self, within: float = 120.0) -> None:
+        """Wait until the workers run steps (a few have finished): the fault hits a
+        workload in flight, not workers still importing on a loaded machine."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if self.journal.read_text().count("end ") >= 2 * self.scale.workers:
+                return
+            await anyio.sleep(0.1)
+
+    def exited(self) -> int:
+        """How many workers stopped by themselves (not killed by the fault)."""
+        return sum(
+            1 for proc in self.workers if proc.poll() is not None and proc.pid not in self.killed
+        )
 
     def stop(self) -> None:
         """Stop every worker: SIGCONT and SIGTERM, then SIGKILL after 10 s."""
@@ -222,7 +277,9 @@ async def kill_storm(scene: Scene, server: Path | None) -> None:
         await anyio.sleep(1.0)
         victims = scene.live()
         if victims:
-            random.choice(victims).kill()
+            victim = random.choice(victims)
+            scene.killed.add(victim.pid)
+            victim.kill()
         scene.spawn()
 
 
@@ -260,6 +317,50 @@ async def freeze(scene: Scene, server: Path | None) -> None:
         pg_server.thaw(server)
 
 
+async def failover(scene: Scene, server: Path | None) -> None:
+    """Crash the primary while starts and claims go on, promote the standby."""
+    pair = scene.pair
+    assert pair is not None
+    async with worlds.open(scene.url) as world, anyio.create_task_group() as group:
+        group.start_soon(keep_starting, scene, world)
+        await scene.busy()
+        await anyio.sleep(0.5)
+        await anyio.to_thread.run_sync(pg_server.kill, pair.primary.directory)
+        await anyio.sleep(PROMOTE_AFTER)
+        await anyio.to_thread.run_sync(pg_server.promote, pair.standby.directory)
+        await anyio.sleep(2.0)  # starts go on against the new primary
+        group.cancel_scope.cancel()
+
+
+async def keep_starting(scene: Scene, world: World) -> None:
+    """Start a ``holder`` run claiming a new pair, and one claiming an older pair
+    (refused unless its claim was lost), again and again; note what was acknowledged."""
+    for number in range(1_000_000):
+        for slot in (f"slot-{number}", f"slot-{number // 2}"):
+            try:
+                run = await start(holder, slot, attributes={"slot": Unique(slot)}, world=world)
+            except AttributeConflictError:
+                continue
+            except WorldError:
+                await anyio.sleep(0.05)  # the outcome is unknown: nothing acknowledged
+                continue
+            scene.acknowledged.append(run.id)
+            scene.holders[slot].add(run.id)
+
+
+async def starve(scene: Scene, server: Path | None) -> None:
+    """``BURNERS`` busy loops in processes of their own while the runs go on."""
+    await scene.busy()
+    burn = [sys.executable, "-c", "while True: pass"]
+    burners = [subprocess.Popen(burn) for _ in range(BURNERS)]
+    try:
+        await anyio.sleep(scene.scale.freeze_seconds)
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()
+
+
 async def zombie(scene: Scene, server: Path | None) -> None:
     await anyio.sleep(1.0)
     victim = scene.workers[0]
@@ -274,6 +375,9 @@ FAULTS: dict[str, Fault] = {
     "restart_immediate": restart("immediate"),
     "flap": flap,
     "freeze": freeze,
+    "failover": failover,
+    "failover_async": failover,
+    "starve": starve,
     "zombie": zombie,
 }
 
@@ -301,6 +405,9 @@ async def check_runs(
     completed = 0
     for index, run_id in enumerate(run_ids):
         run = await patiently(lambda run_id=run_id: world.get_run(run_id))  # type: ignore[misc]
+        if run is None:
+            result.starts_lost += 1
+            continue
         events = await patiently(lambda run_id=run_id: world.read_events(run_id))  # type: ignore[misc]
         if run.status is RunStatus.COMPLETED:
             completed += 1
@@ -309,6 +416,11 @@ async def check_runs(
                 result.bad += 1
         else:
             result.stuck += 1
+            error = "" if run.error is None else f": {run.error.message}"
+            result.notes.append(f"run {run_id} is {run.status.value}{error}")
+        lost = results_lost(run_id, events, entries)
+        result.results_lost += len(lost)
+        result.notes += [f"result lost: {step}" for step in lost]
         results = Counter(e.step for e in events if isinstance(e, StepCompleted))
         result.dup_results += sum(1 for count in results.values() if count > 1)
         for number in results:
@@ -322,7 +434,46 @@ async def check_runs(
                 result.reexec += 1
             elif kind == "end":
                 finished = True
+
     result.runs = f"{completed}/{len(run_ids)}"
+
+
+def results_lost(
+    run_id: str, events: list[Any], entries: dict[tuple[str, int], list[tuple[str, float]]]
+) -> list[str]:
+    """The steps of run ``run_id`` whose result was recorded, then lost, then recorded again.
+
+    A run schedules step ``m`` only once the result of every step before it is
+    committed, so a step ``m`` that started before the time of the recorded
+    result of an earlier step ``n`` (the one in the final log) was let go by
+    another result of ``n``, which the world no longer has. (A body run again
+    from a worker's stale cache does not count: its commit is refused and the
+    recorded result stays the first.)
+    """
+    first_start = {
+        number: min(at for kind, at in lines if kind == "start")
+        for (other, number), lines in entries.items()
+        if other == run_id and any(kind == "start" for kind, _ in lines)
+    }
+    lost = []
+    for event in events:
+        if isinstance(event, StepCompleted):
+            recorded = event.at.timestamp() - CLOCK_SLACK
+            if any(m > event.step and at < recorded for m, at in first_start.items()):
+                lost.append(f"{run_id} step {event.step}")
+    return lost
+
+
+async def check_holders(world: World, result: Result, scene: Scene) -> None:
+    """Count the acknowledged ``holder`` starts lost and the pairs held twice."""
+    for run_id in scene.acknowledged:
+        if await patiently(lambda run_id=run_id: world.get_run(run_id)) is None:  # type: ignore[misc]
+            result.starts_lost += 1
+    for slot, holders in scene.holders.items():
+        claim = await patiently(lambda slot=slot: world.find_claim("slot", slot))  # type: ignore[misc]
+        if len(holders) > 1 or claim is None or claim.run_id not in holders:
+            result.dup_holders += 1
+    result.notes.append(f"{len(scene.acknowledged)} holder starts acknowledged during the fault")
 
 
 async def wait_closed(world: World, run_ids: list[str]) -> float:
@@ -343,12 +494,19 @@ async def wait_closed(world: World, run_ids: list[str]) -> float:
 
 
 async def run_scenario(
-    kind: str, url: str, name: str, scale: Scale, directory: Path, server: Path | None
+    kind: str,
+    url: str,
+    name: str,
+    scale: Scale,
+    directory: Path,
+    server: Path | None,
+    pair: pg_server.PgPair | None = None,
 ) -> Result:
     """One run-based scenario: workers, runs, the fault, the drain, the checks."""
     result = Result(world=kind, scenario=name)
     began = time.monotonic()
     scene = Scene(url, directory, scale)
+    scene.pair = pair
     async with worlds.open(url) as world:
         await patiently(world.migrate)
         for _ in range(scale.workers):
@@ -361,11 +519,14 @@ async def run_scenario(
                 run_ids.append(run.id)
             await FAULTS[name](scene, server)
             fault_over = time.monotonic()
-            drained = await wait_closed(world, run_ids)
+            drained = await wait_closed(world, run_ids + scene.acknowledged)
             result.drain_s = round(drained - fault_over, 1)
+            result.exited = scene.exited()
         finally:
             scene.stop()
         await check_runs(world, result, run_ids, steps, scene.journal)
+        if pair is not None:
+            await check_holders(world, result, scene)
     result.log_lines = scene.log_lines()
     result.reported_s = scene.reported_s
     result.seconds = round(time.monotonic() - began, 1)
@@ -448,7 +609,8 @@ async def run_contention(kind: str, url: str, scale: Scale, directory: Path) -> 
 # ---------------------------------------------------------------------------- main
 
 COLUMNS = ("world", "scenario", "runs", "stuck", "bad", "never_run", "dup_results", "reexec",
-           "dup_holders", "drain_s", "log_lines", "reported_s", "seconds")  # fmt: skip
+           "dup_holders", "starts_lost", "results_lost", "exited", "drain_s", "log_lines",
+           "reported_s", "seconds")  # fmt: skip
 
 
 def table(results: list[Result]) -> str:
@@ -470,6 +632,12 @@ async def suite(kinds: list[str], names: list[str], scale: Scale, root: Path) ->
                     continue
                 directory = root / f"{kind}-{name}"
                 directory.mkdir()
+                print(f"... {kind} {name}", file=sys.stderr, flush=True)
+                if name in FAILOVER_SCENARIOS:
+                    result = await run_failover(name, scale, directory)
+                    print(table([result]).splitlines()[-1], file=sys.stderr, flush=True)
+                    results.append(result)
+                    continue
                 if kind == "sqlite":
                     url = f"sqlite:///{directory}/world.db"
                 else:
@@ -478,7 +646,6 @@ async def suite(kinds: list[str], names: list[str], scale: Scale, root: Path) ->
                         pg_server.start(server_dir, durable=True)
                     port = int((server_dir / "port").read_text())
                     url = f"postgresql://postgres@127.0.0.1:{port}/postgres?schema=chaos_{name}"
-                print(f"... {kind} {name}", file=sys.stderr, flush=True)
                 if name == "contention":
                     result = await run_contention(kind, url, scale, directory)
                 else:
@@ -492,6 +659,25 @@ async def suite(kinds: list[str], names: list[str], scale: Scale, root: Path) ->
             shutil.copy(server_dir / "server.log", root / "server.log")
             shutil.rmtree(server_dir, ignore_errors=True)
     return results
+
+
+async def run_failover(name: str, scale: Scale, directory: Path) -> Result:
+    """A failover scenario on a primary and standby of its own (durable, fsync on)."""
+    pair_dir = Path(tempfile.mkdtemp(prefix="wf-chaos-pair-"))
+    try:
+        synchronous = name == "failover"
+        pair = await anyio.to_thread.run_sync(
+            lambda: pg_server.start_pair(pair_dir, synchronous=synchronous, durable=True)
+        )
+        url = f"{pair.url}?schema=chaos_{name}"
+        return await run_scenario("postgres", url, name, scale, directory, None, pair)
+    finally:
+        for member in ("primary", "standby"):
+            log = pair_dir / member / "server.log"
+            if log.exists():
+                shutil.copy(log, directory / f"{member}.log")
+        pg_server.stop(pair_dir)
+        shutil.rmtree(pair_dir, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:

@@ -46,9 +46,16 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, DBOSConfig  # type: ignore[import-not-found, import-untyped]
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.sqlite_statements import SqliteStatements
+
+STATEMENTS = SqliteStatements()
+"""The SQLite statements DBOS sends (through SQLAlchemy's sqlite3 connections)."""
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,9 @@ async def run_concurrent(steps: int, n: int, concurrency: int, io: bool = False)
     await asyncio.gather(*(bounded(i) for i in range(n)))
 
 
-async def measure(workload: Workload, n: int, concurrency: int) -> float:
-    """Launch DBOS, warm up, and return the wall time of the timed part."""
+async def measure(workload: Workload, n: int, concurrency: int, spent: dict[str, float]) -> float:
+    """Launch DBOS, warm up, and return the wall time of the timed part; ``spent``
+    gets its CPU seconds and SQLite statements (``cpu``, ``statements``)."""
     # Launch inside the running loop so DBOS adopts it as its main event loop.
     DBOS.launch()
     # Warm up the same code paths; long workflows are warmed with 10-step ones.
@@ -141,12 +149,14 @@ async def measure(workload: Workload, n: int, concurrency: int) -> float:
     else:
         await run_sequential(warmup_steps, WARMUP_WORKFLOWS)
 
-    start = time.perf_counter()
+    start, cpu, sent = time.perf_counter(), time.process_time(), STATEMENTS.count
     if workload.concurrent:
         await run_concurrent(workload.steps, n, concurrency, workload.io)
     else:
         await run_sequential(workload.steps, n)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    spent["cpu"], spent["statements"] = time.process_time() - cpu, STATEMENTS.count - sent
+    return seconds
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -201,11 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         "application_version": "dbos-peer-bench",
     }
     try:
-        DBOS(config=config)
-        try:
-            seconds = asyncio.run(measure(workload, n, concurrency))
-        finally:
-            DBOS.destroy(destroy_registry=True)
+        spent: dict[str, float] = {}
+        with STATEMENTS:
+            DBOS(config=config)
+            try:
+                seconds = asyncio.run(measure(workload, n, concurrency, spent))
+            finally:
+                DBOS.destroy(destroy_registry=True)
     finally:
         if made_dir is not None:
             shutil.rmtree(made_dir, ignore_errors=True)
@@ -224,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": seconds,
         "workflows_per_second": n / seconds,
         "seconds_per_step": (seconds / (n * workload.steps) if workload.steps > 1 else None),
+        "cpu_ms_per_workflow": 1000 * spent["cpu"] / n,
+        "statements_per_workflow": None if args.pg_url else spent["statements"] / n,
     }
     print(json.dumps(result), flush=True)
     return 0

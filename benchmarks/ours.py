@@ -1,7 +1,10 @@
 """Our runtime on the same workloads as ``dbos_peer.py``, with the same output.
 
 A worker and the client share one process and one world, as DBOS runs its
-workflows in the process that starts them. Prints one JSON line on stdout.
+workflows in the process that starts them. Over the timed part it also counts
+this process's CPU time (``time.process_time``: every thread, SQLite's
+included) and, on SQLite, the statements sent (``sqlite_statements.py``), per
+workflow. Prints one JSON line on stdout.
 
 Usage::
 
@@ -16,14 +19,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import anyio
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import worlds
+from benchmarks.sqlite_statements import SqliteStatements
 from workflow import Worker, start, step, workflow
 
 WORKLOADS: dict[str, tuple[int, int]] = {  # name: (default N, steps per workflow)
@@ -52,7 +59,9 @@ async def many_steps(count: int) -> int:
     return x
 
 
-async def measure(workload: str, n: int, concurrency: int, url: str) -> dict[str, Any]:
+async def measure(
+    workload: str, n: int, concurrency: int, url: str, statements: SqliteStatements
+) -> dict[str, Any]:
     steps = WORKLOADS[workload][1]
     world = worlds.open(url)
     async with world, Worker(world, [one_step, many_steps], concurrency=max(64, concurrency * 2)):
@@ -67,7 +76,7 @@ async def measure(workload: str, n: int, concurrency: int, url: str) -> dict[str
 
         for i in range(5):
             await once(i)
-        began = time.perf_counter()
+        began, cpu, sent = time.perf_counter(), time.process_time(), statements.count
         if workload == "one_step_concurrent":
             limit = asyncio.Semaphore(concurrency)
 
@@ -80,6 +89,7 @@ async def measure(workload: str, n: int, concurrency: int, url: str) -> dict[str
             for i in range(n):
                 await once(i)
         seconds = time.perf_counter() - began
+        cpu, sent = time.process_time() - cpu, statements.count - sent
     return {
         "peer": "ours",
         "version": version("attribute-workflows"),
@@ -89,6 +99,8 @@ async def measure(workload: str, n: int, concurrency: int, url: str) -> dict[str
         "seconds": round(seconds, 4),
         "workflows_per_second": round(n / seconds, 3),
         "seconds_per_step": round(seconds / (n * steps), 6) if steps > 1 else None,
+        "cpu_ms_per_workflow": round(1000 * cpu / n, 4),
+        "statements_per_workflow": round(sent / n, 3) if url.startswith("sqlite") else None,
     }
 
 
@@ -104,9 +116,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = args.world or f"sqlite:///{tmp}/bench.db"
         options = {"use_uvloop": True} if args.uvloop else {}
-        result = anyio.run(
-            measure, args.workload, n, args.concurrency, url, backend_options=options
-        )
+        with SqliteStatements() as statements:
+            result = anyio.run(
+                measure,
+                args.workload,
+                n,
+                args.concurrency,
+                url,
+                statements,
+                backend_options=options,
+            )
         result["event_loop"] = "uvloop" if args.uvloop else "asyncio"
     print(json.dumps(result))
 

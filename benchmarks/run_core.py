@@ -7,13 +7,24 @@ Both sides run SQLite at equal durability: ours at its default,
 pragma): ``synchronous=FULL`` with a rollback journal. Every acknowledged
 commit of either survives power loss.
 
-Next to each throughput: fsyncs per workflow and per step, counted with
-``strace -f -c -e trace=fsync,fdatasync`` around the whole process (setup and
-warm-up included, divided by every workflow and step it ran, warm-ups
-included), and the throughput as a share of the raw commit ceiling that
-``commit_ceiling.py`` measures right before (tiny ``synchronous=FULL``
-transactions per second on the same disk): a workflow needs at least one.
-Without strace the fsync columns are empty.
+Per workload, so that a regression shows in any of them:
+
+* the ratio to DBOS (medians of wf/s);
+* the share of the disk's commit ceiling: ``commit_ceiling.py`` measures,
+  right before, how many tiny ``synchronous=FULL`` transactions per second the
+  disk allows; a workflow of ``s`` steps needs at least ``1 + s`` commits
+  unbatched (its start, each step), so the share is wf/s x (1 + s) / ceiling
+  (group commit at 64 in flight can pass 100%);
+* CPU ms per workflow (``time.process_time`` over the timed part, every
+  thread of the process) and SQL statements per workflow (every statement
+  sent to SQLite, ``BEGIN``/``COMMIT`` included, ``sqlite_statements.py``),
+  for both peers;
+* fsyncs per workflow and per step, counted with
+  ``strace -f -c -e trace=fsync,fdatasync`` around the whole process (setup
+  and warm-up included, divided by every workflow and step it ran, warm-ups
+  included). Without strace the fsync columns are empty.
+
+A full run (3 repeats, default sizes) takes a few minutes; ``--quick`` is a smoke run.
 
 Writes ``benchmarks/results/core.json`` (or ``--out``) and prints a Markdown table.
 
@@ -136,15 +147,20 @@ def main() -> None:
         for peer in ("ours", "dbos"):
             runs = samples[peer]
             row[f"{peer}_wf_s"] = statistics.median(s["workflows_per_second"] for s in runs)
-            for key in ("fsync_per_workflow", "fsync_per_step"):
-                values = [s[key] for s in runs if s[key] is not None]
+            for key in (
+                "fsync_per_workflow",
+                "fsync_per_step",
+                "cpu_ms_per_workflow",
+                "statements_per_workflow",
+            ):
+                values = [s[key] for s in runs if s.get(key) is not None]
                 row[f"{peer}_{key}"] = statistics.median(values) if values else None
             if runs[0]["seconds_per_step"] is not None:
                 row[f"{peer}_ms_per_step"] = 1000 * statistics.median(
                     s["seconds_per_step"] for s in runs
                 )
         row["ratio"] = row["ours_wf_s"] / row["dbos_wf_s"]
-        row["ours_ceiling_share"] = row["ours_wf_s"] / limit["full"]
+        row["ours_ceiling_share"] = row["ours_wf_s"] * (1 + STEPS[workload]) / limit["full"]
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     args.out.parent.mkdir(exist_ok=True)
@@ -164,9 +180,10 @@ def main() -> None:
     print()
     print(
         "| workload | ours (wf/s) | DBOS (wf/s) | ours / DBOS | ours fsync/wf | DBOS fsync/wf "
-        "| ours ms/step | DBOS ms/step | ours / FULL ceiling |"
+        "| ours ms/step | DBOS ms/step | ours / commit ceiling | ours CPU ms/wf "
+        "| DBOS CPU ms/wf | ours stmts/wf | DBOS stmts/wf |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         per_step = (
             f"{r['ours_ms_per_step']:.3f} | {r['dbos_ms_per_step']:.3f}"
@@ -177,7 +194,10 @@ def main() -> None:
             f"| {r['workload']} | {r['ours_wf_s']:.1f} | {r['dbos_wf_s']:.1f} "
             f"| {r['ratio']:.2f}x | {_num(r['ours_fsync_per_workflow'])} "
             f"| {_num(r['dbos_fsync_per_workflow'])} | {per_step} "
-            f"| {100 * r['ours_ceiling_share']:.0f}% |"
+            f"| {100 * r['ours_ceiling_share']:.0f}% "
+            f"| {_num(r['ours_cpu_ms_per_workflow'])} | {_num(r['dbos_cpu_ms_per_workflow'])} "
+            f"| {_num(r['ours_statements_per_workflow'])} "
+            f"| {_num(r['dbos_statements_per_workflow'])} |"
         )
 
 

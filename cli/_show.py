@@ -53,6 +53,8 @@ def render_details(details: Details) -> None:
         )
     if record.result is not None:
         console.print(f"[bold]result[/] {markup_safe(_result_text(record.result))}")
+    if details.priority:
+        console.print(f"[bold]priority[/] {details.priority}")
     note = details.start_note()
     if note is not None:
         console.print(f"[yellow]{markup_safe(note)}[/]")

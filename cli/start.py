@@ -148,6 +148,13 @@ def start_command(
         float | None,
         typer.Option(min=0, help="Keep the run pending this many seconds before it starts."),
     ] = None,
+    priority: Annotated[
+        int,
+        typer.Option(
+            help="Among runs waiting for the same slots or rate tokens, lower numbers "
+            "are admitted first (first in, first out within a number).",
+        ),
+    ] = 0,
     policy: Annotated[
         str | None,
         typer.Option(
@@ -187,6 +194,8 @@ def start_command(
         wf start myapp:charge '"o-1"' --unique order=o-1 --policy get --wait
 
         wf start myapp:report '"acme"' --limit tenant=acme:3 --delay 30
+
+        wf start myapp:report '"acme"' --limit tenant=acme:3 --priority -1
     """
 
     async def body() -> tuple[Run[Any], bool, Any, bool]:
@@ -207,11 +216,16 @@ def start_command(
                 attributes.update({key: Unique(value) for key, value in pairs})
                 with usage_errors():
                     run: Run[Any] = await start(
-                        fn, *call_args, attributes=attributes, delay=delay, world=opened
+                        fn,
+                        *call_args,
+                        attributes=attributes,
+                        delay=delay,
+                        priority=priority,
+                        world=opened,
                     )
             else:
-                if delay is not None:
-                    raise CliError("--delay does not go with --policy", EXIT_USAGE)
+                if delay is not None or priority:
+                    raise CliError("--delay and --priority do not go with --policy", EXIT_USAGE)
                 key, value = pairs[0]
                 conflict, reuse_policy, error = POLICIES[policy]
                 with usage_errors():

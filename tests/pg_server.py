@@ -11,6 +11,14 @@ refuses to run as root, so under root the server runs as the ``postgres``
 user (created with ``useradd`` when missing, else ``nobody``), which then owns
 ``directory``.
 
+For failover, ``start_pair(directory)`` starts a primary and a streaming
+standby made from it with ``pg_basebackup`` (``directory/primary`` and
+``directory/standby``, both on 127.0.0.1), with synchronous replication by
+default (``synchronous_standby_names`` names the standby, so a commit is
+acknowledged once the standby has it too); ``kill(directory)`` crashes a
+server (``pg_ctl stop -m immediate``) and ``promote(directory)`` makes a
+standby the primary (``pg_ctl promote``).
+
 Usage::
 
     python -m tests.pg_server start DIR     # prints the server's URL
@@ -27,17 +35,22 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "PgPair",
     "PgServer",
     "ServerError",
     "find_bin",
     "freeze",
+    "kill",
+    "promote",
     "restart",
     "server_pids",
     "start",
+    "start_pair",
     "stop",
     "thaw",
 ]
@@ -50,6 +63,11 @@ _SETTINGS = {
     "listen_addresses": "127.0.0.1",
 }
 _DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+_STANDBY_NAME = "standby"
+"""The standby's ``application_name``, which ``synchronous_standby_names`` names."""
+_REPLICATED = {"synchronous_commit": "on", "wal_level": "replica", "hot_standby": "on"}
+"""A primary that a standby follows: commits wait for the standby when it is synchronous
+(``synchronous_commit=off`` would acknowledge before the standby had anything)."""
 
 
 class ServerError(RuntimeError):
@@ -75,7 +93,14 @@ class PgServer:
 
 
 def find_bin(name: str) -> str:
-    """The path of PostgreSQL program ``name``: on PATH, else the newest packaged one."""
+    """The path of PostgreSQL program ``name``: beside ``initdb`` on PATH, on PATH, else
+    the newest packaged one (Debian puts wrappers on PATH for some programs, the
+    programs themselves beside the server's)."""
+    initdb = shutil.which("initdb")
+    if initdb and name != "initdb":
+        beside = Path(initdb).resolve().parent / name
+        if beside.exists():
+            return str(beside)
     found = shutil.which(name)
     if found:
         return found
@@ -133,22 +158,24 @@ def _run(command: list[str], user: pwd.struct_passwd | None) -> None:
         raise ServerError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
 
 
-def start(directory: str | os.PathLike[str], *, durable: bool = False) -> PgServer:
+def start(
+    directory: str | os.PathLike[str],
+    *,
+    durable: bool = False,
+    settings: dict[str, str] | None = None,
+) -> PgServer:
     """Create and start a cluster in ``directory`` (created if missing; must be empty).
 
     With ``durable`` the server keeps fsync, synchronous commit and full page
     writes on, as in production, so a crash loses nothing committed.
+    ``settings`` override the server settings (``-c name=value``).
 
     Raises:
         ServerError: the binaries are missing or the server would not start.
     """
-    root = Path(directory).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    root = _own_directory(directory)
     data = root / "data"
     user = _server_user()
-    if user is not None:
-        os.chown(root, user.pw_uid, user.pw_gid)
-        root.chmod(0o700)
     port = _free_port()
     _run(
         [
@@ -165,33 +192,128 @@ def start(directory: str | os.PathLike[str], *, durable: bool = False) -> PgServ
         ],
         user,
     )
-    settings = {**_SETTINGS, **(_DURABLE if durable else {})}
+    return _launch(root, port, {**_SETTINGS, **(_DURABLE if durable else {}), **(settings or {})})
+
+
+def _own_directory(directory: str | os.PathLike[str]) -> Path:
+    """``directory`` resolved, created if missing, owned by the server's user."""
+    root = Path(directory).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    user = _server_user()
+    if user is not None:
+        os.chown(root, user.pw_uid, user.pw_gid)
+        root.chmod(0o700)
+    return root
+
+
+def _launch(root: Path, port: int, settings: dict[str, str]) -> PgServer:
+    """Start the cluster in ``root/data`` on ``port`` with ``settings``; remember both."""
     options = " ".join(f"-c {name}={value}" for name, value in settings.items())
     options += f" -c port={port} -c unix_socket_directories={root}"
-    _run(
-        [
-            find_bin("pg_ctl"),
-            "-D",
-            str(data),
-            "-l",
-            str(root / "server.log"),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        ],
-        user,
-    )
     (root / "port").write_text(str(port))
     (root / "options").write_text(options)
+    start_again(root)
     return PgServer(root, port)
 
 
+@dataclass(frozen=True)
+class PgPair:
+    """A primary and its streaming standby, and the URL that lists both."""
+
+    primary: PgServer
+    standby: PgServer
+    synchronous: bool
+
+    @property
+    def url(self) -> str:
+        """A multi-host URL, the primary first: clients connect to whichever accepts writes."""
+        hosts = f"127.0.0.1:{self.primary.port},127.0.0.1:{self.standby.port}"
+        return f"postgresql://postgres@{hosts}/postgres"
+
+
+def start_pair(
+    directory: str | os.PathLike[str], *, synchronous: bool = True, durable: bool = False
+) -> PgPair:
+    """Start a primary in ``directory/primary`` and a standby of it in ``directory/standby``.
+
+    The standby is a ``pg_basebackup`` of the primary that streams its WAL
+    (hot standby: it answers reads). ``synchronous``: the primary's
+    ``synchronous_standby_names`` names the standby, so a commit is
+    acknowledged only once the standby has flushed it; otherwise replication is
+    asynchronous and a commit acknowledged just before the primary dies may be
+    missing on the standby. Returns once the standby streams (and, when
+    synchronous, is the synchronous one).
+
+    Raises:
+        ServerError: the binaries are missing or a server would not start.
+    """
+    root = _own_directory(directory)
+    replicated = {
+        **_REPLICATED,
+        **({"synchronous_standby_names": _STANDBY_NAME} if synchronous else {}),
+    }
+    primary = start(root / "primary", durable=durable, settings=replicated)
+    standby_root = _own_directory(root / "standby")
+    _run(
+        [find_bin("pg_basebackup"), "-D", str(standby_root / "data"), "-h", "127.0.0.1",
+         "-p", str(primary.port), "-U", "postgres", "-X", "stream", "-R", "--no-sync"],
+        _server_user(),
+    )  # fmt: skip
+    conninfo = f"host=127.0.0.1 port={primary.port} user=postgres application_name={_STANDBY_NAME}"
+    with (standby_root / "data" / "postgresql.auto.conf").open("a") as conf:
+        conf.write(f"primary_conninfo = '{conninfo}'\n")  # the last setting wins
+    # The standby waits for no standby of its own: once promoted it runs alone (as a
+    # failover manager leaves it when no replica is left), else its commits would hang.
+    settings = {**_SETTINGS, **(_DURABLE if durable else {}), **_REPLICATED}
+    standby = _launch(standby_root, _free_port(), settings)
+    wanted = "sync" if synchronous else "async"
+    _wait_for(
+        primary,
+        f"SELECT count(*) FROM pg_stat_replication WHERE application_name = '{_STANDBY_NAME}'"
+        f" AND state = 'streaming' AND sync_state = '{wanted}'",
+    )
+    return PgPair(primary, standby, synchronous)
+
+
+def _wait_for(server: PgServer, query: str, within: float = 60.0) -> None:
+    """Wait until ``query`` (one count) answers 1 on ``server``."""
+    deadline = time.monotonic() + within
+    answer = ""
+    while time.monotonic() < deadline:
+        done = subprocess.run(
+            [find_bin("psql"), "-h", "127.0.0.1", "-p", str(server.port), "-U", "postgres",
+             "-d", "postgres", "-Atc", query],
+            capture_output=True, text=True, check=False, env={**os.environ, "LC_ALL": "C"},
+        )  # fmt: skip
+        answer = (done.stdout + done.stderr).strip()
+        if answer == "1":
+            return
+        time.sleep(0.1)
+    raise ServerError(f"{query!r} did not answer 1 within {within} s (last: {answer!r})")
+
+
+def kill(directory: str | os.PathLike[str]) -> None:
+    """Crash the server in ``directory``: ``pg_ctl stop -m immediate`` (no checkpoint)."""
+    data = Path(directory).resolve() / "data"
+    _run([find_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], _server_user())
+
+
+def promote(directory: str | os.PathLike[str]) -> None:
+    """Make the standby in ``directory`` the primary (``pg_ctl promote``, waiting for it)."""
+    data = Path(directory).resolve() / "data"
+    _run([find_bin("pg_ctl"), "-D", str(data), "-w", "-t", "60", "promote"], _server_user())
+
+
 def stop(directory: str | os.PathLike[str]) -> None:
-    """Stop the server started in ``directory`` (fast shutdown); quiet if it is not running."""
+    """Stop the server started in ``directory`` (fast shutdown); quiet if it is not running.
+
+    A pair's directory (``start_pair``) stops both servers, the standby first.
+    """
     root = Path(directory).resolve()
+    if not (root / "data").exists() and (root / "primary").exists():
+        for member in ("standby", "primary"):
+            stop(root / member)
+        return
     data = root / "data"
     if not (data / "postmaster.pid").exists():
         return
@@ -213,11 +335,8 @@ def start_again(directory: str | os.PathLike[str]) -> None:
     root = Path(directory).resolve()
     options = (root / "options").read_text()
     log = str(root / "server.log")
-    _run(
-        [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options]
-        + ["-w", "-t", "60", "start"],
-        _server_user(),
-    )
+    command = [find_bin("pg_ctl"), "-D", str(root / "data"), "-l", log, "-o", options]
+    _run([*command, "-w", "-t", "60", "start"], _server_user())
 
 
 def server_pids(directory: str | os.PathLike[str]) -> list[int]:

@@ -39,6 +39,7 @@ from workflow.context import (
     now,
     patched,
     random,
+    rate_limit,
     set_attribute,
     sleep,
     uuid4,
@@ -54,6 +55,7 @@ from workflow.errors import (
     NonDeterminismError,
     NotInWorkflowError,
     QuerySyntaxError,
+    RateLimitExceededError,
     RetryableError,
     RunAlreadyStartedError,
     RunCancelledError,
@@ -63,7 +65,7 @@ from workflow.errors import (
     UndecodableValueError,
     WorkflowError,
 )
-from workflow.types import Limited, RunMetadata, StepMetadata, Unique
+from workflow.types import Limited, RateLimited, RunMetadata, StepMetadata, Unique
 from worlds.types import RunStatus
 
 __all__ = [
@@ -76,6 +78,8 @@ __all__ = [
     "NonDeterminismError",
     "NotInWorkflowError",
     "QuerySyntaxError",
+    "RateLimitExceededError",
+    "RateLimited",
     "RetryableError",
     "Run",
     "RunAlreadyStartedError",
@@ -109,6 +113,7 @@ __all__ = [
     "patched",
     "prune_runs",
     "random",
+    "rate_limit",
     "release_claims",
     "replay",
     "resume_hook",

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from workflow._spans import span_seconds
-from workflow.types import Limited, Unique
+from workflow.types import Limited, RateLimited, Unique
 from worlds.quoting import quoted
-from worlds.types import AttributeValue, Limit, ReuseWindow, RunStatus
+from worlds.types import AttributeValue, Limit, Rate, ReuseWindow, RunStatus
 
 __all__ = [
     "IDEMPOTENCY_KEY",
@@ -25,10 +25,12 @@ __all__ = [
     "StartAttributes",
     "check_count",
     "check_pair",
+    "check_priority",
     "check_settable",
     "check_text",
     "check_token",
     "reuse_window",
+    "split_rates",
     "split_start_attributes",
 ]
 
@@ -234,6 +236,11 @@ def split_start_attributes(attributes: Mapping[str, Any] | None) -> StartAttribu
     limits: dict[str, Limit] = {}
     windows: dict[str, ReuseWindow] = {}
     for key, raw in attributes.items():
+        if isinstance(raw, RateLimited):
+            raise ValueError(
+                f"attribute {quoted(key)}: RateLimited values are taken by start() only (not "
+                "yet by child runs, start policies or schedules)"
+            )
         is_unique = isinstance(raw, Unique)
         key, value = check_settable(key, raw.value if isinstance(raw, Unique | Limited) else raw)
         values[key] = value
@@ -249,3 +256,35 @@ def split_start_attributes(attributes: Mapping[str, Any] | None) -> StartAttribu
                     windows[key] = window
     check_count(len(values))
     return StartAttributes(values, frozenset(unique), limits, windows)
+
+
+def split_rates(
+    attributes: Mapping[str, Any] | None,
+) -> tuple[Mapping[str, Any] | None, dict[str, Rate]]:
+    """``start``'s attributes with each ``RateLimited`` value replaced by its plain
+    value, and the rate of each such key (its key checked by ``check_settable``)."""
+    if attributes is None or not isinstance(attributes, Mapping):
+        return attributes, {}
+    rates: dict[str, Rate] = {}
+    plain: dict[Any, Any] = {}
+    for key, raw in attributes.items():
+        if isinstance(raw, RateLimited):
+            checked, _ = check_settable(key, raw.value)
+            if checked in ALWAYS_UNIQUE:
+                raise ValueError(
+                    f"attribute {quoted(checked)} is always unique; it cannot be RateLimited"
+                )
+            rates[checked] = Rate(limit=raw.limit, per=raw.seconds, on_full=raw.on_full)
+            plain[key] = raw.value
+        else:
+            plain[key] = raw
+    return (plain if rates else attributes), rates
+
+
+def check_priority(priority: object) -> int:
+    """``priority`` if it is a signed 32-bit int (``bool`` excluded), else raise."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority is an int, not {type(priority).__name__}")
+    if not -(2**31) <= priority < 2**31:
+        raise ValueError(f"priority must be -2147483648 to 2147483647, got {priority}")
+    return int(priority)

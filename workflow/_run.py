@@ -11,6 +11,7 @@ import getpass
 import math
 import socket
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -19,6 +20,7 @@ from workflow import _runtime
 from workflow._attributes import check_text
 from workflow._codec import decode_result, encode_result
 from workflow._run_waiters import wait_closed
+from workflow._spans import span_seconds
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import RunCancelledError, RunFailedError, RunNotFoundError
@@ -197,6 +199,40 @@ class Run(Generic[R]):
             elif not follow:
                 continue
             await self.world.wait(run_topic(self._id), 1.0)
+
+    async def start_now(self) -> None:
+        """Start this delayed or debounced run at once, instead of at its start time.
+
+        Flow control still applies: a run waiting for a slot of a ``Limited`` pair
+        stays in line (it starts when promoted), and a ``RateLimited`` run starts
+        no earlier than its pairs' windows allow.
+
+        Raises:
+            RunNotFoundError: no such run.
+            ValueError: the run has already started (it is not pending, or a
+                worker has begun it); nothing changed.
+        """
+        await self._move(None)
+
+    async def set_delay(self, delay: float | timedelta) -> None:
+        """Move this pending run's start to ``delay`` (seconds or a ``timedelta``,
+        0 to 100 years) from now, earlier or later than it was.
+
+        A ``RateLimited`` run starts no earlier than its pairs' windows allow (its
+        tokens move with it).
+
+        Raises:
+            RunNotFoundError: no such run.
+            TypeError / ValueError: a bad ``delay``; or the run has already started
+                (not pending, or a worker has begun it), or it waits for a slot of
+                a ``Limited`` pair (its start is its promotion); nothing changed.
+        """
+        await self._move(span_seconds("delay", delay))
+
+    async def _move(self, delay: float | None) -> None:
+        record = await self.world.move_start(self._id, delay)
+        if record is None:
+            raise self._not_found()
 
     async def retry(self, *, by: str | None = None) -> None:
         """Reopen this failed or cancelled run: same id, its recorded steps kept.

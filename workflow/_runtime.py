@@ -155,12 +155,19 @@ class Runtime(ABC):
         raise NotInWorkflowError("patched() works in workflow code, not in steps")
 
     def hold(
-        self, key: str, value: AttributeValue, limit: int
+        self, key: str, value: AttributeValue, limit: int, priority: int = 0
     ) -> AbstractAsyncContextManager[None]:
         """A durable semaphore block of workflow code; see ``workflow.hold``."""
         raise NotInWorkflowError(
             "hold() works in workflow code: a step cannot wait durably; hold the slot in "
             "the workflow around the step call"
+        )
+
+    async def rate_limit(self, key: str, value: AttributeValue, limit: int, per: float) -> None:
+        """Wait durably for a token of a rate-limited pair; see ``workflow.rate_limit``."""
+        raise NotInWorkflowError(
+            "rate_limit() works in workflow code: a step cannot wait durably; take the "
+            "token in the workflow before the step call"
         )
 
 

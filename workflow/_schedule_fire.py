@@ -7,7 +7,10 @@ twice. The overlap rule is a start policy on the schedule's unique pair
 (``$schedule=<id>``, or the shared business pair): ``SKIP`` and
 ``BUFFER_ONE`` refuse to take it from an open holder, ``CANCEL_OTHER`` takes
 it over atomically (cancelling the holder), ``ALLOW_ALL`` claims nothing.
-Used by the worker (``workflow.engine``) and by ``Schedule.trigger``/``backfill``.
+The worker (``workflow.engine``) plans each leased schedule's round
+(``plan_round``) and hands a batch of rounds to ``World.fire_schedules``: one
+transaction for every due fire of the batch. ``Schedule.trigger`` and
+``backfill`` start one fire at a time (``start_fire``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,6 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 from typing import NamedTuple
-
-import msgspec
 
 from workflow._attributes import SCHEDULE_KEY, SCHEDULED_AT_KEY
 from workflow._schedule_spec import Overlap, ScheduleSpec, decode_spec, next_fire
@@ -27,6 +28,8 @@ from worlds.types import (
     AttributeValue,
     ConflictRule,
     CreateRunRequest,
+    ScheduleFire,
+    ScheduleFireTime,
     ScheduleRecord,
     StartPolicy,
 )
@@ -35,8 +38,9 @@ __all__ = [
     "BUFFER_RECHECK",
     "MAX_FIRES_PER_ROUND",
     "Fired",
-    "fire_due",
+    "fire_request",
     "fire_run_id",
+    "plan_round",
     "start_fire",
 ]
 
@@ -82,10 +86,10 @@ class Fired(NamedTuple):
     blocked_by: str | None = None
 
 
-async def start_fire(
-    world: World, record: ScheduleRecord, spec: ScheduleSpec, at: datetime, overlap: Overlap
-) -> Fired:
-    """Start the fire of ``record`` at ``at`` under ``overlap``, at most once ever."""
+def fire_request(
+    record: ScheduleRecord, spec: ScheduleSpec, at: datetime, overlap: Overlap
+) -> CreateRunRequest:
+    """The start of the fire of ``record`` at ``at`` under ``overlap``."""
     run_id = fire_run_id(record.id, at)
     attributes: dict[str, AttributeValue] = dict(spec.attributes)
     attributes[SCHEDULE_KEY] = record.id
@@ -98,7 +102,7 @@ async def start_fire(
         unique = frozenset({key})
         conflict: ConflictRule = "terminate_existing" if overlap is Overlap.CANCEL_OTHER else "fail"
         policy = StartPolicy(key=key, conflict=conflict, reuse="allow_duplicate")
-    request = CreateRunRequest(
+    return CreateRunRequest(
         run_id=run_id,
         workflow=record.workflow,
         args=spec.args,
@@ -106,6 +110,14 @@ async def start_fire(
         unique=unique,
         policy=policy,
     )
+
+
+async def start_fire(
+    world: World, record: ScheduleRecord, spec: ScheduleSpec, at: datetime, overlap: Overlap
+) -> Fired:
+    """Start the fire of ``record`` at ``at`` under ``overlap``, at most once ever."""
+    request = fire_request(record, spec, at, overlap)
+    run_id = request.run_id
     await check_plain_write(world)  # the run's arguments are payloads
     try:
         created = await world.create_run(request)
@@ -118,36 +130,34 @@ async def start_fire(
     return Fired(run_id, started=True)
 
 
-async def fire_due(world: World, record: ScheduleRecord, now: datetime) -> ScheduleRecord | None:
-    """Handle every fire of ``record`` due by ``now`` (the world's clock), then store its state.
+def plan_round(record: ScheduleRecord, now: datetime) -> ScheduleFire:
+    """The round of ``record`` due by ``now`` (the world's clock), for ``World.fire_schedules``.
 
     A buffered fire goes first. Fire times older than the catchup window are
-    passed over (missed); each other one is started under the schedule's
-    overlap rule. The new state (next fire time, buffered fire, when to wake)
-    is written over the version read, so a concurrent pause or edit wins and
-    this round's state is dropped (its runs stand: a later round finds them).
-    Returns the stored record, or ``None`` when the compare-and-set lost.
+    passed over (missed); each other one, up to ``MAX_FIRES_PER_ROUND``, is
+    started under the schedule's overlap rule; the next one not handled is
+    the schedule's next fire. The world stores the round over the version
+    read, so a concurrent pause or edit wins and this round is dropped.
     """
     spec = decode_spec(record.spec)
-    buffered = record.buffered_at
-    if buffered is not None:
-        fired = await start_fire(world, record, spec, buffered, Overlap.BUFFER_ONE)
-        if fired.blocked_by is None:
-            buffered = None
+    buffered = None
+    if record.buffered_at is not None:
+        buffered = fire_request(record, spec, record.buffered_at, Overlap.BUFFER_ONE)
     moment = record.next_fire_at
     oldest = now - spec.catchup_window
     if moment is not None and moment < oldest:
         moment = next_fire(spec, oldest - _MICROSECOND)
-    handled = 0
-    while moment is not None and moment <= now and handled < MAX_FIRES_PER_ROUND:
-        fired = await start_fire(world, record, spec, moment, spec.overlap)
-        if fired.blocked_by is not None and spec.overlap is Overlap.BUFFER_ONE:
-            buffered = moment if buffered is None else buffered
+    fires: list[ScheduleFireTime] = []
+    while moment is not None and moment <= now and len(fires) < MAX_FIRES_PER_ROUND:
+        fires.append(
+            ScheduleFireTime(at=moment, request=fire_request(record, spec, moment, spec.overlap))
+        )
         moment = next_fire(spec, moment)
-        handled += 1
-    wake = moment
-    if buffered is not None:
-        recheck = now + BUFFER_RECHECK
-        wake = recheck if wake is None else min(wake, recheck)
-    state = msgspec.structs.replace(record, next_fire_at=moment, buffered_at=buffered, wake_at=wake)
-    return await world.update_schedule(state)
+    return ScheduleFire(
+        record=record,
+        fires=tuple(fires),
+        buffered=buffered,
+        buffer=spec.overlap is Overlap.BUFFER_ONE,
+        next_fire_at=moment,
+        recheck_at=now + BUFFER_RECHECK,
+    )

@@ -16,13 +16,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from workflow import _observe, _runtime
-from workflow._attributes import IDEMPOTENCY_KEY, check_pair, split_start_attributes
+from workflow._attributes import (
+    IDEMPOTENCY_KEY,
+    check_pair,
+    check_priority,
+    split_rates,
+    split_start_attributes,
+)
 from workflow._codec import encode_start
 from workflow._run import Run
 from workflow._spans import span_seconds
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
-from workflow.errors import AttributeConflictError
+from workflow.errors import AttributeConflictError, RateLimitExceededError
 from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.semantics import ON_PARENT_CLOSE, new_run_id
@@ -41,6 +47,7 @@ async def start(
     timeout: float | timedelta | None = None,
     delay: float | timedelta | None = None,
     on_parent_close: str = "cancel",
+    priority: int = 0,
     world: World | None = None,
 ) -> Run[R]:
     """Create a run of workflow ``fn`` with ``args``; a worker will execute it.
@@ -66,10 +73,16 @@ async def start(
     ``timeout``, a run still open that long after its start fails with a
     ``TimeoutError`` (a durable timer in the world enforces it); a deadline
     past 9000-01-01 (``math.inf``, say) is clamped to that date, like timers.
+    Every ``RateLimited`` value takes a token of its pair: the run starts when
+    the pair's window allows (see ``RateLimited``). ``priority`` (an int, 0 by
+    default) orders the runs waiting for the same slots or tokens: the lowest
+    number is admitted first, first in first out within a number.
 
     Raises:
         AttributeConflictError: a unique pair is held by another run, or a
             ``Limited(..., on_full="fail")`` pair is full; nothing was created.
+        RateLimitExceededError: a ``RateLimited(..., on_full="fail")`` pair's
+            window is full (``retry_after`` says for how long); nothing was created.
         TypeError / ValueError: bad arguments or attributes; nothing was written.
     """
     if not isinstance(fn, WorkflowDefinition):
@@ -78,12 +91,13 @@ async def start(
         raise ValueError(
             f"on_parent_close must be one of {list(ON_PARENT_CLOSE)}, got {on_parent_close!r}"
         )
+    priority = check_priority(priority)
     runtime = _runtime.current_or_none()
     if runtime is not None and runtime.in_workflow:
         values, unique, limits, windows = split_start_attributes(attributes)
-        if limits or windows or delay is not None:
+        if limits or windows or delay is not None or priority:
             raise ValueError(
-                "a child run takes no Limited value, reuse window or delay= yet; "
+                "a child run takes no Limited value, reuse window, delay= or priority= yet; "
                 "start such a run from a step, or outside the workflow"
             )
         return await _start_child(
@@ -101,7 +115,7 @@ async def start(
     with _observe.starting(fn.name, attributes or {}, report) as headers:
         try:
             run = await _create(
-                fn, args, attributes, idempotency_key, timeout, delay, world, headers
+                fn, args, attributes, idempotency_key, timeout, delay, priority, world, headers
             )
         except BaseException as exc:
             report.error = exc
@@ -117,10 +131,12 @@ async def _create(
     idempotency_key: str | None,
     timeout: float | timedelta | None,
     delay: float | timedelta | None,
+    priority: int,
     world: World | None,
     headers: dict[str, str],
 ) -> Run[R]:
     payload = encode_start(fn, args, headers)
+    attributes, rates = split_rates(attributes)
     values, unique, limits, windows = split_start_attributes(attributes)
     start_at = None
     if delay is not None:
@@ -133,7 +149,7 @@ async def _create(
     target = resolve_world(world)
     await check_plain_write(target)
     # a run that may wait (a slot, a start time) is not run ahead
-    waits = bool(limits) or start_at is not None
+    waits = bool(limits) or bool(rates) or start_at is not None
     starter = None if waits else _runtime.eager_starter(target, fn.name)
     request = CreateRunRequest(
         run_id=new_run_id(),
@@ -145,6 +161,8 @@ async def _create(
         limits=limits,
         start_at=start_at,
         windows=windows,
+        rates=rates,
+        priority=priority,
     )
     running_here = False
     if starter is None:
@@ -162,6 +180,15 @@ async def _create(
         holder: Run[R] = Run(refused.holder_run_id, world=world, workflow=fn)
         if refused.key == IDEMPOTENCY_KEY:
             return holder
+        if refused.retry_after is not None and refused.key in rates:
+            raise RateLimitExceededError(
+                refused.key,
+                refused.value,
+                holder,
+                limit=rates[refused.key].limit,
+                per=rates[refused.key].per,
+                retry_after=refused.retry_after,
+            )
         raise AttributeConflictError(
             refused.key,
             refused.value,

@@ -14,11 +14,12 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from workflow import _runtime
-from workflow._attributes import check_pair, reuse_window
+from workflow._attributes import check_pair, check_priority, reuse_window
 from workflow._codec import encode_result
 from workflow._hooks import Hook
 from workflow.types import RunMetadata, StepMetadata
 from worlds.quoting import quoted
+from worlds.semantics import check_rate
 from worlds.semantics import check_stream_name as check_name
 from worlds.types import AttributeValue
 
@@ -33,6 +34,7 @@ __all__ = [
     "now",
     "patched",
     "random",
+    "rate_limit",
     "set_attribute",
     "sleep",
     "uuid4",
@@ -101,7 +103,41 @@ async def sleep(duration: float | timedelta) -> None:
     await _runtime.current().sleep(seconds)
 
 
-def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContextManager[None]:
+async def rate_limit(
+    key: str, value: AttributeValue, *, limit: int, per: float | timedelta
+) -> None:
+    """Wait durably until this run holds a token of the pair (``key``, ``value``):
+    at most ``limit`` tokens per sliding window of ``per`` (seconds or a
+    ``timedelta``), handed out in call order across every run of the world.
+
+    ``await rate_limit("customer", "c-9", limit=10, per=60)`` before a step that
+    calls an external API keeps the calls for customer c-9 at ten a minute. The
+    token is taken when the call commits and recorded in the run's log with its
+    time; the run then waits on a durable timer until that time, holding no
+    worker. Replay answers from the log and never takes a second token. Runs
+    started with ``RateLimited`` values of the same pair share its window.
+
+    Raises:
+        TypeError / ValueError: a bad pair, ``limit`` (an int, 1-1000000) or
+            ``per`` (more than 0 seconds, at most 100 years); or the pair is rate
+            limited at another rate by its recent tokens (one rate per pair).
+        NotInWorkflowError: called outside workflow code.
+    """
+    key, value = check_pair(key, value)
+    seconds = _per_seconds(per)
+    check_rate(f"rate_limit({quoted(key)})", limit, seconds)
+    await _runtime.current().rate_limit(key, value, limit, seconds)
+
+
+def _per_seconds(per: object) -> float:
+    if isinstance(per, bool) or not isinstance(per, int | float | timedelta):
+        raise TypeError(f"per is seconds or a timedelta, not {type(per).__name__}")
+    return per.total_seconds() if isinstance(per, timedelta) else float(per)
+
+
+def hold(
+    key: str, value: AttributeValue, limit: int = 1, *, priority: int = 0
+) -> AbstractAsyncContextManager[None]:
     """A durable semaphore: ``async with hold(key, value, limit=n):`` runs its block
     while this run holds one of ``n`` slots of the pair (``key``, ``value``).
 
@@ -117,6 +153,8 @@ def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContex
 
     A run holds a pair once at a time: entering a second ``hold`` of a pair it
     already holds or waits for raises ``ValueError`` (it could only deadlock).
+    ``priority`` (an int, 0 by default) orders the line: when a slot frees, the
+    waiter with the lowest number goes first, first in first out within a number.
 
     Raises:
         TypeError: ``limit`` is not an int.
@@ -130,7 +168,8 @@ def hold(key: str, value: AttributeValue, limit: int = 1) -> AbstractAsyncContex
         raise TypeError(f"hold() takes an int limit, not {type(limit).__name__}")
     if not 1 <= limit <= 1_000_000:
         raise ValueError(f"limit of hold({quoted(key)}) must be 1-1000000, got {limit}")
-    return _runtime.current().hold(key, value, limit)
+    priority = check_priority(priority)
+    return _runtime.current().hold(key, value, limit, priority)
 
 
 def create_hook(

@@ -7,6 +7,7 @@
     ├── RetryableError           raised in a step: retry it (after retry_after, if given)
     ├── StepFailedError          a workflow awaited a step that failed for good
     ├── AttributeConflictError   a unique attribute pair is held by another run
+    │   └── RateLimitExceededError   a RateLimited(..., on_full="fail") pair's window is full
     ├── HookConflictError        a hook token is held by another run
     ├── HookNotFoundError        resume_hook() of a token no open run holds
     ├── RunAlreadyStartedError   a start policy refused to start a duplicate run
@@ -41,6 +42,7 @@ __all__ = [
     "NonDeterminismError",
     "NotInWorkflowError",
     "QuerySyntaxError",
+    "RateLimitExceededError",
     "RetryableError",
     "RunAlreadyStartedError",
     "RunCancelledError",
@@ -148,6 +150,36 @@ class AttributeConflictError(WorkflowError):
     def existing_run_id(self) -> str:
         """The id of the run holding the pair."""
         return self.existing_run.id
+
+
+class RateLimitExceededError(AttributeConflictError):
+    """A ``RateLimited(value, limit, per, on_full="fail")`` pair's window is full.
+
+    Raised by ``start``; nothing was created. ``retry_after`` (seconds, a float)
+    says when a start of the pair would be admitted if no other run starts with
+    it first; ``existing_run`` is the run whose start leaves the window then,
+    ``limit`` and ``per`` (seconds) the pair's rate. Use ``on_full="queue"`` to
+    wait instead.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        value: Any,
+        existing_run: _RunHandle,
+        *,
+        limit: int,
+        per: float,
+        retry_after: float,
+    ) -> None:
+        super().__init__(key, value, existing_run, limit=limit)
+        self.args = (
+            f"attribute {key}={value!r} is rate limited to {limit} starts per {per:g} s and "
+            f"its window is full (run {existing_run.id} started in it); a start would be "
+            f"admitted in {retry_after:.3f} s, or RateLimited(..., on_full='queue') waits",
+        )
+        self.per = per
+        self.retry_after = retry_after
 
 
 class HookConflictError(WorkflowError):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Generic, Literal, TypeVar
 
-__all__ = ["Limited", "RunMetadata", "StepMetadata", "Unique"]
+__all__ = ["Limited", "RateLimited", "RunMetadata", "StepMetadata", "Unique"]
 
 V = TypeVar("V")
 
@@ -56,6 +57,51 @@ class Limited(Generic[V]):
             raise ValueError(f"Limited's limit must be 1-1000000, got {self.limit}")
         if self.on_full not in ("queue", "fail"):
             raise ValueError(f"on_full must be 'queue' or 'fail', got {self.on_full!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimited(Generic[V]):
+    """Marks a start-time attribute value as a pair at most ``limit`` runs start
+    with per sliding window of ``per`` (seconds or a ``timedelta``).
+
+    ``start(fn, attributes={"customer": RateLimited("c-9", 10, per=60)})`` takes a
+    token of ``customer=c-9`` in the same atomic operation that creates the run:
+    no window of 60 seconds ever holds more than 10 starts of the pair. When the
+    window is full, ``on_full="queue"`` (the default) still creates the run,
+    pending (holding no worker), and it starts as soon as the window allows, in
+    arrival order; ``on_full="fail"`` makes ``start`` raise
+    ``RateLimitExceededError`` (whose ``retry_after`` says when a start would be
+    admitted) instead, creating nothing. The value is stored as a plain attribute.
+    """
+
+    value: V
+    limit: int
+    per: float | timedelta
+    on_full: Literal["queue", "fail"] = "queue"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int):
+            raise TypeError(f"RateLimited's limit is an int, not {type(self.limit).__name__}")
+        if not 1 <= self.limit <= 1_000_000:
+            raise ValueError(f"RateLimited's limit must be 1-1000000, got {self.limit}")
+        per = self.per
+        if isinstance(per, bool) or not isinstance(per, int | float | timedelta):
+            raise TypeError(
+                f"RateLimited's per is seconds or a timedelta, not {type(per).__name__}"
+            )
+        seconds = per.total_seconds() if isinstance(per, timedelta) else float(per)
+        if not (math.isfinite(seconds) and 0 < seconds <= 100 * 365 * 86400):
+            raise ValueError(
+                f"RateLimited's per must be > 0 seconds and at most 100 years, got {per}"
+            )
+        if self.on_full not in ("queue", "fail"):
+            raise ValueError(f"on_full must be 'queue' or 'fail', got {self.on_full!r}")
+
+    @property
+    def seconds(self) -> float:
+        """``per`` in seconds."""
+        per = self.per
+        return per.total_seconds() if isinstance(per, timedelta) else float(per)
 
 
 @dataclass(frozen=True, slots=True)

@@ -321,7 +321,10 @@ class RunDetails:
     starts_at: datetime | None = None
     start_reason: str | None = None
     """For a pending run made to wait: when it starts at the earliest, and why
-    (``"delayed"``: ``start(delay=)``; ``"debounced"``: ``start_or_debounce``)."""
+    (``"delayed"``: ``start(delay=)``; ``"debounced"``: ``start_or_debounce``;
+    ``"rate limited by KEY=VALUE"``: its ``RateLimited`` token)."""
+    priority: int = 0
+    """``start(..., priority=n)`` (from its ``RunCreated``)."""
 
     def start_note(self) -> str | None:
         """``starts at T (delayed by start(delay=))``, for a pending run that waits for a time."""
@@ -347,6 +350,7 @@ class RunDetails:
             "waiting": [wait.to_json() for wait in self.waiting],
             "starts_at": None if self.starts_at is None else self.starts_at.isoformat(),
             "start_reason": self.start_reason,
+            "priority": self.priority,
             "parent": self.parent,
             "children": [run_to_json(child) for child in self.children],
             "events": [event_to_json(event) for event in shown],
@@ -413,7 +417,8 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
             continue
         rows = await run.world.list_slots(slot.key, slot.value)
         holders = [row.run_id for row in rows if row.holding]
-        ahead = sum(1 for row in rows if not row.holding and row.position < slot.position)
+        line = [(row.run_id, row.hold) for row in rows if not row.holding]  # promotion order
+        ahead = line.index((slot.run_id, slot.hold)) if (slot.run_id, slot.hold) in line else 0
         waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead, slot.hold))
     parent = await run.parent()
     children = [child.record for child in await run.children() if child.record is not None]
@@ -430,7 +435,14 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         children,
         starts_at,
         start_reason,
+        _priority(events),
     )
+
+
+def _priority(events: list[EventKind]) -> int:
+    """The run's start priority (its ``RunCreated``'s)."""
+    created = events[0] if events else None
+    return created.priority if isinstance(created, RunCreated) else 0
 
 
 def _start(record: RunRecord, events: list[EventKind]) -> tuple[datetime | None, str | None]:
@@ -440,6 +452,11 @@ def _start(record: RunRecord, events: list[EventKind]) -> tuple[datetime | None,
     created = events[0]
     if not isinstance(created, RunCreated) or created.start_at is None:
         return None, None
+    if created.rate_limited:
+        pairs = ", ".join(
+            f"{k}={format_value(record.attributes.get(k))}" for k in created.rate_limited
+        )
+        return created.start_at, f"rate limited by {pairs}: its token is due then"
     return created.start_at, "debounced" if created.debounced else "delayed"
 
 

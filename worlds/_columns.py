@@ -141,6 +141,7 @@ class Columns:
             holding=bool(row["holding"]),
             position=row["position"],
             hold=row["hold"],
+            priority=row["priority"],
         )
 
     def queued(self, row: Row) -> QueuedWork:

@@ -23,6 +23,9 @@ def translates_errors(cls: C) -> C:
     that ``as_world_error`` recognises is raised as the matching ``WorldError``
     subclass, chained to the original; any other exception goes through as it
     is. Callers then decide from the class alone whether to retry or stop.
+    Before a translated error leaves, the world's ``_on_world_error(cause)`` is
+    awaited when its class defines one (the PostgreSQL world drops its
+    connections after a read-only server's answer).
     """
     for name, method in list(vars(cls).items()):
         if not name.startswith("_") and inspect.iscoroutinefunction(method):
@@ -39,7 +42,12 @@ def _translating(
             return await method(*args, **kwargs)
         except Exception as exc:
             error = as_world_error(exc)
-            if error is None or error is exc:
+            if error is None:
+                raise
+            hook = getattr(args[0], "_on_world_error", None) if args else None
+            if hook is not None:
+                await hook(exc)
+            if error is exc:
                 raise
             raise error from exc
 

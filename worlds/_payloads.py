@@ -40,6 +40,7 @@ from worlds.types import (
     RunCreated,
     RunFailed,
     RunRecord,
+    ScheduleFire,
     StepCompleted,
     StepCreated,
     StepFailed,
@@ -163,6 +164,19 @@ class Payloads:
                 at=first.at,
             )
         return _replace(request, args=self.in_(request.args), first=first)
+
+    def fires_in(self, fires: Sequence[ScheduleFire]) -> list[ScheduleFire]:
+        """A ``fire_schedules`` batch with every start's arguments encoded."""
+        return [
+            _replace(
+                fire,
+                fires=tuple(
+                    _replace(each, request=self.create_in(each.request)) for each in fire.fires
+                ),
+                buffered=None if fire.buffered is None else self.create_in(fire.buffered),
+            )
+            for fire in fires
+        ]
 
     def created_out(self, result: CreateRunResult) -> CreateRunResult:
         """A ``create_run`` result with its run, lease and first commit decoded."""

@@ -38,6 +38,14 @@ class SignalHub:
         self._lock = threading.Lock()
         self._waiters: dict[str, set[_Waiter]] = {}
         self._unheard: dict[str, None] = {}
+        self._heard: dict[str, int] = {}
+        self._epoch = 0
+
+    def heard(self, topic: str) -> tuple[int, int]:
+        """A count that changes whenever ``topic`` is signalled or everyone is woken:
+        a poll that found nothing need not look again while it stays the same."""
+        with self._lock:
+            return self._epoch, self._heard.get(topic, 0)
 
     def signal(self, topic: str) -> None:
         """Wake everyone waiting on ``topic``, or remember it for the next waiter.
@@ -48,6 +56,7 @@ class SignalHub:
         woken: set[_Waiter] = set()
         with self._lock:
             for each in (topic, RUNS_TOPIC) if is_run_topic(topic) else (topic,):
+                self._heard[each] = self._heard.get(each, 0) + 1
                 waiters = self._waiters.pop(each, None)
                 if waiters:
                     woken |= waiters
@@ -59,8 +68,9 @@ class SignalHub:
         _wake(woken)
 
     def wake_all(self) -> None:
-        """Wake every waiter (the world is closing)."""
+        """Wake every waiter (the world is closing, or its listener was down)."""
         with self._lock:
+            self._epoch += 1
             waiters = {waiter for group in self._waiters.values() for waiter in group}
             self._waiters.clear()
         _wake(waiters)

@@ -46,6 +46,8 @@ from worlds.types import (
     HookDelivery,
     HookStartResult,
     RunRecord,
+    ScheduleFire,
+    ScheduleRecord,
     StreamChunk,
     WorkItem,
 )
@@ -185,6 +187,14 @@ class CodecWorld(WorldWrapper):
         encoded = [self._payloads.commit_in(request) for request in requests]
         return self._payloads.outcomes_out(await self.inner.commit_many(encoded))
 
+    async def fire_schedules(
+        self, fires: Sequence[ScheduleFire]
+    ) -> list[ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``; every start's arguments are encoded."""
+        if not self._recorded:
+            await self._record()
+        return await self.inner.fire_schedules(self._payloads.fires_in(fires))
+
     async def start_or_resume_hook(
         self, request: CreateRunRequest, delivery: HookDelivery
     ) -> HookStartResult:
@@ -226,6 +236,10 @@ class CodecWorld(WorldWrapper):
         """See ``World.fork_run``."""
         forked = await self.inner.fork_run(source_run_id, run_id, from_step, by)
         return self._payloads.record_out(forked)
+
+    async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
+        """See ``World.move_start``."""
+        return self._payloads.record_out(await self.inner.move_start(run_id, delay))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See ``World.get_run``; the result and error are decoded."""

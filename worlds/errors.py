@@ -8,13 +8,15 @@ whether waiting can help::
     ├── WorldClosedError            used after close(); also a RuntimeError
     ├── WorldUnavailableError       may heal by waiting: retry with backoff
     │   │                           (connection refused or reset, server restarting,
-    │   │                           timeout, database locked, too many connections)
+    │   │                           timeout, database locked, too many connections, a
+    │   │                           PostgreSQL server that is read-only or in recovery:
+    │   │                           a standby, or a primary being failed over)
     │   └── WorldDeadlockError      two transactions waited for each other and the
     │                               database undid this one: retry it
     └── WorldMisconfiguredError     cannot heal by waiting: stop and say why
         │                           (database missing, authentication failed,
-        │                           read-only, schema newer than this code, a
-        │                           directory or non-database file as the path)
+        │                           a read-only SQLite file, schema newer than this
+        │                           code, a directory or non-database file as the path)
         ├── WorldFileReplacedError  the world's file was deleted or replaced under it
         └── WorldFullError          out of disk (or SQLite's max_page_count): heals
                                     when space is freed, so a worker waits it out
@@ -35,6 +37,7 @@ __all__ = [
     "WorldMisconfiguredError",
     "WorldUnavailableError",
     "as_world_error",
+    "is_read_only_server",
 ]
 
 
@@ -109,16 +112,45 @@ _PG_FULL = ("53100",)  # disk_full
 _PG_DEADLOCK = ("40P01",)  # deadlock_detected
 _PG_UNAVAILABLE_CLASSES = ("08", "40", "53", "57", "58")  # connection, rollback, resources,
 # operator intervention (shutdown, restart), system error
-_PG_MISCONFIGURED = ("28000", "28P01", "3D000", "25006", "42501", "3F000")
-# bad authorization, bad password, database does not exist, read-only transaction,
-# insufficient privilege, schema does not exist
+_PG_MISCONFIGURED = ("28000", "28P01", "3D000", "42501", "3F000")
+# bad authorization, bad password, database does not exist, insufficient privilege,
+# schema does not exist
+_PG_READ_ONLY = "25006"  # read_only_sql_transaction: "cannot execute INSERT in a read-only
+# transaction", "cannot execute NOTIFY during recovery"
+_PG_NOT_IN_STATE = "55000"  # object_not_in_prerequisite_state: "recovery is in progress"
+_PG_READ_ONLY_ADVICE = (
+    "the server is read-only (a standby, or a primary being failed over); waiting for a"
+    " primary. If this lasts, the world URL leads to no primary: list every host"
+    " (postgresql://h1,h2/db), and the world connects to the one that accepts writes"
+)
+
+
+def is_read_only_server(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL refusing a write because the server is read-only.
+
+    A hot standby, a server in recovery, or a primary that a failover manager
+    fenced (``default_transaction_read_only``) answers so; a failover may be
+    under way. A connection that was refused for not being a primary
+    (``target_session_attrs``) counts too. The PostgreSQL world then drops its
+    connections so that the next ones look for the primary again.
+    """
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate == _PG_READ_ONLY:
+        return True
+    if sqlstate == _PG_NOT_IN_STATE and "recovery" in str(exc):
+        return True
+    return type(exc).__name__ == "TargetServerAttributeNotMatched" and type(
+        exc
+    ).__module__.startswith("asyncpg")
 
 
 def as_world_error(exc: BaseException) -> WorldError | None:
     """Translate a driver's exception into a ``WorldError``, or ``None`` if it is not one.
 
     A ``WorldError`` is returned as it is. ``OSError`` (refused, reset, timed out)
-    and ``TimeoutError`` count as unavailable. Anything else (a bug, a bad
+    and ``TimeoutError`` count as unavailable, and so does a PostgreSQL server
+    that is read-only (``is_read_only_server``): during a failover it is the
+    standby before its promotion, or the old primary fenced. Anything else (a bug, a bad
     argument) is not a world error and gives ``None``.
     """
     if isinstance(exc, WorldError):
@@ -133,6 +165,8 @@ def as_world_error(exc: BaseException) -> WorldError | None:
         if name.startswith(_SQLITE_UNAVAILABLE):
             return WorldUnavailableError(message)
         return None
+    if is_read_only_server(exc):
+        return WorldUnavailableError(f"PostgreSQL: {exc}: {_PG_READ_ONLY_ADVICE}")
     sqlstate = getattr(exc, "sqlstate", None)
     if isinstance(sqlstate, str) and len(sqlstate) == 5:
         message = f"PostgreSQL: {exc}"

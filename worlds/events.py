@@ -34,6 +34,7 @@ __all__ = [
     "HookCreated",
     "HookReceived",
     "PatchMarker",
+    "RateTokenRequested",
     "RunCancelRequested",
     "RunCancelled",
     "RunCompleted",
@@ -142,6 +143,12 @@ class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
     run takes those slots again before it runs."""
     start_at: datetime | None = None
     debounced: bool = False
+    priority: int = 0
+    """``start(..., priority=n)``: among runs waiting for the same slots or tokens,
+    the lowest number is admitted first."""
+    rate_limited: tuple[str, ...] = ()
+    """The keys of its ``RateLimited`` start attributes: ``start_at`` is then (also)
+    when its tokens let it start."""
 
 
 class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):
@@ -404,6 +411,8 @@ class SlotRequested(Event, tag="slot_requested", frozen=True, kw_only=True):
     refused: int | None = None
     """Set by the world when the pair is held with another limit (that one): the
     block never enters and ``hold`` raises ``ValueError`` in the workflow."""
+    priority: int = 0
+    """``hold(..., priority=n)``: waiters are promoted lowest number first."""
 
 
 class SlotAcquired(Event, tag="slot_acquired", frozen=True, kw_only=True):
@@ -418,6 +427,26 @@ class SlotReleased(Event, tag="slot_released", frozen=True, kw_only=True):
     hold: int
 
 
+class RateTokenRequested(Event, tag="rate_token_requested", frozen=True, kw_only=True):
+    """Workflow code asked for a token of a rate-limited pair (``rate_limit``): a command.
+
+    The world settles it in the commit: it takes the pair's next token (at most
+    ``limit`` per sliding window of ``per`` seconds, in arrival order) and records
+    its time in ``token_at``; the workflow then waits until then with a durable timer.
+    Replay answers from the recorded ``token_at``, so a token is taken once.
+    """
+
+    number: int
+    key: str
+    value: StoredValue
+    limit: int
+    per: float
+    token_at: datetime | None = None
+    refused: str | None = None
+    """Set by the world instead of ``token_at`` when the pair is held at another rate (the
+    reason): no token is taken and ``rate_limit`` raises ``ValueError``."""
+
+
 CommandEvent: TypeAlias = (
     StepCreated
     | WaitCreated
@@ -430,6 +459,7 @@ CommandEvent: TypeAlias = (
     | PatchMarker
     | StreamWritten
     | SlotRequested
+    | RateTokenRequested
     | SlotReleased
     | RunCompleted
     | RunFailed

@@ -35,6 +35,7 @@ from worlds.types import (
     HookRecord,
     HookStartResult,
     RunRecord,
+    ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
     Slot,
@@ -231,6 +232,15 @@ class Runs(Protocol):
         hooks and takes slots as ``reopen_run`` does. ``None`` for an unknown
         source; ``ValueError`` for a step it does not have, a taken id, a token
         another run holds or a pair held with another limit."""
+        ...
+
+    async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
+        """Move a pending run's start, atomically (``worlds._rules.starts``): to now
+        (``delay=None``) or ``delay`` seconds from now, by the world's clock, but no
+        earlier than its rate-limited pairs' windows allow (its tokens move with it).
+        A run waiting for a slot stays in line (``delay=None``). ``None`` for an
+        unknown run; ``ValueError`` (nothing written) for a run that started (not
+        pending, or a worker began it) or a slot waiter asked to be delayed."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -470,6 +480,23 @@ class Schedules(Protocol):
         until ``update_schedule`` releases it or the lease expires; the lease
         only spares workers duplicate effort, since a fire's run id is
         derived from the fire time and so started at most once anyway.
+        """
+        ...
+
+    async def fire_schedules(
+        self, fires: Sequence[ScheduleFire]
+    ) -> list[ScheduleRecord | Exception | None]:
+        """Start the fires of leased schedules and store their new state, in one transaction.
+
+        For each ``ScheduleFire``, in its order in the result: the schedule's
+        new state (one version on, its lease released: its fires started as
+        ``create_run`` would, a fire already started or refused by its pair
+        passed over, as ``ScheduleFire`` says); ``None`` when the schedule was
+        updated or deleted since ``fire.record`` was read (nothing of it
+        written); or the exception one of its starts raised (nothing of it
+        written). Signals ``SCHEDULE_TOPIC``. A world makes the batch durable
+        at once (one transaction and one commit) and returns once it is.
+        ``ValueError`` or ``TypeError`` for a malformed start: nothing written.
         """
         ...
 

@@ -30,6 +30,7 @@ from worlds._rules.claims import (
     on_close,
 )
 from worlds._rules.commits import settled, stale_result
+from worlds._rules.rates import check_rate
 from worlds._rules.reopen import effective_log, reopen_base
 from worlds._rules.runs import (
     CLOSING_EVENTS,
@@ -63,6 +64,7 @@ __all__ = [
     "SELECTIVITY_CAP",
     "apply_to_run",
     "carried_payloads",
+    "check_rate",
     "check_stream_name",
     "created_event",
     "deadline_item",

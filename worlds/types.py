@@ -31,6 +31,7 @@ from worlds.events import (
     HookCreated,
     HookReceived,
     PatchMarker,
+    RateTokenRequested,
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
@@ -87,6 +88,8 @@ __all__ = [
     "NewWorkItem",
     "OnFull",
     "PatchMarker",
+    "Rate",
+    "RateTokenRequested",
     "ReuseRule",
     "ReuseWindow",
     "RunCancelRequested",
@@ -100,6 +103,8 @@ __all__ = [
     "RunReopened",
     "RunStarted",
     "RunStatus",
+    "ScheduleFire",
+    "ScheduleFireTime",
     "ScheduleLease",
     "ScheduleRecord",
     "Slot",
@@ -209,6 +214,10 @@ class ClaimConflict(msgspec.Struct, frozen=True, kw_only=True):
     holder_status: RunStatus | None = None
     limit: int | None = None
     holder_pruned: bool = False
+    retry_after: float | None = None
+    """Set when a rate-limited pair (``CreateRunRequest.rates``) refused the start:
+    seconds until a start would be admitted; ``holder_run_id`` is the run whose
+    token leaves the window then."""
 
 
 OnFull: TypeAlias = Literal["queue", "fail"]
@@ -223,6 +232,21 @@ class Limit(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     limit: int
+    on_full: OnFull = "queue"
+
+
+class Rate(msgspec.Struct, frozen=True, kw_only=True):
+    """At most ``limit`` starts of runs holding one (key, value) pair per sliding
+    window of ``per`` seconds.
+
+    A start takes a token of the pair: at once when the window has room and no
+    token is reserved ahead of it, else (``on_full="queue"``) the next time the
+    window allows, in arrival order, the run pending until then; ``on_full="fail"``
+    refuses the start (``ClaimConflict.retry_after``).
+    """
+
+    limit: int
+    per: float
     on_full: OnFull = "queue"
 
 
@@ -243,6 +267,8 @@ class Slot(msgspec.Struct, frozen=True, kw_only=True):
     hold: int = 0
     """0 for a slot taken at start (``Limited``); -1 for a reopened or forked run
     waiting to take its slots again; else the run's ``hold`` number."""
+    priority: int = 0
+    """Waiters are promoted lowest ``priority`` first, then by ``position``."""
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]
@@ -375,6 +401,12 @@ class CreateRunRequest(msgspec.Struct, frozen=True, kw_only=True):
     start_at: datetime | None = None
     windows: dict[str, ReuseWindow] = {}
     debounce: Debounce | None = None
+    rates: dict[str, Rate] = {}
+    """Keys of ``attributes`` whose pair admits at most ``Rate.limit`` starts per
+    window (see ``Rate``): the run's workflow item is due when its token is."""
+    priority: int = 0
+    """Among runs waiting for the same slots or tokens, the lowest number goes first
+    (first in, first out within a number)."""
 
 
 class CreateRunResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -520,6 +552,38 @@ class ScheduleRecord(msgspec.Struct, frozen=True, kw_only=True):
     version: int = 0
     created_at: datetime = EPOCH
     updated_at: datetime = EPOCH
+
+
+class ScheduleFireTime(msgspec.Struct, frozen=True, kw_only=True):
+    """One fire of a schedule's round: its fire time and the start of its run."""
+
+    at: datetime
+    request: CreateRunRequest
+
+
+class ScheduleFire(msgspec.Struct, frozen=True, kw_only=True):
+    """One leased schedule's round, as ``World.fire_schedules`` stores it.
+
+    The worker decides the fire times (the world does not read ``spec``);
+    the world starts them and stores the schedule's new state, in one
+    transaction for a whole batch of schedules. ``record`` is the schedule as
+    leased: its ``version`` is compared, and a schedule updated (or deleted)
+    since is left alone, none of its fires started. ``buffered`` is the
+    start of the fire that waited behind an open run (``record.buffered_at``),
+    tried first; ``fires`` the due fires in time order. A fire refused by
+    the overlap rule (its pair held by an open run) is dropped, or, with
+    ``buffer``, becomes the buffered fire unless one is buffered already.
+    The new state: ``next_fire_at`` as given, the buffered fire that remains,
+    and a wake time of ``next_fire_at``, no later than ``recheck_at`` while a
+    fire is buffered.
+    """
+
+    record: ScheduleRecord
+    fires: tuple[ScheduleFireTime, ...] = ()
+    buffered: CreateRunRequest | None = None
+    buffer: bool = False
+    next_fire_at: datetime | None = None
+    recheck_at: datetime | None = None
 
 
 class ScheduleLease(msgspec.Struct, frozen=True, kw_only=True):

@@ -36,6 +36,7 @@ from worlds.types import (
     HookRecord,
     HookStartResult,
     RunRecord,
+    ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
     Slot,
@@ -134,6 +135,10 @@ class WorldWrapper:
     ) -> RunRecord | None:
         """See ``World.fork_run``."""
         return await self.inner.fork_run(source_run_id, run_id, from_step, by)
+
+    async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
+        """See ``World.move_start``."""
+        return await self.inner.move_start(run_id, delay)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See ``World.get_run``."""
@@ -256,6 +261,12 @@ class WorldWrapper:
     async def delete_schedule(self, schedule_id: str) -> bool:
         """See ``World.delete_schedule``."""
         return await self.inner.delete_schedule(schedule_id)
+
+    async def fire_schedules(
+        self, fires: Sequence[ScheduleFire]
+    ) -> list[ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``."""
+        return await self.inner.fire_schedules(fires)
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float

@@ -6,7 +6,8 @@ moves (``MemoryWorld(clock=...)``), so an hour of fire times takes a moment.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
@@ -27,7 +28,7 @@ from workflow.schedules import (
 )
 from worlds.memory import MemoryWorld
 from worlds.protocol import World
-from worlds.types import ScheduleRecord
+from worlds.types import ScheduleFire, ScheduleRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -376,8 +377,9 @@ async def test_fires_missed_while_no_worker_ran_catch_up_within_the_window() -> 
 
 
 class DiesMidFire:
-    """A world whose first ``update_schedule`` calls fail after the fire's run was
-    created: as if the worker died between starting a fire and recording it."""
+    """A world whose first ``fire_schedules`` calls start the fires' runs and then
+    fail before the schedules' new state is stored: as if the worker died between
+    starting a fire and recording it (``Schedule.trigger`` starts fires so)."""
 
     def __init__(self, inner: World, failures: int) -> None:
         self.inner = inner
@@ -386,11 +388,17 @@ class DiesMidFire:
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
-    async def update_schedule(self, record: ScheduleRecord) -> ScheduleRecord | None:
+    async def fire_schedules(
+        self, fires: Sequence[ScheduleFire]
+    ) -> list[ScheduleRecord | Exception | None]:
         if self.failures:
             self.failures -= 1
+            for fire in fires:
+                for each in fire.fires:
+                    with contextlib.suppress(ValueError):  # started by an earlier round
+                        await self.inner.create_run(each.request)
             raise ConnectionError("worker died before recording the fire")
-        return await self.inner.update_schedule(record)
+        return await self.inner.fire_schedules(fires)
 
 
 async def test_a_fire_retried_after_dying_mid_fire_starts_no_second_run(world: World) -> None:

@@ -181,3 +181,35 @@ async def test_attributes_release_frees_a_tombstone(
         assert holder == live
         taken = await start(cli_flow_job, 3, attributes={"order": Unique("o-1")}, world=world)
         assert [claim.generation for claim in await taken.claims()] == [2]
+
+
+def test_start_with_priority_is_shown_and_orders_the_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/w.db"
+    target = "tests.cli.test_cli_flow:cli_flow_job"
+    ids = []
+    for n, priority in enumerate(("0", "5", "-2")):
+        started = wf_here(
+            url, "start", target, str(n), "--limit", "lane=p:1", "--priority", priority
+        )
+        assert started.code == 0, started.err
+        ids.append(started.out.strip())
+    holders = wf_here(url, "attributes", "holders", "lane", "p", "--json").json()
+    assert (holders["holders"], holders["waiters"]) == (ids[:1], [ids[2], ids[1]])
+    shown = wf_here(url, "runs", "show", ids[2])
+    assert "priority -2" in shown.out and "ahead in line" not in shown.out
+    assert "1 ahead in line" in wf_here(url, "runs", "show", ids[1]).out
+    assert wf_here(url, "runs", "show", ids[2], "--json").json()["priority"] == -2
+    refused = wf_here(url, "start", target, "0", "--priority", "high")
+    assert refused.code == 2
+
+
+async def test_runs_show_says_a_rate_limited_run_waits_for_its_token(tmp_path: Path) -> None:
+    from workflow import RateLimited
+
+    url = f"sqlite:///{tmp_path}/w.db"
+    async with worlds.open(url) as world:
+        rate = RateLimited("c-9", 1, per=3600)
+        await start(cli_flow_job, 0, attributes={"customer": rate}, world=world)
+        waiting = await start(cli_flow_job, 1, attributes={"customer": rate}, world=world)
+    shown = await wf_in(url, "runs", "show", waiting.id)
+    assert "rate limited by customer=" in shown.out and "c-9" in shown.out

@@ -1,7 +1,8 @@
 """Bad values at every ``wf`` entry point: one ``error:`` line naming the bad part, exit 2.
 
-Issue 24, item 3: URLs with a bad host or port, values the API refuses,
-ranges the wrong way round, bounds on delays, and inputs echoed in errors.
+Issue 24, item 3: URLs with a bad host or port (issue 25: or a bad list of
+hosts), values the API refuses, ranges the wrong way round, bounds on delays,
+and inputs echoed in errors.
 """
 
 from __future__ import annotations
@@ -21,12 +22,19 @@ BAD_URLS = {
     "postgresql://[::1/db": "host '[::1'",
     "postgresql://[::1]x/db": "host '[::1]x'",
     "postgresql://a:5432,b:70000/db": "port '70000' of host 'b'",
+    # multi-host URLs (failover, issue 25)
+    "postgresql://a,,b/db": "an empty host",
+    "postgresql://u@/db?host=a,b&port=1,2,3": "3 ports for 2 hosts",
+    "postgresql://a,b/db?target_session_attrs=standby": "leads to standbys",
+    "postgresql://a,b/db?target_session_attrs=read-only": "leads to standbys",
+    "postgresql://a,b/db?target_session_attrs=prefer-standby": "leads to standbys",
+    "postgresql://u:s3cretpw@a,b/db?target_session_attrs=bogus": "not 'bogus'",
 }
 
 
 @pytest.mark.parametrize("url", sorted(BAD_URLS))
 def test_a_bad_postgres_host_or_port_is_named(url: str) -> None:
-    with pytest.raises(ValueError, match="malformed world URL") as caught:
+    with pytest.raises(ValueError, match="world URL") as caught:
         worlds.open(url)
     assert BAD_URLS[url] in str(caught.value)
     assert "s3cretpw" not in str(caught.value)
@@ -51,6 +59,9 @@ def test_wf_refuses_a_bad_postgres_host_or_port_with_exit_2(url: str, command: l
         "postgresql://a:1,b:65535,c/db",
         "postgresql:///db?host=/tmp",
         "postgresql://u:p:w@h:5432/db",
+        "postgresql://a,b/db?target_session_attrs=primary",  # multi-host forms (failover)
+        "postgresql://a,b/db?target_session_attrs=any",
+        "postgresql://u@/db?host=a,b&port=5432,5433",
     ],
 )
 def test_good_postgres_hosts_and_ports_open(url: str) -> None:

@@ -64,6 +64,7 @@ FROZEN = {
     6: "317334b7ee35c4364b33782d06b88ace4103f0176e239000524ea906a2fdd4d8",
     7: "14942edf15393f45d00241582eb5aa46af302f60c1335abb1ca388583107f2df",
     8: "04fcbc7e55b2ba23dbf54f0b0bff8e0505fd503e5dafbddf9b37e2336663d795",
+    9: "e62bfd99479b63e774790baa1968fe3b49a2824e0cc0325b003007c442d5d077",
 }
 """sha256 of each migration's statements: a file at version v ran exactly these."""
 

@@ -21,6 +21,7 @@ from worlds.types import (
     HookConflict,
     HookCreated,
     PatchMarker,
+    RateTokenRequested,
     RunCancelled,
     RunCompleted,
     RunContinued,
@@ -85,5 +86,7 @@ def issuing_call(command: CommandEvent) -> str:
             return f"hold({command.key!r}, {command.value!r})"
         case SlotReleased():
             return "the end of a hold() block"
+        case RateTokenRequested():
+            return f"rate_limit({command.key!r}, {command.value!r})"
         case _:
             assert_never(command)

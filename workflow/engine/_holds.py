@@ -38,9 +38,9 @@ class Holds:
         self._acquired: set[int] = set()
         self._waiters: dict[int, asyncio.Future[None]] = {}
 
-    def block(self, key: str, value: AttributeValue, limit: int) -> HoldBlock:
+    def block(self, key: str, value: AttributeValue, limit: int, priority: int = 0) -> HoldBlock:
         """The ``async with`` block of one ``hold`` call."""
-        return HoldBlock(self, key, value, limit)
+        return HoldBlock(self, key, value, limit, priority)
 
     def acquired(self, event: SlotAcquired) -> None:
         """Deliver a promotion: the waiting block of ``event.hold`` enters."""
@@ -49,7 +49,7 @@ class Holds:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def acquire(self, key: str, value: AttributeValue, limit: int) -> int:
+    async def acquire(self, key: str, value: AttributeValue, limit: int, priority: int = 0) -> int:
         """Take a slot of (``key``, ``value``) or wait in line for one; the hold's number."""
         pair = (key, index_value(value))
         if pair in self._pairs.values():
@@ -63,7 +63,9 @@ class Holds:
             f"hold({key!r}, {value!r})",
             SlotRequested,
             SlotRequested,
-            lambda: SlotRequested(hold=self._next, key=key, value=value, limit=limit),
+            lambda: SlotRequested(
+                hold=self._next, key=key, value=value, limit=limit, priority=priority
+            ),
             lambda recorded: (recorded.key, index_value(recorded.value)) == pair,
             future.set_result,
         )
@@ -107,17 +109,22 @@ class _RefusedError(Exception):
 class HoldBlock:
     """``async with hold(key, value, limit=n):`` in workflow code."""
 
-    def __init__(self, holds: Holds, key: str, value: AttributeValue, limit: int) -> None:
+    def __init__(
+        self, holds: Holds, key: str, value: AttributeValue, limit: int, priority: int
+    ) -> None:
         self._holds = holds
         self._key = key
         self._value = value
         self._limit = limit
+        self._priority = priority
         self._number: int | None = None
 
     async def __aenter__(self) -> None:
         if self._number is not None:
             raise RuntimeError("a hold() block is entered once; call hold() again")
-        self._number = await self._holds.acquire(self._key, self._value, self._limit)
+        self._number = await self._holds.acquire(
+            self._key, self._value, self._limit, self._priority
+        )
 
     async def __aexit__(
         self,

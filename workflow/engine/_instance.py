@@ -43,6 +43,7 @@ from workflow.engine._holds import Holds
 from workflow.engine._hooks import Hooks
 from workflow.engine._loop import WorkflowLoop
 from workflow.engine._patches import Patches
+from workflow.engine._rates import RateTokens
 from workflow.engine._recorder import Commit, Recorder
 from workflow.engine._run_attributes import RunAttributes
 from workflow.engine._steps_and_timers import StepsAndTimers
@@ -122,6 +123,10 @@ class WorkflowInstance(_runtime.Runtime):
     @cached_property
     def _holds(self) -> Holds:
         return Holds(self._recorder, self.loop)
+
+    @cached_property
+    def _rates(self) -> RateTokens:
+        return RateTokens(self._recorder, self.loop)
 
     @cached_property
     def _patches(self) -> Patches:
@@ -418,10 +423,14 @@ class WorkflowInstance(_runtime.Runtime):
         self._streams.write(name, data)
 
     def hold(
-        self, key: str, value: AttributeValue, limit: int
+        self, key: str, value: AttributeValue, limit: int, priority: int = 0
     ) -> AbstractAsyncContextManager[None]:
         """A durable semaphore block; see ``workflow.hold`` and ``workflow.engine._holds``."""
-        return self._holds.block(key, value, limit)
+        return self._holds.block(key, value, limit, priority)
+
+    async def rate_limit(self, key: str, value: AttributeValue, limit: int, per: float) -> None:
+        """Wait durably for a token; see ``workflow.rate_limit`` and ``workflow.engine._rates``."""
+        await self._rates.take(key, value, limit, per)
 
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name`` (``_patches``)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import assert_never
 
-from worlds._flows import closing, settle, slots, work
+from worlds._flows import closing, rates, settle, slots, work
 from worlds._flows.rows import IdTaken, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import batches, commits, requests, runs
@@ -140,6 +140,8 @@ async def _do(tx: Tx, request: CommitRequest, need: commits.Need) -> object:
             return await settle.settle_hook(tx, run_id, event)
         case commits.Acquire(run_id=run_id, event=requested):
             return await slots.acquire(tx, run_id, requested)
+        case commits.TakeToken(run_id=run_id, event=asked):
+            return await rates.acquire(tx, run_id, asked)
         case commits.Append(run=run, event=event):
             tx.append(run.id, event)
         case commits.Release(run_id=run_id, hold=hold):

@@ -5,7 +5,8 @@ of its pair (``claims.debounce``: new arguments and a later start for it, or a
 takeover); then every unique pair is claimed, in key order: a free one at
 once, a held one as the start policy decides (``claims.on_create``: a conflict
 undoes everything, a takeover cancels an open holder); then the limited pairs
-admit the run, make it wait, or refuse it (``slots.admit``); then the run, its
+admit the run, make it wait, or refuse it (``slots.admit``), and the
+rate-limited ones give it a token now or later, or refuse it (``rates.admit``); then the run, its
 ``RunCreated``, its attributes, its slots or places in line, its workflow item
 (due at its start time, unless it waits for a slot) and its deadline timer are
 written; last, a first task run ahead (``runs.first_task_commit``) is committed
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from worlds._flows import closing, commit, slots, work
+from worlds._flows import closing, commit, rates, slots, work
 from worlds._flows.rows import ClaimRow, IdTaken, Retry, Rollback, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import claims, requests, runs
@@ -30,7 +31,7 @@ from worlds.types import (
     ReuseWindow,
 )
 
-__all__ = ["check", "create_run", "run_exists"]
+__all__ = ["check", "create_run", "refused_before_writes", "run_exists"]
 
 
 def check(request: CreateRunRequest) -> None:
@@ -43,6 +44,13 @@ def run_exists(run_id: str) -> NoReturn:
     """Raise the ``ValueError`` of a taken run id (for a world's own shortcut that
     found it taken)."""
     raise requests.run_exists(run_id) from None
+
+
+def refused_before_writes(request: CreateRunRequest) -> bool:
+    """Whether a refusal of ``request`` (a held pair's ``Rollback``) comes before it wrote
+    anything, so a batch needs no savepoint to undo it: no debounce, at most one unique
+    pair (its claim is taken, or refused, first) and no limited pairs (in the order above)."""
+    return request.debounce is None and len(request.unique) <= 1 and not request.limits
 
 
 async def create_run(rows: Rows, request: CreateRunRequest) -> CreateRunResult:
@@ -89,10 +97,13 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
     admitted = await slots.admit(tx, request)
     if isinstance(admitted, ClaimConflict):
         raise Rollback(CreateRunResult(conflict=admitted))
+    token_at = await rates.admit(tx, request)
+    if isinstance(token_at, ClaimConflict):
+        raise Rollback(CreateRunResult(conflict=token_at))
     eager = admitted == "hold" and runs.runs_ahead(request)
     wake_at = None
     if admitted == "hold" and task is None and not eager:
-        wake_at = request.start_at or tx.rows.now
+        wake_at = token_at or request.start_at or tx.rows.now
         if request.debounce is not None:
             wake_at = claims.first_start(request.debounce, tx.rows.now)
     run = runs.new_run(run_id, request.workflow, attributes, tx.rows.now)
@@ -100,6 +111,8 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
     start_at = request.start_at
     if request.debounce is not None:
         start_at = claims.first_start(request.debounce, tx.rows.now)
+    if token_at is not None and token_at > tx.rows.now:
+        start_at = token_at  # the run waits for its token: it starts then
     created = runs.created_event(
         request.workflow,
         request.args,
@@ -108,12 +121,16 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         limits,
         start_at=start_at,
         debounced=request.debounce is not None,
+        priority=request.priority,
+        rate_limited=tuple(sorted(request.rates)),
     )
     try:
         await rows.insert_run(run, created, wake_at=wake_at)
     except IdTaken:
         raise requests.run_exists(run_id) from None
     await slots.take(tx, request, holding=admitted == "hold")
+    if token_at is not None:
+        await rates.take(tx, request, token_at)
     deadline = runs.deadline_item(request)
     if deadline is not None:
         run, _ = await work.enqueue(tx, run, deadline)

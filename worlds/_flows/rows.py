@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from worlds._rules.claims import HeldClaim
+from worlds._rules.rates import Reserved, Token
 from worlds._rules.slots import PairState, PairView, Waiter
 from worlds._rules.work import Placement
 from worlds.types import (
@@ -57,10 +58,12 @@ __all__ = [
     "PairView",
     "Placement",
     "QueuedWork",
+    "Reserved",
     "Retry",
     "Rollback",
     "Rows",
     "SlotRow",
+    "Token",
     "Waiter",
     "Windowed",
     "pair_state_of",
@@ -107,6 +110,8 @@ class SlotRow(NamedTuple):
     run_id: str
     limit: int
     hold: int
+    priority: int = 0
+    """Waiters are promoted lowest ``priority`` first, then by arrival."""
 
 
 class HookRow(NamedTuple):
@@ -367,6 +372,35 @@ class Rows(Protocol):
         """Hand ``old_run_id``'s remaining rows (its start-time slots) to ``new_run_id``."""
         ...
 
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: Pair, lapsed: datetime, count: int) -> list[Token]:
+        """Drop the pair's tokens at or before ``lapsed``; the ``count`` newest of the
+        rest, newest first, the pair locked (in sorted order) until the transaction ends."""
+        ...
+
+    async def tokens_after(self, pair: Pair, since: datetime, count: int) -> list[Token]:
+        """The pair's first ``count`` tokens after ``since``, oldest first (pair locked)."""
+        ...
+
+    async def insert_token(self, pair: Pair, number: int, token: Token, priority: int = 0) -> None:
+        """Store ``token`` of the pair as (``token.run_id``, ``number``), taken under its
+        rate by a run of ``priority`` (pair locked)."""
+        ...
+
+    async def reserved_tokens(self, pair: Pair, after: datetime, priority: int) -> list[Reserved]:
+        """The pair's start-time tokens (number 0) after ``after`` whose priority is
+        higher than ``priority``, oldest first (pair locked)."""
+        ...
+
+    async def run_tokens(self, run_id: str) -> list[tuple[Pair, Token, int]]:
+        """Every token of ``run_id``: its pair, the token and its number."""
+        ...
+
+    async def drop_token(self, pair: Pair, run_id: str, number: int) -> None:
+        """Drop token ``number`` of ``run_id`` at ``pair`` (pair locked)."""
+        ...
+
     # ------------------------------------------------------------ work
 
     async def add_work(self, run_id: str, new: NewWorkItem, placed: Placement) -> bool:
@@ -452,6 +486,18 @@ class Rows(Protocol):
 
     async def put_schedule(self, record: ScheduleRecord) -> None:
         """Store the schedule's new state, its lease released."""
+        ...
+
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[ScheduleRecord]:
+        """The schedules of ``schedule_ids`` that exist (locked), in id order."""
+        ...
+
+    async def put_schedules(self, records: Sequence[ScheduleRecord]) -> None:
+        """Store each schedule's new state, its lease released (``put_schedule`` of each)."""
+        ...
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of ``run_ids`` are taken (by a run stored, or pruned and gone: not those)."""
         ...
 
 

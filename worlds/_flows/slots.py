@@ -53,6 +53,7 @@ async def take(tx: Tx, request: CreateRunRequest, *, holding: bool) -> None:
             request.run_id,
             limit.limit,
             0,
+            request.priority,
         )
         for key, limit in sorted(request.limits.items())
     ]
@@ -68,7 +69,7 @@ async def acquire(tx: Tx, run_id: str, event: SlotRequested) -> SlotRequested:
     if refused is not None:
         return msgspec.structs.replace(event, refused=refused)
     acquired = slots.admit_hold(state, event.limit)
-    row = SlotRow(pair, event.value, run_id, event.limit, event.hold)
+    row = SlotRow(pair, event.value, run_id, event.limit, event.hold, event.priority)
     await tx.rows.insert_slots([row], holding=acquired)
     return msgspec.structs.replace(event, acquired=acquired)
 
@@ -88,7 +89,8 @@ async def retake(tx: Tx, run: RunRecord, log: Sequence[EventKind]) -> RunRecord 
         return await _enter(tx, run, need)
     line: dict[Pair, SlotRow] = {}
     for pair, n in zip(pairs, need.held, strict=True):
-        line.setdefault(pair, SlotRow(pair, n.value, run.id, n.limit, slots.REOPENING))
+        row = SlotRow(pair, n.value, run.id, n.limit, slots.REOPENING, n.priority)
+        line.setdefault(pair, row)
     await tx.rows.insert_slots(list(line.values()), holding=False)
     return None
 
@@ -98,7 +100,7 @@ async def _enter(tx: Tx, run: RunRecord, need: slots.Retake) -> RunRecord:
     (or enter, ``SlotAcquired``, where a slot is free); the run after it."""
     by_hold: dict[int, list[SlotRow]] = {}
     for n in need.held:
-        row = SlotRow((n.key, index_value(n.value)), n.value, run.id, n.limit, n.hold)
+        row = SlotRow((n.key, index_value(n.value)), n.value, run.id, n.limit, n.hold, n.priority)
         by_hold.setdefault(n.hold, []).append(row)
     for rows in by_hold.values():  # a backend writes one run's rows of one hold at a time
         await tx.rows.insert_slots(rows, holding=True)
@@ -107,7 +109,7 @@ async def _enter(tx: Tx, run: RunRecord, need: slots.Retake) -> RunRecord:
         (state,) = await tx.rows.slot_states([pair])
         slots.check_pair_limit(n.key, n.value, state, n.limit)
         entered = slots.admit_hold(state, n.limit)
-        row = SlotRow(pair, n.value, run.id, n.limit, n.hold)
+        row = SlotRow(pair, n.value, run.id, n.limit, n.hold, n.priority)
         await tx.rows.insert_slots([row], holding=entered)
         if entered:
             run, _ = tx.stamp(run, SlotAcquired(hold=n.hold))

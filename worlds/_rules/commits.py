@@ -22,6 +22,7 @@ from worlds.types import (
     EventKind,
     HookCreated,
     NewWorkItem,
+    RateTokenRequested,
     RunContinued,
     RunRecord,
     RunStatus,
@@ -47,6 +48,7 @@ __all__ = [
     "Release",
     "Settle",
     "Stream",
+    "TakeToken",
     "after_ack",
     "closed",
     "commit_flow",
@@ -133,6 +135,17 @@ class Acquire(NamedTuple):
     event: SlotRequested
 
 
+class TakeToken(NamedTuple):
+    """Ask: settle a ``rate_limit``'s ``RateTokenRequested``: take the pair's next token.
+
+    Reply with the event to append, ``token_at`` set to the token's time
+    (``worlds._rules.rates.next_token`` decides; the world writes the token).
+    """
+
+    run_id: str
+    event: RateTokenRequested
+
+
 class Release(NamedTuple):
     """Tell: run ``run_id`` gave back hold ``hold`` (its slot or place in line):
     drop the row and promote whom that admits (``slots.promote_flow``)."""
@@ -175,7 +188,7 @@ class Enqueue(NamedTuple):
     new: NewWorkItem
 
 
-Need = Settle | Acquire | Append | Release | Continue | Stream | Ack | Enqueue
+Need = Settle | Acquire | TakeToken | Append | Release | Continue | Stream | Ack | Enqueue
 """What a commit needs its world to do, in order."""
 
 
@@ -207,6 +220,8 @@ def commit_flow(
             event = yield Settle(run.id, event)
         if isinstance(event, SlotRequested):
             event = yield Acquire(run.id, event)
+        if isinstance(event, RateTokenRequested):
+            event = yield TakeToken(run.id, event)
         run, stored = runs.stamped(run, event, now)
         yield Append(run, stored)
         if isinstance(stored, SlotReleased):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from worlds._rules.claims import check_window
+from worlds._rules.rates import check_rates
 from worlds._rules.slots import check_limits
 from worlds.types import CreateRunRequest
 
@@ -14,7 +15,7 @@ def check_create(request: CreateRunRequest) -> None:
 
     Every unique key needs a value among the run's attributes, a start
     policy may only name one of the unique keys, and limited keys follow
-    ``slots.check_limits``.
+    ``slots.check_limits``, rate-limited keys ``rates.check_rates``.
     """
     missing = sorted(request.unique - request.attributes.keys())
     if missing:
@@ -29,6 +30,7 @@ def check_create(request: CreateRunRequest) -> None:
             "add it to unique or choose another policy key"
         )
     check_limits(request)
+    check_rates(request)
     for key, window in request.windows.items():
         if key not in request.unique:
             raise ValueError(

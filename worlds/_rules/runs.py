@@ -100,6 +100,8 @@ def created_event(
     *,
     start_at: datetime | None = None,
     debounced: bool = False,
+    priority: int = 0,
+    rate_limited: tuple[str, ...] = (),
 ) -> RunCreated:
     """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``.
 
@@ -113,6 +115,8 @@ def created_event(
         limits=dict(limits or {}),
         start_at=start_at,
         debounced=debounced,
+        priority=priority,
+        rate_limited=rate_limited,
     )
     return msgspec.structs.replace(created, seq=1, at=now)
 
@@ -132,8 +136,9 @@ def deadline_item(request: CreateRunRequest) -> NewWorkItem | None:
 def runs_ahead(request: CreateRunRequest) -> bool:
     """Whether the new run may be leased to ``request.lease_to`` (and its first
     task applied) as it is created: not when it must wait for a slot, a start
-    time or a debounce."""
+    time, a debounce or a rate limit's token."""
     waits = bool(request.limits) or request.start_at is not None or request.debounce is not None
+    waits = waits or bool(request.rates)
     return request.lease_to is not None and not waits
 
 

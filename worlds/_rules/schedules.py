@@ -9,16 +9,18 @@ racing each other never overwrite one another.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
 import msgspec
 
-from worlds.types import ScheduleRecord
+from worlds.types import ScheduleFire, ScheduleRecord
 
 __all__ = [
     "SCHEDULE_ID",
     "check_schedule",
     "created",
+    "fired",
     "is_due",
     "schedule_exists",
     "updated",
@@ -70,6 +72,33 @@ def updated(stored: ScheduleRecord, new: ScheduleRecord, now: datetime) -> Sched
         version=stored.version + 1,
         updated_at=now,
     )
+
+
+def fired(
+    stored: ScheduleRecord,
+    fire: ScheduleFire,
+    buffered_blocked: bool,
+    blocked: Sequence[bool],
+    now: datetime,
+) -> ScheduleRecord:
+    """``stored`` after the round ``fire``, one version on (``ScheduleFire`` says how).
+
+    ``buffered_blocked``: the buffered fire was refused again (it stays
+    buffered); ``blocked``: for each of ``fire.fires``, whether the overlap
+    rule refused it (an open run holds the schedule's pair).
+    """
+    buffered = stored.buffered_at if fire.buffered is not None and buffered_blocked else None
+    if fire.buffer:
+        for each, refused in zip(fire.fires, blocked, strict=True):
+            if refused and buffered is None:
+                buffered = each.at
+    wake = fire.next_fire_at
+    if buffered is not None and fire.recheck_at is not None:
+        wake = fire.recheck_at if wake is None else min(wake, fire.recheck_at)
+    state = msgspec.structs.replace(
+        stored, next_fire_at=fire.next_fire_at, buffered_at=buffered, wake_at=wake
+    )
+    return updated(stored, state, now)
 
 
 def is_due(

@@ -4,9 +4,10 @@ A start with ``CreateRunRequest.limits`` meets each of its limited pairs in
 some state (``PairState``). ``admit`` decides: take a slot of every pair at
 once, wait in every pair, or refuse. A waiting run holds nothing: no slot, no
 work item, so no worker. When a run closes, its rows go and the pairs they
-were in are handed to ``promote_flow``, which promotes waiters first in first
-out: the first waiter of a pair is promoted once every pair it waits in has a
-free slot and it is the first waiter there too; a waiter that cannot be
+were in are handed to ``promote_flow``, which promotes waiters lowest
+priority number first, first in first out within a number: the first waiter
+of a pair is promoted once every pair it waits in has a free slot and it is
+the first waiter there too; a waiter that cannot be
 promoted blocks the ones behind it in that pair only, so a full pair never
 delays another pair's runs. Every promotion takes slots and frees none, so a
 pair's holders never exceed its limit (one limit per pair: ``check_pair_limit``).
@@ -272,6 +273,7 @@ class SlotNeed(NamedTuple):
     value: AttributeValue
     limit: int
     hold: int
+    priority: int = 0
 
 
 class Retake(NamedTuple):
@@ -297,7 +299,7 @@ def retake(log: Sequence[EventKind]) -> Retake:
     held: list[SlotNeed] = []
     if isinstance(first, RunCreated):
         held += [
-            SlotNeed(key, first.attributes[key], limit, 0)
+            SlotNeed(key, first.attributes[key], limit, 0, first.priority)
             for key, limit in sorted(first.limits.items())
             if key in first.attributes
         ]
@@ -314,7 +316,7 @@ def retake(log: Sequence[EventKind]) -> Retake:
             requested.pop(event.hold, None)
     waiting: list[SlotNeed] = []
     for number, event in sorted(requested.items()):
-        need = SlotNeed(event.key, event.value, event.limit, number)
+        need = SlotNeed(event.key, event.value, event.limit, number, event.priority)
         (held if number in acquired else waiting).append(need)
     return Retake(tuple(held), tuple(waiting))
 

@@ -21,6 +21,7 @@ from worlds._flows import rows as port
 from worlds.memory.claims import ClaimStore
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
+from worlds.memory.rates import RateStore
 from worlds.memory.runs import RunStore
 from worlds.memory.schedules import ScheduleStore
 from worlds.memory.slots import SlotStore
@@ -44,6 +45,7 @@ class Tables:
     slots: SlotStore
     streams: StreamStore
     schedules: ScheduleStore
+    rates: RateStore
 
 
 @dataclass
@@ -232,6 +234,30 @@ class MemoryRows:
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self._t.slots.carry(old_run_id, new_run_id)
 
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: port.Pair, lapsed: datetime, count: int) -> list[port.Token]:
+        return self._t.rates.tokens(pair, lapsed, count)
+
+    async def tokens_after(self, pair: port.Pair, since: datetime, count: int) -> list[port.Token]:
+        return self._t.rates.after(pair, since, count)
+
+    async def insert_token(
+        self, pair: port.Pair, number: int, token: port.Token, priority: int = 0
+    ) -> None:
+        self._t.rates.insert(pair, token.run_id, number, token, priority)
+
+    async def reserved_tokens(
+        self, pair: port.Pair, after: datetime, priority: int
+    ) -> list[port.Reserved]:
+        return self._t.rates.reserved(pair, after, priority)
+
+    async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
+        return self._t.rates.of_run(run_id)
+
+    async def drop_token(self, pair: port.Pair, run_id: str, number: int) -> None:
+        self._t.rates.drop(pair, run_id, number)
+
     # ------------------------------------------------------------ work
 
     async def add_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> bool:
@@ -336,3 +362,14 @@ class MemoryRows:
 
     async def put_schedule(self, record: types.ScheduleRecord) -> None:
         self._t.schedules.put(record)
+
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[types.ScheduleRecord]:
+        found = (self._t.schedules.get(schedule_id) for schedule_id in sorted(set(schedule_ids)))
+        return [record for record in found if record is not None]
+
+    async def put_schedules(self, records: Sequence[types.ScheduleRecord]) -> None:
+        for record in records:
+            self._t.schedules.put(record)
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        return {run_id for run_id in run_ids if self._t.runs.get(run_id) is not None}

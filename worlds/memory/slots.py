@@ -56,7 +56,7 @@ class SlotStore:
 
     @staticmethod
     def _line(rows: dict[Waiter, Slot]) -> list[Slot]:
-        return sorted((row for row in rows.values() if not row.holding), key=_by_position)
+        return sorted((row for row in rows.values() if not row.holding), key=_in_line)
 
     # ------------------------------------------------------------ rows a flow reads and writes
 
@@ -81,6 +81,7 @@ class SlotStore:
                 holding=holding,
                 position=next(self._positions),
                 hold=slot.hold,
+                priority=slot.priority,
             )
             self._put(slot.pair, row)
 
@@ -131,7 +132,8 @@ class SlotStore:
     def at_pair(self, key: str, value: AttributeValue) -> list[Slot]:
         """See ``World.list_slots``: holders, then waiters, each in arrival order."""
         rows = self._pairs.get((key, index_value(value)), {})
-        return sorted(rows.values(), key=lambda slot: (not slot.holding, slot.position))
+        holders = sorted((row for row in rows.values() if row.holding), key=_by_position)
+        return holders + self._line(rows)
 
     def of_run(self, run_id: str) -> list[Slot]:
         """See ``World.run_slots``."""
@@ -141,3 +143,8 @@ class SlotStore:
 
 def _by_position(slot: Slot) -> int:
     return slot.position
+
+
+def _in_line(slot: Slot) -> tuple[int, int]:
+    """A waiter's place: lowest priority number first, then first in."""
+    return slot.priority, slot.position

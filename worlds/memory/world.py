@@ -22,6 +22,7 @@ from worlds._flows import (
     release,
     reopen,
     schedules,
+    starts,
     streams,
 )
 from worlds._flows.rows import Rollback
@@ -32,6 +33,7 @@ from worlds.errors import WorldMisconfiguredError
 from worlds.memory.claims import ClaimStore
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
+from worlds.memory.rates import RateStore
 from worlds.memory.rows import MemoryRows, Tables
 from worlds.memory.runs import RunStore
 from worlds.memory.schedules import ScheduleStore
@@ -90,6 +92,7 @@ class MemoryWorld(ClosesOnExit):
             slots=SlotStore(journal),
             streams=StreamStore(journal),
             schedules=ScheduleStore(journal, clock),
+            rates=RateStore(journal),
         )
 
     async def _release(self) -> None:
@@ -193,6 +196,10 @@ class MemoryWorld(ClosesOnExit):
     async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
         """See ``World.reopen_run``."""
         return self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
+
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        return self._write(lambda rows: starts.move_start(rows, run_id, delay))
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
@@ -366,6 +373,13 @@ class MemoryWorld(ClosesOnExit):
     async def delete_schedule(self, schedule_id: str) -> bool:
         """See ``World.delete_schedule``."""
         return self._tables.schedules.delete(schedule_id)
+
+    async def fire_schedules(
+        self, fires: Sequence[types.ScheduleFire]
+    ) -> list[types.ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``: the whole batch at once."""
+        batch = schedules.check_fires(fires)
+        return self._write(lambda rows: schedules.fire_schedules(rows, batch))
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float

@@ -6,6 +6,10 @@ acknowledges nothing (black-holed) fails within the command timeout.
 ``ServerClock`` estimates the server's clock from this process's clock and
 their measured offset, so the times a world object writes are the server's.
 
+A URL may list several hosts, a primary and its standbys (``parse_url``):
+each new connection goes to the first host that accepts writes, so after a
+failover the pool's new connections find the promoted standby.
+
 Hung connections are detected: besides the command timeout, TCP connections
 to the server send keepalives after 5 s of silence and give up on a link that
 acknowledges nothing for ``command_timeout`` (``TCP_USER_TIMEOUT``), and the
@@ -161,8 +165,26 @@ def check_schema_name(name: str) -> str:
     return name
 
 
+_WRITABLE_TARGETS = ("read-write", "primary", "any")
+"""``target_session_attrs`` values that can lead to a server accepting writes."""
+_READING_TARGETS = ("read-only", "standby", "prefer-standby")
+"""libpq's other values: they lead to standbys, where the world cannot write."""
+_FAILOVER_TARGET = "read-write"
+"""What a URL listing several hosts asks for when it names no target: the primary."""
+
+
 def parse_url(raw: str) -> tuple[str, str, dict[str, float]]:
-    """The DSN for asyncpg, the schema and this world's own options of ``raw``."""
+    """The DSN for asyncpg, the schema and this world's own options of ``raw``.
+
+    A URL may list several hosts (``postgresql://h1:5432,h2:5432/db``, or
+    ``?host=h1,h2&port=5432,5433``), a primary and its standbys: connections
+    go to the first one that accepts writes, tried in order, so after a
+    failover the world finds the promoted standby. Such a URL gets
+    ``target_session_attrs=read-write`` unless it names another target
+    (``primary``, or ``any`` to take the first host that answers). Targets that
+    lead to standbys are refused, as is a list of ports that does not match
+    the hosts: ``ValueError`` naming the part that is wrong.
+    """
     url = redact_url(raw)  # for messages
     scheme, sep, rest = raw.partition("://")
     if not sep or scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
@@ -187,8 +209,41 @@ def parse_url(raw: str) -> tuple[str, str, dict[str, float]]:
                 raise ValueError(f"option {name!r} in {url!r} must be positive")
         else:
             passed.append((name, value))
+    passed = _with_target(location, passed, url)
     dsn = f"postgresql://{location}" + (f"?{urlencode(passed)}" if passed else "")
     return dsn, schema, options
+
+
+def _with_target(location: str, passed: list[tuple[str, str]], url: str) -> list[tuple[str, str]]:
+    """``passed`` (the driver's query options) checked for failover, with the target
+    a list of hosts needs when the URL names none."""
+    given = dict(passed)
+    netloc = location.split("/", 1)[0].rpartition("@")[2]
+    hosts = netloc.split(",") if netloc else given.get("host", "").split(",")
+    ports = given.get("port", "").split(",") if given.get("port") else []
+    if len(hosts) > 1 and any(not host.strip() for host in hosts):
+        raise ValueError(f"malformed world URL {url!r}: an empty host in the list {hosts!r}")
+    if len(ports) > 1 and len(ports) != len(hosts):
+        raise ValueError(
+            f"malformed world URL {url!r}: {len(ports)} ports for {len(hosts)} hosts"
+            " (give one port for all, or one per host)"
+        )
+    target = given.get("target_session_attrs")
+    if target is None:
+        if len(hosts) > 1:
+            passed = [*passed, ("target_session_attrs", _FAILOVER_TARGET)]
+        return passed
+    if target in _READING_TARGETS:
+        raise ValueError(
+            f"world URL {url!r}: target_session_attrs={target} leads to standbys, where"
+            f" the world cannot write; use {' or '.join(_WRITABLE_TARGETS)}"
+        )
+    if target not in _WRITABLE_TARGETS:
+        raise ValueError(
+            f"world URL {url!r}: target_session_attrs must be one of"
+            f" {', '.join(_WRITABLE_TARGETS)}, not {target!r}"
+        )
+    return passed
 
 
 async def keep_session(conn: Connection) -> None:

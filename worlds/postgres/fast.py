@@ -45,6 +45,7 @@ from worlds.types import (
     CreateRunResult,
     EventKind,
     HookCreated,
+    RateTokenRequested,
     RunContinued,
     RunRecord,
     RunStatus,
@@ -108,8 +109,8 @@ def _qualifies(event: EventKind) -> bool:
         return event.step is not None and not event.unique
     # a close that must tell a parent, cancel children or free slots is sent back
     # by the function (outcome ``general``); a hold's slot is settled (and
-    # released, promoting) by the general path
-    slot = (SlotRequested, SlotReleased)
+    # released, promoting) by the general path, and so is a rate limit's token
+    slot = (SlotRequested, SlotReleased, RateTokenRequested)
     return not isinstance(event, (HookCreated, RunContinued, StreamWritten, *slot))
 
 

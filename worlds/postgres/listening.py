@@ -8,7 +8,7 @@ reopens it at most once per ``poll`` interval.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -120,6 +120,20 @@ class Listener:
         if self._listener is conn:
             self._listener = None
 
+    def _channel_of(self, topic: str) -> str:
+        """A run's topic and ``RUNS_TOPIC`` ride the runs channel, every other the
+        work channel (``statements.NOTIFY`` routes them so)."""
+        on_runs = is_run_topic(topic) or topic == RUNS_TOPIC
+        return self._run_channel if on_runs else self._channel
+
+    def heard(self, topic: str) -> Hashable | None:
+        """A token that changes with every notification of ``topic`` (``worlds._quiet``);
+        ``None`` while notifications of it may be missed: the listener is down, or
+        nobody waited on its channel yet (it is not subscribed)."""
+        if self._listener is None or self._channel_of(topic) not in self._channels:
+            return None
+        return (id(self._listener), self.hub.heard(topic))
+
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``PostgresWorld.wait`` (called once the world is connected).
 
@@ -133,8 +147,7 @@ class Listener:
         if is_run_topic(topic) and topic.removeprefix(_RUN_PREFIX) in self._here:
             await self.hub.wait(topic, min(timeout, self._poll_interval))
             return
-        on_runs = is_run_topic(topic) or topic == RUNS_TOPIC
-        channel = self._run_channel if on_runs else self._channel
+        channel = self._channel_of(topic)
         if self._subscribing is None:
             self._subscribing = anyio.Lock()
         if channel not in self._channels:

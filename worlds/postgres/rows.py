@@ -44,6 +44,12 @@ _MUTABLE_SCHEDULE_FIELDS = ("paused", "note", "next_fire_at", "buffered_at", "wa
 """What an update of a schedule may change (``PUT_SCHEDULE``'s $2 to $6)."""
 
 
+def _schedule_state(record: types.ScheduleRecord) -> tuple[object, ...]:
+    """``PUT_SCHEDULE``'s parameters for ``record``."""
+    mutable = [getattr(record, field) for field in _MUTABLE_SCHEDULE_FIELDS]
+    return (record.id, *mutable, record.version, record.updated_at)
+
+
 def new_token() -> int:
     """A fresh fencing token (a positive 63-bit integer)."""
     return secrets.randbits(62) + 1
@@ -332,7 +338,8 @@ class PostgresRows:
             return
         if slots[0].hold:  # a hold() block: one row, at its one pair
             for s in slots:
-                params = (*s.pair, s.run_id, codecs.encode(s.value), s.limit, holding, s.hold)
+                value = codecs.encode(s.value)
+                params = (*s.pair, s.run_id, value, s.limit, holding, s.hold, s.priority)
                 await self._execute(sql.INSERT_HOLD, *params)
             return
         await self._execute(
@@ -343,6 +350,7 @@ class PostgresRows:
             slots[0].run_id,
             [s.limit for s in slots],
             holding,
+            slots[0].priority,
         )
 
     async def _drop(self, pairs_sql: str, drop_sql: str, *params: object) -> list[port.Pair]:
@@ -391,6 +399,48 @@ class PostgresRows:
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         await self._execute(sql.MOVE_RUN_SLOTS, new_run_id, old_run_id)
+
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: port.Pair, lapsed: datetime, count: int) -> list[port.Token]:
+        await self._lock_pairs([pair])
+        self._tick()
+        await self._execute(sql.DROP_LAPSED_TOKENS, *pair, lapsed)
+        found = await self._fetch(sql.NEWEST_TOKENS, *pair, count)
+        return [port.Token(row["at"], row["run_id"], row["lim"], row["per"]) for row in found]
+
+    async def tokens_after(self, pair: port.Pair, since: datetime, count: int) -> list[port.Token]:
+        await self._lock_pairs([pair])
+        found = await self._fetch(sql.TOKENS_AFTER, *pair, since, count)
+        return [port.Token(row["at"], row["run_id"], row["lim"], row["per"]) for row in found]
+
+    async def insert_token(
+        self, pair: port.Pair, number: int, token: port.Token, priority: int = 0
+    ) -> None:
+        params = (token.at, token.run_id, number, token.limit, token.per, priority)
+        await self._execute(sql.INSERT_TOKEN, *pair, *params)
+
+    async def reserved_tokens(
+        self, pair: port.Pair, after: datetime, priority: int
+    ) -> list[port.Reserved]:
+        await self._lock_pairs([pair])
+        found = await self._fetch(sql.RESERVED_TOKENS, *pair, after, priority)
+        return [port.Reserved(row["at"], row["run_id"], row["priority"]) for row in found]
+
+    async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
+        found = await self._fetch(sql.RUN_TOKENS, run_id)
+        return [
+            (
+                (row["key"], row["ivalue"]),
+                port.Token(row["at"], run_id, row["lim"], row["per"]),
+                row["number"],
+            )
+            for row in found
+        ]
+
+    async def drop_token(self, pair: port.Pair, run_id: str, number: int) -> None:
+        await self._lock_pairs([pair])
+        await self._execute(sql.DROP_TOKEN, *pair, run_id, number)
 
     # ------------------------------------------------------------ work
 
@@ -490,7 +540,19 @@ class PostgresRows:
         return None if row is None else codecs.columns.schedule(row)
 
     async def put_schedule(self, record: types.ScheduleRecord) -> None:
-        mutable = [getattr(record, field) for field in _MUTABLE_SCHEDULE_FIELDS]
-        await self._execute(
-            sql.PUT_SCHEDULE, record.id, *mutable, record.version, record.updated_at
-        )
+        await self._execute(sql.PUT_SCHEDULE, *_schedule_state(record))
+
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[types.ScheduleRecord]:
+        rows = await self._fetch(sql.LOCK_SCHEDULES, sorted(set(schedule_ids)))
+        self._tick()
+        return [codecs.columns.schedule(row) for row in rows]
+
+    async def put_schedules(self, records: Sequence[types.ScheduleRecord]) -> None:
+        if records:  # one round trip: asyncpg pipelines the statements
+            self._count()
+            await self.conn.executemany(sql.PUT_SCHEDULE, [_schedule_state(r) for r in records])
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        return {row["id"] for row in await self._fetch(sql.EXISTING_RUNS, list(run_ids))}

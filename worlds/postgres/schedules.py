@@ -9,21 +9,26 @@ hosts take disjoint sets of due schedules.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Hashable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from worlds._flows import schedules
+from worlds._quiet import Quiet
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.postgres.rows import PostgresRows
+from worlds.protocol import SCHEDULE_TOPIC
 from worlds.semantics import lease_deadline
-from worlds.types import ScheduleLease, ScheduleRecord
+from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord
 
 if TYPE_CHECKING:
     from worlds.postgres.connection import Pool
 
 __all__ = ["ScheduleStore"]
+
+FireOutcomes = list[ScheduleRecord | Exception | None]
+"""What ``fire`` answers (a name: ``list`` is a method of the store)."""
 
 
 class ScheduleStore:
@@ -35,11 +40,15 @@ class ScheduleStore:
         write: Callable[[Callable[[PostgresRows], Awaitable[Any]]], Awaitable[Any]],
         now: Callable[[], datetime],
         refresh: Callable[[Pool], Awaitable[None]],
+        quiet: Quiet,
+        heard: Callable[[str], Hashable | None],
     ) -> None:
         self._connect = connect
         self._write = write
         self._now = now
         self._refresh = refresh
+        self._quiet = quiet
+        self._heard = heard
 
     async def create(self, record: ScheduleRecord) -> ScheduleRecord:
         """See ``World.create_schedule``."""
@@ -69,6 +78,14 @@ class ScheduleStore:
         )
         return updated
 
+    async def fire(self, fires: Sequence[ScheduleFire]) -> FireOutcomes:
+        """See ``World.fire_schedules``."""
+        batch = schedules.check_fires(fires)
+        if not batch:
+            return []
+        fired: FireOutcomes = await self._write(lambda rows: schedules.fire_schedules(rows, batch))
+        return fired
+
     async def delete(self, schedule_id: str) -> bool:
         """See ``World.delete_schedule``."""
         status = await (await self._connect()).execute(sql.DELETE_SCHEDULE, schedule_id)
@@ -80,6 +97,9 @@ class ScheduleStore:
         """See ``World.lease_schedules``."""
         wanted = sorted(set(names))
         pool = await self._connect()
+        poll, token = ("schedules", *wanted), self._heard(SCHEDULE_TOPIC)
+        if limit > 0 and wanted and self._quiet.quiet(poll, token):
+            return ScheduleLease(now=self._now(), next_wake_at=self._quiet.remembered(poll))
         await self._refresh(pool)
         now = self._now()
         if limit <= 0 or not wanted:
@@ -89,6 +109,13 @@ class ScheduleStore:
         later = (
             now if len(rows) >= limit else await pool.fetchval(sql.NEXT_SCHEDULE_WAKE, now, wanted)
         )
+        if rows:
+            self._quiet.forget(poll)
+        else:
+            ends = await pool.fetchval(sql.SCHEDULE_LEASES_END, now, wanted)
+            look_at = min((t for t in (later, ends) if t is not None), default=None)
+            due_in = None if look_at is None else (look_at - now).total_seconds()
+            self._quiet.found(poll, token, due_in, later)
         found = tuple(sorted((codecs.columns.schedule(row) for row in rows), key=_lease_order))
         return ScheduleLease(now=now, schedules=found, next_wake_at=later)
 

@@ -129,12 +129,28 @@ REFERENCE: tuple[str, ...] = (
         lim integer NOT NULL,
         holding boolean NOT NULL,
         hold integer NOT NULL DEFAULT 0,
+        priority integer NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, position)
     )""",
     "CREATE SEQUENCE slot_positions",
     "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding",
     "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE NOT holding",
     "CREATE INDEX slots_run ON slots (run_id)",
+    # Waiters are promoted by priority, then arrival: the first row of ``slots_queue``.
+    "CREATE INDEX slots_queue ON slots (key, ivalue, priority, position) WHERE NOT holding",
+    # The tokens rate-limited pairs handed out; a pair's newest end its key range.
+    """CREATE TABLE rate_tokens (
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        at timestamptz NOT NULL,
+        run_id text NOT NULL,
+        number integer NOT NULL,
+        lim integer NOT NULL,
+        per double precision NOT NULL,
+        priority integer NOT NULL DEFAULT 0,
+        PRIMARY KEY (key, ivalue, at, run_id, number)
+    )""",
+    "CREATE INDEX rate_tokens_run ON rate_tokens (run_id)",
     """CREATE TABLE schedules (
         id text PRIMARY KEY,
         workflow text NOT NULL,

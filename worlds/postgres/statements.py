@@ -356,20 +356,45 @@ SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) A
          ORDER BY position LIMIT 1)) AS lim
 """
 INSERT_SLOTS = """
-INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding)
-SELECT k, v, nextval('slot_positions'), $4, d, l, $6
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, priority)
+SELECT k, v, nextval('slot_positions'), $4, d, l, $6, $7
 FROM unnest($1::text[], $2::text[], $3::bytea[], $5::integer[]) WITH ORDINALITY AS s(k, v, d, l, n)
 ORDER BY n
 """
 RUN_SLOT_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = $1"
+DROP_LAPSED_TOKENS = "DELETE FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND at <= $3"
+NEWEST_TOKENS = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = $1 AND ivalue = $2 "
+    "ORDER BY at DESC LIMIT $3"
+)
+TOKENS_AFTER = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND at > $3 "
+    "ORDER BY at LIMIT $4"
+)
+RUN_TOKENS = (
+    "SELECT key, ivalue, at, lim, per, number FROM rate_tokens WHERE run_id = $1 "
+    "ORDER BY key, ivalue, number"
+)
+DROP_TOKEN = (
+    "DELETE FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND run_id = $3 AND number = $4"
+)
+INSERT_TOKEN = (
+    "INSERT INTO rate_tokens (key, ivalue, at, run_id, number, lim, per, priority) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
+)
+RESERVED_TOKENS = (
+    "SELECT at, run_id, priority FROM rate_tokens WHERE key = $1 AND ivalue = $2 AND at > $3 "
+    "AND number = 0 AND priority > $4 ORDER BY at"
+)
+# The first in line: lowest priority number, then first in (``slots_queue``'s order).
 FIRST_WAITER = (
     "SELECT run_id, hold FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding "
-    "ORDER BY position LIMIT 1"
+    "ORDER BY priority, position LIMIT 1"
 )
 INSERT_HOLD = """
-INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold)
-VALUES ($1, $2, nextval('slot_positions'), $3, $4, $5, $6, $7)
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold, priority)
+VALUES ($1, $2, nextval('slot_positions'), $3, $4, $5, $6, $7, $8)
 """
 HOLD_PAIR = "SELECT key, ivalue FROM slots WHERE run_id = $1 AND hold = $2"
 RUN_HOLD_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 AND hold <> 0"
@@ -384,7 +409,7 @@ SELECT s.key, s.ivalue, s.lim,
         AS holding,
     (SELECT ARRAY[w.run_id, w.hold::text] FROM slots w
      WHERE w.key = s.key AND w.ivalue = s.ivalue AND NOT w.holding
-     ORDER BY w.position LIMIT 1) AS first_waiter
+     ORDER BY w.priority, w.position LIMIT 1) AS first_waiter
 FROM slots s WHERE s.run_id = $1 AND s.hold = $2 AND NOT s.holding
 """
 # The waiter takes its slots and gets its workflow item.
@@ -398,10 +423,10 @@ SELECT $2, id, 'workflow', workflow, 0, 1, '', $3, 0, false FROM runs WHERE id =
 ON CONFLICT (id) DO NOTHING
 """
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = $1 WHERE run_id = $2"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = $1 AND ivalue = $2 "
-    "ORDER BY holding DESC, position"
+    "ORDER BY holding DESC, CASE WHEN holding THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue, hold"
 
@@ -422,6 +447,10 @@ INSERT_SCHEDULE = (
 )
 GET_SCHEDULE = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = $1"
 LOCK_SCHEDULE = f"{GET_SCHEDULE} FOR UPDATE"
+LOCK_SCHEDULES = (
+    f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE"
+)
+EXISTING_RUNS = "SELECT id FROM runs WHERE id = ANY($1::text[])"
 LIST_SCHEDULES = f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id > $1 ORDER BY id LIMIT $2"
 PUT_SCHEDULE = (
     "UPDATE schedules SET paused = $2, note = $3, next_fire_at = $4, buffered_at = $5, "
@@ -436,6 +465,19 @@ LEASE_SCHEDULES = (
     "UPDATE schedules s SET leased_until = $4 FROM due WHERE s.id = due.id "
     f"RETURNING {', '.join('s.' + c.strip() for c in SCHEDULE_COLUMNS.split(','))}"
 )
+NEXT_WORK = (
+    "SELECT least((SELECT min(available_at) FROM work "
+    "WHERE owner IS NULL AND name = ANY($1::text[])), "
+    "(SELECT min(greatest(expires_at, available_at)) FROM work "
+    "WHERE owner IS NOT NULL AND name = ANY($1::text[])))"
+)
+"""When the earliest item of the names becomes leasable: a free one's due time, or a
+leased one's expiry; NULL when there is none (an idle poll's memory, ``worlds._quiet``)."""
+SCHEDULE_LEASES_END = (
+    "SELECT min(leased_until) FROM schedules WHERE NOT paused AND leased_until > $1 "
+    "AND workflow = ANY($2::text[])"
+)
+"""When the first schedule lease held now runs out (an idle poll's memory, ``worlds._quiet``)."""
 NEXT_SCHEDULE_WAKE = (
     "SELECT min(wake_at) FROM schedules WHERE NOT paused AND wake_at IS NOT NULL "
     "AND wake_at > $1 AND workflow = ANY($2::text[])"

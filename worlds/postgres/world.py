@@ -19,10 +19,12 @@ import anyio
 import asyncpg
 import msgspec
 
-from worlds._flows import cancel, create, hooks, prune, release, reopen, streams
+from worlds._flows import cancel, create, hooks, prune, release, reopen, starts, streams
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
+from worlds._quiet import Quiet
 from worlds._urls import redact_url
+from worlds.errors import is_read_only_server
 from worlds.postgres import codecs, filters, schema
 from worlds.postgres import statements as sql
 from worlds.postgres.committing import CommitPaths
@@ -110,6 +112,8 @@ class PostgresWorld(ClosesOnExit):
         }
         self._pool: Pool | None = None
         self._connecting: anyio.Lock | None = None
+        self._quiet = Quiet()
+        """Polls that found nothing, answered from memory until a notification (``_quiet``)."""
         self._listening = Listener(
             self.dsn,
             self._settings,
@@ -229,6 +233,23 @@ class PostgresWorld(ClosesOnExit):
                 self._pool = pool
         return self._pool
 
+    async def _on_world_error(self, cause: BaseException) -> None:
+        """After a read-only server's answer, replace every connection on next use.
+
+        A failover manager may fence the old primary read-only, or a DNS name
+        may still lead to a node that is now a standby: connections that stay
+        would keep meeting it. New ones go through host selection again
+        (``target_session_attrs``, ``worlds.postgres.connection.parse_url``)
+        and find the primary once there is one.
+        """
+        if not is_read_only_server(cause):
+            return
+        if self._pool is not None:
+            await self._pool.expire_connections()
+        listener = self._listening.detach()
+        if listener is not None:
+            listener.terminate()
+
     async def _init_connection(self, conn: Connection) -> None:
         set_keepalive(conn, self.command_timeout)
 
@@ -299,7 +320,8 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         create.check(request)
         general = msgspec.structs.replace(request, lease_to=None, first=None)
-        if not (request.limits or request.windows or request.debounce or request.start_at):
+        flow_control = request.limits or request.rates or request.priority
+        if not (flow_control or request.windows or request.debounce or request.start_at):
             pool = await self._connect()
             if self._fast_commits and runs_ahead(request):
                 started = await self._start_run(pool, request)
@@ -421,6 +443,11 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         return await self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
 
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        self._check_open()
+        return await self._write(lambda rows: starts.move_start(rows, run_id, delay))
+
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> types.RunRecord | None:
@@ -473,6 +500,9 @@ class PostgresWorld(ClosesOnExit):
         if limit <= 0 or not wanted:
             return []
         pool = await self._connect()
+        poll, token = ("work", *wanted), self._listening.heard(WORK_TOPIC)
+        if self._quiet.quiet(poll, token):
+            return []  # nothing was due, no work notified since, nothing due yet
         await self._clock.refresh(pool)
         now = self._clock.now()
         expires = lease_deadline(now, lease_seconds)
@@ -480,6 +510,11 @@ class PostgresWorld(ClosesOnExit):
         rows = await retry(
             pool.fetch, sql.LEASE, wanted, now, limit, worker_id, expires, head, middle
         )
+        if not rows:
+            later = await pool.fetchval(sql.NEXT_WORK, wanted)
+            self._quiet.found(poll, token, None if later is None else (later - now).total_seconds())
+            return []
+        self._quiet.forget(poll)
         return [codecs.work_item_from_row(row, expires) for row in rows]
 
     async def renew_leases(
@@ -611,7 +646,14 @@ class PostgresWorld(ClosesOnExit):
 
     @property
     def _schedules(self) -> ScheduleStore:
-        return ScheduleStore(self._connect, self._write, self._clock.now, self._clock.refresh)
+        return ScheduleStore(
+            self._connect,
+            self._write,
+            self._clock.now,
+            self._clock.refresh,
+            self._quiet,
+            self._listening.heard,
+        )
 
     async def create_schedule(self, record: types.ScheduleRecord) -> types.ScheduleRecord:
         """See ``World.create_schedule``."""
@@ -639,6 +681,13 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.delete_schedule``."""
         self._check_open()
         return await self._schedules.delete(schedule_id)
+
+    async def fire_schedules(
+        self, fires: Sequence[types.ScheduleFire]
+    ) -> list[types.ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``: one transaction (one WAL flush) for the batch."""
+        self._check_open()
+        return await self._schedules.fire(fires)
 
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float

@@ -260,7 +260,15 @@ class SqliteRows:
         self.db.executemany(
             sql.INSERT_SLOT,
             [
-                (*s.pair, s.run_id, codecs.encode(s.value), s.limit, int(holding), s.hold)
+                (
+                    *s.pair,
+                    s.run_id,
+                    codecs.encode(s.value),
+                    s.limit,
+                    int(holding),
+                    s.hold,
+                    s.priority,
+                )
                 for s in slots
             ],
         )
@@ -300,6 +308,57 @@ class SqliteRows:
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self.db.execute(sql.MOVE_RUN_SLOTS, (new_run_id, old_run_id))
+
+    # ------------------------------------------------------------ rate tokens
+
+    async def rate_tokens(self, pair: port.Pair, lapsed: datetime, count: int) -> list[port.Token]:
+        self.db.execute(sql.DROP_LAPSED_TOKENS, (*pair, codecs.to_micros(lapsed)))
+        found = self.db.execute(sql.NEWEST_TOKENS, (*pair, count)).fetchall()
+        return [
+            port.Token(codecs.from_micros(row["at"]), row["run_id"], row["lim"], row["per"])
+            for row in found
+        ]
+
+    async def tokens_after(self, pair: port.Pair, since: datetime, count: int) -> list[port.Token]:
+        found = self.db.execute(
+            sql.TOKENS_AFTER, (*pair, codecs.to_micros(since), count)
+        ).fetchall()
+        return [
+            port.Token(codecs.from_micros(row["at"]), row["run_id"], row["lim"], row["per"])
+            for row in found
+        ]
+
+    async def insert_token(
+        self, pair: port.Pair, number: int, token: port.Token, priority: int = 0
+    ) -> None:
+        at = codecs.to_micros(token.at)
+        params = (*pair, at, token.run_id, number, token.limit, token.per, priority)
+        self.db.execute(sql.INSERT_TOKEN, params)
+
+    async def reserved_tokens(
+        self, pair: port.Pair, after: datetime, priority: int
+    ) -> list[port.Reserved]:
+        found = self.db.execute(
+            sql.RESERVED_TOKENS, (*pair, codecs.to_micros(after), priority)
+        ).fetchall()
+        return [
+            port.Reserved(codecs.from_micros(row["at"]), row["run_id"], row["priority"])
+            for row in found
+        ]
+
+    async def run_tokens(self, run_id: str) -> list[tuple[port.Pair, port.Token, int]]:
+        found = self.db.execute(sql.RUN_TOKENS, (run_id,)).fetchall()
+        return [
+            (
+                (row["key"], row["ivalue"]),
+                port.Token(codecs.from_micros(row["at"]), run_id, row["lim"], row["per"]),
+                row["number"],
+            )
+            for row in found
+        ]
+
+    async def drop_token(self, pair: port.Pair, run_id: str, number: int) -> None:
+        self.db.execute(sql.DROP_TOKEN, (*pair, run_id, number))
 
     # ------------------------------------------------------------ work
 
@@ -393,3 +452,22 @@ class SqliteRows:
             record.id,
         )
         self.db.execute(sql.PUT_SCHEDULE, params)
+
+    async def get_schedules(self, schedule_ids: Sequence[str]) -> list[types.ScheduleRecord]:
+        found = []
+        for schedule_id in sorted(set(schedule_ids)):  # in-process: a statement costs no trip
+            row = self.db.execute(sql.GET_SCHEDULE, (schedule_id,)).fetchone()
+            if row is not None:
+                found.append(codecs.columns.schedule(row))
+        return found
+
+    async def put_schedules(self, records: Sequence[types.ScheduleRecord]) -> None:
+        for record in records:
+            await self.put_schedule(record)
+
+    async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
+        return {
+            run_id
+            for run_id in run_ids
+            if self.db.execute(sql.RUN_EXISTS, (run_id,)).fetchone() is not None
+        }

@@ -9,21 +9,24 @@ microseconds since the epoch, like every other table; a schedule's lease is a
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from worlds._flows import schedules
 from worlds._flows.stepper import run_sync
+from worlds._quiet import Quiet
 from worlds.semantics import lease_deadline
 from worlds.sqlite import codecs
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection
+from worlds.sqlite.idle import file_token
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.transactions import run_once
-from worlds.types import ScheduleLease, ScheduleRecord, utcnow
+from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord, utcnow
 
 __all__ = [
     "create_schedule",
     "delete_schedule",
+    "fire_schedules",
     "get_schedule",
     "lease_schedules",
     "list_schedules",
@@ -67,11 +70,28 @@ async def update_schedule(connection: Connection, record: ScheduleRecord) -> Sch
     return await connection.write(lambda tx: run_sync(schedules.update_schedule(tx, record)))
 
 
+async def fire_schedules(
+    connection: Connection, fires: Sequence[ScheduleFire]
+) -> list[ScheduleRecord | Exception | None]:
+    """See ``World.fire_schedules``."""
+    batch = schedules.check_fires(fires)
+    if not batch:
+        return []
+    return await connection.write(lambda tx: run_sync(schedules.fire_schedules(tx, batch)))
+
+
 async def delete_schedule(connection: Connection, schedule_id: str) -> bool:
     """See ``World.delete_schedule``."""
     return await connection.write(
         lambda tx: bool(tx.db.execute(sql.DELETE_SCHEDULE, (schedule_id,)).rowcount)
     )
+
+
+def _leases_end(db: sqlite3.Connection, wanted: list[str]) -> int | None:
+    """When the first schedule lease of ``wanted`` held now runs out (micros)."""
+    now_us = codecs.to_micros(utcnow())
+    (ends,) = db.execute(sql.schedule_leases_end_sql(len(wanted)), (now_us, *wanted)).fetchone()
+    return None if ends is None else int(ends)
 
 
 async def lease_schedules(
@@ -80,8 +100,10 @@ async def lease_schedules(
     names: Collection[str],
     limit: int,
     lease_seconds: float,
+    quiet: Quiet,
 ) -> ScheduleLease:
-    """See ``World.lease_schedules``."""
+    """See ``World.lease_schedules``; a poll that found nothing is answered from
+    ``quiet`` while the file is unchanged (``worlds._quiet``)."""
     wanted = sorted(set(names))
     due_sql, later_sql = sql.due_schedules_sql(len(wanted))
 
@@ -100,6 +122,9 @@ async def lease_schedules(
 
     if limit <= 0 or not wanted:
         return ScheduleLease(now=utcnow())
+    poll, token = ("schedules", *wanted), file_token(connection.path)
+    if quiet.quiet(poll, token):
+        return ScheduleLease(now=utcnow(), next_wake_at=quiet.remembered(poll))
 
     def peek(db: sqlite3.Connection, blocking: bool) -> tuple[list[sqlite3.Row], int | None]:
         return run_once(lambda: look(db, codecs.to_micros(utcnow())), blocking)
@@ -108,5 +133,10 @@ async def lease_schedules(
     # not serialize every other process behind them.
     rows, later = await connection.run(peek)
     if not rows:
-        return ScheduleLease(now=utcnow(), next_wake_at=codecs.from_micros_or_none(later))
+        now, wake = utcnow(), codecs.from_micros_or_none(later)
+        ends = codecs.from_micros_or_none(await connection.read(lambda db: _leases_end(db, wanted)))
+        look_at = min((t for t in (wake, ends) if t is not None), default=None)
+        quiet.found(poll, token, None if look_at is None else (look_at - now).total_seconds(), wake)
+        return ScheduleLease(now=now, next_wake_at=wake)
+    quiet.forget(poll)
     return await connection.write(body)

@@ -116,11 +116,27 @@ SCHEMA = (
         lim INTEGER NOT NULL,
         holding INTEGER NOT NULL,
         hold INTEGER NOT NULL DEFAULT 0,
+        priority INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, position)
     ) WITHOUT ROWID""",
     "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding = 1",
     "CREATE INDEX slots_waiting ON slots (key, ivalue, position) WHERE holding = 0",
     "CREATE INDEX slots_run ON slots (run_id)",
+    # Waiters are promoted by priority, then arrival: the first row of ``slots_queue``.
+    "CREATE INDEX slots_queue ON slots (key, ivalue, priority, position) WHERE holding = 0",
+    # The tokens rate-limited pairs handed out; a pair's newest are its last rows.
+    """CREATE TABLE rate_tokens (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        lim INTEGER NOT NULL,
+        per REAL NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (key, ivalue, at, run_id, number)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX rate_tokens_run ON rate_tokens (run_id)",
     """CREATE TABLE schedules (
         id TEXT PRIMARY KEY,
         workflow TEXT NOT NULL,

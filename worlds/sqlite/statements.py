@@ -12,6 +12,7 @@ RUN_COLUMNS = (
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
+RUN_EXISTS = "SELECT 1 FROM runs WHERE id = ?"
 # The open runs whose attribute ?1 has index value ?2 (a run's children, by $parent).
 OPEN_CHILDREN = (
     f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
@@ -212,6 +213,18 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
     return free, expired
 
 
+def next_work_sql(name_count: int) -> str:
+    """When the earliest item of the names becomes leasable (``*names``): a free one's
+    due time, or a leased one's expiry; NULL when there is none."""
+    names = ", ".join("?" * name_count)
+    return (
+        "SELECT min(t) FROM (SELECT min(available_at) AS t FROM work "
+        f"WHERE owner IS NULL AND name IN ({names}) UNION ALL "
+        "SELECT min(max(expires_at, available_at)) FROM work "
+        f"WHERE owner IS NOT NULL AND name IN ({names}))"
+    )
+
+
 # --------------------------------------------------------------------------- slots
 
 # ``INDEXED BY``: without statistics the planner would walk the primary key, that
@@ -231,16 +244,17 @@ SLOT_STATE = (
 )
 # A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (
-    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold) "
+    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold, priority) "
     "VALUES (?1, ?2, (SELECT coalesce(max(position), 0) + 1 FROM slots "
-    "WHERE key = ?1 AND ivalue = ?2), ?3, ?4, ?5, ?6, ?7)"
+    "WHERE key = ?1 AND ivalue = ?2), ?3, ?4, ?5, ?6, ?7, ?8)"
 )
 DROP_HOLD = "DELETE FROM slots WHERE run_id = ? AND hold = ? RETURNING key, ivalue"
 DROP_HOLDS = "DELETE FROM slots WHERE run_id = ? AND hold <> 0 RETURNING key, ivalue"
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = ? RETURNING key, ivalue"
+# The first in line: lowest priority number, then first in (the index's order).
 FIRST_WAITER = (
-    "SELECT run_id, hold FROM slots INDEXED BY slots_waiting WHERE key = ? AND ivalue = ? "
-    "AND holding = 0 ORDER BY position LIMIT 1"
+    "SELECT run_id, hold FROM slots INDEXED BY slots_queue WHERE key = ? AND ivalue = ? "
+    "AND holding = 0 ORDER BY priority, position LIMIT 1"
 )
 RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND hold = ? AND holding = 0"
 COUNT_HOLDING = (
@@ -249,11 +263,33 @@ COUNT_HOLDING = (
 )
 PROMOTE_SLOTS = "UPDATE slots SET holding = 1 WHERE run_id = ? AND hold = ? AND holding = 0"
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = ? WHERE run_id = ?"
+DROP_LAPSED_TOKENS = "DELETE FROM rate_tokens WHERE key = ? AND ivalue = ? AND at <= ?"
+NEWEST_TOKENS = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? "
+    "ORDER BY at DESC LIMIT ?"
+)
+TOKENS_AFTER = (
+    "SELECT at, run_id, lim, per FROM rate_tokens WHERE key = ? AND ivalue = ? AND at > ? "
+    "ORDER BY at LIMIT ?"
+)
+RUN_TOKENS = (
+    "SELECT key, ivalue, at, lim, per, number FROM rate_tokens INDEXED BY rate_tokens_run "
+    "WHERE run_id = ? ORDER BY key, ivalue, number"
+)
+DROP_TOKEN = "DELETE FROM rate_tokens WHERE key = ? AND ivalue = ? AND run_id = ? AND number = ?"
+INSERT_TOKEN = (
+    "INSERT OR REPLACE INTO rate_tokens (key, ivalue, at, run_id, number, lim, per, priority) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+RESERVED_TOKENS = (
+    "SELECT at, run_id, priority FROM rate_tokens WHERE key = ? AND ivalue = ? AND at > ? "
+    "AND number = 0 AND priority > ? ORDER BY at"
+)
 GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = ? AND ivalue = ? "
-    "ORDER BY holding DESC, position"
+    "ORDER BY holding DESC, CASE WHEN holding = 1 THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue, hold"
 
@@ -295,6 +331,16 @@ def due_schedules_sql(names: int) -> tuple[str, str]:
         f"AND wake_at > ? AND workflow IN ({marks})"
     )
     return due, later
+
+
+def schedule_leases_end_sql(names: int) -> str:
+    """When the first schedule lease of ``names`` workflows held now runs out (``now,
+    *names``): a poll answered from memory must look again then (``worlds._quiet``)."""
+    marks = ", ".join("?" * names)
+    return (
+        "SELECT MIN(leased_until) FROM schedules WHERE paused = 0 AND leased_until > ? "
+        f"AND workflow IN ({marks})"
+    )
 
 
 GET_SETTING = "SELECT value FROM settings WHERE key = ?"

@@ -15,9 +15,10 @@ from datetime import datetime
 import msgspec
 
 from worlds import types
-from worlds._flows import cancel, commit, create, hooks, prune, release, reopen, streams
+from worlds._flows import cancel, commit, create, hooks, prune, release, reopen, starts, streams
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit, translates_errors
+from worlds._quiet import Quiet
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
@@ -36,6 +37,7 @@ from worlds.sqlite import schedules as schedule_ops
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.filters import list_runs_sql, match_counts_sql
+from worlds.sqlite.idle import file_token
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import SCHEMA_VERSION
 from worlds.sqlite.transactions import new_token, run_once
@@ -70,6 +72,8 @@ class SqliteWorld(ClosesOnExit):
             )
         self.poll_interval = options["poll"]
         self._connection = Connection(self.path, options, create=create, describe=repr(self))
+        self._quiet = Quiet()
+        """Polls that found nothing, answered from memory while the file is unchanged."""
 
     def __repr__(self) -> str:
         return f"SqliteWorld({redact_url(self.url)!r})"
@@ -175,6 +179,9 @@ class SqliteWorld(ClosesOnExit):
         if limit <= 0 or not wanted:
             return []
         free_sql, expired_sql = sql.due_work_sql(len(wanted))
+        poll, token = ("work", *wanted), file_token(self.path)
+        if self._quiet.quiet(poll, token):
+            return []  # nothing was due, nothing written since, nothing due yet
 
         def due(db: sqlite3.Connection, now_us: int) -> list[sqlite3.Row]:
             params = (now_us, *wanted, limit)
@@ -207,13 +214,23 @@ class SqliteWorld(ClosesOnExit):
             tx.flush_events()
             return items
 
-        def run(db: sqlite3.Connection, blocking: bool) -> bool:
-            return bool(run_once(lambda: due(db, codecs.to_micros(types.utcnow())), blocking))
+        def look(db: sqlite3.Connection) -> tuple[bool, float | None]:
+            now_us = codecs.to_micros(types.utcnow())
+            if due(db, now_us):
+                return True, None
+            (later,) = db.execute(sql.next_work_sql(len(wanted)), (*wanted, *wanted)).fetchone()
+            return False, None if later is None else (later - now_us) / 1e6
+
+        def run(db: sqlite3.Connection, blocking: bool) -> tuple[bool, float | None]:
+            return run_once(lambda: look(db), blocking)
 
         # Look before taking the write lock: idle workers polling an empty queue
         # must not serialize every other process behind them.
-        if not await self._connection.run(run):
+        found, due_in = await self._connection.run(run)
+        if not found:
+            self._quiet.found(poll, token, due_in)
             return []
+        self._quiet.forget(poll)
         return await self._connection.write(body)
 
     async def renew_leases(
@@ -353,6 +370,13 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
         return await self._connection.write(lambda tx: run_sync(reopen.reopen_run(tx, run_id, by)))
 
+    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
+        """See ``World.move_start``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(starts.move_start(tx, run_id, delay))
+        )
+
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> types.RunRecord | None:
@@ -483,11 +507,18 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
         return await schedule_ops.delete_schedule(self._connection, schedule_id)
 
+    async def fire_schedules(
+        self, fires: Sequence[types.ScheduleFire]
+    ) -> list[types.ScheduleRecord | Exception | None]:
+        """See ``World.fire_schedules``: one transaction (one fsync) for the batch."""
+        self._connection.check_open()
+        return await schedule_ops.fire_schedules(self._connection, fires)
+
     async def lease_schedules(
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> types.ScheduleLease:
         """See ``World.lease_schedules``."""
         self._connection.check_open()
         return await schedule_ops.lease_schedules(
-            self._connection, worker_id, names, limit, lease_seconds
+            self._connection, worker_id, names, limit, lease_seconds, self._quiet
         )

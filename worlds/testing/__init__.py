@@ -46,6 +46,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._hooks",
     "worlds.testing._model",
     "worlds.testing._prune",
+    "worlds.testing._rates",
     "worlds.testing._reopen",
     "worlds.testing._resume",
     "worlds.testing._reuse",
@@ -72,6 +73,7 @@ from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
+from worlds.testing._rates import PriorityConformance, RateLimitConformance  # noqa: E402
 from worlds.testing._reopen import ReopenConformance  # noqa: E402
 from worlds.testing._resume import ResumeConformance  # noqa: E402
 from worlds.testing._reuse import DebounceConformance, ReuseConformance  # noqa: E402
@@ -105,6 +107,8 @@ class WorldConformance(
     ValueConformance,
     SlotsConformance,
     HoldConformance,
+    RateLimitConformance,
+    PriorityConformance,
     ReuseConformance,
     DebounceConformance,
     ModelConformance,
@@ -130,6 +134,7 @@ class WorldConformance(
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), limited pairs: slots, waiting and promotion
     (``SlotsConformance``), ``hold`` slots inside workflows (``HoldConformance``),
+    rate limits (``RateLimitConformance``), waiting priority (``PriorityConformance``),
     reuse windows and tombstones (``ReuseConformance``), debounced
     starts (``DebounceConformance``),
     the whole range of values the SDK accepts

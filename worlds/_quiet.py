@@ -1,0 +1,76 @@
+"""Quiet polls: a poll that found nothing is not sent again until something may have changed.
+
+An idle worker asks its world for work and for due schedules every poll
+interval. Most of those polls find nothing, and would cost the database a
+query each (``rfcs/0018``: an idle worker issues at most one statement a
+second). A world remembers, per poll (its kind and names), that it found
+nothing, when the earliest thing it saw becomes due, and a change token taken
+*before* the query: SQLite the files' size and modification time (every commit
+of every process writes them), PostgreSQL the notifications its listener
+heard (every write that makes work notifies). While the token is the same,
+the due time has not come and the safety interval has not passed, the poll is
+answered "nothing" without a query. A token of ``None`` (the world cannot
+tell) never answers from memory.
+
+A slow safety poll (``SAFETY_SECONDS``) bounds what a change the token cannot
+see costs: a schedule lease of a worker that died, a modification time that
+did not move within one clock tick, a notification lost with its connection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable
+from typing import Any, NamedTuple
+
+__all__ = ["SAFETY_SECONDS", "Quiet"]
+
+SAFETY_SECONDS = 10.0
+"""Longest time a poll is answered from memory: then it queries again, whatever the token."""
+
+
+class _Nothing(NamedTuple):
+    token: Hashable
+    due: float
+    """Monotonic time at which what was seen becomes due (``inf``: nothing seen)."""
+    checked: float
+    seen: Any
+    """What the poll answered with its nothing (a schedule lease's next wake time)."""
+
+
+class Quiet:
+    """What the polls of one world object last found nothing of, by poll."""
+
+    def __init__(self, safety_seconds: float = SAFETY_SECONDS) -> None:
+        self._safety = safety_seconds
+        self._nothing: dict[Hashable, _Nothing] = {}
+
+    def quiet(self, poll: Hashable, token: Hashable | None) -> bool:
+        """Whether ``poll`` would find nothing now: it did, and nothing changed since."""
+        found = self._nothing.get(poll)
+        if found is None or token is None or found.token != token:
+            return False
+        now = time.monotonic()
+        return now < found.due and now - found.checked < self._safety
+
+    def found(
+        self, poll: Hashable, token: Hashable | None, due_in: float | None, seen: Any = None
+    ) -> None:
+        """``poll``, with ``token`` taken before it, found nothing due; the earliest thing
+        it saw is due in ``due_in`` seconds (``None``: nothing at all); ``seen``: what
+        it answered besides (``remembered`` gives it back)."""
+        if token is None:
+            self._nothing.pop(poll, None)
+            return
+        now = time.monotonic()
+        due = float("inf") if due_in is None else now + max(due_in, 0.0)
+        self._nothing[poll] = _Nothing(token, due, now, seen)
+
+    def remembered(self, poll: Hashable) -> Any:
+        """What ``poll`` last answered besides its nothing (``found``'s ``seen``)."""
+        found = self._nothing.get(poll)
+        return None if found is None else found.seen
+
+    def forget(self, poll: Hashable) -> None:
+        """``poll`` found something: the next one queries."""
+        self._nothing.pop(poll, None)
