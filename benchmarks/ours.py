@@ -8,7 +8,10 @@ workflow. Prints one JSON line on stdout.
 
 Usage::
 
-    python benchmarks/ours.py WORKLOAD [--n N] [--concurrency C] [--world URL]
+    python benchmarks/ours.py WORKLOAD [--n N] [--concurrency C] [--world URL] [--uvloop]
+
+``--uvloop`` runs the process on uvloop's event loop (the ``uvloop`` extra)
+instead of asyncio's own.
 """
 
 from __future__ import annotations
@@ -107,12 +110,23 @@ def main() -> None:
     parser.add_argument("--n", type=int)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--world", help="world URL (default: a fresh SQLite file)")
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop's event loop")
     args = parser.parse_args()
     n = args.n or WORKLOADS[args.workload][0]
     with tempfile.TemporaryDirectory() as tmp:
         url = args.world or f"sqlite:///{tmp}/bench.db"
+        options = {"use_uvloop": True} if args.uvloop else {}
         with SqliteStatements() as statements:
-            result = anyio.run(measure, args.workload, n, args.concurrency, url, statements)
+            result = anyio.run(
+                measure,
+                args.workload,
+                n,
+                args.concurrency,
+                url,
+                statements,
+                backend_options=options,
+            )
+        result["event_loop"] = "uvloop" if args.uvloop else "asyncio"
     print(json.dumps(result))
 
 

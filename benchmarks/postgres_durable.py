@@ -28,7 +28,9 @@ Writes ``benchmarks/results/postgres_durable.json`` and prints a table.
 
 Usage::
 
-    python benchmarks/postgres_durable.py [--repeat 3] [--round-trips] [--pg-url URL]
+    python benchmarks/postgres_durable.py [--repeat 3] [--round-trips] [--pg-url URL] [--uvloop]
+
+``--uvloop`` runs ours on uvloop's event loop (``benchmarks/ours.py --uvloop``).
 """
 
 from __future__ import annotations
@@ -104,10 +106,13 @@ def _counted(url: str, n: int, command: list[str]) -> dict[str, Any]:
     return result
 
 
-def measure_ours(url: str, workload: str, n: int, in_flight: int) -> dict[str, Any]:
+def measure_ours(
+    url: str, workload: str, n: int, in_flight: int, uvloop: bool = False
+) -> dict[str, Any]:
     """Our workflows/s, one process (worker and client), in a fresh schema of ``url``."""
     command = [sys.executable, str(ROOT / "benchmarks" / "ours.py"), workload, "--n", str(n)]
     command += ["--concurrency", str(in_flight), "--world", with_schema(url)]
+    command += ["--uvloop"] if uvloop else []
     return _counted(url, n, command)
 
 
@@ -160,6 +165,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply each workload's N")
     parser.add_argument("--round-trips", action="store_true", help="also count round trips")
     parser.add_argument("--pg-url", help="a TCP URL of a durable server (default: start one)")
+    parser.add_argument("--uvloop", action="store_true", help="ours on uvloop's event loop")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -180,7 +186,8 @@ def main() -> None:
         for _ in range(args.repeat):
             for workload, default_n in WORKLOADS.items():
                 n = max(1, int(default_n * args.scale))
-                runs[workload]["ours"].append(measure_ours(url, workload, n, args.in_flight))
+                ours = measure_ours(url, workload, n, args.in_flight, args.uvloop)
+                runs[workload]["ours"].append(ours)
                 runs[workload]["dbos"].append(measure_dbos(url, workload, n, args.in_flight))
                 print(json.dumps(runs[workload]), file=sys.stderr)
         trips = None
@@ -216,6 +223,7 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "repeat": args.repeat,
         "in_flight": args.in_flight,
+        "event_loop": "uvloop" if args.uvloop else "asyncio",
         "workloads": table,
         "round_trips": trips,
         "runs": runs,

@@ -59,11 +59,15 @@ class Run(Generic[R]):
         workflow: WorkflowDefinition[..., R] | None = None,
         record: RunRecord | None = None,
         tombstone: Claim | None = None,
+        running_here: bool = False,
     ) -> None:
         self._id = run_id
         self._world = world
         self._workflow = workflow
         self._tombstone = tombstone
+        # ``start`` sets it when a Worker of this process took the new run: its
+        # close is signalled here, so the first ``result`` waits before it reads.
+        self._running_here = running_here
         self.record = record
         """The run as last read by ``list_runs``/``find_run``, if any (may be stale)."""
 
@@ -328,7 +332,16 @@ class Run(Generic[R]):
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         current: Run[R] = self
         closed: RunRecord | None = None
+        # A run this process's Worker took at its start was pending a moment ago and
+        # its close will be signalled here (a signal nobody waited for is kept):
+        # wait first, then read, one read of the run fewer (RFC 0018).
+        unread, self._running_here = self._running_here, False
         while True:
+            if unread:
+                unread = False
+                closed = await wait_closed(
+                    current.world, current.id, deadline - anyio.current_time(), unread=True
+                )
             record = closed if closed is not None else await current._record()
             closed = None
             if record.status is RunStatus.CONTINUED:

@@ -70,7 +70,7 @@ class _Watch:
         self._reader: _Waiter | None = None
         self._solo = 0
 
-    async def wait(self, run_id: str, timeout: float) -> RunRecord | None:
+    async def wait(self, run_id: str, timeout: float, unread: bool) -> RunRecord | None:
         if self._solo + len(self._by_run) < SOLO_WAITERS:
             self._solo += 1
             try:  # the caller reads its run again when this returns
@@ -78,6 +78,9 @@ class _Watch:
             finally:
                 self._solo -= 1
                 self._forget()
+            return None
+        if unread:
+            # the reader reads only after the next closing: the caller reads first
             return None
         waiter = _Waiter(run_id)
         self._by_run.setdefault(run_id, set()).add(waiter)
@@ -140,14 +143,19 @@ _watches: dict[tuple[int, anyio.lowlevel.EventLoopToken], _Watch] = {}
 last waiter does, so nothing outlives the loop or the world it served."""
 
 
-async def wait_closed(world: World, run_id: str, timeout: float) -> RunRecord | None:
+async def wait_closed(
+    world: World, run_id: str, timeout: float, *, unread: bool = False
+) -> RunRecord | None:
     """Wait until run ``run_id`` of ``world`` is closed, or ``timeout`` seconds pass.
 
     Returns the closed run's record as read, or ``None`` after ``timeout`` (the
-    caller reads the run again: it may have closed meanwhile).
+    caller reads the run again: it may have closed meanwhile). ``unread``: the
+    caller has not read the run since it saw it pending; a solo waiter waits on
+    its run's topic all the same (a signal nobody waited for is kept), while
+    with many waiters this returns at once and the caller reads first.
     """
     key = (id(world), anyio.lowlevel.current_token())
     watch = _watches.get(key)
     if watch is None:
         watch = _watches[key] = _Watch(world, key)
-    return await watch.wait(run_id, timeout)
+    return await watch.wait(run_id, timeout, unread)

@@ -164,6 +164,7 @@ async def _create(
         rates=rates,
         priority=priority,
     )
+    running_here = False
     if starter is None:
         created = await target.create_run(request)
     else:
@@ -171,6 +172,7 @@ async def _create(
         try:
             request = await starter.first_task(request)
             created = outcome = await target.create_run(request)
+            running_here = created.first is not None or created.leased is not None
         finally:
             starter.adopt(request, outcome)
     if created.conflict is not None:
@@ -194,7 +196,9 @@ async def _create(
             limit=refused.limit,
             pruned=refused.holder_pruned,
         )
-    return Run(request.run_id, world=world, workflow=fn, record=created.run)
+    return Run(
+        request.run_id, world=world, workflow=fn, record=created.run, running_here=running_here
+    )
 
 
 def _deadline(timeout: float | timedelta) -> datetime:

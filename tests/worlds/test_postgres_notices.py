@@ -64,3 +64,38 @@ async def test_concurrent_writes_still_wake_other_world_objects(postgres_world_u
                 await other.wait(run_topic(run_id), 60)
             record = await other.get_run(run_id)
             assert record is not None and record.status is RunStatus.COMPLETED
+
+
+async def test_a_run_closed_by_the_world_object_that_runs_it_wakes_its_waiters_there(
+    postgres_world_url: str,
+) -> None:
+    """A run started with its workflow leased to this world object's worker and
+    closed by its commit: the waiter on the same object is woken by the commit
+    itself (``poll=60``: no notification could end the wait within the timeout,
+    as none is sent for such a close); another world object reads the run closed."""
+    async with (
+        PostgresWorld(f"{postgres_world_url}&poll=60") as world,
+        PostgresWorld(f"{postgres_world_url}&poll=0.1") as other,
+    ):
+        request = CreateRunRequest(run_id=new_run_id(), workflow="w", args=b"", lease_to="w1")
+        leased = (await world.create_run(request)).leased
+        assert leased is not None
+        woken = anyio.Event()
+
+        async def waiter() -> None:
+            await world.wait(run_topic(request.run_id), 60)
+            woken.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(waiter)
+            await anyio.sleep(0.2)  # the waiter is waiting
+            assert not woken.is_set()
+            events = (RunStarted(), RunCompleted(result=b"1"))
+            commit = CommitRequest(
+                run_id=request.run_id, worker_id="w1", lease=leased, events=events
+            )
+            assert (await world.commit(commit)).ok
+            with anyio.fail_after(20):
+                await woken.wait()
+        record = await other.get_run(request.run_id)
+        assert record is not None and record.status is RunStatus.COMPLETED

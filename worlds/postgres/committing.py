@@ -50,16 +50,22 @@ class CommitPaths:
         write: Write,
         notices: Notices,
         post: Callable[[Collection[str]], None],
+        closed_here: Callable[[Collection[str]], None],
+        runs_here: Callable[[str], bool],
         now: Callable[[], datetime],
         channels: tuple[str, str],
         fast_commits: bool,
     ) -> None:
-        """The world's ``_connect``, ``_write``, notices, ``_post``, clock, its two
+        """The world's ``_connect``, ``_write``, notices, ``_post``, what wakes its own
+        waiters on runs it closed (``Listener.closed_here``), whether its own Worker
+        runs a run (``Listener.runs_here``), clock, its two
         notification channels, and whether commits may take ``commit_run``."""
         self._connect = connect
         self._write = write
         self._notices = notices
         self._post = post
+        self._closed_here = closed_here
+        self._runs_here = runs_here
         self._now = now
         self._channel, self._run_channel = channels
         self._fast_commits = fast_commits
@@ -71,13 +77,22 @@ class CommitPaths:
             args = commit_params(request, self._now(), self._channel, self._run_channel)
         if args is not None:
             pool = await self._connect()
+            # the close of a run this world object's own Worker runs wakes its
+            # waiters here; it notifies nobody (see ``Listener.runs_here``)
+            here = args.closed is not None and self._runs_here(request.run_id)
             with self._notices.writing() as inline:
                 if not inline:
                     args = args._replace(channel=None, run_channel=None)
+                elif here:
+                    args = args._replace(run_channel=None)
                 rows = await retry(pool.fetch, sql.COMMIT_RUN, *args)
-            if not inline and rows[-1]["outcome"] == "ok":
+            if rows[-1]["outcome"] == "ok":
                 closed = [run_topic(request.run_id)] if args.closed is not None else []
-                self._post([WORK_TOPIC, *closed] if rows[-1]["notify"] else closed)
+                self._closed_here(closed)
+                if here:
+                    closed = []
+                if not inline:
+                    self._post([WORK_TOPIC, *closed] if rows[-1]["notify"] else closed)
             result = commit_result(request, rows, args)
             if result is not None:
                 return result
@@ -138,6 +153,7 @@ class CommitPaths:
         for row in rows:
             by_request.setdefault(row["req"], []).append(row)
         topics: set[str] = set()
+        closed: set[str] = set()
         for req, (n, args) in enumerate(fast, start=1):
             request, mine = batch[n], by_request[req]
             last = mine[-1]
@@ -145,11 +161,14 @@ class CommitPaths:
                 if last["notify"]:
                     topics.add(WORK_TOPIC)
                 if args.closed is not None:
-                    topics.add(run_topic(request.run_id))
+                    closed.add(run_topic(request.run_id))
+                    if not self._runs_here(request.run_id):
+                        topics.add(run_topic(request.run_id))
             try:
                 outcomes[n] = commit_result(request, mine, args)
             except LookupError as exc:
                 outcomes[n] = exc
+        self._closed_here(closed)
         if not inline:
             self._post(sorted(topics))
 

@@ -8,7 +8,7 @@ reopens it at most once per ``poll`` interval.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -16,7 +16,7 @@ import asyncpg
 
 from worlds._signals import SignalHub
 from worlds.postgres.connection import set_keepalive
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import RUNS_TOPIC, is_run_topic, run_topic
 
 if TYPE_CHECKING:
     from worlds.postgres.connection import Connection
@@ -25,6 +25,12 @@ __all__ = ["Listener"]
 
 _LISTEN_TIMEOUT = 5.0
 """Seconds to open the listener connection before falling back on polling."""
+
+_RUN_PREFIX = run_topic("")
+
+_HERE_LIMIT = 10_000
+"""Runs remembered as run here at most; past it the oldest is forgotten (a wait
+on it then subscribes to the runs channel, as for any run)."""
 
 
 class Listener:
@@ -52,6 +58,35 @@ class Listener:
         """Serialises use of the listener connection (one operation at a time)."""
         self.hub = SignalHub()
         self._listen_again_at = 0.0
+        self._here: dict[str, None] = {}
+        """Runs started with their workflow leased to a Worker of this world object,
+        not yet closed by it: their close is signalled here (``closed_here``)."""
+
+    def running_here(self, run_id: str) -> None:
+        """Note that this world object's own Worker runs ``run_id`` (leased at its start)."""
+        self._here[run_id] = None
+        if len(self._here) > _HERE_LIMIT:
+            del self._here[next(iter(self._here))]
+
+    def runs_here(self, run_id: str) -> bool:
+        """Whether this world object's own Worker runs ``run_id`` (``running_here``).
+
+        Its close then notifies no other process: every ``NOTIFY`` wakes every
+        listening connection of the database, each reading the queue in a
+        transaction of its own, whatever channels it listens to, so one
+        notification per run would cost each worker process one transaction of
+        the server per run. A waiter in another process notices such a close
+        at its poll interval (``Run.result`` reads the run at least once a second).
+        """
+        return run_id in self._here
+
+    def closed_here(self, topics: Iterable[str]) -> None:
+        """Wake this world object's waiters on the run topics among ``topics`` now, as
+        a commit of this world object made them true (not a notification later)."""
+        for topic in topics:
+            if is_run_topic(topic):
+                self._here.pop(topic.removeprefix(_RUN_PREFIX), None)
+                self.hub.signal(topic)
 
     def detach(self) -> asyncpg.Connection[asyncpg.Record] | None:
         """Stop using the listener connection; the caller closes what this returns."""
@@ -85,18 +120,34 @@ class Listener:
         if self._listener is conn:
             self._listener = None
 
+    def _channel_of(self, topic: str) -> str:
+        """A run's topic and ``RUNS_TOPIC`` ride the runs channel, every other the
+        work channel (``statements.NOTIFY`` routes them so)."""
+        on_runs = is_run_topic(topic) or topic == RUNS_TOPIC
+        return self._run_channel if on_runs else self._channel
+
     def heard(self, topic: str) -> Hashable | None:
         """A token that changes with every notification of ``topic`` (``worlds._quiet``);
         ``None`` while notifications of it may be missed: the listener is down, or
         nobody waited on its channel yet (it is not subscribed)."""
-        channel = self._channel if topic == WORK_TOPIC else self._run_channel
-        if self._listener is None or channel not in self._channels:
+        if self._listener is None or self._channel_of(topic) not in self._channels:
             return None
         return (id(self._listener), self.hub.heard(topic))
 
     async def wait(self, topic: str, timeout: float) -> None:
-        """See ``PostgresWorld.wait`` (called once the world is connected)."""
-        channel = self._channel if topic == WORK_TOPIC else self._run_channel
+        """See ``PostgresWorld.wait`` (called once the world is connected).
+
+        A wait on a run this world object runs (``running_here``) subscribes to
+        nothing: its close is signalled here by the commit that makes it. So a
+        process that waits only on its own runs does not listen on the runs
+        channel, and no notification costs its listener a transaction of the
+        server. A close made elsewhere (another worker took the run over, a
+        cancel) wakes it only if the channel is subscribed for other waits, else
+        after the poll interval, when the caller reads the run again."""
+        if is_run_topic(topic) and topic.removeprefix(_RUN_PREFIX) in self._here:
+            await self.hub.wait(topic, min(timeout, self._poll_interval))
+            return
+        channel = self._channel_of(topic)
         if self._subscribing is None:
             self._subscribing = anyio.Lock()
         if channel not in self._channels:

@@ -8,6 +8,8 @@ store them with seq 0: the ``seq`` and ``at`` columns then give the event's
 
 from __future__ import annotations
 
+from worlds.protocol import RUNS_TOPIC, run_topic
+
 
 def _call(function: str, arity: int) -> str:
     """``SELECT * FROM function($1, ..., $arity)``."""
@@ -93,9 +95,12 @@ ON CONFLICT (run_id, key) DO UPDATE SET ivalue = excluded.ivalue
 """
 
 # Work topics go to the work channel, run topics to the runs channel.
+# A run's topic (and RUNS_TOPIC) on the runs channel, every other (work, schedules)
+# on the work channel: a process that waits only on runs its own world object
+# closes listens to no channel that each run's close notifies.
 NOTIFY = (
-    "SELECT pg_notify(CASE WHEN topic = 'work' THEN $1 ELSE $2 END, topic) "
-    "FROM unnest($3::text[]) AS t(topic)"
+    f"SELECT pg_notify(CASE WHEN starts_with(topic, '{run_topic('')}') "
+    f"OR topic = '{RUNS_TOPIC}' THEN $2 ELSE $1 END, topic) FROM unnest($3::text[]) AS t(topic)"
 )
 
 # --------------------------------------------------------------------------- claims

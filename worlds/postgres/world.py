@@ -127,6 +127,8 @@ class PostgresWorld(ClosesOnExit):
             write=self._write,
             notices=self._notices,
             post=self._post,
+            closed_here=self._listening.closed_here,
+            runs_here=self._listening.runs_here,
             now=self._clock.now,
             channels=(self._channel, self._run_channel),
             fast_commits=fast_commits,
@@ -289,6 +291,7 @@ class PostgresWorld(ClosesOnExit):
                                     )
                         except Rollback as rollback:
                             return cast(T, rollback.result)
+                    self._listening.closed_here(rows.signals)
                     if not inline:
                         self._post(rows.signals)
                     return result
@@ -340,6 +343,7 @@ class PostgresWorld(ClosesOnExit):
                 channel = self._channel if inline else None
                 rows = PostgresRows(conn, channel, self._clock.now, single_statement=True)
                 result = await flow(rows)
+        self._listening.closed_here(rows.signals)
         if not inline:
             self._post(rows.signals)
         return result
@@ -385,6 +389,7 @@ class PostgresWorld(ClosesOnExit):
                 raise
         if not inline and rows[-1]["notify"]:
             self._post([WORK_TOPIC])
+        self._listening.running_here(request.run_id)
         return start_result(request, start, rows)
 
     async def commit(self, request: types.CommitRequest) -> types.CommitResult:
