@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from worlds._rules.claims import HeldClaim
+from worlds._rules.liveness import Beat
 from worlds._rules.slots import PairState, PairView, Waiter
 from worlds._rules.work import Placement
 from worlds.types import (
@@ -43,6 +44,7 @@ from worlds.types import (
 )
 
 __all__ = [
+    "Beat",
     "ClaimRow",
     "ColumnsByName",
     "DroppedWork",
@@ -63,6 +65,7 @@ __all__ = [
     "SlotRow",
     "Waiter",
     "Windowed",
+    "WorkerRows",
     "pair_state_of",
 ]
 
@@ -452,6 +455,30 @@ class Rows(Protocol):
 
     async def put_schedule(self, record: ScheduleRecord) -> None:
         """Store the schedule's new state, its lease released."""
+        ...
+
+
+class WorkerRows(Protocol):
+    """The registered workers' rows, as the liveness flows (``worlds._flows.liveness``)
+    read and write them inside one write transaction."""
+
+    now: datetime
+
+    async def workers(self) -> list[Beat]:
+        """Every registered worker's row."""
+        ...
+
+    async def worker(self, worker_id: str) -> Beat | None:
+        """The row of ``worker_id`` (locked)."""
+        ...
+
+    async def put_worker(self, worker: Beat) -> None:
+        """Store ``worker``'s row, replacing the one with its id."""
+        ...
+
+    async def revoke_leases(self, worker_id: str) -> None:
+        """Give back every item ``worker_id`` holds (as ``release`` would) and signal
+        ``WORK_TOPIC``."""
         ...
 
 

@@ -44,6 +44,7 @@ class Tables:
     slots: SlotStore
     streams: StreamStore
     schedules: ScheduleStore
+    workers: dict[str, port.Beat] = field(default_factory=dict)
 
 
 @dataclass
@@ -293,6 +294,23 @@ class MemoryRows:
             )
             dropped.append(port.DroppedWork(item.kind, item.number, item.attempt, in_flight))
         return dropped
+
+    # ------------------------------------------------------------ workers
+
+    async def workers(self) -> list[port.Beat]:
+        return list(self._t.workers.values())
+
+    async def worker(self, worker_id: str) -> port.Beat | None:
+        return self._t.workers.get(worker_id)
+
+    async def put_worker(self, worker: port.Beat) -> None:
+        self._t.journal.put(self._t.workers, worker.info.id, worker)
+
+    async def revoke_leases(self, worker_id: str) -> None:
+        held = [item.id for item in self._t.work.items.values() if item.owner == worker_id]
+        for item_id in held:
+            self._t.work.update(item_id, owner=None, expires_at=None)
+        self.signal(WORK_TOPIC)
 
     # ------------------------------------------------------------ streams
 

@@ -342,6 +342,22 @@ class SqliteRows:
             for row in rows
         ]
 
+    # ------------------------------------------------------------ workers
+
+    async def workers(self) -> list[port.Beat]:
+        return [codecs.worker_from_row(row) for row in self.db.execute(sql.WORKERS)]
+
+    async def worker(self, worker_id: str) -> port.Beat | None:
+        row = self.db.execute(sql.WORKER, (worker_id,)).fetchone()
+        return None if row is None else codecs.worker_from_row(row)
+
+    async def put_worker(self, worker: port.Beat) -> None:
+        self.db.execute(sql.PUT_WORKER, codecs.worker_params(worker))
+
+    async def revoke_leases(self, worker_id: str) -> None:
+        self.db.execute(sql.REVOKE_LEASES, (worker_id,))
+        self.signal(WORK_TOPIC)
+
     # ------------------------------------------------------------ streams
 
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:

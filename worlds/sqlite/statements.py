@@ -196,6 +196,13 @@ RELEASE_WORK = (
 
 _DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased"
 
+# ---------------------------------------------------------------------------- workers
+
+WORKERS = "SELECT * FROM workers"
+WORKER = "SELECT * FROM workers WHERE id = ?"
+PUT_WORKER = "INSERT OR REPLACE INTO workers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = ?"
+
 
 def due_work_sql(name_count: int) -> tuple[str, str]:
     """The two lease scans: free items due by ``available_at``, and expired leases.
@@ -206,7 +213,7 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
     tail = f"AND name IN ({names}) ORDER BY available_at, run_id, id LIMIT ?{name_count + 2}"
     free = f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NULL AND available_at <= ?1 {tail}"
     expired = (
-        f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NOT NULL AND expires_at <= ?1 "
+        f"SELECT {_DUE_COLUMNS}, owner FROM work WHERE owner IS NOT NULL AND expires_at <= ?1 "
         f"AND available_at <= ?1 {tail}"
     )
     return free, expired

@@ -21,6 +21,7 @@ from worlds.sqlite.migrations import (
     v06_streams,
     v07_holds,
     v08_settings,
+    v09_workers,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -34,5 +35,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     6: v06_streams.STATEMENTS,
     7: v07_holds.STATEMENTS,
     8: v08_settings.STATEMENTS,
+    9: v09_workers.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
