@@ -14,14 +14,13 @@ import msgspec
 
 from worlds import _columns
 from worlds._columns import Columns
-from worlds._flows.rows import Beat, Placement
+from worlds._flows.rows import Placement
 from worlds.types import (
     EPOCH,
     EventKind,
     NewWorkItem,
     RunRecord,
     ScheduleRecord,
-    WorkerInfo,
     WorkItem,
 )
 
@@ -135,40 +134,3 @@ def schedule_params(record: ScheduleRecord) -> tuple[object, ...]:
         to_micros(record.updated_at),
     )
 
-
-def worker_params(worker: Beat) -> tuple[object, ...]:
-    """Parameters of ``PUT_WORKER`` that store ``worker``."""
-    info = worker.info
-    return (
-        info.id,
-        info.host,
-        info.pid,
-        info.build_id,
-        round(info.liveness_seconds * 1_000_000),
-        to_micros(worker.started_at),
-        to_micros(worker.last_beat),
-        to_micros(worker.steady_since),
-        worker.in_flight,
-        int(worker.fenced),
-        int(worker.stopped),
-    )
-
-
-def worker_from_row(row: sqlite3.Row) -> Beat:
-    """The ``Beat`` a ``workers`` row stores."""
-    info = WorkerInfo(
-        id=row["id"],
-        host=row["host"],
-        pid=row["pid"],
-        build_id=row["build_id"],
-        liveness_seconds=row["liveness_us"] / 1_000_000,
-    )
-    return Beat(
-        info,
-        from_micros(row["started_at"]),
-        from_micros(row["last_beat"]),
-        from_micros(row["steady_since"]),
-        row["in_flight"],
-        fenced=bool(row["fenced"]),
-        stopped=bool(row["stopped"]),
-    )

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from worlds import types
-from worlds._columns import claim_params
+from worlds._columns import claim_params, worker_params
 from worlds._flows import rows as port
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import (
@@ -345,14 +345,14 @@ class SqliteRows:
     # ------------------------------------------------------------ workers
 
     async def workers(self) -> list[port.Beat]:
-        return [codecs.worker_from_row(row) for row in self.db.execute(sql.WORKERS)]
+        return [codecs.columns.worker(row) for row in self.db.execute(sql.WORKERS)]
 
     async def worker(self, worker_id: str) -> port.Beat | None:
         row = self.db.execute(sql.WORKER, (worker_id,)).fetchone()
-        return None if row is None else codecs.worker_from_row(row)
+        return None if row is None else codecs.columns.worker(row)
 
     async def put_worker(self, worker: port.Beat) -> None:
-        self.db.execute(sql.PUT_WORKER, codecs.worker_params(worker))
+        self.db.execute(sql.PUT_WORKER, worker_params(worker, codecs.to_micros))
 
     async def revoke_leases(self, worker_id: str) -> None:
         self.db.execute(sql.REVOKE_LEASES, (worker_id,))

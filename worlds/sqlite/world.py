@@ -277,7 +277,7 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
 
         def body(db: sqlite3.Connection) -> list[types.WorkerRecord]:
-            workers = [codecs.worker_from_row(row) for row in db.execute(sql.WORKERS)]
+            workers = [codecs.columns.worker(row) for row in db.execute(sql.WORKERS)]
             return liveness.listing(workers, types.utcnow())
 
         return await self._connection.read(body)

@@ -25,6 +25,7 @@ from worlds.postgres.migrations import (
     v09_conditional_commits,
     v10_holds,
     v11_settings,
+    v12_workers,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -41,5 +42,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     9: v09_conditional_commits.STATEMENTS,
     10: v10_holds.STATEMENTS,
     11: v11_settings.STATEMENTS,
+    12: v12_workers.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

@@ -20,7 +20,7 @@ STATEMENTS: tuple[str, ...] = (
         host TEXT NOT NULL,
         pid INTEGER NOT NULL,
         build_id TEXT,
-        liveness_us INTEGER NOT NULL,
+        liveness REAL NOT NULL,
         started_at INTEGER NOT NULL,
         last_beat INTEGER NOT NULL,
         steady_since INTEGER NOT NULL,
