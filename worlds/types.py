@@ -543,9 +543,10 @@ WorkerStatus: TypeAlias = Literal["live", "silent", "dead", "stopped"]
 """A registered worker as its world sees it (``worlds._rules.liveness``): ``live``
 while it heartbeats, ``silent`` when its heartbeat is older than its window by
 the world's clock but no other worker was seen beating for that window after it
-(a world-wide stall, or nobody left to tell: its items stay its own), ``dead`` once the world declared it so (its heartbeat went
-stale while other workers were seen beating for a whole window; its items are
-taken over and it is fenced), ``stopped`` once it said goodbye."""
+(a world-wide stall, or nobody left to tell: its items stay its own), ``dead``
+once the world declared it so (its heartbeat went stale while other workers were
+seen beating for a whole window; its items are taken over and it is fenced),
+``stopped`` once it said goodbye."""
 
 
 class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -35,7 +35,6 @@ import anyio
 
 from workflow import _observe, _runtime
 from workflow._task_groups import exit_task_group
-from workflow.errors import WorkerFencedError
 from workflow.engine._capacity import Capacity
 from workflow.engine._commits import (
     closing_event,
@@ -55,6 +54,7 @@ from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from workflow.engine._sticky_cache import StickyCache
 from workflow.engine._task import EagerSteps
 from workflow.engine._workflow_tasks import WorkflowTasks
+from workflow.errors import WorkerFencedError
 from worlds.codec import check_plain_write
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World

@@ -24,7 +24,9 @@ __all__ = ["heartbeat", "lease_rights", "listing", "register", "unregister"]
 async def register(rows: WorkerRows, info: WorkerInfo) -> WorkerRecord:
     """See ``World.register_worker``."""
     if info.liveness_seconds <= 0:
-        raise ValueError(f"a worker's liveness window must be positive, not {info.liveness_seconds}")
+        raise ValueError(
+            f"a worker's liveness window must be positive, not {info.liveness_seconds}"
+        )
     existing = await rows.worker(info.id)
     if existing is not None and existing.fenced:
         raise ValueError(f"worker {info.id} was declared dead: it stays fenced")

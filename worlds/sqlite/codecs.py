@@ -133,4 +133,3 @@ def schedule_params(record: ScheduleRecord) -> tuple[object, ...]:
         to_micros(record.created_at),
         to_micros(record.updated_at),
     )
-

@@ -194,7 +194,7 @@ RELEASE_WORK = (
     "WHERE run_id = ? AND id = ? AND owner = ? AND token = ?"
 )
 
-_DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased"
+_DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased, owner"
 
 # ---------------------------------------------------------------------------- workers
 
@@ -213,7 +213,7 @@ def due_work_sql(name_count: int) -> tuple[str, str]:
     tail = f"AND name IN ({names}) ORDER BY available_at, run_id, id LIMIT ?{name_count + 2}"
     free = f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NULL AND available_at <= ?1 {tail}"
     expired = (
-        f"SELECT {_DUE_COLUMNS}, owner FROM work WHERE owner IS NOT NULL AND expires_at <= ?1 "
+        f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NOT NULL AND expires_at <= ?1 "
         f"AND available_at <= ?1 {tail}"
     )
     return free, expired
