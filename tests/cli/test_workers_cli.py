@@ -78,8 +78,12 @@ async def test_workers_list_shows_a_sigkilled_worker_dead_and_the_others_live(
         listing = await until(
             url,
             "three live workers, each holding work",
-            lambda seen: pids <= set(seen)
-            and all(seen[pid]["status"] == "live" and seen[pid]["in_flight"] > 0 for pid in pids),
+            lambda seen: (
+                pids <= set(seen)
+                and all(
+                    seen[pid]["status"] == "live" and seen[pid]["in_flight"] > 0 for pid in pids
+                )
+            ),
         )
         assert {listing[pid]["build_id"] for pid in pids} == {"build-7"}
         victim, *survivors = procs
