@@ -30,7 +30,7 @@ from workflow import (
 )
 from workflow.schedules import create_schedule
 from worlds.protocol import World
-from worlds.types import StepCompleted, StepDiscarded, StepFailed, WorkerInfo, WorkItem
+from worlds.types import StepCompleted, StepFailed, WorkerInfo, WorkItem
 
 pytestmark = pytest.mark.anyio
 
