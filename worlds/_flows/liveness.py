@@ -30,6 +30,7 @@ async def register(rows: WorkerRows, info: WorkerInfo) -> WorkerRecord:
     existing = await rows.worker(info.id)
     if existing is not None and existing.fenced:
         raise ValueError(f"worker {info.id} was declared dead: it stays fenced")
+    await rows.drop_workers(rows.now - liveness.RETENTION)
     worker = liveness.register(info, rows.now)
     await rows.put_worker(worker)
     return liveness.record(worker, (), rows.now)

@@ -476,6 +476,10 @@ class WorkerRows(Protocol):
         """Store ``worker``'s row, replacing the one with its id."""
         ...
 
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        """Delete the rows of the workers whose last heartbeat is before ``beaten_before``."""
+        ...
+
     async def revoke_leases(self, worker_id: str) -> None:
         """Give back every item ``worker_id`` holds (as ``release`` would) and signal
         ``WORK_TOPIC``."""

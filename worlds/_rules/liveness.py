@@ -41,6 +41,7 @@ from typing import NamedTuple
 from worlds.types import WorkerInfo, WorkerRecord, WorkerStatus
 
 __all__ = [
+    "RETENTION",
     "STEADY_GAP",
     "Beat",
     "beat",
@@ -54,6 +55,12 @@ __all__ = [
 STEADY_GAP = 0.5
 """The longest gap between two heartbeats, as a fraction of the worker's window,
 that keeps its run of beats steady (evidence the world was reachable throughout)."""
+
+
+RETENTION = timedelta(days=1)
+"""How long a worker's row outlives its last heartbeat: a registration drops the
+rows older than that, so worker processes that come and go do not grow the table
+(a day-old row's holder is gone; its items fall back to the lease timer)."""
 
 
 class Beat(NamedTuple):

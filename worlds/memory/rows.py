@@ -306,6 +306,11 @@ class MemoryRows:
     async def put_worker(self, worker: port.Beat) -> None:
         self._t.journal.put(self._t.workers, worker.info.id, worker)
 
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        gone = [w.info.id for w in self._t.workers.values() if w.last_beat < beaten_before]
+        for worker_id in gone:
+            self._t.journal.pop(self._t.workers, worker_id)
+
     async def revoke_leases(self, worker_id: str) -> None:
         held = [item.id for item in self._t.work.items.values() if item.owner == worker_id]
         for item_id in held:

@@ -463,6 +463,9 @@ class PostgresRows:
     async def put_worker(self, worker: port.Beat) -> None:
         await self._execute(sql.PUT_WORKER, *worker_params(worker, lambda moment: moment))
 
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        await self._execute(sql.DROP_WORKERS, beaten_before)
+
     async def revoke_leases(self, worker_id: str) -> None:
         await self._execute(sql.REVOKE_LEASES, worker_id)
         self.signal(WORK_TOPIC)

@@ -471,6 +471,7 @@ ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3, build_id = $4, liveness = $5
     started_at = $6, last_beat = $7, steady_since = $8, in_flight = $9, fenced = $10,
     stopped = $11
 """
+DROP_WORKERS = "DELETE FROM workers WHERE last_beat < $1"
 REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = $1"
 # A heartbeat, in one statement whatever the worker holds ($1 the worker, $2 its
 # in-flight count, $3/$4 the work channel and topic), stamped with the server's

@@ -354,6 +354,9 @@ class SqliteRows:
     async def put_worker(self, worker: port.Beat) -> None:
         self.db.execute(sql.PUT_WORKER, worker_params(worker, codecs.to_micros))
 
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        self.db.execute(sql.DROP_WORKERS, (codecs.to_micros(beaten_before),))
+
     async def revoke_leases(self, worker_id: str) -> None:
         self.db.execute(sql.REVOKE_LEASES, (worker_id,))
         self.signal(WORK_TOPIC)

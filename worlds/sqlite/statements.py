@@ -201,6 +201,7 @@ _DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, 
 WORKERS = "SELECT * FROM workers"
 WORKER = "SELECT * FROM workers WHERE id = ?"
 PUT_WORKER = "INSERT OR REPLACE INTO workers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+DROP_WORKERS = "DELETE FROM workers WHERE last_beat < ?"
 REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = ?"
 
 
