@@ -75,7 +75,12 @@ class Heartbeat:
         """Whether the world has this worker's registration (and it is not fenced)."""
 
     async def register(self) -> None:
-        """Register, waiting out a world that is down as the worker's loops do."""
+        """Register, waiting out a world that is down as the worker's loops do. A
+        world without registrations (one written before them) leaves the worker's
+        leases to their timers."""
+        if not callable(getattr(self.world, "register_worker", None)):
+            log.info("worker %s: this world keeps no registrations", self.info.id)
+            return
         backoff = Backoff(cap=self.interval)
         doing = "register with the world"
         while True:
