@@ -12,6 +12,7 @@ worker stops at once, committing and releasing nothing more.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -19,7 +20,7 @@ from collections.abc import Callable
 
 import anyio
 
-from workflow.engine._faults import Backoff, Complaints, is_fatal, is_transient
+from workflow.engine._faults import Complaints, is_fatal, riding_out
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import World
 from worlds.types import WorkerInfo
@@ -81,21 +82,9 @@ class Heartbeat:
         if not callable(getattr(self.world, "register_worker", None)):
             log.info("worker %s: this world keeps no registrations", self.info.id)
             return
-        backoff = Backoff(cap=self.interval)
-        doing = "register with the world"
-        while True:
-            try:
-                await self.world.register_worker(self.info)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                delay = backoff.next()
-                self._complaints.failed(doing, exc, delay)
-                await anyio.sleep(delay)
-            else:
-                self._complaints.succeeded(doing)
-                self.registered = True
-                return
+        register = functools.partial(self.world.register_worker, self.info)
+        await riding_out(register, "register with the world", self._complaints, self.interval)
+        self.registered = True
 
     async def run(self, in_flight: Callable[[], int]) -> None:
         """Beat every ``interval`` seconds, reporting ``in_flight()``, until fenced."""

@@ -23,6 +23,7 @@ keeps the leases alive, and hands each item to the part that runs it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -45,7 +46,7 @@ from workflow.engine._commits import (
 )
 from workflow.engine._committer import Committer
 from workflow.engine._eager_start import EagerStart
-from workflow.engine._faults import Backoff, Complaints, is_fatal, is_transient
+from workflow.engine._faults import Backoff, Complaints, is_fatal, riding_out
 from workflow.engine._heartbeat import Heartbeat
 from workflow.engine._one_transaction import StepWithWorkflow
 from workflow.engine._registry import Registry
@@ -231,20 +232,9 @@ class Worker:
         # before anything runs, rather than failing each run it cannot read. A
         # worker may start while its world is down (a database restarting): it
         # waits for the world as every other loop of a worker does, instead of dying
-        backoff = Backoff(cap=max(self.lease_seconds / 6, 1.0))
-        doing = "check the world's codec"
-        while True:
-            try:
-                await check_plain_write(self.world)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                delay = backoff.next()
-                self._complaints.failed(doing, exc, delay)
-                await anyio.sleep(delay)
-            else:
-                self._complaints.succeeded(doing)
-                return
+        check = functools.partial(check_plain_write, self.world)
+        cap = max(self.lease_seconds / 6, 1.0)
+        await riding_out(check, "check the world's codec", self._complaints, cap)
 
     async def __aexit__(
         self,
