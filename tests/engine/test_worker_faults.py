@@ -268,7 +268,7 @@ async def test_a_zombie_is_fenced_and_its_result_never_lands(
     heartbeat refused) and stops, and the result it computed never lands."""
     thief["world"] = lambda: world
     thief["open"] = make_world
-    async with Worker(world, [zombie_flow], lease_seconds=0.5) as zombie:
+    async with Worker(world, [zombie_flow], lease_seconds=0.5, liveness_seconds=0.5) as zombie:
         run = await start(zombie_flow, world=world)
         with anyio.fail_after(30):
             while not zombie.fenced:

@@ -123,4 +123,5 @@ class Heartbeat:
             with anyio.move_on_after(5):
                 await self.world.unregister_worker(self.info.id)
         except Exception as exc:
-            self._complaints.failed("unregister from the world", exc, None)
+            if is_fatal(exc) is None:  # an unusable world was reported when it stopped
+                self._complaints.failed("unregister from the world", exc, None)

@@ -65,6 +65,11 @@ __all__ = ["Worker"]
 
 log = logging.getLogger("workflow.worker")
 
+LIVENESS_FLOOR = 10.0
+"""The shortest default liveness window: a worker is declared dead only after this
+long without a heartbeat while others beat, however short its leases (a busy host
+delays a heartbeat by seconds; short leases are for fast retries, not fast verdicts)."""
+
 CANCEL_CHECK_SECONDS = 1.0
 """How often in-flight steps are checked for a cancelled run."""
 
@@ -88,7 +93,8 @@ class Worker:
             A workflow brings along the steps its module defines or imports.
         concurrency: most work items (workflow tasks and step attempts) in flight.
         lease_seconds: how long a lease lasts unless renewed.
-        liveness_seconds: the worker's liveness window (default: ``lease_seconds``).
+        liveness_seconds: the worker's liveness window (default: ``lease_seconds``,
+            at least ``LIVENESS_FLOOR``, 10 s).
             The worker registers in the world and heartbeats a few times per
             window; work it holds is taken over once the world declares it
             dead: no heartbeat for this long while other workers were seen
@@ -189,7 +195,9 @@ class Worker:
         self._heartbeat = Heartbeat(
             world,
             self.worker_id,
-            liveness_seconds=lease_seconds if liveness_seconds is None else liveness_seconds,
+            liveness_seconds=(
+                max(lease_seconds, LIVENESS_FLOOR) if liveness_seconds is None else liveness_seconds
+            ),
             build_id=build_id if build_id is not None else os.environ.get("WORKFLOW_BUILD_ID"),
             complaints=self._complaints,
             fail=self._fail,
