@@ -41,7 +41,7 @@ def test_a_holder_is_dead_once_a_steady_witness_beat_a_window_past_its_last_beat
     witness = liveness.beat(witness, at(2.5), 0)
     assert liveness.is_dead(holder, [holder, witness])
     assert liveness.status(holder, [holder, witness], at(2.5)) == "dead"
-    assert liveness.may_take(holder, [holder, witness])
+    assert liveness.may_take(holder, [holder, witness], at(1.0))
 
 
 def test_a_stall_of_every_heartbeat_declares_nobody_dead() -> None:
@@ -52,11 +52,24 @@ def test_a_stall_of_every_heartbeat_declares_nobody_dead() -> None:
     assert witness.steady_since == at(11.0)
     assert not liveness.is_dead(holder, [holder, witness])
     assert liveness.status(holder, [holder, witness], at(12.5)) == "silent"
-    assert not liveness.may_take(holder, [holder, witness])
+    assert not liveness.may_take(holder, [holder, witness], at(1.1))
     holder = liveness.beat(holder, at(12.6), 3)  # back: a live holder keeps its items
     witness = beats(witness, [13.0, 13.5, 14.0])
     assert not liveness.is_dead(holder, [holder, witness])
     assert liveness.status(holder, [holder, witness], at(14.0)) == "live"
+
+
+def test_an_item_its_live_holder_forgot_is_taken_a_window_after_its_lease_ran_out() -> None:
+    """A holder that beats steadily but stopped renewing an item (it dropped it after
+    an error) loses that item once its own beats reach a window past the lease's end;
+    it stays live, and a stall in between restarts the count."""
+    holder = beats(worker("h"), [0.5 * n for n in range(1, 6)])  # 0.5 .. 2.5
+    assert not liveness.may_take(holder, [holder], at(1.0)), "2.5 is not a window past 1.0"
+    holder = liveness.beat(holder, at(3.0), 0)
+    assert liveness.may_take(holder, [holder], at(1.0))
+    assert liveness.status(holder, [holder], at(3.0)) == "live"
+    stalled = beats(worker("h"), [0.5, 8.0, 8.5, 9.0, 9.5])  # nobody beat from 0.5 to 8
+    assert not liveness.may_take(stalled, [stalled], at(1.0))
 
 
 def test_a_gap_over_half_the_window_restarts_the_steady_run() -> None:
@@ -75,8 +88,8 @@ def test_a_witness_with_a_longer_window_proves_nothing() -> None:
 def test_nobody_witnesses_for_itself_and_unregistered_or_stopped_holders_follow_the_timer() -> None:
     alone = beats(worker("h"), [0.5 * n for n in range(1, 20)])
     assert not liveness.is_dead(alone, [alone])
-    assert liveness.may_take(None, [alone])
-    assert liveness.may_take(alone._replace(stopped=True), [alone])
+    assert liveness.may_take(None, [alone], at(1))
+    assert liveness.may_take(alone._replace(stopped=True), [alone], at(1))
     assert liveness.status(alone._replace(stopped=True), [], at(1)) == "stopped"
     assert liveness.status(alone._replace(fenced=True), [], at(1)) == "dead"
 

@@ -11,14 +11,14 @@ same rule in SQL.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 from worlds._flows.rows import Beat, WorkerRows
 from worlds._rules import liveness
 from worlds.types import WorkerInfo, WorkerRecord
 
-__all__ = ["heartbeat", "lease_rights", "listing", "register", "unregister"]
+__all__ = ["LeaseRights", "heartbeat", "lease_rights", "listing", "register", "unregister"]
 
 
 async def register(rows: WorkerRows, info: WorkerInfo) -> WorkerRecord:
@@ -55,25 +55,37 @@ async def unregister(rows: WorkerRows, worker_id: str) -> None:
         await rows.put_worker(worker._replace(stopped=True))
 
 
+class LeaseRights:
+    """Whose items whose leases ran out a leaser may take (``lease_rights``)."""
+
+    def __init__(self, workers: Mapping[str, Beat]) -> None:
+        self._workers = workers
+
+    def may_take(self, owner: str, expired_at: datetime) -> bool:
+        """Whether the item ``owner`` holds, whose lease ran out at ``expired_at``, may
+        be taken (``worlds._rules.liveness.may_take``)."""
+        held_by = self._workers.get(owner)
+        return liveness.may_take(held_by, self._workers.values(), expired_at)
+
+
 async def lease_rights(
     rows: WorkerRows, worker_id: str, owners: Collection[str]
-) -> set[str] | None:
-    """Of ``owners`` (holders of leases that ran out), those whose items
-    ``worker_id`` may take now; each registered one among them is fenced.
-    ``None``: ``worker_id`` itself is fenced and leases nothing."""
+) -> LeaseRights | None:
+    """What ``worker_id`` may take from ``owners`` (holders of leases that ran out);
+    each of them that is dead is fenced first. ``None``: ``worker_id`` itself is
+    fenced and leases nothing."""
     everyone = {worker.info.id: worker for worker in await rows.workers()}
     leaser = everyone.get(worker_id)
     if leaser is not None and leaser.fenced:
         return None
-    takeable: set[str] = set()
     for owner in owners:
         held_by = everyone.get(owner)
-        if not liveness.may_take(held_by, everyone.values()):
+        if held_by is None or held_by.stopped or held_by.fenced:
             continue
-        takeable.add(owner)
-        if held_by is not None and not held_by.stopped and not held_by.fenced:
+        if liveness.is_dead(held_by, everyone.values()):
             await _fence(rows, held_by)
-    return takeable
+            everyone[owner] = held_by._replace(fenced=True)
+    return LeaseRights(everyone)
 
 
 def listing(workers: Sequence[Beat], now: datetime) -> list[WorkerRecord]:

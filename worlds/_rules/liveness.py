@@ -105,10 +105,16 @@ def is_dead(holder: Beat, others: Iterable[Beat]) -> bool:
     )
 
 
-def may_take(owner: Beat | None, others: Iterable[Beat]) -> bool:
-    """Whether an item whose lease ran out may be taken from ``owner`` (its holder's
-    row; ``None``: the holder never registered, and the lease timer decides)."""
-    return owner is None or owner.stopped or is_dead(owner, others)
+def may_take(owner: Beat | None, others: Iterable[Beat], expired_at: datetime) -> bool:
+    """Whether an item whose lease ran out at ``expired_at`` may be taken from ``owner``
+    (its holder's row; ``None``: the holder never registered, and the lease timer
+    decides): the holder stopped, is dead, or *forgot the item*: its own steady run
+    of beats reaches a whole window past the lease's end, so the world answered it
+    all along and it did not renew (a worker that dropped the item after an error)."""
+    if owner is None or owner.stopped or is_dead(owner, others):
+        return True
+    window = timedelta(seconds=owner.info.liveness_seconds)
+    return owner.last_beat - max(expired_at, owner.steady_since) >= window
 
 
 def status(worker: Beat, others: Iterable[Beat], now: datetime) -> WorkerStatus:

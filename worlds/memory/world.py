@@ -221,13 +221,18 @@ class MemoryWorld(ClosesOnExit):
     ) -> list[types.WorkItem]:
         """See ``World.lease``."""
         work, now = self._tables.work, self._clock()
-        takeable = self._write(
+        rights = self._write(
             lambda rows: liveness.lease_rights(rows, worker_id, work.expired_owners(now, names))
         )
-        if takeable is None:  # fenced: declared dead, it leases nothing
+        if rights is None:  # fenced: declared dead, it leases nothing
             return []
         leased = work.lease(
-            worker_id, now, names=names, limit=limit, lease_seconds=lease_seconds, takeable=takeable
+            worker_id,
+            now,
+            names=names,
+            limit=limit,
+            lease_seconds=lease_seconds,
+            takeable=rights.may_take,
         )
         self._tables.journal.forget()  # the StepStarted appended: nothing to undo
         return leased

@@ -277,9 +277,10 @@ LEASE_ONE = (
 # for a whole window of ``h``'s after ``h``'s last heartbeat. Only stored beats are
 # compared, so a frozen or unreachable server, which stops every beat, declares
 # nobody dead. An item whose lease ran out is taken only from a holder that never
-# registered, stopped, or is dead; the lease that takes it fences that holder
-# (``fence``) and gives back all its other leases (``revoked``). A fenced worker
-# leases nothing.
+# registered, stopped, is dead, or forgot it (its own steady beats reach a window
+# past the lease's end: the server answered it, and it did not renew); the lease
+# that takes a dead holder's item fences it (``fence``) and gives back all its
+# other leases (``revoked``). A fenced worker leases nothing.
 _DEAD = """(h.fenced OR EXISTS (
     SELECT 1 FROM workers k
     WHERE k.id <> h.id AND k.liveness <= h.liveness
@@ -296,14 +297,16 @@ WITH due AS (
                + least($5::timestamptz - $2::timestamptz, interval '5 seconds')
                <= statement_timestamp()
            AND NOT EXISTS (SELECT 1 FROM workers h
-                           WHERE h.id = w.owner AND NOT h.stopped AND NOT {_DEAD})))
+                           WHERE h.id = w.owner AND NOT h.stopped AND NOT {_DEAD}
+                             AND h.last_beat - greatest(w.expires_at, h.steady_since)
+                                 < h.liveness * interval '1 second')))
       AND NOT EXISTS (SELECT 1 FROM workers f WHERE f.id = $4 AND f.fenced)
     ORDER BY w.available_at, w.run_id, w.id
     LIMIT $3
     FOR UPDATE OF w, r SKIP LOCKED
 ), fence AS (
     UPDATE workers h SET fenced = true
-    WHERE h.id IN (SELECT owner FROM due) AND NOT h.stopped AND NOT h.fenced
+    WHERE h.id IN (SELECT owner FROM due) AND NOT h.stopped AND NOT h.fenced AND {_DEAD}
     RETURNING h.id
 ), revoked AS (
     UPDATE work w SET owner = NULL, expires_at = NULL

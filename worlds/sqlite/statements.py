@@ -194,7 +194,9 @@ RELEASE_WORK = (
     "WHERE run_id = ? AND id = ? AND owner = ? AND token = ?"
 )
 
-_DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased, owner"
+_DUE_COLUMNS = (
+    "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased, owner, expires_at"
+)
 
 # ---------------------------------------------------------------------------- workers
 

@@ -186,10 +186,15 @@ class SqliteWorld(ClosesOnExit):
         def body(tx: SqliteRows) -> list[types.WorkItem]:
             rows = due(tx.db, tx.now_us)
             owners = {row["owner"] for row in rows if row["owner"] is not None}
-            takeable = run_sync(liveness.lease_rights(tx, worker_id, owners))
-            if takeable is None:  # fenced: declared dead, it leases nothing
+            rights = run_sync(liveness.lease_rights(tx, worker_id, owners))
+            if rights is None:  # fenced: declared dead, it leases nothing
                 return []
-            rows = [row for row in rows if row["owner"] is None or row["owner"] in takeable]
+            rows = [
+                row
+                for row in rows
+                if row["owner"] is None
+                or rights.may_take(row["owner"], codecs.from_micros(row["expires_at"]))
+            ]
             expires = codecs.to_micros(lease_deadline(tx.now, lease_seconds))
             updates: list[tuple[object, ...]] = []
             items: list[types.WorkItem] = []

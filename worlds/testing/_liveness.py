@@ -1,5 +1,5 @@
 """Conformance: worker liveness (RFC 0001): heartbeats, takeover after death, no
-takeover during a world-wide stall, and a fenced zombie.
+takeover during a world-wide stall, an item its holder forgot, and a fenced zombie.
 
 The tests run on the machine's clock with a liveness window of ``WINDOW``; the
 workers that must look alive heartbeat every tenth of it from a task of their
@@ -129,12 +129,25 @@ class LivenessConformance(ConformanceBase):
         await _register(world, holder, other)
         async with _beating(world, (holder, other)):
             item = await _step_leased_by(world, holder, lease_seconds=0.1)
-            await anyio.sleep(WINDOW * 1.5)
+            await anyio.sleep(WINDOW * 0.6)
             taken = await world.lease(other, names={STEP}, limit=10, lease_seconds=30.0)
             assert taken == [], "an item of a live holder was taken when its lease ran out"
             assert (await _workers(world))[holder].status == "live"
             result = await world.commit(_completion(item, holder))
         assert result.ok, f"the live holder's commit was refused: {result!r}"
+
+    @pytest.mark.anyio
+    async def test_an_item_its_live_holder_forgot_is_taken_over(self, world: World) -> None:
+        """A holder that heartbeats but stopped renewing an item (it dropped it) loses
+        that item about a window after its lease ran out, and stays live."""
+        holder = f"live-a-{new_run_id()}"
+        await _register(world, holder)
+        item = await _step_leased_by(world, holder, lease_seconds=0.1)
+        async with _beating(world, (holder,)):
+            taken = await _poll_take(world, "probe", within=WINDOW * 6)
+        assert [(i.id, i.attempt) for i in taken] == [(item.id, item.attempt + 1)]
+        assert (await _workers(world))[holder].status == "live"
+        assert await world.heartbeat(holder, 0), "forgetting an item does not fence"
 
     @pytest.mark.anyio
     async def test_a_dead_holder_is_taken_over_and_fenced(self, world: World) -> None:
@@ -173,7 +186,7 @@ class LivenessConformance(ConformanceBase):
         assert (await _workers(world))[holder].status == "silent"
         assert await world.heartbeat(holder, 1), "the holder was fenced by a stall"
         async with _beating(world, (holder, other)):
-            await anyio.sleep(WINDOW * 1.2)
+            await anyio.sleep(WINDOW * 0.6)
             taken = await world.lease(other, names={STEP}, limit=10, lease_seconds=30.0)
             assert taken == [], "the holder, beating again, lost its item"
             result = await world.commit(_completion(item, holder))
