@@ -21,6 +21,7 @@ from cli._codec_option import CodecOption, with_codec
 from cli._modules import load_module
 from cli._resolve import EXIT_ERROR, CliError, WorldOption, execute, open_world
 from workflow import Worker
+from workflow.errors import WorkerFencedError
 from worlds.errors import WorldMisconfiguredError
 from worlds.quoting import quoted
 
@@ -100,6 +101,8 @@ def worker_command(
                             await runner.run()
                         except WorldMisconfiguredError as exc:
                             problem = f"the world cannot be used: {exc}"
+                        except WorkerFencedError as exc:
+                            problem = f"{exc}: its work was taken over; start it again"
                     else:
                         problem = f"{quoted(module)} defines no @workflow or @step"
                 group.cancel_scope.cancel()

@@ -24,7 +24,14 @@ from workflow.query import parse as parse_query
 from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.query import Expr, RunQuery
-from worlds.types import AttributeValue, Claim, ClaimConflict, HookRecord, RunStatus
+from worlds.types import (
+    AttributeValue,
+    Claim,
+    ClaimConflict,
+    HookRecord,
+    RunStatus,
+    WorkerRecord,
+)
 
 __all__ = [
     "RunList",
@@ -230,3 +237,10 @@ async def resume_hook(
 async def list_hooks(*, run_id: str | None = None, world: World | None = None) -> list[HookRecord]:
     """The live hooks of run ``run_id`` (or of every open run), oldest first."""
     return await resolve_world(world).list_hooks(run_id)
+
+
+async def list_workers(*, world: World | None = None) -> list[WorkerRecord]:
+    """The workers registered in the world, by id, each with its status as the world
+    sees it now (``live``, ``silent``, ``dead`` or ``stopped``), its last heartbeat and
+    the count of items it reported holding (RFC 0001, "Worker liveness")."""
+    return await resolve_world(world).list_workers()

@@ -52,6 +52,7 @@ __all__ = [
     "ScheduleNotFoundError",
     "StepFailedError",
     "UndecodableValueError",
+    "WorkerFencedError",
     "WorkflowError",
 ]
 
@@ -342,6 +343,13 @@ class QuerySyntaxError(WorkflowError, ValueError):
 
 class NotInWorkflowError(WorkflowError, RuntimeError):
     """A call that needs a workflow (or step) context was made outside one."""
+
+
+class WorkerFencedError(WorkflowError, RuntimeError):
+    """``Worker.run`` stopped because the world declared the worker dead: it did not
+    heartbeat for its liveness window while other workers did (a long pause, a
+    partition). Its work was taken over and its leases revoked; start it again to
+    take work under a new registration."""
 
 
 class UndecodableValueError(WorkflowError, TypeError, ValueError):

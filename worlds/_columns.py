@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from worlds._flows.rows import ClaimRow, HeldClaim, QueuedWork
+from worlds._flows.rows import Beat, ClaimRow, HeldClaim, QueuedWork
 from worlds.semantics import decode_release_on, encode_release_on
 from worlds.types import (
     AttributeValue,
@@ -29,9 +29,18 @@ from worlds.types import (
     RunStatus,
     ScheduleRecord,
     Slot,
+    WorkerInfo,
 )
 
-__all__ = ["Columns", "Row", "claim_params", "decode_attributes", "decode_value", "encode"]
+__all__ = [
+    "Columns",
+    "Row",
+    "claim_params",
+    "decode_attributes",
+    "decode_value",
+    "encode",
+    "worker_params",
+]
 
 
 class Row(Protocol):
@@ -93,6 +102,26 @@ class Columns:
             attributes=decode_attributes(row["attributes"]),
             result=row["result"],
             error=None if error is None else _decode_error(error),
+        )
+
+    def worker(self, row: Row) -> Beat:
+        """A registered worker's ``Beat`` from a ``workers`` row."""
+        time = self._time
+        info = WorkerInfo(
+            id=row["id"],
+            host=row["host"],
+            pid=row["pid"],
+            build_id=row["build_id"],
+            liveness_seconds=row["liveness"],
+        )
+        return Beat(
+            info,
+            time(row["started_at"]),
+            time(row["last_beat"]),
+            time(row["steady_since"]),
+            row["in_flight"],
+            fenced=bool(row["fenced"]),
+            stopped=bool(row["stopped"]),
         )
 
     def hook(self, row: Row) -> HookRecord:
@@ -172,3 +201,12 @@ class Columns:
             created_at=self._time(row["created_at"]),
             updated_at=self._time(row["updated_at"]),
         )
+
+
+def worker_params(worker: Beat, time: Callable[[datetime], Any]) -> tuple[object, ...]:
+    """The parameters of both backends' ``PUT_WORKER`` that store ``worker``, its times
+    as ``time`` stores them."""
+    info = worker.info
+    times = (time(worker.started_at), time(worker.last_beat), time(worker.steady_since))
+    identity = (info.id, info.host, info.pid, info.build_id, info.liveness_seconds)
+    return (*identity, *times, worker.in_flight, worker.fenced, worker.stopped)

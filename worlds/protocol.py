@@ -5,9 +5,9 @@ claims, and a queue of leased work. Every method that writes is one atomic
 operation: a world either performs all of it or none of it. The engine never
 reads, decides and writes in separate calls where a race could slip in.
 
-``World`` is the intersection of seven capability protocols, each lining up
+``World`` is the intersection of eight capability protocols, each lining up
 with classes of the conformance kit: ``Lifecycle``, ``Runs``, ``Work``,
-``Hooks``, ``Streams``, ``Index`` and ``Schedules``. A third-party world
+``Liveness``, ``Hooks``, ``Streams``, ``Index`` and ``Schedules``. A third-party world
 implements ``World`` (structural typing, no base class to inherit) and proves
 itself with ``worlds.testing``; a world that wraps another subclasses
 ``worlds.wrapper.WorldWrapper``. See ``rfcs/0002-world-protocol.md`` for each
@@ -40,6 +40,8 @@ from worlds.types import (
     ScheduleRecord,
     Slot,
     StreamChunk,
+    WorkerInfo,
+    WorkerRecord,
     WorkItem,
 )
 
@@ -51,6 +53,7 @@ __all__ = [
     "Hooks",
     "Index",
     "Lifecycle",
+    "Liveness",
     "Runs",
     "Schedules",
     "Streams",
@@ -337,6 +340,52 @@ class Work(Protocol):
 
 
 @runtime_checkable
+class Liveness(Protocol):
+    """Registered workers and their heartbeats (RFC 0001, worker liveness). Checked
+    by ``LivenessConformance``.
+
+    An item leased by a registered worker that is not dead is not taken over
+    when its own lease runs out: only once its holder is declared dead, gave
+    the item back (``release``) or said goodbye (``unregister_worker``). A
+    holder is dead when its last heartbeat is older than its window while
+    another registered worker was seen heartbeating steadily for that whole
+    window after it (``worlds._rules.liveness.is_dead``), so a world-wide
+    freeze or outage, which stops every heartbeat, expires nobody. A worker
+    the world declared dead is fenced: its leases are revoked and its
+    heartbeats answer False. Items leased by workers that never registered
+    keep the lease timer's rule.
+    """
+
+    async def register_worker(self, worker: WorkerInfo) -> WorkerRecord:
+        """Record ``worker`` as live, its first heartbeat now, atomically.
+
+        Registering an id again (a restarted process reusing it) starts it
+        afresh, unless the world declared it dead: a fenced id stays dead,
+        ``ValueError``.
+        """
+        ...
+
+    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
+        """Record that ``worker_id`` is alive and holds ``in_flight`` items, in one
+        statement whatever it holds.
+
+        False: the worker is unknown, stopped or dead (declared so now if its
+        last heartbeat makes it dead): it is fenced, its leases are revoked,
+        and it must commit nothing more.
+        """
+        ...
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """Mark ``worker_id`` stopped: its remaining leases follow their timers
+        again. Its record stays for ``list_workers``."""
+        ...
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        """Every registered worker, with its status by the world's clock, by id."""
+        ...
+
+
+@runtime_checkable
 class Hooks(Protocol):
     """Hooks: delivering payloads to a run's hook tokens (RFC 0006) and
     start-or-resume (RFC 0012). Checked by ``HookConformance`` and
@@ -502,7 +551,7 @@ class Schedules(Protocol):
 
 
 @runtime_checkable
-class World(Lifecycle, Runs, Work, Hooks, Streams, Index, Schedules, Protocol):
+class World(Lifecycle, Runs, Work, Liveness, Hooks, Streams, Index, Schedules, Protocol):
     """A storage backend: every capability above. All timestamps are aware UTC datetimes.
 
     A part of the runtime that needs only some capabilities may take the part

@@ -125,6 +125,9 @@ __all__ = [
     "WaitCreated",
     "WorkItem",
     "WorkKind",
+    "WorkerInfo",
+    "WorkerRecord",
+    "WorkerStatus",
     "utcnow",
 ]
 
@@ -598,3 +601,46 @@ class ScheduleLease(msgspec.Struct, frozen=True, kw_only=True):
     now: datetime
     schedules: tuple[ScheduleRecord, ...] = ()
     next_wake_at: datetime | None = None
+
+
+WorkerStatus: TypeAlias = Literal["live", "silent", "dead", "stopped"]
+"""A registered worker as its world sees it (``worlds._rules.liveness``): ``live``
+while it heartbeats, ``silent`` when its heartbeat is older than its window by
+the world's clock but no other worker was seen beating for that window after it
+(a world-wide stall, or nobody left to tell: its items stay its own), ``dead``
+once the world declared it so (its heartbeat went stale while other workers were
+seen beating for a whole window; its items are taken over and it is fenced),
+``stopped`` once it said goodbye."""
+
+
+class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What a worker tells its world when it registers (RFC 0001, worker liveness).
+
+    ``liveness_seconds`` is the window: a worker whose heartbeat is older than
+    that, while the world has been seen reachable by other workers for that
+    long, is dead. It heartbeats well within it (a few times per window).
+    """
+
+    id: str
+    host: str
+    pid: int
+    build_id: str | None = None
+    liveness_seconds: float = 10.0
+
+
+class WorkerRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A registered worker as ``World.list_workers`` returns it.
+
+    ``status`` is computed by the world's clock when the list was read;
+    ``in_flight`` is the count the worker reported with its last heartbeat.
+    """
+
+    id: str
+    host: str
+    pid: int
+    build_id: str | None
+    liveness_seconds: float
+    started_at: datetime
+    last_heartbeat_at: datetime
+    in_flight: int
+    status: WorkerStatus

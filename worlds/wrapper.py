@@ -41,6 +41,8 @@ from worlds.types import (
     ScheduleRecord,
     Slot,
     StreamChunk,
+    WorkerInfo,
+    WorkerRecord,
     WorkItem,
 )
 
@@ -185,6 +187,24 @@ class WorldWrapper:
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``."""
         await self.inner.wait(topic, timeout)
+
+    # ------------------------------------------------------------------ Liveness
+
+    async def register_worker(self, worker: WorkerInfo) -> WorkerRecord:
+        """See ``World.register_worker``."""
+        return await self.inner.register_worker(worker)
+
+    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
+        """See ``World.heartbeat``."""
+        return await self.inner.heartbeat(worker_id, in_flight)
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """See ``World.unregister_worker``."""
+        await self.inner.unregister_worker(worker_id)
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        """See ``World.list_workers``."""
+        return await self.inner.list_workers()
 
     # ------------------------------------------------------------------ Hooks
 

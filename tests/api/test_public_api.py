@@ -33,6 +33,7 @@ def test_workflow_exports_are_pinned() -> None:
         "decode_history",
         "encode_history",
         "list_hooks",
+        "list_workers",
         "logger",
         "patched",
         "replay",

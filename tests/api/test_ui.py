@@ -31,6 +31,7 @@ from workflow.query import And, AttrRef, Compare, parse
 from workflow.query import format as format_query
 from workflow.ui import create_app
 from workflow.ui._pages import Filter
+from worlds.types import WorkerInfo
 
 HOSTILE = "<script>alert(1)</script>"
 CSP_PARTS = ("script-src 'self'", "frame-ancestors 'none'", "default-src 'none'")
@@ -110,7 +111,8 @@ def test_api_errors_are_json(served: UiServer) -> None:
 
 def test_pages_escape_user_data_and_carry_security_headers(served: UiServer) -> None:
     ids = _seed(served)
-    for path in ("/", f"/runs/{ids['done']}", "/?q=tier+%3D", "/fragments/counts", "/nope"):
+    paths = ("/", f"/runs/{ids['done']}", "/?q=tier+%3D", "/fragments/counts", "/workers", "/nope")
+    for path in paths:
         status, headers, body = served.get(path)
         assert status in (200, 400, 404), path
         policy = headers["content-security-policy"]
@@ -123,6 +125,29 @@ def test_pages_escape_user_data_and_carry_security_headers(served: UiServer) -> 
         assert "<script>" not in body.replace('<script src="/static/ui.js" defer></script>', "")
     _, _, listing = served.get("/")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in listing
+
+
+def test_the_workers_page_lists_live_and_stopped_workers(served: UiServer) -> None:
+    """``/workers`` shows each registered worker with its status and in-flight count,
+    the user-supplied parts escaped."""
+
+    async def body() -> None:
+        for worker_id in ("w-busy", "w-gone"):
+            info = WorkerInfo(id=worker_id, host=HOSTILE, pid=41, build_id="b-1")
+            await served.world.register_worker(info)
+        assert await served.world.heartbeat("w-busy", 7)
+        await served.world.unregister_worker("w-gone")
+
+    served.call(body())
+    status, _, page = served.get("/workers")
+    assert status == 200 and HOSTILE not in page
+    rows = dict(re.findall(r'data-worker="([^"]+)" data-status="([^"]+)"', page))
+    assert (rows["w-busy"], rows["w-gone"]) == ("live", "stopped")
+    assert set(rows.values()) == {"live", "stopped"}  # the server's own worker is live
+    busy = page[page.index('data-worker="w-busy"') :]
+    assert re.search(r'class="in-flight">7<', busy[: busy.index("</tr>")])
+    _, _, listing = served.get("/")
+    assert 'href="/workers"' in listing
 
 
 def test_a_unique_pair_redirects_to_its_holder(served: UiServer) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -29,7 +30,7 @@ from workflow import (
 )
 from workflow.schedules import create_schedule
 from worlds.protocol import World
-from worlds.types import StepDiscarded, StepFailed, WorkItem
+from worlds.types import StepCompleted, StepFailed, WorkerInfo, WorkItem
 
 pytestmark = pytest.mark.anyio
 
@@ -201,16 +202,30 @@ thief: dict[str, Callable[[], World]] = {}
 
 
 def steal_the_step() -> list[WorkItem]:
-    """Lease ``overruns`` as another worker would, from another thread and world object,
-    while this worker's loop stays blocked: its own poll cannot take the expired lease
-    first (under load, on PostgreSQL, it used to, and the step returned 2)."""
+    """Take ``overruns`` over as another registered worker would, from another thread
+    and world object, while this worker's loop stays blocked (it cannot heartbeat):
+    the thief beats steadily for more than the zombie's liveness window, which makes
+    the zombie dead, then leases the step and says goodbye (so the next worker can
+    take the step once the thief's short lease runs out)."""
     other = thief["open"]()
+    info = WorkerInfo(id="thief", host="here", pid=os.getpid(), liveness_seconds=0.5)
+
+    async def take(world: World) -> list[WorkItem]:
+        await world.register_worker(info)
+        with anyio.fail_after(20):
+            while True:
+                assert await world.heartbeat("thief", 0)
+                taken = await world.lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+                if taken:
+                    await world.unregister_worker("thief")
+                    return taken
+                await anyio.sleep(0.05)
 
     async def lease() -> list[WorkItem]:
         if other is thief["world"]():  # a memory world: one object, already open
-            return await other.lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+            return await take(other)
         async with other:
-            return await other.lease("thief", names={"overruns"}, limit=1, lease_seconds=0.2)
+            return await take(other)
 
     taken: list[list[WorkItem]] = []
     failed: list[BaseException] = []
@@ -233,8 +248,8 @@ def steal_the_step() -> list[WorkItem]:
 async def overruns() -> int:
     attempt = get_step_metadata().attempt
     if attempt == 1:
-        time.sleep(1.0)  # blocks the worker's loop past its lease: no renewal...
-        # ...and meanwhile another worker takes the step over (briefly)
+        time.sleep(1.0)  # blocks the worker's loop past its window: no heartbeat...
+        # ...and meanwhile another worker declares it dead and takes the step over
         taken = steal_the_step()
         assert [item.attempt for item in taken] == [2]
     return attempt
@@ -245,19 +260,26 @@ async def zombie_flow() -> int:
     return await overruns()
 
 
-async def test_a_zombies_refused_result_is_visible(
-    world: World, make_world: Callable[[], World], caplog: pytest.LogCaptureFixture
+async def test_a_zombie_is_fenced_and_its_result_never_lands(
+    world: World, make_world: Callable[[], World]
 ) -> None:
+    """A worker whose loop stalls past its liveness window while another worker beats
+    is declared dead: its step is taken over, it is fenced (its leases revoked, its
+    heartbeat refused) and stops, and the result it computed never lands."""
     thief["world"] = lambda: world
     thief["open"] = make_world
-    async with Worker(world, [zombie_flow], lease_seconds=0.5):
+    async with Worker(world, [zombie_flow], lease_seconds=0.5, liveness_seconds=0.5) as zombie:
         run = await start(zombie_flow, world=world)
+        with anyio.fail_after(30):
+            while not zombie.fenced:
+                await anyio.sleep(0.02)
+    async with Worker(world, [zombie_flow], lease_seconds=0.5):
         assert await run.result(timeout=30) == 3
-    discarded = [e for e in await run.events() if isinstance(e, StepDiscarded)]
-    assert [(e.step, e.attempt, e.outcome) for e in discarded] == [(1, 1, "StepCompleted")]
-    warnings = [r.getMessage() for r in caplog.records if "refused and discarded" in r.getMessage()]
-    assert len(warnings) == 1 and "attempt 1" in warnings[0]
-    assert "holds it now" in warnings[0] and "nobody" not in warnings[0]
+    completed = [e.attempt for e in await run.events() if isinstance(e, StepCompleted)]
+    assert completed == [3], "the zombie's result landed"
+    statuses = {worker.id: worker.status for worker in await world.list_workers()}
+    assert statuses[zombie.worker_id] == "dead"
+    assert statuses["thief"] == "stopped"
 
 
 # ------------------------------------------------ a lease granted while stopping

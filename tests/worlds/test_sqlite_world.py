@@ -635,8 +635,8 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
     async with SqliteWorld(url) as world:
         holder = await create(world, {"order": "o-1"}, unique=["order"])
     # Turn the file back into schema version 1: claims.run_id was NOT NULL, and
-    # neither claims_run, runs_closed, the hook tables, schedules, streams, settings nor rate_tokens
-    # existed.
+    # neither claims_run, runs_closed, the hook tables, schedules, streams, settings,
+    # rate_tokens nor workers existed.
     db = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
     try:
         v1_claims = (
@@ -652,6 +652,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
             "DROP TABLE streams",
             "DROP TABLE settings",
             "DROP TABLE rate_tokens",
+            "DROP TABLE workers",
             "DROP INDEX claims_run",
             "DROP INDEX claims_lapsing",
             "DROP INDEX runs_closed",

@@ -27,6 +27,7 @@ PARTS = (
     protocol.Lifecycle,
     protocol.Runs,
     protocol.Work,
+    protocol.Liveness,
     protocol.Hooks,
     protocol.Streams,
     protocol.Index,

@@ -21,7 +21,9 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+import anyio
 
 from workflow.engine._outage import Outage, one_line
 from worlds.errors import (
@@ -32,7 +34,15 @@ from worlds.errors import (
     as_world_error,
 )
 
-__all__ = ["POISON_LIMIT", "Backoff", "Complaints", "is_fatal", "is_outage", "is_transient"]
+__all__ = [
+    "POISON_LIMIT",
+    "Backoff",
+    "Complaints",
+    "is_fatal",
+    "is_outage",
+    "is_transient",
+    "riding_out",
+]
 
 POISON_LIMIT = 3
 """Attempts at committing a workflow task or a step outcome that fails with a
@@ -132,3 +142,24 @@ class Complaints:
         """Note that ``doing`` (a world call; ``None``: of any kind) succeeded: ends
         an outage, saying how long it lasted (``Outage.recovered``)."""
         self.outage.recovered(doing)
+
+
+async def riding_out(
+    call: Callable[[], Awaitable[object]], doing: str, complaints: Complaints, cap: float
+) -> None:
+    """``call()`` until it succeeds, waiting out a world that is down (a database
+    restarting) with backoff up to ``cap`` s as every loop of a worker does; an
+    error waiting cannot heal is raised."""
+    backoff = Backoff(cap=cap)
+    while True:
+        try:
+            await call()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            delay = backoff.next()
+            complaints.failed(doing, exc, delay)
+            await anyio.sleep(delay)
+        else:
+            complaints.succeeded(doing)
+            return

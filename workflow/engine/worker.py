@@ -23,6 +23,7 @@ keeps the leases alive, and hands each item to the part that runs it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -45,7 +46,8 @@ from workflow.engine._commits import (
 )
 from workflow.engine._committer import Committer
 from workflow.engine._eager_start import EagerStart
-from workflow.engine._faults import Backoff, Complaints, is_fatal, is_transient
+from workflow.engine._faults import Backoff, Complaints, is_fatal, riding_out
+from workflow.engine._heartbeat import Heartbeat
 from workflow.engine._one_transaction import StepWithWorkflow
 from workflow.engine._registry import Registry
 from workflow.engine._schedules import ScheduleLoop
@@ -53,6 +55,7 @@ from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from workflow.engine._sticky_cache import StickyCache
 from workflow.engine._task import EagerSteps
 from workflow.engine._workflow_tasks import WorkflowTasks
+from workflow.errors import WorkerFencedError
 from worlds.codec import check_plain_write
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
@@ -61,6 +64,11 @@ from worlds.types import CommitRequest, RunStatus, StepDiscarded, WorkItem
 __all__ = ["Worker"]
 
 log = logging.getLogger("workflow.worker")
+
+LIVENESS_FLOOR = 10.0
+"""The shortest default liveness window: a worker is declared dead only after this
+long without a heartbeat while others beat, however short its leases (a busy host
+delays a heartbeat by seconds; short leases are for fast retries, not fast verdicts)."""
 
 CANCEL_CHECK_SECONDS = 1.0
 """How often in-flight steps are checked for a cancelled run."""
@@ -84,8 +92,16 @@ class Worker:
         functions: ``@workflow`` and ``@step`` functions, or modules holding them.
             A workflow brings along the steps its module defines or imports.
         concurrency: most work items (workflow tasks and step attempts) in flight.
-        lease_seconds: how long a lease lasts unless renewed; work held by a
-            worker that died is taken over after this long.
+        lease_seconds: how long a lease lasts unless renewed.
+        liveness_seconds: the worker's liveness window (default: ``lease_seconds``,
+            at least ``LIVENESS_FLOOR``, 10 s).
+            The worker registers in the world and heartbeats a few times per
+            window; work it holds is taken over once the world declares it
+            dead: no heartbeat for this long while other workers were seen
+            beating (a world-wide freeze or outage expires nobody). A worker
+            declared dead is fenced: ``run()`` raises ``WorkerFencedError``.
+        build_id: the build this worker runs, shown by ``wf workers list``
+            (default: ``$WORKFLOW_BUILD_ID``, if set).
         poll_interval: longest idle wait before asking the world for work again.
         shutdown_grace: on close, how long in-flight work may take to finish
             before it is cancelled and its leases released.
@@ -112,6 +128,8 @@ class Worker:
         shutdown_grace: float = 10.0,
         cache_size: int = 10_000,
         worker_id: str | None = None,
+        liveness_seconds: float | None = None,
+        build_id: str | None = None,
     ) -> None:
         if getattr(world, "protocol_version", None) != PROTOCOL_VERSION:
             raise TypeError(f"{world!r} does not implement world protocol {PROTOCOL_VERSION}")
@@ -125,6 +143,8 @@ class Worker:
         self.shutdown_grace = shutdown_grace
         self.failure: WorldMisconfiguredError | None = None
         """The error that stopped this worker, if the world cannot be used."""
+        self.fenced = False
+        """Whether the world declared this worker dead (and it stopped)."""
         self._registry = Registry()
         for fn in functions:
             self._registry.register(fn)
@@ -172,6 +192,17 @@ class Worker:
             complaints=self._complaints,  # one outage per worker, whichever loop sees it
             fail=self._fail,
         )
+        self._heartbeat = Heartbeat(
+            world,
+            self.worker_id,
+            liveness_seconds=(
+                max(lease_seconds, LIVENESS_FLOOR) if liveness_seconds is None else liveness_seconds
+            ),
+            build_id=build_id if build_id is not None else os.environ.get("WORKFLOW_BUILD_ID"),
+            complaints=self._complaints,
+            fail=self._fail,
+            fenced=self._on_fenced,
+        )
         self._stop_requested = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -190,6 +221,7 @@ class Worker:
 
     async def __aenter__(self) -> Self:
         await self._check_codec()
+        await self._heartbeat.register()  # before anything is leased: it follows liveness
         # client calls without world= now check against it, and start() hands
         # this worker the first task of the runs it can run
         _runtime.serve(self.world, self._eager_start)
@@ -198,6 +230,7 @@ class Worker:
         self._eager_start.open(self._spawn)
         self._task_group.start_soon(self._dispatch)
         self._task_group.start_soon(self._renew_leases)
+        self._task_group.start_soon(self._heartbeat.run, lambda: len(self._capacity.in_flight()))
         self._task_group.start_soon(self._watch_cancellations)
         self._task_group.start_soon(self._schedules.run, lambda: self._capacity.stopping)
         return self
@@ -207,20 +240,9 @@ class Worker:
         # before anything runs, rather than failing each run it cannot read. A
         # worker may start while its world is down (a database restarting): it
         # waits for the world as every other loop of a worker does, instead of dying
-        backoff = Backoff(cap=max(self.lease_seconds / 6, 1.0))
-        doing = "check the world's codec"
-        while True:
-            try:
-                await check_plain_write(self.world)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                delay = backoff.next()
-                self._complaints.failed(doing, exc, delay)
-                await anyio.sleep(delay)
-            else:
-                self._complaints.succeeded(doing)
-                return
+        check = functools.partial(check_plain_write, self.world)
+        cap = max(self.lease_seconds / 6, 1.0)
+        await riding_out(check, "check the world's codec", self._complaints, cap)
 
     async def __aexit__(
         self,
@@ -252,6 +274,10 @@ class Worker:
             await self._stop_requested.wait()
         if self.failure is not None:
             raise self.failure
+        if self.fenced:
+            raise WorkerFencedError(
+                f"worker {self.worker_id} was declared dead by its world and fenced"
+            )
 
     def stop(self) -> None:
         """Stop leasing and make ``run()`` shut down: in-flight work gets
@@ -265,6 +291,16 @@ class Worker:
             log.error("worker %s stops: %s", self.worker_id, error)
         self.stop()
 
+    def _on_fenced(self) -> None:
+        # the world revoked every lease this worker held: what is in flight is
+        # someone else's now, so it stops at once and commits nothing more
+        self.fenced = True
+        self._capacity.stop()
+        for _, scope in self._capacity.in_flight():
+            scope.cancel()
+        self._cache.clear()
+        self._stop_requested.set()
+
     async def _shutdown(self) -> None:
         self._capacity.stop()
         with anyio.move_on_after(self.shutdown_grace, shield=True):
@@ -274,7 +310,7 @@ class Worker:
         held = [item for item, _ in entries]
         for _, scope in entries:
             scope.cancel()
-        if held:
+        if held and not self.fenced:  # a fenced worker holds nothing to give back
             log.warning(
                 "worker %s releases %d unfinished item(s) after the %.1f s grace period",
                 self.worker_id,
@@ -288,6 +324,8 @@ class Worker:
                 except Exception as exc:
                     self._complaints.failed("release its leases", exc, None)
         self._cache.clear()
+        with anyio.CancelScope(shield=True):
+            await self._heartbeat.unregister()
 
     async def _mark_released(self, steps: list[WorkItem]) -> None:
         """Record that these attempts were given back, so they do not count

@@ -73,6 +73,7 @@ def create_app(
     routes: list[Route | Mount] = [
         Route("/", bind(_pages.runs_page)),
         Route("/fragments/counts", bind(_pages.counts_fragment)),
+        Route("/workers", bind(_pages.workers_page)),
         Route("/runs/by/{key}/{value:path}", bind(_pages.run_by_pair)),
         Route("/runs/{run_id}", bind(_pages.run_page)),
         Route("/api/runs", bind(_pages.runs_json)),

@@ -11,7 +11,7 @@ from urllib.parse import quote, quote_plus
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from workflow.client import RunList, find_run, get_run, list_runs
+from workflow.client import RunList, find_run, get_run, list_runs, list_workers
 from workflow.errors import QuerySyntaxError
 from workflow.query import And, AttrRef, Compare, Expr, parse
 from workflow.query import format as format_query
@@ -44,6 +44,7 @@ __all__ = [
     "run_page",
     "runs_json",
     "runs_page",
+    "workers_page",
 ]
 
 CHAIN_SHOWN = 20
@@ -149,6 +150,12 @@ async def runs_page(ui: Ui, request: Request) -> Response:
         next_url=chosen.url(cursor=page.next_cursor) if page and page.next_cursor else None,
         statuses=[status.value for status in RunStatus],
     )
+
+
+async def workers_page(ui: Ui, request: Request) -> Response:
+    """``/workers``: the registered workers, live and dead, and the work each holds."""
+    workers = await list_workers(world=ui.world)
+    return ui.page(request, "workers.html", workers=workers)
 
 
 async def counts_fragment(ui: Ui, request: Request) -> Response:

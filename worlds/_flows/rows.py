@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from worlds._rules.claims import HeldClaim
+from worlds._rules.liveness import Beat
 from worlds._rules.rates import Reserved, Token
 from worlds._rules.slots import PairState, PairView, Waiter
 from worlds._rules.work import Placement
@@ -44,6 +45,7 @@ from worlds.types import (
 )
 
 __all__ = [
+    "Beat",
     "ClaimRow",
     "ColumnsByName",
     "DroppedWork",
@@ -66,6 +68,7 @@ __all__ = [
     "Token",
     "Waiter",
     "Windowed",
+    "WorkerRows",
     "pair_state_of",
 ]
 
@@ -498,6 +501,34 @@ class Rows(Protocol):
 
     async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` are taken (by a run stored, or pruned and gone: not those)."""
+        ...
+
+
+class WorkerRows(Protocol):
+    """The registered workers' rows, as the liveness flows (``worlds._flows.liveness``)
+    read and write them inside one write transaction."""
+
+    now: datetime
+
+    async def workers(self) -> list[Beat]:
+        """Every registered worker's row."""
+        ...
+
+    async def worker(self, worker_id: str) -> Beat | None:
+        """The row of ``worker_id`` (locked)."""
+        ...
+
+    async def put_worker(self, worker: Beat) -> None:
+        """Store ``worker``'s row, replacing the one with its id."""
+        ...
+
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        """Delete the rows of the workers whose last heartbeat is before ``beaten_before``."""
+        ...
+
+    async def revoke_leases(self, worker_id: str) -> None:
+        """Give back every item ``worker_id`` holds (as ``release`` would) and signal
+        ``WORK_TOPIC``."""
         ...
 
 

@@ -46,6 +46,7 @@ class Tables:
     streams: StreamStore
     schedules: ScheduleStore
     rates: RateStore
+    workers: dict[str, port.Beat] = field(default_factory=dict)
 
 
 @dataclass
@@ -319,6 +320,28 @@ class MemoryRows:
             )
             dropped.append(port.DroppedWork(item.kind, item.number, item.attempt, in_flight))
         return dropped
+
+    # ------------------------------------------------------------ workers
+
+    async def workers(self) -> list[port.Beat]:
+        return list(self._t.workers.values())
+
+    async def worker(self, worker_id: str) -> port.Beat | None:
+        return self._t.workers.get(worker_id)
+
+    async def put_worker(self, worker: port.Beat) -> None:
+        self._t.journal.put(self._t.workers, worker.info.id, worker)
+
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        gone = [w.info.id for w in self._t.workers.values() if w.last_beat < beaten_before]
+        for worker_id in gone:
+            self._t.journal.pop(self._t.workers, worker_id)
+
+    async def revoke_leases(self, worker_id: str) -> None:
+        held = [item.id for item in self._t.work.items.values() if item.owner == worker_id]
+        for item_id in held:
+            self._t.work.update(item_id, owner=None, expires_at=None)
+        self.signal(WORK_TOPIC)
 
     # ------------------------------------------------------------ streams
 

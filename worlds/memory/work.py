@@ -149,17 +149,39 @@ class WorkQueue:
         names: Collection[str],
         limit: int,
         lease_seconds: float,
+        takeable: Callable[[str, datetime], bool],
     ) -> list[WorkItem]:
-        """See ``World.lease``: items due at the same time in (run id, item id) order."""
+        """See ``World.lease``: items due at the same time in (run id, item id) order.
+        An item whose lease ran out is taken only when ``takeable(owner, expired_at)``
+        (``worlds._flows.liveness.lease_rights``)."""
         due = [
             item
             for item in self.items.values()
             if item.name in names
             and item.available_at <= now
-            and (item.owner is None or (item.expires_at is not None and item.expires_at <= now))
+            and (
+                item.owner is None or (self._expired(item, now) and self._may_take(item, takeable))
+            )
         ]
         due.sort(key=lambda item: (item.available_at, item.run_id, item.id))
         return [self._lease_item(item, worker_id, now, lease_seconds) for item in due[:limit]]
+
+    def expired_owners(self, now: datetime, names: Collection[str]) -> set[str]:
+        """The holders of the items of ``names`` whose leases ran out by ``now``."""
+        return {
+            item.owner
+            for item in self.items.values()
+            if item.owner is not None and item.name in names and self._expired(item, now)
+        }
+
+    @staticmethod
+    def _may_take(item: QueuedItem, takeable: Callable[[str, datetime], bool]) -> bool:
+        assert item.owner is not None and item.expires_at is not None
+        return takeable(item.owner, item.expires_at)
+
+    @staticmethod
+    def _expired(item: QueuedItem, now: datetime) -> bool:
+        return item.expires_at is not None and item.expires_at <= now
 
     def renew(
         self, worker_id: str, items: Sequence[WorkItem], lease_seconds: float, now: datetime

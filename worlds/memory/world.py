@@ -18,6 +18,7 @@ from worlds._flows import (
     commit,
     create,
     hooks,
+    liveness,
     prune,
     release,
     reopen,
@@ -226,9 +227,19 @@ class MemoryWorld(ClosesOnExit):
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> list[types.WorkItem]:
         """See ``World.lease``."""
-        work = self._tables.work
+        work, now = self._tables.work, self._clock()
+        rights = self._write(
+            lambda rows: liveness.lease_rights(rows, worker_id, work.expired_owners(now, names))
+        )
+        if rights is None:  # fenced: declared dead, it leases nothing
+            return []
         leased = work.lease(
-            worker_id, self._clock(), names=names, limit=limit, lease_seconds=lease_seconds
+            worker_id,
+            now,
+            names=names,
+            limit=limit,
+            lease_seconds=lease_seconds,
+            takeable=rights.may_take,
         )
         self._tables.journal.forget()  # the StepStarted appended: nothing to undo
         return leased
@@ -242,6 +253,24 @@ class MemoryWorld(ClosesOnExit):
     async def release(self, worker_id: str, items: Sequence[types.WorkItem]) -> None:
         """See ``World.release``."""
         self._tables.work.release(worker_id, items)
+
+    # ------------------------------------------------------------ liveness
+
+    async def register_worker(self, worker: types.WorkerInfo) -> types.WorkerRecord:
+        """See ``World.register_worker``."""
+        return self._write(lambda rows: liveness.register(rows, worker))
+
+    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
+        """See ``World.heartbeat``."""
+        return self._write(lambda rows: liveness.heartbeat(rows, worker_id, in_flight))
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """See ``World.unregister_worker``."""
+        self._write(lambda rows: liveness.unregister(rows, worker_id))
+
+    async def list_workers(self) -> list[types.WorkerRecord]:
+        """See ``World.list_workers``."""
+        return liveness.listing(list(self._tables.workers.values()), self._clock())
 
     def now(self) -> datetime:
         """See ``World.now``: the clock this world was given."""

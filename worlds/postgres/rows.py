@@ -26,7 +26,7 @@ import asyncpg
 import msgspec
 
 from worlds import types
-from worlds._columns import claim_params
+from worlds._columns import claim_params, worker_params
 from worlds._flows import rows as port
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
@@ -500,6 +500,25 @@ class PostgresRows:
             port.DroppedWork(row["kind"], row["number"], row["attempt"], bool(row["in_flight"]))
             for row in rows
         ]
+
+    # ------------------------------------------------------------ workers
+
+    async def workers(self) -> list[port.Beat]:
+        return [codecs.columns.worker(row) for row in await self._fetch(sql.WORKERS)]
+
+    async def worker(self, worker_id: str) -> port.Beat | None:
+        row = await self._fetchrow(sql.WORKER, worker_id)
+        return None if row is None else codecs.columns.worker(row)
+
+    async def put_worker(self, worker: port.Beat) -> None:
+        await self._execute(sql.PUT_WORKER, *worker_params(worker, lambda moment: moment))
+
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        await self._execute(sql.DROP_WORKERS, beaten_before)
+
+    async def revoke_leases(self, worker_id: str) -> None:
+        await self._execute(sql.REVOKE_LEASES, worker_id)
+        self.signal(WORK_TOPIC)
 
     # ------------------------------------------------------------ streams
 

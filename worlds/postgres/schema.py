@@ -181,6 +181,20 @@ REFERENCE: tuple[str, ...] = (
         key text PRIMARY KEY,
         value text NOT NULL
     )""",
+    # Registered workers and their heartbeats (``World.register_worker``).
+    """CREATE TABLE workers (
+        id text PRIMARY KEY,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        build_id text,
+        liveness double precision NOT NULL,
+        started_at timestamptz NOT NULL,
+        last_beat timestamptz NOT NULL,
+        steady_since timestamptz NOT NULL,
+        in_flight integer NOT NULL,
+        fenced boolean NOT NULL,
+        stopped boolean NOT NULL
+    )""",
     # The PL/pgSQL functions (``commit_run``, ``commit_runs``, ``start_run``,
     # ``create_run``): their live text is in ``worlds.postgres.functions``.
 )

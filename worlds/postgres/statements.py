@@ -277,19 +277,45 @@ LEASE_ONE = (
 # renew or commit what they finished meanwhile. The oldest client connection
 # is the server's readiness: none survives a restart, and none opens before
 # recovery ends (the postmaster's start time comes before the recovery).
-LEASE = """
+# ``worlds._rules.liveness.is_dead`` in SQL, of the ``workers`` row ``h``: fenced
+# already, or another worker (with a window no longer than ``h``'s) beat steadily
+# for a whole window of ``h``'s after ``h``'s last heartbeat. Only stored beats are
+# compared, so a frozen or unreachable server, which stops every beat, declares
+# nobody dead. An item whose lease ran out is taken only from a holder that never
+# registered, stopped, is dead, or forgot it (its own steady beats reach a window
+# past the lease's end: the server answered it, and it did not renew); the lease
+# that takes a dead holder's item fences it (``fence``) and gives back all its
+# other leases (``revoked``). A fenced worker leases nothing.
+_DEAD = """(h.fenced OR EXISTS (
+    SELECT 1 FROM workers k
+    WHERE k.id <> h.id AND k.liveness <= h.liveness
+      AND k.last_beat - greatest(h.last_beat, k.steady_since)
+          >= h.liveness * interval '1 second'))"""
+LEASE = f"""
 WITH due AS (
-    SELECT w.id, r.last_seq, greatest($2, r.last_at) AS at
+    SELECT w.id, w.owner, r.last_seq, greatest($2, r.last_at) AS at
     FROM work w JOIN runs r ON r.id = w.run_id
     WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
       AND (w.owner IS NULL OR (w.expires_at <= least($2, statement_timestamp())
            AND (SELECT min(backend_start) FROM pg_stat_activity
                 WHERE backend_type = 'client backend')
                + least($5::timestamptz - $2::timestamptz, interval '5 seconds')
-               <= statement_timestamp()))
+               <= statement_timestamp()
+           AND NOT EXISTS (SELECT 1 FROM workers h
+                           WHERE h.id = w.owner AND NOT h.stopped AND NOT {_DEAD}
+                             AND h.last_beat - greatest(w.expires_at, h.steady_since)
+                                 < h.liveness * interval '1 second')))
+      AND NOT EXISTS (SELECT 1 FROM workers f WHERE f.id = $4 AND f.fenced)
     ORDER BY w.available_at, w.run_id, w.id
     LIMIT $3
     FOR UPDATE OF w, r SKIP LOCKED
+), fence AS (
+    UPDATE workers h SET fenced = true
+    WHERE h.id IN (SELECT owner FROM due) AND NOT h.stopped AND NOT h.fenced AND {_DEAD}
+    RETURNING h.id
+), revoked AS (
+    UPDATE work w SET owner = NULL, expires_at = NULL
+    WHERE w.owner IN (SELECT id FROM fence) AND w.id NOT IN (SELECT id FROM due)
 ), leased AS (
     UPDATE work w SET owner = $4, expires_at = $5,
         token = 1 + floor(random() * 4611686018427387903)::bigint,
@@ -484,3 +510,46 @@ NEXT_SCHEDULE_WAKE = (
 )
 GET_SETTING = "SELECT value FROM settings WHERE key = $1"
 PUT_SETTING = "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+
+# ---------------------------------------------------------------------------- workers
+
+WORKERS = "SELECT * FROM workers"
+WORKER = "SELECT * FROM workers WHERE id = $1 FOR UPDATE"
+PUT_WORKER = """
+INSERT INTO workers VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3, build_id = $4, liveness = $5,
+    started_at = $6, last_beat = $7, steady_since = $8, in_flight = $9, fenced = $10,
+    stopped = $11
+"""
+DROP_WORKERS = "DELETE FROM workers WHERE last_beat < $1"
+REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = $1"
+# A heartbeat, in one statement whatever the worker holds ($1 the worker, $2 its
+# in-flight count, $3/$4 the work channel and topic), stamped with the server's
+# clock when it runs (not when it was sent: one held up by a frozen server is
+# stamped when the server runs again, so its beat proves nothing earlier): the
+# beat of a live worker (``worlds._rules.liveness.beat``: its steady run restarts
+# after a gap over half its window), or, for one the rule finds dead, its fencing
+# and the revocation of its leases. ``alive`` is False for an unknown, stopped or
+# fenced worker.
+HEARTBEAT = f"""
+WITH me AS (
+    SELECT h.id, h.stopped, {_DEAD} AS dead FROM workers h WHERE h.id = $1 FOR UPDATE
+), beat AS (
+    UPDATE workers w SET last_beat = greatest(w.last_beat, statement_timestamp()),
+        steady_since = CASE
+            WHEN statement_timestamp() - w.last_beat <= w.liveness * interval '0.5 second'
+            THEN w.steady_since ELSE statement_timestamp() END,
+        in_flight = $2
+    FROM me WHERE w.id = me.id AND NOT me.dead AND NOT me.stopped
+    RETURNING w.id
+), fence AS (
+    UPDATE workers w SET fenced = true
+    FROM me WHERE w.id = me.id AND me.dead AND NOT me.stopped AND NOT w.fenced
+    RETURNING w.id
+), revoked AS (
+    UPDATE work SET owner = NULL, expires_at = NULL WHERE owner IN (SELECT id FROM fence)
+    RETURNING work.id
+)
+SELECT EXISTS (SELECT 1 FROM beat) AS alive,
+    (SELECT count(*) FROM (SELECT pg_notify($3, $4) FROM fence) AS n) AS fenced
+"""

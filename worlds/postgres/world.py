@@ -19,7 +19,17 @@ import anyio
 import asyncpg
 import msgspec
 
-from worlds._flows import cancel, create, hooks, prune, release, reopen, starts, streams
+from worlds._flows import (
+    cancel,
+    create,
+    hooks,
+    liveness,
+    prune,
+    release,
+    reopen,
+    starts,
+    streams,
+)
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._quiet import Quiet
@@ -544,6 +554,35 @@ class PostgresWorld(ClosesOnExit):
             self._channel,
             WORK_TOPIC,
         )
+
+    # ------------------------------------------------------------------ liveness
+
+    async def register_worker(self, worker: types.WorkerInfo) -> types.WorkerRecord:
+        """See ``World.register_worker``."""
+        self._check_open()
+        return await self._write(lambda rows: liveness.register(rows, worker))
+
+    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
+        """See ``World.heartbeat``: one statement (``HEARTBEAT``)."""
+        self._check_open()
+        pool = await self._connect()
+        row = await retry(
+            pool.fetchrow, sql.HEARTBEAT, worker_id, in_flight, self._channel, WORK_TOPIC
+        )
+        return row is not None and bool(row["alive"])
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """See ``World.unregister_worker``."""
+        self._check_open()
+        await self._write(lambda rows: liveness.unregister(rows, worker_id))
+
+    async def list_workers(self) -> list[types.WorkerRecord]:
+        """See ``World.list_workers``."""
+        self._check_open()
+        pool = await self._connect()
+        rows = await pool.fetch(sql.WORKERS)
+        workers = [codecs.columns.worker(row) for row in rows]
+        return liveness.listing(workers, self._clock.now())
 
     def now(self) -> datetime:
         """See ``World.now``: this process's clock corrected to the server's."""

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from worlds import types
-from worlds._columns import claim_params
+from worlds._columns import claim_params, worker_params
 from worlds._flows import rows as port
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import (
@@ -430,6 +430,25 @@ class SqliteRows:
             port.DroppedWork(row["kind"], row["number"], row["attempt"], bool(row["in_flight"]))
             for row in rows
         ]
+
+    # ------------------------------------------------------------ workers
+
+    async def workers(self) -> list[port.Beat]:
+        return [codecs.columns.worker(row) for row in self.db.execute(sql.WORKERS)]
+
+    async def worker(self, worker_id: str) -> port.Beat | None:
+        row = self.db.execute(sql.WORKER, (worker_id,)).fetchone()
+        return None if row is None else codecs.columns.worker(row)
+
+    async def put_worker(self, worker: port.Beat) -> None:
+        self.db.execute(sql.PUT_WORKER, worker_params(worker, codecs.to_micros))
+
+    async def drop_workers(self, beaten_before: datetime) -> None:
+        self.db.execute(sql.DROP_WORKERS, (codecs.to_micros(beaten_before),))
+
+    async def revoke_leases(self, worker_id: str) -> None:
+        self.db.execute(sql.REVOKE_LEASES, (worker_id,))
+        self.signal(WORK_TOPIC)
 
     # ------------------------------------------------------------ streams
 

@@ -167,6 +167,20 @@ SCHEMA = (
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL
     ) WITHOUT ROWID""",
+    # Registered workers and their heartbeats (``World.register_worker``).
+    """CREATE TABLE workers (
+        id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        build_id TEXT,
+        liveness REAL NOT NULL,
+        started_at INTEGER NOT NULL,
+        last_beat INTEGER NOT NULL,
+        steady_since INTEGER NOT NULL,
+        in_flight INTEGER NOT NULL,
+        fenced INTEGER NOT NULL,
+        stopped INTEGER NOT NULL
+    ) WITHOUT ROWID""",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

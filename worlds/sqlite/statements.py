@@ -208,7 +208,17 @@ RELEASE_WORK = (
     "WHERE run_id = ? AND id = ? AND owner = ? AND token = ?"
 )
 
-_DUE_COLUMNS = "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased"
+_DUE_COLUMNS = (
+    "run_id, id, kind, name, number, attempt, payload, available_at, ever_leased, owner, expires_at"
+)
+
+# ---------------------------------------------------------------------------- workers
+
+WORKERS = "SELECT * FROM workers"
+WORKER = "SELECT * FROM workers WHERE id = ?"
+PUT_WORKER = "INSERT OR REPLACE INTO workers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+DROP_WORKERS = "DELETE FROM workers WHERE last_beat < ?"
+REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = ?"
 
 
 def due_work_sql(name_count: int) -> tuple[str, str]:

@@ -15,7 +15,18 @@ from datetime import datetime
 import msgspec
 
 from worlds import types
-from worlds._flows import cancel, commit, create, hooks, prune, release, reopen, starts, streams
+from worlds._flows import (
+    cancel,
+    commit,
+    create,
+    hooks,
+    liveness,
+    prune,
+    release,
+    reopen,
+    starts,
+    streams,
+)
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit, translates_errors
 from worlds._quiet import Quiet
@@ -192,6 +203,16 @@ class SqliteWorld(ClosesOnExit):
 
         def body(tx: SqliteRows) -> list[types.WorkItem]:
             rows = due(tx.db, tx.now_us)
+            owners = {row["owner"] for row in rows if row["owner"] is not None}
+            rights = run_sync(liveness.lease_rights(tx, worker_id, owners))
+            if rights is None:  # fenced: declared dead, it leases nothing
+                return []
+            rows = [
+                row
+                for row in rows
+                if row["owner"] is None
+                or rights.may_take(row["owner"], codecs.from_micros(row["expires_at"]))
+            ]
             expires = codecs.to_micros(lease_deadline(tx.now, lease_seconds))
             updates: list[tuple[object, ...]] = []
             items: list[types.WorkItem] = []
@@ -264,6 +285,35 @@ class SqliteWorld(ClosesOnExit):
             tx.signals.add(WORK_TOPIC)
 
         await self._connection.write(body)
+
+    # ------------------------------------------------------------------ liveness
+
+    async def register_worker(self, worker: types.WorkerInfo) -> types.WorkerRecord:
+        """See ``World.register_worker``."""
+        self._connection.check_open()
+        return await self._connection.write(lambda tx: run_sync(liveness.register(tx, worker)))
+
+    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
+        """See ``World.heartbeat``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(liveness.heartbeat(tx, worker_id, in_flight))
+        )
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        """See ``World.unregister_worker``."""
+        self._connection.check_open()
+        await self._connection.write(lambda tx: run_sync(liveness.unregister(tx, worker_id)))
+
+    async def list_workers(self) -> list[types.WorkerRecord]:
+        """See ``World.list_workers``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[types.WorkerRecord]:
+            workers = [codecs.columns.worker(row) for row in db.execute(sql.WORKERS)]
+            return liveness.listing(workers, types.utcnow())
+
+        return await self._connection.read(body)
 
     def now(self) -> datetime:
         """See ``World.now``: the host's clock."""

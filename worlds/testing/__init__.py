@@ -44,6 +44,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._clock",
     "worlds.testing._conditional",
     "worlds.testing._hooks",
+    "worlds.testing._liveness",
     "worlds.testing._model",
     "worlds.testing._prune",
     "worlds.testing._rates",
@@ -71,6 +72,7 @@ from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E4
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
+from worlds.testing._liveness import LivenessConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
 from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._rates import PriorityConformance, RateLimitConformance  # noqa: E402
@@ -94,6 +96,7 @@ class WorldConformance(
     LifecycleConformance,
     RunsConformance,
     WorkConformance,
+    LivenessConformance,
     ClaimsConformance,
     SearchConformance,
     TakeoverConformance,
@@ -127,7 +130,9 @@ class WorldConformance(
 
     The tests are grouped by concern: ``async with`` again, nested or in
     sequence (``LifecycleConformance``), runs and their logs (``RunsConformance``),
-    the work queue and ``wait`` (``WorkConformance``), unique claims
+    the work queue and ``wait`` (``WorkConformance``), worker liveness:
+    heartbeats, takeover after death, no takeover in a world-wide stall, fencing
+    (``LivenessConformance``), unique claims
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),

@@ -26,6 +26,7 @@ from worlds.postgres.migrations import (
     v10_holds,
     v11_settings,
     v12_rate_limits,
+    v13_workers,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -43,5 +44,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     10: v10_holds.STATEMENTS,
     11: v11_settings.STATEMENTS,
     12: v12_rate_limits.STATEMENTS,
+    13: v13_workers.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

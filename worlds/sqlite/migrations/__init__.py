@@ -22,6 +22,7 @@ from worlds.sqlite.migrations import (
     v07_holds,
     v08_settings,
     v09_rate_limits,
+    v10_workers,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -36,5 +37,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     7: v07_holds.STATEMENTS,
     8: v08_settings.STATEMENTS,
     9: v09_rate_limits.STATEMENTS,
+    10: v10_workers.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
