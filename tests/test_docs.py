@@ -4,6 +4,8 @@ every public name (``mkdocs.yml``, ``docs/``; rfcs/0026-docs-and-packaging.md)."
 from __future__ import annotations
 
 import importlib
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -83,3 +85,24 @@ def test_a_reference_to_a_name_that_is_gone_breaks_the_build(tmp_path: Path) -> 
     broken = build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert broken.returncode == 1
     assert "workflow.start_run" in broken.stdout + broken.stderr
+
+
+def test_the_tutorial_prints_what_it_says_and_its_commands_work(tmp_path: Path) -> None:
+    tutorial = (ROOT / "docs" / "tutorial.md").read_text()
+    (program,) = re.findall(r"```python\n(.*?)```", tutorial, flags=re.DOTALL)
+    expected = re.findall(r"```text\n(.*?)```", tutorial, flags=re.DOTALL)[0]
+    (tmp_path / "shop.py").write_text(program)
+    ran = subprocess.run(
+        [sys.executable, "shop.py", "tutorial.db"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == expected
+    shell = re.findall(r"```sh\n(.*?)```", tutorial, flags=re.DOTALL)
+    for line in "".join(shell).splitlines():
+        if line.startswith("wf ") and " worker " not in f" {line} " and " ui " not in line:
+            done = subprocess.run(
+                [sys.executable, "-m", "workflow.cli", *shlex.split(line)[1:]],
+                cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{line}: {done.stderr}"
