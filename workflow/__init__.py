@@ -43,6 +43,7 @@ from workflow.context import (
     rate_limit,
     set_attribute,
     sleep,
+    sleep_until,
     uuid4,
     write_stream,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "resume_hook",
     "set_attribute",
     "sleep",
+    "sleep_until",
     "start",
     "step",
     "uuid4",

@@ -108,6 +108,10 @@ class Runtime(ABC):
     async def sleep(self, seconds: float) -> None:
         """A durable timer; see ``workflow.sleep``."""
 
+    async def sleep_until(self, when: datetime) -> None:
+        """A durable timer until the aware ``when``; see ``workflow.sleep_until``."""
+        raise NotInWorkflowError("sleep_until() works in workflow code, not in steps")
+
     @abstractmethod
     def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
         """A hook resumed from outside; see ``workflow.create_hook``."""

@@ -37,6 +37,7 @@ __all__ = [
     "rate_limit",
     "set_attribute",
     "sleep",
+    "sleep_until",
     "uuid4",
     "write_stream",
 ]
@@ -101,6 +102,30 @@ async def sleep(duration: float | timedelta) -> None:
     if seconds != seconds:
         raise ValueError("sleep() needs a number of seconds, got NaN")
     await _runtime.current().sleep(seconds)
+
+
+async def sleep_until(when: datetime) -> None:
+    """A durable timer until the moment ``when`` (an aware ``datetime``), like ``sleep``.
+
+    The timer is recorded in the run's log with ``when`` as its due time, so a
+    worker that restarts waits only what is left. A moment not later than the
+    workflow's ``now()`` still records a timer, due at once: the run goes on at
+    its next task without waiting, and replay meets the same recorded timer
+    (``now()`` is the time of the event being processed, the same on replay).
+
+    Raises:
+        TypeError: ``when`` is not a ``datetime``, or is naive (no time zone: it
+            would mean a different moment on each host).
+        NotInWorkflowError: called outside workflow code.
+    """
+    if not isinstance(when, datetime):
+        raise TypeError(f"sleep_until() takes a datetime, not {type(when).__name__}")
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise TypeError(
+            f"sleep_until() needs an aware datetime (with a time zone, e.g. tzinfo=UTC), "
+            f"got the naive {when.isoformat()}"
+        )
+    await _runtime.current().sleep_until(when)
 
 
 async def rate_limit(

@@ -376,6 +376,16 @@ class WorkflowInstance(_runtime.Runtime):
         """A durable timer (``asyncio.sleep`` inside a workflow does the same)."""
         await asyncio.sleep(seconds)
 
+    async def sleep_until(self, when: datetime) -> None:
+        """A durable timer due at ``when``: always recorded, even for a past moment
+        (``asyncio.sleep`` of zero or less records nothing), so the log shows it."""
+        woken: asyncio.Future[None] = self.loop.create_future()
+        handle = self.loop.call_at(when.timestamp(), _wake, woken)
+        try:
+            await woken
+        finally:
+            handle.cancel()
+
     def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
         """Create a hook that ``resume_hook(token, payload)`` resumes from outside.
 
@@ -435,3 +445,8 @@ class WorkflowInstance(_runtime.Runtime):
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name`` (``_patches``)."""
         return self._patches.patched(name)
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
