@@ -30,6 +30,7 @@ from workflow.client import (
     start,
 )
 from workflow.context import (
+    close_stream,
     continue_as_new,
     create_hook,
     get_attribute,
@@ -97,6 +98,7 @@ __all__ = [
     "Unique",
     "Worker",
     "WorkflowError",
+    "close_stream",
     "continue_as_new",
     "create_hook",
     "decode_history",

@@ -154,6 +154,10 @@ class Runtime(ABC):
     async def write_stream(self, name: str, data: bytes) -> None:
         """Append a chunk to this run's stream ``name``; see ``workflow.write_stream``."""
 
+    async def close_stream(self, name: str) -> None:
+        """Close this run's stream ``name``; see ``workflow.close_stream``."""
+        raise NotInWorkflowError("close_stream() works in workflow code, not in steps")
+
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name``; see ``workflow.patched``."""
         raise NotInWorkflowError("patched() works in workflow code, not in steps")

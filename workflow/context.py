@@ -24,6 +24,7 @@ from worlds.semantics import check_stream_name as check_name
 from worlds.types import AttributeValue
 
 __all__ = [
+    "close_stream",
     "continue_as_new",
     "create_hook",
     "get_attribute",
@@ -284,3 +285,24 @@ async def write_stream(name: str, value: Any) -> None:
     """
     check_name(name)
     await _runtime.current().write_stream(name, encode_result(value, "the stream chunk"))
+
+
+async def close_stream(name: str) -> None:
+    """Close this run's stream ``name``: its readers stop after the last chunk, before
+    the run ends.
+
+    ``get_run(run_id).stream(name)`` (following) ends once it has read every chunk
+    written before the close, instead of waiting for the run to close. The close is
+    recorded in the run's log and takes effect when it commits, after the chunks
+    the body wrote before it; replay never closes twice. After it, ``write_stream``
+    to that stream raises ``StreamClosedError``, in the workflow and in its steps.
+    Closing a closed stream does nothing; a run's streams end with the run anyway.
+
+    Raises:
+        ValueError: ``name`` is empty or longer than 256 characters.
+        NotInWorkflowError: called outside workflow code (a step cannot close a
+            stream: close it in the workflow, after the step).
+    """
+    check_name(name)
+    await _runtime.current().close_stream(name)
+

@@ -55,6 +55,7 @@ __all__ = [
     "StepRetrying",
     "StepStarted",
     "StoredValue",
+    "StreamClosed",
     "StreamWritten",
     "WaitCompleted",
     "WaitCreated",
@@ -375,6 +376,14 @@ class StreamWritten(Event, tag="stream_written", frozen=True, kw_only=True):
     data: bytes
 
 
+class StreamClosed(Event, tag="stream_closed", frozen=True, kw_only=True):
+    """Workflow code closed its stream ``name`` (``close_stream``); the world marked the
+    stream closed in the transaction that committed this command: it takes no more
+    chunks, and readers stop after the last one."""
+
+    name: str
+
+
 class RunReopened(Event, tag="run_reopened", frozen=True, kw_only=True):
     """A failed or cancelled run was reopened (``Run.retry``) by ``by``: same id,
     recorded steps kept. The engine replays the log as if the run had never
@@ -458,6 +467,7 @@ CommandEvent: TypeAlias = (
     | ChildConflict
     | PatchMarker
     | StreamWritten
+    | StreamClosed
     | SlotRequested
     | RateTokenRequested
     | SlotReleased

@@ -30,7 +30,7 @@ async def wake_at(offset: float) -> list[str]:
 @workflow
 async def naive_refused() -> str:
     try:
-        await sleep_until(datetime(2030, 1, 1))  # noqa: DTZ001 - the naive case under test
+        await sleep_until(datetime(2030, 1, 1))
     except TypeError as exc:
         return str(exc)
     return "accepted"
@@ -52,7 +52,7 @@ async def test_sleep_until_waits_for_the_moment_and_records_it(world: World) -> 
 async def test_a_past_moment_returns_at_once_and_is_still_recorded(world: World) -> None:
     async with Worker(world, [wake_at]):
         run = await start(wake_at, -3600.0, world=world)
-        target, started, woke = await run.result(timeout=60)
+        target, started, _ = await run.result(timeout=60)
     assert datetime.fromisoformat(target) < datetime.fromisoformat(started)
     events = await run.events()
     waits = [e for e in events if isinstance(e, WaitCreated)]
@@ -71,7 +71,7 @@ async def test_a_naive_datetime_is_refused_with_a_type_error(world: World) -> No
 
 async def test_sleep_until_outside_a_workflow() -> None:
     with pytest.raises(TypeError, match="naive"):
-        await sleep_until(datetime(2030, 1, 1))  # noqa: DTZ001
+        await sleep_until(datetime(2030, 1, 1))
     with pytest.raises(TypeError, match="takes a datetime"):
         await sleep_until(5)  # type: ignore[arg-type]
     with pytest.raises(NotInWorkflowError):

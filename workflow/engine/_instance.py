@@ -134,7 +134,7 @@ class WorkflowInstance(_runtime.Runtime):
 
     @cached_property
     def _streams(self) -> Streams:
-        return Streams(self._recorder)
+        return Streams(self._recorder, self.run_id)
 
     # ================================================================ engine side
 
@@ -431,6 +431,10 @@ class WorkflowInstance(_runtime.Runtime):
     async def write_stream(self, name: str, data: bytes) -> None:
         """Record the chunk as a ``StreamWritten`` command (written once, when it commits)."""
         self._streams.write(name, data)
+
+    async def close_stream(self, name: str) -> None:
+        """Record a ``StreamClosed`` command (the stream closes when it commits)."""
+        self._streams.close(name)
 
     def hold(
         self, key: str, value: AttributeValue, limit: int, priority: int = 0

@@ -25,7 +25,14 @@ from worlds._flows.tx import Tx
 from worlds._rules import batches, commits, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import carried_payloads, settled
-from worlds.types import AttributeSet, CommitRequest, CommitResult, RunContinued, RunRecord
+from worlds.types import (
+    AttributeSet,
+    CommitRequest,
+    CommitResult,
+    RunContinued,
+    RunRecord,
+    StreamClosed,
+)
 
 __all__ = [
     "Outcome",
@@ -156,7 +163,10 @@ async def _do(tx: Tx, request: CommitRequest, need: commits.Need) -> object:
         case commits.Continue(run=run, event=continued):
             await _continue(tx, run, continued)
         case commits.Stream(run_id=run_id, event=written):
-            await rows.append_stream(run_id, written.name, [written.data])
+            if isinstance(written, StreamClosed):
+                await rows.close_stream(run_id, written.name)
+            else:
+                await rows.append_stream(run_id, written.name, [written.data])
             rows.signal(run_topic(run_id))
         case commits.Ack(action=action):
             assert request.lease is not None

@@ -33,6 +33,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamClosed,
     StreamWritten,
     WorkItem,
 )
@@ -169,10 +170,11 @@ class Continue(NamedTuple):
 
 
 class Stream(NamedTuple):
-    """Tell: append ``event.data`` to stream ``event.name`` of run ``run_id`` (it is open)."""
+    """Tell: append ``event.data`` to stream ``event.name`` of run ``run_id`` (it is open),
+    or, for a ``StreamClosed``, mark that stream closed."""
 
     run_id: str
-    event: StreamWritten
+    event: StreamWritten | StreamClosed
 
 
 class Ack(NamedTuple):
@@ -228,7 +230,7 @@ def commit_flow(
             yield Release(run.id, stored.hold)
         if isinstance(stored, RunContinued):
             yield Continue(run, stored)
-        if isinstance(stored, StreamWritten):
+        if isinstance(stored, StreamWritten | StreamClosed):
             yield Stream(run.id, stored)
         if isinstance(stored, AttributeSet) and stored.step is None:
             attributes[stored.key] = stored.value

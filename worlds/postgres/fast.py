@@ -52,6 +52,7 @@ from worlds.types import (
     SlotReleased,
     SlotRequested,
     StepStarted,
+    StreamClosed,
     StreamWritten,
     WorkItem,
 )
@@ -111,7 +112,7 @@ def _qualifies(event: EventKind) -> bool:
     # by the function (outcome ``general``); a hold's slot is settled (and
     # released, promoting) by the general path, and so is a rate limit's token
     slot = (SlotRequested, SlotReleased, RateTokenRequested)
-    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, *slot))
+    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, StreamClosed, *slot))
 
 
 def _unstamped(event: EventKind) -> EventKind:

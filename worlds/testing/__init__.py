@@ -84,7 +84,7 @@ from worlds.testing._schedule_model import ScheduleModelConformance  # noqa: E40
 from worlds.testing._schedules import ScheduleConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
-from worlds.testing._streams import StreamConformance  # noqa: E402
+from worlds.testing._streams import StreamCloseConformance, StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
@@ -106,6 +106,7 @@ class WorldConformance(
     ChildrenConformance,
     ResumeConformance,
     StreamConformance,
+    StreamCloseConformance,
     ReopenConformance,
     ValueConformance,
     SlotsConformance,
@@ -149,6 +150,6 @@ class WorldConformance(
     (``BatchCommitConformance``), schedule storage and leasing
     (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
     child runs and their parents (``ChildrenConformance``), start-or-resume by
-    unique pair (``ResumeConformance``), run streams (``StreamConformance``) and
+    unique pair (``ResumeConformance``), run streams (``StreamConformance``), closing them (``StreamCloseConformance``) and
     retry and fork (``ReopenConformance``).
     """
