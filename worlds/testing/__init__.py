@@ -150,6 +150,7 @@ class WorldConformance(
     (``BatchCommitConformance``), schedule storage and leasing
     (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
     child runs and their parents (``ChildrenConformance``), start-or-resume by
-    unique pair (``ResumeConformance``), run streams (``StreamConformance``), closing them (``StreamCloseConformance``) and
-    retry and fork (``ReopenConformance``).
+    unique pair (``ResumeConformance``), run streams (``StreamConformance``),
+    closing them (``StreamCloseConformance``) and retry and fork
+    (``ReopenConformance``).
     """
