@@ -30,6 +30,7 @@ __all__ = [
     "Event",
     "EventKind",
     "ExternalEvent",
+    "FailureHandler",
     "HookConflict",
     "HookCreated",
     "HookReceived",
@@ -162,10 +163,22 @@ class RunCompleted(Event, tag="run_completed", frozen=True, kw_only=True):
     result: bytes
 
 
+class FailureHandler(msgspec.Struct, frozen=True):
+    """The run a failed run's ``@workflow(on_failure=...)`` starts: the handler
+    workflow's name and its encoded arguments (the failed run's id and error)."""
+
+    workflow: str
+    args: bytes
+
+
 class RunFailed(Event, tag="run_failed", frozen=True, kw_only=True):
-    """The workflow body raised."""
+    """The workflow body raised.
+
+    With ``handler``, the world starts the handler's run in the transaction that
+    stores this event (``worlds._rules.failures``): once, since a run fails once."""
 
     error: ErrorInfo
+    handler: FailureHandler | None = None
 
 
 class RunCancelled(Event, tag="run_cancelled", frozen=True, kw_only=True):

@@ -20,10 +20,12 @@ from worlds.types import (
     CommitRequest,
     CommitResult,
     EventKind,
+    FailureHandler,
     HookCreated,
     NewWorkItem,
     RateTokenRequested,
     RunContinued,
+    RunFailed,
     RunRecord,
     RunStatus,
     SlotReleased,
@@ -48,6 +50,7 @@ __all__ = [
     "Need",
     "Release",
     "Settle",
+    "StartHandler",
     "Stream",
     "TakeToken",
     "after_ack",
@@ -177,6 +180,14 @@ class Stream(NamedTuple):
     event: StreamWritten | StreamClosed
 
 
+class StartHandler(NamedTuple):
+    """Tell: start ``handler``, the failure handler of run ``run_id``
+    (``worlds._rules.failures``), unless its run exists (an earlier failure started it)."""
+
+    run_id: str
+    handler: FailureHandler
+
+
 class Ack(NamedTuple):
     """Tell: the leased item is done; ``action`` as ``after_ack`` decided."""
 
@@ -190,7 +201,18 @@ class Enqueue(NamedTuple):
     new: NewWorkItem
 
 
-Need = Settle | Acquire | TakeToken | Append | Release | Continue | Stream | Ack | Enqueue
+Need = (
+    Settle
+    | Acquire
+    | TakeToken
+    | Append
+    | Release
+    | Continue
+    | Stream
+    | StartHandler
+    | Ack
+    | Enqueue
+)
 """What a commit needs its world to do, in order."""
 
 
@@ -232,6 +254,8 @@ def commit_flow(
             yield Continue(run, stored)
         if isinstance(stored, StreamWritten | StreamClosed):
             yield Stream(run.id, stored)
+        if isinstance(stored, RunFailed) and stored.handler is not None:
+            yield StartHandler(run.id, stored.handler)
         if isinstance(stored, AttributeSet) and stored.step is None:
             attributes[stored.key] = stored.value
         appended.append(stored)

@@ -47,6 +47,7 @@ from worlds.types import (
     HookCreated,
     RateTokenRequested,
     RunContinued,
+    RunFailed,
     RunRecord,
     RunStatus,
     SlotReleased,
@@ -108,6 +109,8 @@ class CommitRunArgs(NamedTuple):
 def _qualifies(event: EventKind) -> bool:
     if isinstance(event, AttributeSet):
         return event.step is not None and not event.unique
+    if isinstance(event, RunFailed) and event.handler is not None:
+        return False  # the general path starts the failure handler's run
     # a close that must tell a parent, cancel children or free slots is sent back
     # by the function (outcome ``general``); a hold's slot is settled (and
     # released, promoting) by the general path, and so is a rate limit's token
