@@ -175,6 +175,6 @@ def test_on_failure_must_be_a_workflow_taking_run_id_and_error() -> None:
         return None
 
     with pytest.raises(TypeError, match="on_failure"):
-        workflow(on_failure=plain)(plain)  # type: ignore[arg-type]
+        workflow(on_failure=plain)(plain)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"handler\(run_id, error\)"):
         workflow(on_failure=charge)(plain)
