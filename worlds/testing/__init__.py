@@ -69,6 +69,7 @@ from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
+from worlds.testing._failures import FailureHandlerConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
@@ -107,6 +108,7 @@ class WorldConformance(
     ResumeConformance,
     StreamConformance,
     StreamCloseConformance,
+    FailureHandlerConformance,
     ReopenConformance,
     ValueConformance,
     SlotsConformance,
@@ -151,6 +153,7 @@ class WorldConformance(
     (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
     child runs and their parents (``ChildrenConformance``), start-or-resume by
     unique pair (``ResumeConformance``), run streams (``StreamConformance``),
-    closing them (``StreamCloseConformance``) and retry and fork
+    closing them (``StreamCloseConformance``), failure handlers started by a
+    failing commit (``FailureHandlerConformance``) and retry and fork
     (``ReopenConformance``).
     """
