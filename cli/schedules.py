@@ -14,7 +14,15 @@ from rich.table import Table
 from rich.text import Text
 
 from cli._codec_option import CodecOption, with_codec
-from cli._output import attributes_text, console, format_value, print_json, text, visible
+from cli._output import (
+    attributes_text,
+    console,
+    format_value,
+    json_text,
+    print_json,
+    text,
+    visible,
+)
 from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_time
 from workflow.schedules import Overlap, Schedule, ScheduleInfo, get_schedule, list_schedules
 
@@ -56,6 +64,8 @@ def _to_json(info: ScheduleInfo, *, runs: bool = True) -> dict[str, Any]:
     }
     if runs:
         data["recent_run_ids"] = info.recent_run_ids
+        data["last_completed_run_id"] = info.last_completed_run_id
+        data["last_result"] = info.last_result
     return data
 
 
@@ -178,6 +188,11 @@ def show_command(
         ("buffered fire", info.buffered_at.isoformat() if info.buffered_at else "-"),
         ("next fires (UTC)", "\n".join(t.isoformat() for t in info.next_fire_times) or "-"),
         ("recent runs", "\n".join(info.recent_run_ids) or "-"),
+        ("last completed", info.last_completed_run_id or "-"),
+        (
+            "last result",
+            "-" if info.last_completed_run_id is None else json_text(info.last_result),
+        ),
     ]
     for name, value in rows:
         table.add_row(name, Text(visible(value, keep_newlines=True)))
