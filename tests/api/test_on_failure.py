@@ -8,6 +8,9 @@ started once per failed run, also when the failing commit is tried again.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -178,3 +181,19 @@ def test_on_failure_must_be_a_workflow_taking_run_id_and_error() -> None:
         workflow(on_failure=plain)(plain)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"handler\(run_id, error\)"):
         workflow(on_failure=charge)(plain)
+
+
+def test_the_example_runs_its_handler_once() -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "examples/failure_alerts.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "['charging', 'charged 4242-4242']"
+    assert sum(line.startswith("ALERT: charge run ") for line in lines) == 1
+    assert lines[-1].startswith("handled: charge run ") and "declined" in lines[-1]
