@@ -305,4 +305,3 @@ async def close_stream(name: str) -> None:
     """
     check_name(name)
     await _runtime.current().close_stream(name)
-

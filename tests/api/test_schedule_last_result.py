@@ -93,9 +93,7 @@ async def test_a_failed_run_leaves_last_result_as_it_was(world: World) -> None:
 async def _records(world: World, schedule_id: str) -> list[RunRecord]:
     runs = await list_runs(attributes={"$schedule": schedule_id}, limit=1000, world=world)
     found = [await world.get_run(run.id) for run in runs]
-    return sorted(
-        (r for r in found if r is not None), key=lambda r: r.attributes["$scheduled_at"]
-    )
+    return sorted((r for r in found if r is not None), key=lambda r: r.attributes["$scheduled_at"])
 
 
 async def _serve(make_world: Callable[[], World], count: int, seconds: float) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import anyio
 import pytest
 
@@ -75,16 +77,11 @@ class StreamConformance(ConformanceBase):
     ) -> None:
         async with open_worlds(world_factory, 2) as (writer, reader):
             run = await create_run(writer)
-            with anyio.fail_after(5):
-                async with anyio.create_task_group() as group:
 
-                    async def follow() -> None:
-                        while not await reader.read_stream(run.id, "p"):
-                            await reader.wait(run_topic(run.id), 10.0)
+            async def seen() -> bool:
+                return bool(await reader.read_stream(run.id, "p"))
 
-                    group.start_soon(follow)
-                    await anyio.sleep(0.1)
-                    await writer.append_stream(run.id, "p", [b"x"])
+            await _follower_wakes(reader, run.id, seen, writer.append_stream(run.id, "p", [b"x"]))
 
     @pytest.mark.anyio
     async def test_concurrent_appends_keep_offsets_dense(self, world_factory: WorldFactory) -> None:
@@ -133,9 +130,7 @@ class StreamCloseConformance(ConformanceBase):
         assert not (await world.get_run(run.id)).status.is_closed  # type: ignore[union-attr]
 
     @pytest.mark.anyio
-    async def test_a_stream_closed_before_any_chunk_is_empty_and_closed(
-        self, world: World
-    ) -> None:
+    async def test_a_stream_closed_before_any_chunk_is_empty_and_closed(self, world: World) -> None:
         run = await create_run(world)
         item = await lease_one(world, WF)
         result = await world.commit(
@@ -179,19 +174,31 @@ class StreamCloseConformance(ConformanceBase):
         async with open_worlds(world_factory, 2) as (writer, reader):
             run = await create_run(writer)
             item = await lease_one(writer, WF)
-            with anyio.fail_after(5):
-                async with anyio.create_task_group() as group:
+            request = CommitRequest(
+                run_id=run.id,
+                worker_id=WORKER,
+                lease=item,
+                events=(RunStarted(), StreamClosed(name="p")),
+            )
 
-                    async def follow() -> None:
-                        while not await reader.stream_closed(run.id, "p"):
-                            await reader.wait(run_topic(run.id), 10.0)
+            async def seen() -> bool:
+                return await reader.stream_closed(run.id, "p")
 
-                    group.start_soon(follow)
-                    await anyio.sleep(0.1)
-                    request = CommitRequest(
-                        run_id=run.id,
-                        worker_id=WORKER,
-                        lease=item,
-                        events=(RunStarted(), StreamClosed(name="p")),
-                    )
-                    assert (await writer.commit(request)).ok
+            await _follower_wakes(reader, run.id, seen, writer.commit(request))
+
+
+async def _follower_wakes(
+    reader: World, run_id: str, seen: Callable[[], Awaitable[bool]], change: Awaitable[object]
+) -> None:
+    """A follower waiting on the run's topic in ``reader`` wakes and sees what ``change``
+    (awaited in another world object) did: within 5 seconds, not by its 10 s timeout."""
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+
+            async def follow() -> None:
+                while not await seen():
+                    await reader.wait(run_topic(run_id), 10.0)
+
+            group.start_soon(follow)
+            await anyio.sleep(0.1)
+            await change
