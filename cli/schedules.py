@@ -277,7 +277,7 @@ def backfill_command(
             "--overlap",
             help="allow_all: every fire time starts a run; skip / cancel_other: "
             "apply that rule to each fire in turn; buffer_one acts as skip "
-            "(a backfill waits for nothing).",
+            "(a backfill waits for nothing); buffer_all queues each fire, oldest first.",
         ),
     ] = Overlap.ALLOW_ALL,
     as_json: JsonOption = False,
