@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import anyio
 import pytest
 
-from workflow import NotInWorkflowError, Worker, now, replay, sleep_until, start, workflow
+from workflow import (
+    NotInWorkflowError,
+    RunStatus,
+    Worker,
+    now,
+    replay,
+    sleep_until,
+    start,
+    workflow,
+)
+from workflow.testing import TestEnvironment
 from worlds.protocol import World
 from worlds.types import WaitCompleted, WaitCreated
 
@@ -76,3 +87,20 @@ async def test_sleep_until_outside_a_workflow() -> None:
         await sleep_until(5)  # type: ignore[arg-type]
     with pytest.raises(NotInWorkflowError):
         await sleep_until(datetime(2030, 1, 1, tzinfo=UTC))
+
+
+@workflow
+async def until_new_year() -> str:
+    await sleep_until(datetime(2099, 1, 1, tzinfo=UTC))
+    return now().isoformat()
+
+
+async def test_the_testing_kit_skips_to_the_moment() -> None:
+    async with TestEnvironment(workflows=[until_new_year], skip_time=False) as env:
+        run = await env.start(until_new_year)
+        await anyio.sleep(0.3)
+        assert await run.status() is RunStatus.RUNNING  # waiting for 2099, not skipping
+        await env.advance(datetime(2099, 1, 1, tzinfo=UTC) - env.now())
+        with anyio.fail_after(10):
+            woke = datetime.fromisoformat(await run.result())
+    assert woke >= datetime(2099, 1, 1, tzinfo=UTC)
