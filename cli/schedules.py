@@ -16,7 +16,7 @@ from rich.text import Text
 from workflow.schedules import Overlap, Schedule, ScheduleInfo, get_schedule, list_schedules
 
 from ._codec_option import CodecOption, with_codec
-from ._output import attributes_text, console, format_value, print_json, text, visible
+from ._output import attributes_text, console, format_value, json_text, print_json, text, visible
 from ._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_time
 
 app = typer.Typer(
@@ -57,6 +57,8 @@ def _to_json(info: ScheduleInfo, *, runs: bool = True) -> dict[str, Any]:
     }
     if runs:
         data["recent_run_ids"] = info.recent_run_ids
+        data["last_completed_run_id"] = info.last_completed_run_id
+        data["last_result"] = info.last_result
     return data
 
 
@@ -179,6 +181,11 @@ def show_command(
         ("buffered fire", info.buffered_at.isoformat() if info.buffered_at else "-"),
         ("next fires (UTC)", "\n".join(t.isoformat() for t in info.next_fire_times) or "-"),
         ("recent runs", "\n".join(info.recent_run_ids) or "-"),
+        ("last completed", info.last_completed_run_id or "-"),
+        (
+            "last result",
+            "-" if info.last_completed_run_id is None else json_text(info.last_result),
+        ),
     ]
     for name, value in rows:
         table.add_row(name, Text(visible(value, keep_newlines=True)))
@@ -263,7 +270,7 @@ def backfill_command(
             "--overlap",
             help="allow_all: every fire time starts a run; skip / cancel_other: "
             "apply that rule to each fire in turn; buffer_one acts as skip "
-            "(a backfill waits for nothing).",
+            "(a backfill waits for nothing); buffer_all queues each fire, oldest first.",
         ),
     ] = Overlap.ALLOW_ALL,
     as_json: JsonOption = False,

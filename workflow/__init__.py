@@ -31,6 +31,7 @@ from workflow.client import (
     start,
 )
 from workflow.context import (
+    close_stream,
     continue_as_new,
     create_hook,
     get_attribute,
@@ -44,6 +45,7 @@ from workflow.context import (
     rate_limit,
     set_attribute,
     sleep,
+    sleep_until,
     uuid4,
     write_stream,
 )
@@ -99,6 +101,7 @@ __all__ = [
     "Unique",
     "Worker",
     "WorkflowError",
+    "close_stream",
     "continue_as_new",
     "create_hook",
     "decode_history",
@@ -124,6 +127,7 @@ __all__ = [
     "resume_hook",
     "set_attribute",
     "sleep",
+    "sleep_until",
     "start",
     "step",
     "uuid4",

@@ -171,7 +171,8 @@ class Run(Generic[R]):
         Offsets count chunks from 0 without gaps, so a reader that got ``n`` chunks
         and reconnects with ``start=n`` misses nothing and sees nothing twice. With
         ``follow`` (the default) it waits for new chunks until the run closes, then
-        ends after the last one: a world takes no chunk once its run closed.
+        ends after the last one: a world takes no chunk once its run closed, or once
+        the workflow closed the stream (``close_stream``): the reader ends then too.
         """
         check_stream_name(name)
         if isinstance(start, bool) or not isinstance(start, int) or start < 0:
@@ -192,8 +193,11 @@ class Run(Generic[R]):
             if not chunks:
                 if closed or not follow:
                     return
-                # read once more after seeing the run closed: that read gets the last chunks
-                closed = (await self._record()).status.is_closed
+                # read once more after seeing the run or the stream closed: that read gets
+                # the last chunks (a world takes none after either closed)
+                closed = (await self._record()).status.is_closed or (
+                    await self.world.stream_closed(self._id, name)
+                )
                 if closed:
                     continue
             elif not follow:

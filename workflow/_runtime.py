@@ -108,6 +108,10 @@ class Runtime(ABC):
     async def sleep(self, seconds: float) -> None:
         """A durable timer; see ``workflow.sleep``."""
 
+    async def sleep_until(self, when: datetime) -> None:
+        """A durable timer until the aware ``when``; see ``workflow.sleep_until``."""
+        raise NotInWorkflowError("sleep_until() works in workflow code, not in steps")
+
     @abstractmethod
     def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
         """A hook resumed from outside; see ``workflow.create_hook``."""
@@ -149,6 +153,10 @@ class Runtime(ABC):
     @abstractmethod
     async def write_stream(self, name: str, data: bytes) -> None:
         """Append a chunk to this run's stream ``name``; see ``workflow.write_stream``."""
+
+    async def close_stream(self, name: str) -> None:
+        """Close this run's stream ``name``; see ``workflow.close_stream``."""
+        raise NotInWorkflowError("close_stream() works in workflow code, not in steps")
 
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name``; see ``workflow.patched``."""

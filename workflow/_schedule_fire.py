@@ -28,6 +28,7 @@ from worlds.types import (
     AttributeValue,
     ConflictRule,
     CreateRunRequest,
+    Limit,
     ScheduleFire,
     ScheduleFireTime,
     ScheduleRecord,
@@ -96,7 +97,13 @@ def fire_request(
     attributes[SCHEDULED_AT_KEY] = at
     unique: frozenset[str] = frozenset()
     policy = None
-    if overlap is not Overlap.ALLOW_ALL:
+    limits: dict[str, Limit] = {}
+    if overlap is Overlap.BUFFER_ALL:
+        # every fire waits in line for the one slot of the schedule's pair: the world
+        # promotes the waiters first in first out, so they run one at a time, in order
+        attributes[SCHEDULE_KEY] = record.id
+        limits = {SCHEDULE_KEY: Limit(limit=1, on_full="queue")}
+    elif overlap is not Overlap.ALLOW_ALL:
         key, value = (SCHEDULE_KEY, record.id) if spec.key is None else (spec.key, spec.value)
         attributes[key] = value
         unique = frozenset({key})
@@ -109,6 +116,7 @@ def fire_request(
         attributes=attributes,
         unique=unique,
         policy=policy,
+        limits=limits,
     )
 
 

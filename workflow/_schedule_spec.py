@@ -62,7 +62,10 @@ class Overlap(enum.StrEnum):
     """What a fire does while a run started earlier (or holding the shared pair) is open.
 
     ``SKIP``: the fire starts nothing. ``BUFFER_ONE``: the fire waits until
-    the open run closes, and at most one fire waits. ``CANCEL_OTHER``: the
+    the open run closes, and at most one fire waits. ``BUFFER_ALL``: every
+    fire waits, in line: its run is created at once, pending, and starts when
+    the runs of the fires before it have closed, one at a time, in fire order
+    (a ``Limited`` slot of limit 1 on ``$schedule=<id>``). ``CANCEL_OTHER``: the
     open run is cancelled and the new one starts, atomically (the fenced
     takeover of ``start_or_cancel_run``). ``ALLOW_ALL``: every fire starts
     a run, whatever is open.
@@ -70,6 +73,7 @@ class Overlap(enum.StrEnum):
 
     SKIP = "skip"
     BUFFER_ONE = "buffer_one"
+    BUFFER_ALL = "buffer_all"
     CANCEL_OTHER = "cancel_other"
     ALLOW_ALL = "allow_all"
 

@@ -24,6 +24,7 @@ from worlds.semantics import check_stream_name as check_name
 from worlds.types import AttributeValue
 
 __all__ = [
+    "close_stream",
     "continue_as_new",
     "create_hook",
     "get_attribute",
@@ -37,6 +38,7 @@ __all__ = [
     "rate_limit",
     "set_attribute",
     "sleep",
+    "sleep_until",
     "uuid4",
     "write_stream",
 ]
@@ -101,6 +103,30 @@ async def sleep(duration: float | timedelta) -> None:
     if seconds != seconds:
         raise ValueError("sleep() needs a number of seconds, got NaN")
     await _runtime.current().sleep(seconds)
+
+
+async def sleep_until(when: datetime) -> None:
+    """A durable timer until the moment ``when`` (an aware ``datetime``), like ``sleep``.
+
+    The timer is recorded in the run's log with ``when`` as its due time, so a
+    worker that restarts waits only what is left. A moment not later than the
+    workflow's ``now()`` still records a timer, due at once: the run goes on at
+    its next task without waiting, and replay meets the same recorded timer
+    (``now()`` is the time of the event being processed, the same on replay).
+
+    Raises:
+        TypeError: ``when`` is not a ``datetime``, or is naive (no time zone: it
+            would mean a different moment on each host).
+        NotInWorkflowError: called outside workflow code.
+    """
+    if not isinstance(when, datetime):
+        raise TypeError(f"sleep_until() takes a datetime, not {type(when).__name__}")
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise TypeError(
+            f"sleep_until() needs an aware datetime (with a time zone, e.g. tzinfo=UTC), "
+            f"got the naive {when.isoformat()}"
+        )
+    await _runtime.current().sleep_until(when)
 
 
 async def rate_limit(
@@ -259,3 +285,23 @@ async def write_stream(name: str, value: Any) -> None:
     """
     check_name(name)
     await _runtime.current().write_stream(name, encode_result(value, "the stream chunk"))
+
+
+async def close_stream(name: str) -> None:
+    """Close this run's stream ``name``: its readers stop after the last chunk, before
+    the run ends.
+
+    ``get_run(run_id).stream(name)`` (following) ends once it has read every chunk
+    written before the close, instead of waiting for the run to close. The close is
+    recorded in the run's log and takes effect when it commits, after the chunks
+    the body wrote before it; replay never closes twice. After it, ``write_stream``
+    to that stream raises ``StreamClosedError``, in the workflow and in its steps.
+    Closing a closed stream does nothing; a run's streams end with the run anyway.
+
+    Raises:
+        ValueError: ``name`` is empty or longer than 256 characters.
+        NotInWorkflowError: called outside workflow code (a step cannot close a
+            stream: close it in the workflow, after the step).
+    """
+    check_name(name)
+    await _runtime.current().close_stream(name)

@@ -58,11 +58,21 @@ def _check_name(decorator: str, name: object) -> str:
 class WorkflowDefinition(Generic[P, R]):
     """A function decorated with ``@workflow``; start it with ``start(fn, *args)``."""
 
-    def __init__(self, fn: Callable[P, Awaitable[R]], name: str) -> None:
+    def __init__(
+        self,
+        fn: Callable[P, Awaitable[R]],
+        name: str,
+        on_failure: WorkflowDefinition[..., Any] | None = None,
+    ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an async def function, got {quoted(fn)}")
+        if on_failure is not None:
+            _check_failure_handler(on_failure)
         self.fn = fn
         self.name = _check_name("@workflow", name)
+        self.on_failure = on_failure
+        """The workflow started as ``on_failure(run_id, error)`` after a run of this one
+        fails (``@workflow(on_failure=...)``), or None."""
         functools.update_wrapper(self, fn)
         _defined.setdefault(self.name, weakref.WeakSet()).add(self)
 
@@ -72,6 +82,21 @@ class WorkflowDefinition(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"
+
+
+def _check_failure_handler(handler: object) -> None:
+    """Raise ``TypeError`` unless ``handler`` is a ``@workflow`` callable as ``(run_id, error)``."""
+    if not isinstance(handler, WorkflowDefinition):
+        raise TypeError(
+            f"@workflow(on_failure=...) takes a @workflow function, got {quoted(handler)}"
+        )
+    try:
+        inspect.signature(handler.fn).bind("run-id", {})
+    except TypeError as exc:
+        raise TypeError(
+            f"@workflow(on_failure={handler.name}): the handler is called as "
+            f"handler(run_id, error), which its signature refuses: {exc}"
+        ) from None
 
 
 _defined: dict[str, weakref.WeakSet[WorkflowDefinition[..., Any]]] = {}
@@ -122,12 +147,16 @@ class StepDefinition(Generic[P, R]):
 def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> WorkflowDefinition[P, R]: ...
 @overload
 def workflow(
-    *, name: str | None = None
+    *, name: str | None = None, on_failure: WorkflowDefinition[..., Any] | None = None
 ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
 
 
 def workflow(
-    fn: Callable[P, Coroutine[Any, Any, R]] | None = None, /, *, name: str | None = None
+    fn: Callable[P, Coroutine[Any, Any, R]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    on_failure: WorkflowDefinition[..., Any] | None = None,
 ) -> (
     WorkflowDefinition[P, R]
     | Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]
@@ -136,10 +165,25 @@ def workflow(
 
     The body must be deterministic: do I/O in steps, and use ``now()``,
     ``random()``, ``uuid4()`` and ``sleep()`` from this package for time and chance.
+
+    ``on_failure=handler`` (another ``@workflow``): when a run of this workflow
+    fails (its body raised, or a task kept failing), the world starts
+    ``handler(run_id, error)`` as a run of its own, in the transaction that
+    records the failure: exactly once per failed run, whatever crashes around
+    it. ``error`` is a dict of text: ``{"type": ..., "message": ...,
+    "workflow": ...}`` (the exception's class name and message, the failed
+    workflow's name); the whole failure is in the failed run's log. The
+    handler's run id is derived from the failed run's and it carries the
+    attribute ``$on_failure_of=<run_id>``. Cancelled runs start no handler, nor
+    does a failed handler run (no recursion). A Worker that runs the workflow
+    runs its handler too.
+
+    Raises:
+        TypeError: ``on_failure`` is not a ``@workflow``.
     """
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> WorkflowDefinition[P, R]:
-        return WorkflowDefinition(f, name or f.__qualname__)
+        return WorkflowDefinition(f, name or f.__qualname__, on_failure)
 
     return decorate(fn) if fn is not None else decorate
 

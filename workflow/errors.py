@@ -19,6 +19,7 @@
     ├── ScheduleExistsError      create_schedule() with an id already taken
     ├── ScheduleNotFoundError    a schedule handle names a schedule the world does not have
     ├── NotInWorkflowError       a workflow-only call made outside a workflow (or step)
+    ├── StreamClosedError        write_stream() to a stream close_stream() closed
     └── UndecodableValueError    a value does not validate as its annotation
 
     BaseException
@@ -51,6 +52,7 @@ __all__ = [
     "ScheduleExistsError",
     "ScheduleNotFoundError",
     "StepFailedError",
+    "StreamClosedError",
     "UndecodableValueError",
     "WorkerFencedError",
     "WorkflowError",
@@ -343,6 +345,16 @@ class QuerySyntaxError(WorkflowError, ValueError):
 
 class NotInWorkflowError(WorkflowError, RuntimeError):
     """A call that needs a workflow (or step) context was made outside one."""
+
+
+class StreamClosedError(WorkflowError, RuntimeError):
+    """``write_stream`` to a stream of this run that ``close_stream`` closed: a closed
+    stream takes no more chunks (its readers have stopped)."""
+
+    def __init__(self, run_id: str, name: str) -> None:
+        super().__init__(f"stream {name!r} of run {run_id} is closed: it takes no more chunks")
+        self.run_id = run_id
+        self.name = name
 
 
 class WorkerFencedError(WorkflowError, RuntimeError):

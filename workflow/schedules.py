@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from workflow._attributes import SCHEDULE_KEY, check_pair, split_start_attributes
-from workflow._codec import encode_start
+from workflow._codec import decode_result, encode_start
 from workflow._schedule_fire import BUFFER_RECHECK, start_fire
 from workflow._schedule_spec import (
     MIN_CATCHUP,
@@ -48,10 +48,12 @@ from workflow.client import Run, resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import ScheduleExistsError, ScheduleNotFoundError
 from worlds._rules.schedules import SCHEDULE_ID
+from worlds.codec import codec_required
+from worlds.errors import CodecRequiredError
 from worlds.protocol import World
 from worlds.query import RunQuery
 from worlds.quoting import quoted
-from worlds.types import AttributeValue, ScheduleRecord
+from worlds.types import AttributeValue, RunStatus, ScheduleRecord
 
 __all__ = [
     "Overlap",
@@ -72,15 +74,24 @@ MAX_BACKFILL = 10_000
 
 _RECENT_RUNS = 10
 
+_LAST_COMPLETED_WINDOW = 100
+"""Completed runs (the newest created) among which ``last_result`` picks the one closed
+last: a run created before the 100 newest completed ones and closing after them all
+would need 100 overlapping runs of one schedule."""
+
 
 @dataclass(frozen=True, slots=True)
 class ScheduleInfo:
     """What ``Schedule.describe()`` (and ``Schedule.info`` from ``list_schedules``) report.
 
     ``next_fire_times`` are the next few fire times (UTC) not yet handled;
-    ``buffered_at`` is a fire waiting behind an open run (``BUFFER_ONE``);
-    ``recent_run_ids`` the newest runs it started, newest first (empty in
-    ``list_schedules``, which reads no runs).
+    ``buffered_at`` is a fire waiting behind an open run (``BUFFER_ONE``;
+    under ``BUFFER_ALL`` the waiting fires are pending runs, among
+    ``recent_run_ids``); ``recent_run_ids`` the newest runs it started, newest
+    first; ``last_result`` the result of the run it started that completed
+    last (decoded like ``Run.result()``; ``None`` before any completed), and
+    ``last_completed_run_id`` that run (both empty in ``list_schedules``,
+    which reads no runs).
     """
 
     id: str
@@ -101,9 +112,16 @@ class ScheduleInfo:
     created_at: datetime
     updated_at: datetime
     fall_back: str = "twice"
+    last_result: Any = None
+    last_completed_run_id: str | None = None
 
 
-def _info(record: ScheduleRecord, recent: list[str], count: int = 5) -> ScheduleInfo:
+def _info(
+    record: ScheduleRecord,
+    recent: list[str],
+    count: int = 5,
+    last: tuple[str, Any] | None = None,
+) -> ScheduleInfo:
     spec = decode_spec(record.spec)
     upcoming: list[datetime] = []
     moment = record.next_fire_at
@@ -129,6 +147,8 @@ def _info(record: ScheduleRecord, recent: list[str], count: int = 5) -> Schedule
         created_at=record.created_at,
         updated_at=record.updated_at,
         fall_back=spec.fall_back,
+        last_result=None if last is None else last[1],
+        last_completed_run_id=None if last is None else last[0],
     )
 
 
@@ -259,12 +279,38 @@ class Schedule:
         return runs
 
     async def describe(self) -> ScheduleInfo:
-        """Paused or not, the note, the next fire times and the newest runs it started."""
+        """Paused or not, the note, the next fire times, the newest runs it started and
+        the result of the one that completed last (``last_result``)."""
         record = await self._record()
         page = await self.world.list_runs(
             RunQuery(attributes={SCHEDULE_KEY: self._id}, limit=_RECENT_RUNS)
         )
-        return _info(record, [run.id for run in page.runs])
+        return _info(record, [run.id for run in page.runs], last=await self._last_completed())
+
+    async def _last_completed(self) -> tuple[str, Any] | None:
+        """The id and decoded result of the schedule's run that completed last, if any.
+
+        Read from the runs (``$schedule=<id>``, completed, the newest created
+        first): the one of them closed last, so a long run that completes after
+        later fires counts as the last. A pruned run's result is gone with it.
+        """
+        page = await self.world.list_runs(
+            RunQuery(
+                attributes={SCHEDULE_KEY: self._id},
+                statuses=frozenset({RunStatus.COMPLETED}),
+                limit=_LAST_COMPLETED_WINDOW,
+            )
+        )
+        done = [run for run in page.runs if run.closed_at is not None and run.result is not None]
+        if not done:
+            return None
+        last = max(done, key=lambda run: (run.closed_at or run.created_at, run.id))
+        assert last.result is not None
+        try:
+            value = decode_result(last.result, None)
+        except CodecRequiredError:
+            raise await codec_required(self.world) from None
+        return last.id, value
 
     async def delete(self) -> None:
         """Delete the schedule; the runs it started stay."""
@@ -337,6 +383,11 @@ def _spec(
         )
     if (key is None) != (value is None):
         raise ValueError("give key= and value= together (the shared unique pair), or neither")
+    if key is not None and overlap is Overlap.BUFFER_ALL:
+        raise ValueError(
+            "overlap=Overlap.BUFFER_ALL queues the schedule's own runs on $schedule=<id>; "
+            "it takes no shared key=/value= pair (use SKIP, BUFFER_ONE or CANCEL_OTHER)"
+        )
     if key is not None:
         key, value = check_pair(key, value)
         if key.startswith("$"):
@@ -389,7 +440,8 @@ async def create_schedule(
         every: or a fixed interval (a ``timedelta`` or seconds), 1 second to
             100 years; fire times are its multiples since the Unix epoch.
         overlap: what a fire does while the last run (or the holder of the
-            shared pair) is open.
+            shared pair) is open. ``BUFFER_ALL`` queues every fire, to run
+            one at a time in fire order; it takes no shared pair.
         catchup_window: fires missed (no worker ran, or paused) run if at
             most this old; older ones are passed over. A window under one
             second counts as one second, so a fire handled a moment late runs.

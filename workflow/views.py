@@ -56,6 +56,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamClosed,
     StreamWritten,
     WaitCompleted,
     WaitCreated,
@@ -502,6 +503,8 @@ def event_summary(event: EventKind) -> str:
         return f"patched {event.name}"
     if isinstance(event, StreamWritten):
         return f"stream {event.name}"
+    if isinstance(event, StreamClosed):
+        return f"stream {event.name} closed"
     if isinstance(event, SlotRequested):
         got = "acquired" if event.acquired else "waiting"
         pair = f"{event.key}={format_value(event.value)}"

@@ -30,6 +30,7 @@ from worlds.types import (
     CreateRunResult,
     ErrorInfo,
     EventKind,
+    FailureHandler,
     FirstTask,
     HookDelivery,
     HookReceived,
@@ -120,6 +121,9 @@ class Payloads:
                 return _replace(event, args=data(event.args))
             case RunCompleted() | StepCompleted():
                 return _replace(event, result=data(event.result))
+            case RunFailed(handler=FailureHandler() as handler):
+                handler = msgspec.structs.replace(handler, args=data(handler.args))
+                return _replace(event, error=self._error(event.error, text), handler=handler)
             case RunFailed() | StepRetrying() | StepFailed():
                 return _replace(event, error=self._error(event.error, text))
             case HookReceived():

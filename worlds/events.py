@@ -30,6 +30,7 @@ __all__ = [
     "Event",
     "EventKind",
     "ExternalEvent",
+    "FailureHandler",
     "HookConflict",
     "HookCreated",
     "HookReceived",
@@ -55,6 +56,7 @@ __all__ = [
     "StepRetrying",
     "StepStarted",
     "StoredValue",
+    "StreamClosed",
     "StreamWritten",
     "WaitCompleted",
     "WaitCreated",
@@ -161,10 +163,22 @@ class RunCompleted(Event, tag="run_completed", frozen=True, kw_only=True):
     result: bytes
 
 
+class FailureHandler(msgspec.Struct, frozen=True):
+    """The run a failed run's ``@workflow(on_failure=...)`` starts: the handler
+    workflow's name and its encoded arguments (the failed run's id and error)."""
+
+    workflow: str
+    args: bytes
+
+
 class RunFailed(Event, tag="run_failed", frozen=True, kw_only=True):
-    """The workflow body raised."""
+    """The workflow body raised.
+
+    With ``handler``, the world starts the handler's run in the transaction that
+    stores this event (``worlds._rules.failures``): once, since a run fails once."""
 
     error: ErrorInfo
+    handler: FailureHandler | None = None
 
 
 class RunCancelled(Event, tag="run_cancelled", frozen=True, kw_only=True):
@@ -375,6 +389,14 @@ class StreamWritten(Event, tag="stream_written", frozen=True, kw_only=True):
     data: bytes
 
 
+class StreamClosed(Event, tag="stream_closed", frozen=True, kw_only=True):
+    """Workflow code closed its stream ``name`` (``close_stream``); the world marked the
+    stream closed in the transaction that committed this command: it takes no more
+    chunks, and readers stop after the last one."""
+
+    name: str
+
+
 class RunReopened(Event, tag="run_reopened", frozen=True, kw_only=True):
     """A failed or cancelled run was reopened (``Run.retry``) by ``by``: same id,
     recorded steps kept. The engine replays the log as if the run had never
@@ -458,6 +480,7 @@ CommandEvent: TypeAlias = (
     | ChildConflict
     | PatchMarker
     | StreamWritten
+    | StreamClosed
     | SlotRequested
     | RateTokenRequested
     | SlotReleased

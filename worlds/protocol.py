@@ -433,7 +433,8 @@ class Streams(Protocol):
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
         """Append ``chunks`` to stream ``name`` of run ``run_id``, atomically, and signal
         ``run_topic(run_id)``. Returns the offset of the first chunk; ``None`` when the
-        run is closed or unknown (nothing is written). See ``worlds._rules.streams``.
+        run is closed or unknown, or the stream closed (nothing is written). See
+        ``worlds._rules.streams``.
         """
         ...
 
@@ -441,6 +442,11 @@ class Streams(Protocol):
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
     ) -> list[StreamChunk]:
         """Up to ``limit`` chunks of stream ``name`` of run ``run_id`` from offset ``start``."""
+        ...
+
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        """Whether workflow code closed stream ``name`` of run ``run_id`` (a
+        ``StreamClosed`` command committed): it takes no chunk after that."""
         ...
 
 

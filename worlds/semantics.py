@@ -30,6 +30,7 @@ from worlds._rules.claims import (
     on_close,
 )
 from worlds._rules.commits import settled, stale_result
+from worlds._rules.failures import ON_FAILURE_OF_KEY, handler_run_id
 from worlds._rules.rates import check_rate
 from worlds._rules.reopen import effective_log, reopen_base
 from worlds._rules.runs import (
@@ -57,6 +58,7 @@ from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunCo
 __all__ = [
     "CANCEL_DEADLINE_TIMER",
     "CLOSING_EVENTS",
+    "ON_FAILURE_OF_KEY",
     "ON_PARENT_CLOSE",
     "ON_PARENT_CLOSE_KEY",
     "PARENT_KEY",
@@ -74,6 +76,7 @@ __all__ = [
     "encode_cursor",
     "encode_release_on",
     "first_task_commit",
+    "handler_run_id",
     "index_terms",
     "index_value",
     "is_free",

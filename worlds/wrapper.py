@@ -236,6 +236,10 @@ class WorldWrapper:
         """See ``World.read_stream``."""
         return await self.inner.read_stream(run_id, name, start, limit)
 
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        """See ``World.stream_closed``."""
+        return await self.inner.stream_closed(run_id, name)
+
     # ------------------------------------------------------------------ Index
 
     async def list_runs(self, query: RunQuery) -> RunPage:

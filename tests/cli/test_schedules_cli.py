@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import worlds
 from cli.main import app
 from tests.apps.schedapp import scheduled_tick
+from workflow import Worker, get_run
 from workflow.schedules import Overlap, create_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,3 +144,21 @@ def test_delete_and_errors(url: str) -> None:
         assert code == 1 and "no schedule 'often'" in out, (command, out)
     code, out = wf("schedules", "show", "bad id", "--world", url)
     assert code == 2 and "schedule id" in out
+
+
+def test_show_names_the_last_completed_run_and_its_result(url: str) -> None:
+    shown = json.loads(wf("schedules", "show", "often", "--world", url, "--json")[1])
+    assert shown["last_completed_run_id"] is None and shown["last_result"] is None
+    code, out = wf("schedules", "trigger", "often", "--world", url)
+    assert code == 0 and "started run" in out, out
+    run_id = out.split()[-1]
+
+    async def finish() -> None:
+        async with worlds.open(url) as world, Worker(world, [scheduled_tick]):
+            assert await get_run(run_id, world=world).result(timeout=60) == "often"
+
+    anyio.run(finish)
+    shown = json.loads(wf("schedules", "show", "often", "--world", url, "--json")[1])
+    assert shown["last_completed_run_id"] == run_id and shown["last_result"] == "often"
+    code, out = wf("schedules", "show", "often", "--world", url)
+    assert code == 0 and "last result" in out and '"often"' in out and run_id in out

@@ -29,6 +29,7 @@ from worlds.types import (
     SlotReleased,
     SlotRequested,
     StepCreated,
+    StreamClosed,
     StreamWritten,
     WaitCreated,
 )
@@ -82,6 +83,8 @@ def issuing_call(command: CommandEvent) -> str:
             return f"patched({command.name!r})"
         case StreamWritten():
             return f"write_stream({command.name!r})"
+        case StreamClosed():
+            return f"close_stream({command.name!r})"
         case SlotRequested():
             return f"hold({command.key!r}, {command.value!r})"
         case SlotReleased():

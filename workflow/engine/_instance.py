@@ -39,6 +39,7 @@ from workflow._codec import decode_call, decode_headers, encode_result, encode_s
 from workflow._hooks import Hook
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._children import Children
+from workflow.engine._failures import failed, is_handler_run
 from workflow.engine._holds import Holds
 from workflow.engine._hooks import Hooks
 from workflow.engine._loop import WorkflowLoop
@@ -56,6 +57,7 @@ from worlds.semantics import PARENT_KEY, new_run_id
 from worlds.types import (
     AttributeValue,
     ChildClosed,
+    ErrorInfo,
     EventKind,
     HookReceived,
     ReuseWindow,
@@ -104,6 +106,8 @@ class WorkflowInstance(_runtime.Runtime):
         """Fixed once ``RunCreated`` is delivered (``$parent`` is set at creation only)."""
         self._limits: dict[str, int] = {}
         """The run's ``RunCreated.limits``, handed to the next run by continue-as-new."""
+        self._handler_run = False
+        """Whether this run is a failure handler's: its own failure starts no handler."""
         seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
         self._rng = _random.Random(seed)
         self._main: asyncio.Task[Any] | None = None
@@ -134,7 +138,7 @@ class WorkflowInstance(_runtime.Runtime):
 
     @cached_property
     def _streams(self) -> Streams:
-        return Streams(self._recorder)
+        return Streams(self._recorder, self.run_id)
 
     # ================================================================ engine side
 
@@ -204,7 +208,7 @@ class WorkflowInstance(_runtime.Runtime):
         ended = self.finished or self.failure is not None
         if self.failure is not None and not self.finished:
             self.finished = True
-            self._recorder.outbox.events.append(RunFailed(error=error_info(self.failure)))
+            self._recorder.outbox.events.append(self._failed(error_info(self.failure)))
         return self._recorder.take_commit(ended)
 
     def committed(self, appended: tuple[EventKind, ...]) -> None:
@@ -267,6 +271,7 @@ class WorkflowInstance(_runtime.Runtime):
     def _start(self, event: RunCreated) -> None:
         self._limits = event.limits  # the next run takes over these slots (continue-as-new)
         self._attributes.start(event.attributes)
+        self._handler_run = is_handler_run(event.attributes)
         parent = event.attributes.get(PARENT_KEY)
         parent_run_id = parent if isinstance(parent, str) else None
         self._metadata = RunMetadata(self.run_id, self.definition.name, event.at, parent_run_id)
@@ -298,14 +303,14 @@ class WorkflowInstance(_runtime.Runtime):
             return True
         if main.cancelled():
             error = error_info(asyncio.CancelledError("the workflow's main task was cancelled"))
-            self._end(RunFailed(error=error), _END)
+            self._end(self._failed(error), _END)
             return True
         exc = main.exception()
         if isinstance(exc, ContinueAsNew):
             try:
                 args = encode_start(self.definition, exc.args_for_next_run)
             except TypeError as err:
-                self._end(RunFailed(error=error_info(err)), "continue_as_new")
+                self._end(self._failed(error_info(err)), "continue_as_new")
             else:
                 read = self._hooks.reads()
                 continued = RunContinued(
@@ -314,15 +319,19 @@ class WorkflowInstance(_runtime.Runtime):
                 self._end(continued, "continue_as_new")
             return True
         if exc is not None:
-            self._end(RunFailed(error=error_info(exc)), _END)
+            self._end(self._failed(error_info(exc)), _END)
             return True
         try:
             result = encode_result(main.result(), "the workflow's result", self.definition.fn)
         except TypeError as err:
-            self._end(RunFailed(error=error_info(err)), _END)
+            self._end(self._failed(error_info(err)), _END)
         else:
             self._end(RunCompleted(result=result), _END)
         return True
+
+    def _failed(self, error: ErrorInfo) -> RunFailed:
+        """The run's failure, naming its ``on_failure`` handler for the world to start."""
+        return failed(self.definition, self.run_id, error, self._handler_run)
 
     def _end(
         self, event: RunCompleted | RunFailed | RunContinued | RunCancelled, issued: str
@@ -376,6 +385,16 @@ class WorkflowInstance(_runtime.Runtime):
         """A durable timer (``asyncio.sleep`` inside a workflow does the same)."""
         await asyncio.sleep(seconds)
 
+    async def sleep_until(self, when: datetime) -> None:
+        """A durable timer due at ``when``: always recorded, even for a past moment
+        (``asyncio.sleep`` of zero or less records nothing), so the log shows it."""
+        woken: asyncio.Future[None] = self.loop.create_future()
+        handle = self.loop.call_at(when.timestamp(), _wake, woken)
+        try:
+            await woken
+        finally:
+            handle.cancel()
+
     def create_hook(self, token: str | None, attributes: dict[str, Any] | None) -> Hook:
         """Create a hook that ``resume_hook(token, payload)`` resumes from outside.
 
@@ -422,6 +441,10 @@ class WorkflowInstance(_runtime.Runtime):
         """Record the chunk as a ``StreamWritten`` command (written once, when it commits)."""
         self._streams.write(name, data)
 
+    async def close_stream(self, name: str) -> None:
+        """Record a ``StreamClosed`` command (the stream closes when it commits)."""
+        self._streams.close(name)
+
     def hold(
         self, key: str, value: AttributeValue, limit: int, priority: int = 0
     ) -> AbstractAsyncContextManager[None]:
@@ -435,3 +458,8 @@ class WorkflowInstance(_runtime.Runtime):
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name`` (``_patches``)."""
         return self._patches.patched(name)
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)

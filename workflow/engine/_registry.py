@@ -21,7 +21,8 @@ class Registry:
     def register(self, fn: Any) -> None:
         """Add a workflow, a step, or every workflow and step of a module.
 
-        A workflow brings along the steps its module defines or imports.
+        A workflow brings along the steps its module defines or imports, and its
+        ``on_failure`` handler.
 
         Raises:
             TypeError: ``fn`` is none of those.
@@ -44,6 +45,8 @@ class Registry:
                 f"two functions are registered as {fn.name!r}: {existing!r} and {fn!r}"
             )
         table[fn.name] = fn
+        if existing is None and isinstance(fn, WorkflowDefinition) and fn.on_failure is not None:
+            self.register(fn.on_failure)  # the worker that fails a run can run its handler
         if isinstance(fn, WorkflowDefinition):
             # the steps a workflow can call are those its module can see
             for value in list(getattr(fn.fn, "__globals__", {}).values()):

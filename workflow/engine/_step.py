@@ -26,6 +26,7 @@ from workflow.errors import (
     NotInWorkflowError,
     RetryableError,
     RunCancelledError,
+    StreamClosedError,
     UndecodableValueError,
 )
 from workflow.types import RunMetadata, StepMetadata
@@ -197,7 +198,10 @@ class StepRuntime(_runtime.Runtime):
     async def write_stream(self, name: str, data: bytes) -> None:
         """Append the chunk to the run's stream now, as this attempt makes it (a
         retried attempt writes again; readers see both)."""
-        await self._world.append_stream(self._item.run_id, name, [data])
+        run_id = self._item.run_id
+        written = await self._world.append_stream(run_id, name, [data])
+        if written is None and await self._world.stream_closed(run_id, name):
+            raise StreamClosedError(run_id, name)
 
     def run_metadata(self) -> RunMetadata:
         """The id, workflow name and creation time of the run this step belongs to."""

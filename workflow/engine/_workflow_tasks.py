@@ -16,6 +16,7 @@ from workflow.engine._capacity import Capacity
 from workflow.engine._children import create_children
 from workflow.engine._commits import describe_work, poisoned_run_commit
 from workflow.engine._committer import Committer
+from workflow.engine._failures import with_handler
 from workflow.engine._faults import POISON_LIMIT, Backoff, Complaints, is_fatal, is_transient
 from workflow.engine._instance import WorkflowInstance
 from workflow.engine._recorder import Commit
@@ -70,8 +71,10 @@ class WorkflowTasks:
                     poisoned += 1
                     if poisoned >= POISON_LIMIT:
                         self._complaints.failed(doing, exc, None)
-                        request = poisoned_run_commit(
-                            item, exc, self._worker_id, self._lease_seconds
+                        request = await with_handler(
+                            poisoned_run_commit(item, exc, self._worker_id, self._lease_seconds),
+                            self._registry.workflow(item.name),
+                            self._world,
                         )
                         return await self._committer.commit(item, request)
                 delay = backoff.next()

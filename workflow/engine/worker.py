@@ -46,6 +46,7 @@ from workflow.engine._commits import (
 )
 from workflow.engine._committer import Committer
 from workflow.engine._eager_start import EagerStart
+from workflow.engine._failures import with_handler
 from workflow.engine._faults import Backoff, Complaints, is_fatal, riding_out
 from workflow.engine._heartbeat import Heartbeat
 from workflow.engine._one_transaction import StepWithWorkflow
@@ -484,6 +485,9 @@ class Worker:
         wake_eagerly = not self._capacity.stopping
         if item.kind == "timer":
             request = timer_commit(item, self.worker_id, self.lease_seconds, wake_eagerly)
+            if closing_event(request.events) is not None:  # a deadline fails the run
+                definition = self._registry.workflow(item.name)
+                request = await with_handler(request, definition, self.world)
             leased = await self._committer.commit(item, request)
             if _observe.current() is not None and closing_event(request.events) is not None:
                 await report_closed_by_timer(self.world, item.run_id, request.events[-1])

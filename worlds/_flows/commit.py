@@ -22,10 +22,17 @@ from typing import assert_never
 from worlds._flows import closing, rates, settle, slots, work
 from worlds._flows.rows import HeldLease, IdTaken, Rows
 from worlds._flows.tx import Tx
-from worlds._rules import batches, commits, requests, runs
+from worlds._rules import batches, commits, failures, requests, runs
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import carried_payloads, settled
-from worlds.types import AttributeSet, CommitRequest, CommitResult, RunContinued, RunRecord
+from worlds.types import (
+    AttributeSet,
+    CommitRequest,
+    CommitResult,
+    RunContinued,
+    RunRecord,
+    StreamClosed,
+)
 
 __all__ = [
     "Outcome",
@@ -156,8 +163,16 @@ async def _do(tx: Tx, request: CommitRequest, need: commits.Need) -> object:
         case commits.Continue(run=run, event=continued):
             await _continue(tx, run, continued)
         case commits.Stream(run_id=run_id, event=written):
-            await rows.append_stream(run_id, written.name, [written.data])
+            if isinstance(written, StreamClosed):
+                await rows.close_stream(run_id, written.name)
+            else:
+                await rows.append_stream(run_id, written.name, [written.data])
             rows.signal(run_topic(run_id))
+        case commits.StartHandler(run_id=run_id, handler=handler):
+            new, created = failures.handler_run(run_id, handler, rows.now)
+            if await rows.get_run(new.id, lock=False) is None:
+                await rows.insert_run(new, created, wake_at=rows.now)
+                rows.signal(WORK_TOPIC)
         case commits.Ack(action=action):
             assert request.lease is not None
             if action == "rewake":

@@ -452,6 +452,14 @@ class Rows(Protocol):
         """Append ``chunks`` to the run's stream ``name``; the offset of the first."""
         ...
 
+    async def close_stream(self, run_id: str, name: str) -> None:
+        """Mark the run's stream ``name`` closed (again: nothing changes)."""
+        ...
+
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        """Whether the run's stream ``name`` is closed."""
+        ...
+
     # ------------------------------------------------------------ retention
 
     async def prunable(self, closed_before: datetime, limit: int) -> list[str]:

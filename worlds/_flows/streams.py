@@ -1,8 +1,8 @@
 """Streams written from steps: ``World.append_stream``, for every backend.
 
-Chunks are taken only while the run is open (``streams.accepts``), read in the
-same transaction as the run's status, so none lands after the run closed; each
-append wakes the run's followers (RFC 0012).
+Chunks are taken only while the run and the stream are open (``streams.accepts``),
+read in the same transaction as the run's status, so none lands after the run or
+the stream closed; each append wakes the run's followers (RFC 0012).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ async def append_stream(rows: Rows, run_id: str, name: str, chunks: Sequence[byt
     """See ``World.append_stream``: the first chunk's offset, ``None`` for a closed or
     unknown run (nothing written)."""
     run = await rows.get_run(run_id)
-    if not streams.accepts(None if run is None else run.status):
+    status = None if run is None else run.status
+    if not streams.accepts(status, run is not None and await rows.stream_closed(run_id, name)):
         return None
     first = await rows.append_stream(run_id, name, chunks)
     rows.signal(run_topic(run_id))

@@ -20,10 +20,12 @@ from worlds.types import (
     CommitRequest,
     CommitResult,
     EventKind,
+    FailureHandler,
     HookCreated,
     NewWorkItem,
     RateTokenRequested,
     RunContinued,
+    RunFailed,
     RunRecord,
     RunStatus,
     SlotReleased,
@@ -33,6 +35,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    StreamClosed,
     StreamWritten,
     WorkItem,
 )
@@ -47,6 +50,7 @@ __all__ = [
     "Need",
     "Release",
     "Settle",
+    "StartHandler",
     "Stream",
     "TakeToken",
     "after_ack",
@@ -169,10 +173,19 @@ class Continue(NamedTuple):
 
 
 class Stream(NamedTuple):
-    """Tell: append ``event.data`` to stream ``event.name`` of run ``run_id`` (it is open)."""
+    """Tell: append ``event.data`` to stream ``event.name`` of run ``run_id`` (it is open),
+    or, for a ``StreamClosed``, mark that stream closed."""
 
     run_id: str
-    event: StreamWritten
+    event: StreamWritten | StreamClosed
+
+
+class StartHandler(NamedTuple):
+    """Tell: start ``handler``, the failure handler of run ``run_id``
+    (``worlds._rules.failures``), unless its run exists (an earlier failure started it)."""
+
+    run_id: str
+    handler: FailureHandler
 
 
 class Ack(NamedTuple):
@@ -188,7 +201,18 @@ class Enqueue(NamedTuple):
     new: NewWorkItem
 
 
-Need = Settle | Acquire | TakeToken | Append | Release | Continue | Stream | Ack | Enqueue
+Need = (
+    Settle
+    | Acquire
+    | TakeToken
+    | Append
+    | Release
+    | Continue
+    | Stream
+    | StartHandler
+    | Ack
+    | Enqueue
+)
 """What a commit needs its world to do, in order."""
 
 
@@ -228,8 +252,10 @@ def commit_flow(
             yield Release(run.id, stored.hold)
         if isinstance(stored, RunContinued):
             yield Continue(run, stored)
-        if isinstance(stored, StreamWritten):
+        if isinstance(stored, StreamWritten | StreamClosed):
             yield Stream(run.id, stored)
+        if isinstance(stored, RunFailed) and stored.handler is not None:
+            yield StartHandler(run.id, stored.handler)
         if isinstance(stored, AttributeSet) and stored.step is None:
             attributes[stored.key] = stored.value
         appended.append(stored)

@@ -6,10 +6,13 @@ Workflow code writes through a ``StreamWritten`` command: the world appends
 the chunk in the transaction that commits the command, so a replayed body
 never writes it again. Step code writes directly (``World.append_stream``).
 
-A world accepts chunks only while the run is open (``accepts``), in the same
-transaction that reads the run's status, so no chunk lands after the run
-closed: a reader that sees the run closed and then reads to the end has read
-everything. Each append signals the run's topic (``run_topic``) so followers
+A world accepts chunks only while the run is open and the stream is not
+closed (``accepts``), in the same transaction that reads the run's status, so
+no chunk lands after the run (or the stream) closed: a reader that sees the run
+or the stream closed and then reads to the end has read everything. Workflow
+code closes a stream with a ``StreamClosed`` command (``close_stream``),
+marked in the transaction that commits it, after every chunk the body wrote
+before it. Each append signals the run's topic (``run_topic``) so followers
 wake; pruning a run deletes its streams.
 """
 
@@ -32,9 +35,10 @@ def check_name(name: str) -> str:
     return name
 
 
-def accepts(status: RunStatus | None) -> bool:
-    """Whether a run in ``status`` (None: no such run) takes new chunks: while open."""
-    return status is not None and not status.is_closed
+def accepts(status: RunStatus | None, stream_closed: bool = False) -> bool:
+    """Whether a run in ``status`` (None: no such run) takes new chunks on a stream
+    (``stream_closed``: closed by ``close_stream``): while both are open."""
+    return status is not None and not status.is_closed and not stream_closed
 
 
 def written(events: Iterable[EventKind]) -> list[StreamWritten]:

@@ -348,6 +348,12 @@ class MemoryRows:
     async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
         return self._t.streams.append(run_id, name, chunks, self.now)
 
+    async def close_stream(self, run_id: str, name: str) -> None:
+        self._t.streams.close(run_id, name)
+
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        return self._t.streams.is_closed(run_id, name)
+
     # ------------------------------------------------------------ retention
 
     async def prunable(self, closed_before: datetime, limit: int) -> list[str]:

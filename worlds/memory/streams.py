@@ -17,6 +17,7 @@ class StreamStore:
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self._streams: dict[tuple[str, str], list[StreamChunk]] = {}
+        self._closed: dict[tuple[str, str], bool] = {}
 
     def append(self, run_id: str, name: str, chunks: Sequence[bytes], now: datetime) -> int:
         """Append ``chunks`` to the stream; the offset of the first."""
@@ -31,6 +32,15 @@ class StreamStore:
         self._journal.record(lambda: stream.__delitem__(slice(first, None)))
         return first
 
+    def close(self, run_id: str, name: str) -> None:
+        """Mark the stream closed."""
+        if (run_id, name) not in self._closed:
+            self._journal.put(self._closed, (run_id, name), True)
+
+    def is_closed(self, run_id: str, name: str) -> bool:
+        """Whether the stream is closed."""
+        return (run_id, name) in self._closed
+
     def read(self, run_id: str, name: str, start: int, limit: int) -> list[StreamChunk]:
         """See ``World.read_stream``."""
         stream = self._streams.get((run_id, name), [])
@@ -40,3 +50,5 @@ class StreamStore:
         """Drop the streams of the pruned ``run_ids``."""
         for key in [key for key in self._streams if key[0] in run_ids]:
             self._journal.pop(self._streams, key)
+        for key in [key for key in self._closed if key[0] in run_ids]:
+            self._journal.pop(self._closed, key)

@@ -221,6 +221,10 @@ class MemoryWorld(ClosesOnExit):
         """See ``World.read_stream``."""
         return self._tables.streams.read(run_id, name, start, limit)
 
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        """See ``World.stream_closed``."""
+        return self._tables.streams.is_closed(run_id, name)
+
     # ------------------------------------------------------------ work
 
     async def lease(

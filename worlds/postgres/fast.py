@@ -47,11 +47,13 @@ from worlds.types import (
     HookCreated,
     RateTokenRequested,
     RunContinued,
+    RunFailed,
     RunRecord,
     RunStatus,
     SlotReleased,
     SlotRequested,
     StepStarted,
+    StreamClosed,
     StreamWritten,
     WorkItem,
 )
@@ -107,11 +109,13 @@ class CommitRunArgs(NamedTuple):
 def _qualifies(event: EventKind) -> bool:
     if isinstance(event, AttributeSet):
         return event.step is not None and not event.unique
+    if isinstance(event, RunFailed) and event.handler is not None:
+        return False  # the general path starts the failure handler's run
     # a close that must tell a parent, cancel children or free slots is sent back
     # by the function (outcome ``general``); a hold's slot is settled (and
     # released, promoting) by the general path, and so is a rate limit's token
     slot = (SlotRequested, SlotReleased, RateTokenRequested)
-    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, *slot))
+    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, StreamClosed, *slot))
 
 
 def _unstamped(event: EventKind) -> EventKind:

@@ -527,6 +527,13 @@ class PostgresRows:
         await self._execute(sql.INSERT_STREAM, run_id, name, first, list(chunks), self.now)
         return first
 
+    async def close_stream(self, run_id: str, name: str) -> None:
+        await self._execute(sql.CLOSE_STREAM, run_id, name, self.now)
+
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        closed: bool = await self._fetchval(sql.STREAM_CLOSED, run_id, name)
+        return closed
+
     # ------------------------------------------------------------ retention
 
     async def prunable(self, closed_before: datetime, limit: int) -> list[str]:

@@ -223,6 +223,13 @@ INSERT_STREAM = """
 INSERT INTO streams (run_id, name, seq, data, at)
 SELECT $1, $2, $3 + n - 1, d, $5 FROM unnest($4::bytea[]) WITH ORDINALITY AS c(d, n)
 """
+CLOSE_STREAM = """
+INSERT INTO streams (run_id, name, seq, data, at) VALUES ($1, $2, -1, ''::bytea, $3)
+ON CONFLICT DO NOTHING
+"""
+"""A stream's close is its row at offset -1: below every chunk, so no read of chunks
+(offsets from 0) meets it and the next offset stays max(seq) + 1."""
+STREAM_CLOSED = "SELECT EXISTS (SELECT 1 FROM streams WHERE run_id = $1 AND name = $2 AND seq = -1)"
 READ_STREAM = (
     "SELECT seq, data, at FROM streams WHERE run_id = $1 AND name = $2 AND seq >= $3 "
     "ORDER BY seq LIMIT $4"

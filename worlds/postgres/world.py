@@ -485,6 +485,13 @@ class PostgresWorld(ClosesOnExit):
             types.StreamChunk(offset=row["seq"], data=row["data"], at=row["at"]) for row in rows
         ]
 
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        """See ``World.stream_closed``."""
+        self._check_open()
+        pool = await self._connect()
+        closed: bool = await retry(pool.fetchval, sql.STREAM_CLOSED, run_id, name)
+        return closed
+
     async def list_hooks(self, run_id: str | None = None) -> list[types.HookRecord]:
         """See ``World.list_hooks``."""
         self._check_open()

@@ -460,6 +460,12 @@ class SqliteRows:
         )
         return int(first)
 
+    async def close_stream(self, run_id: str, name: str) -> None:
+        self.db.execute(sql.CLOSE_STREAM, (run_id, name, self.now_us))
+
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        return self.db.execute(sql.STREAM_CLOSED, (run_id, name)).fetchone() is not None
+
     # ------------------------------------------------------------ retention
 
     async def prunable(self, closed_before: datetime, limit: int) -> list[str]:

@@ -134,6 +134,13 @@ PRUNABLE_RUNS = (
 )
 NEXT_STREAM_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM streams WHERE run_id = ? AND name = ?"
 INSERT_STREAM = "INSERT INTO streams (run_id, name, seq, data, at) VALUES (?, ?, ?, ?, ?)"
+CLOSE_STREAM = (
+    "INSERT INTO streams (run_id, name, seq, data, at) VALUES (?, ?, -1, x'', ?) "
+    "ON CONFLICT DO NOTHING"
+)
+"""A stream's close is its row at offset -1: below every chunk, so no read of chunks
+(offsets from 0) meets it and the next offset stays max(seq) + 1."""
+STREAM_CLOSED = "SELECT 1 FROM streams WHERE run_id = ? AND name = ? AND seq = -1"
 READ_STREAM = (
     "SELECT seq, data, at FROM streams WHERE run_id = ? AND name = ? AND seq >= ? "
     "ORDER BY seq LIMIT ?"

@@ -461,6 +461,13 @@ class SqliteWorld(ClosesOnExit):
 
         return await self._connection.read(body)
 
+    async def stream_closed(self, run_id: str, name: str) -> bool:
+        """See ``World.stream_closed``."""
+        self._connection.check_open()
+        return await self._connection.read(
+            lambda db: db.execute(sql.STREAM_CLOSED, (run_id, name)).fetchone() is not None
+        )
+
     async def list_hooks(self, run_id: str | None = None) -> list[types.HookRecord]:
         """See ``World.list_hooks``."""
         self._connection.check_open()

@@ -69,6 +69,7 @@ from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
+from worlds.testing._failures import FailureHandlerConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
@@ -84,7 +85,7 @@ from worlds.testing._schedule_model import ScheduleModelConformance  # noqa: E40
 from worlds.testing._schedules import ScheduleConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
-from worlds.testing._streams import StreamConformance  # noqa: E402
+from worlds.testing._streams import StreamCloseConformance, StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
@@ -106,6 +107,8 @@ class WorldConformance(
     ChildrenConformance,
     ResumeConformance,
     StreamConformance,
+    StreamCloseConformance,
+    FailureHandlerConformance,
     ReopenConformance,
     ValueConformance,
     SlotsConformance,
@@ -149,6 +152,8 @@ class WorldConformance(
     (``BatchCommitConformance``), schedule storage and leasing
     (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
     child runs and their parents (``ChildrenConformance``), start-or-resume by
-    unique pair (``ResumeConformance``), run streams (``StreamConformance``) and
-    retry and fork (``ReopenConformance``).
+    unique pair (``ResumeConformance``), run streams (``StreamConformance``),
+    closing them (``StreamCloseConformance``), failure handlers started by a
+    failing commit (``FailureHandlerConformance``) and retry and fork
+    (``ReopenConformance``).
     """

@@ -1,6 +1,8 @@
-"""Conformance: run streams, dense offsets, written once from workflow commands."""
+"""Conformance: run streams, dense offsets, written once from workflow commands, closed."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -16,9 +18,9 @@ from worlds.testing._base import (
     new_run_id,
     open_worlds,
 )
-from worlds.types import CommitRequest, RunCompleted, RunStarted, StreamWritten
+from worlds.types import CommitRequest, RunCompleted, RunStarted, StreamClosed, StreamWritten
 
-__all__ = ["StreamConformance"]
+__all__ = ["StreamCloseConformance", "StreamConformance"]
 
 
 class StreamConformance(ConformanceBase):
@@ -75,16 +77,11 @@ class StreamConformance(ConformanceBase):
     ) -> None:
         async with open_worlds(world_factory, 2) as (writer, reader):
             run = await create_run(writer)
-            with anyio.fail_after(5):
-                async with anyio.create_task_group() as group:
 
-                    async def follow() -> None:
-                        while not await reader.read_stream(run.id, "p"):
-                            await reader.wait(run_topic(run.id), 10.0)
+            async def seen() -> bool:
+                return bool(await reader.read_stream(run.id, "p"))
 
-                    group.start_soon(follow)
-                    await anyio.sleep(0.1)
-                    await writer.append_stream(run.id, "p", [b"x"])
+            await _follower_wakes(reader, run.id, seen, writer.append_stream(run.id, "p", [b"x"]))
 
     @pytest.mark.anyio
     async def test_concurrent_appends_keep_offsets_dense(self, world_factory: WorldFactory) -> None:
@@ -102,3 +99,106 @@ class StreamConformance(ConformanceBase):
             # each append's chunks are adjacent
             pairs = [chunks[i].data == chunks[i + 1].data for i in range(0, 60, 2)]
             assert all(pairs)
+
+
+class StreamCloseConformance(ConformanceBase):
+    """``StreamClosed`` commands (``close_stream``) and ``stream_closed``."""
+
+    @pytest.mark.anyio
+    async def test_a_closed_stream_takes_no_chunks_and_says_so(self, world: World) -> None:
+        run = await create_run(world)
+        item = await lease_one(world, WF)
+        events = (
+            RunStarted(),
+            StreamWritten(name="progress", data=b"1"),
+            StreamWritten(name="progress", data=b"2"),
+            StreamClosed(name="progress"),
+        )
+        result = await world.commit(
+            CommitRequest(run_id=run.id, worker_id=WORKER, lease=item, events=events)
+        )
+        assert result.ok
+        assert await world.stream_closed(run.id, "progress")
+        assert not await world.stream_closed(run.id, "other")
+        assert not await world.stream_closed(new_run_id(), "progress")
+        # a step's append to the closed stream is refused; another stream of the run is open
+        assert await world.append_stream(run.id, "progress", [b"late"]) is None
+        assert await world.append_stream(run.id, "other", [b"x"]) == 0
+        chunks = await world.read_stream(run.id, "progress")
+        assert [(c.offset, c.data) for c in chunks] == [(0, b"1"), (1, b"2")]
+        # the run is still open: closing a stream is not closing the run
+        assert not (await world.get_run(run.id)).status.is_closed  # type: ignore[union-attr]
+
+    @pytest.mark.anyio
+    async def test_a_stream_closed_before_any_chunk_is_empty_and_closed(self, world: World) -> None:
+        run = await create_run(world)
+        item = await lease_one(world, WF)
+        result = await world.commit(
+            CommitRequest(
+                run_id=run.id,
+                worker_id=WORKER,
+                lease=item,
+                events=(RunStarted(), StreamClosed(name="s"), StreamClosed(name="s")),
+            )
+        )
+        assert result.ok
+        assert await world.stream_closed(run.id, "s")
+        assert await world.read_stream(run.id, "s") == []
+        assert await world.append_stream(run.id, "s", [b"x"]) is None
+
+    @pytest.mark.anyio
+    async def test_a_refused_commit_closes_nothing(self, world: World) -> None:
+        run = await create_run(world)
+        item = await lease_one(world, WF)
+        assert (
+            await world.commit(
+                CommitRequest(run_id=run.id, worker_id=WORKER, lease=item, events=(RunStarted(),))
+            )
+        ).ok
+        stale = await world.commit(
+            CommitRequest(
+                run_id=run.id,
+                worker_id="another-worker",
+                lease=item,
+                events=(StreamClosed(name="s"),),
+            )
+        )
+        assert not stale.ok
+        assert not await world.stream_closed(run.id, "s")
+        assert await world.append_stream(run.id, "s", [b"x"]) == 0
+
+    @pytest.mark.anyio
+    async def test_a_close_wakes_a_follower_on_the_run_topic(
+        self, world_factory: WorldFactory
+    ) -> None:
+        async with open_worlds(world_factory, 2) as (writer, reader):
+            run = await create_run(writer)
+            item = await lease_one(writer, WF)
+            request = CommitRequest(
+                run_id=run.id,
+                worker_id=WORKER,
+                lease=item,
+                events=(RunStarted(), StreamClosed(name="p")),
+            )
+
+            async def seen() -> bool:
+                return await reader.stream_closed(run.id, "p")
+
+            await _follower_wakes(reader, run.id, seen, writer.commit(request))
+
+
+async def _follower_wakes(
+    reader: World, run_id: str, seen: Callable[[], Awaitable[bool]], change: Awaitable[object]
+) -> None:
+    """A follower waiting on the run's topic in ``reader`` wakes and sees what ``change``
+    (awaited in another world object) did: within 5 seconds, not by its 10 s timeout."""
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+
+            async def follow() -> None:
+                while not await seen():
+                    await reader.wait(run_topic(run_id), 10.0)
+
+            group.start_soon(follow)
+            await anyio.sleep(0.1)
+            await change
