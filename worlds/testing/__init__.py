@@ -71,6 +71,7 @@ from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: 
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
+from worlds.testing._key_limits import KeyLimitConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
 from worlds.testing._liveness import LivenessConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
@@ -110,6 +111,7 @@ class WorldConformance(
     ValueConformance,
     SlotsConformance,
     HoldConformance,
+    KeyLimitConformance,
     RateLimitConformance,
     PriorityConformance,
     ReuseConformance,
