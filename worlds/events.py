@@ -336,13 +336,21 @@ class ChildStarted(Event, tag="child_started", frozen=True, kw_only=True):
 
 
 class ChildConflict(Event, tag="child_conflict", frozen=True, kw_only=True):
-    """A child start was refused: ``holder_run_id`` holds the unique pair; no run was made."""
+    """A child start was refused: ``holder_run_id`` holds the unique pair; no run was made.
+
+    ``limit`` is set when a full ``Limited(..., on_full="fail")`` pair (or its key's
+    limit) refused it; ``retry_after`` and ``per`` when a full
+    ``RateLimited(..., on_full="fail")`` window did.
+    """
 
     child: int
     run_id: str
     key: str
     value: StoredValue
     holder_run_id: str
+    limit: int | None = None
+    retry_after: float | None = None
+    per: float | None = None
 
 
 class ChildClosed(Event, tag="child_closed", frozen=True, kw_only=True):
