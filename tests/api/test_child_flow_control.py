@@ -10,10 +10,12 @@ from workflow import (
     RateLimited,
     RateLimitExceededError,
     Worker,
+    create_hook,
     replay,
     start,
     workflow,
 )
+from workflow.policies import start_or_resume_hook
 from worlds.protocol import World
 from worlds.types import ChildConflict, ChildStarted, RunCompleted, RunCreated, RunStarted
 
@@ -104,3 +106,28 @@ async def test_full_children_raise_in_the_parent_as_start_would(world: World) ->
         ("customer", 1, True),
     ]
     await replay(refused_parent, await run.events(), run_id=run.id)
+
+
+@workflow
+async def hooked() -> object:
+    return await create_hook(token="order-1")
+
+
+async def test_start_or_resume_hook_delays_the_run_it_starts(world: World) -> None:
+    run = await start_or_resume_hook(
+        hooked, key="order", value="o-1", token="order-1", payload="hi", delay=0.3, world=world
+    )
+    created = await _created(world, run.id)
+    assert created.start_at is not None
+    again = await start_or_resume_hook(
+        hooked, key="order", value="o-1", token="order-1", payload="ho", delay=0.3, world=world
+    )
+    assert again.id == run.id  # delivered to the open run, which still waits for its start
+    async with Worker(world, [hooked]):
+        assert await run.result(timeout=30) == "hi"
+    began = next(e.at for e in await world.read_events(run.id) if isinstance(e, RunStarted))
+    assert began >= created.start_at
+    with pytest.raises(ValueError):
+        await start_or_resume_hook(
+            hooked, key="order", value="o-2", token="order-2", delay=-1, world=world
+        )
