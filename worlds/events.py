@@ -149,6 +149,8 @@ class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
     rate_limited: tuple[str, ...] = ()
     """The keys of its ``RateLimited`` start attributes: ``start_at`` is then (also)
     when its tokens let it start."""
+    rates: dict[str, tuple[int, float]] = {}
+    """Each ``RateLimited`` start attribute's rate (by key): (limit, per seconds)."""
 
 
 class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):
