@@ -1,0 +1,99 @@
+"""Key limits across OS processes: four processes start runs of five values of one
+key (each pair limited to 3) under a key limit of 4 and work on them; sampled
+throughout, the key's slots held never exceed 4, and in the logs no more bodies
+than that ever ran at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import pytest
+
+import worlds
+from workflow import RunStatus, get_key_limit, get_run, set_key_limit
+from worlds.protocol import World
+from worlds.types import RunStarted
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY_LIMIT = 4
+PAIR_LIMIT = 3
+VALUES = 5
+PER_PROCESS = 15
+PROCESSES = 4
+
+
+def _spawn(url: str, value: str) -> list[subprocess.Popen[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable, "-m", "tests.apps.slots", url, str(PER_PROCESS), value,
+        str(PAIR_LIMIT), str(VALUES),
+    ]  # fmt: skip
+    return [
+        subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(PROCESSES)
+    ]
+
+
+def _output(proc: subprocess.Popen[str]) -> str:
+    out, _ = proc.communicate(timeout=300)
+    return out
+
+
+async def _contend(url: str, value: str) -> None:
+    async with worlds.open(url) as world:
+        await set_key_limit("tenant", KEY_LIMIT, world=world)
+        procs = _spawn(url, value)
+        held: list[int] = []
+        started: list[str] = []
+        try:
+            while any(proc.poll() is None for proc in procs):
+                found = await get_key_limit("tenant", world=world)
+                assert found is not None
+                held.append(found.held)  # one statement: a consistent count of the key
+                await anyio.sleep(0.01)
+        finally:
+            for proc in procs:
+                out = await anyio.to_thread.run_sync(_output, proc)
+                assert proc.returncode == 0
+                started += json.loads(out)
+        assert len(held) > 10, "the processes finished before the key could be sampled"
+        assert max(held) <= KEY_LIMIT, held
+        assert max(held) == KEY_LIMIT, "the key never filled: the test contended for nothing"
+        assert len(set(started)) == PER_PROCESS * PROCESSES
+        await _assert_never_more_bodies_than_the_key_limit(world, started)
+        found = await get_key_limit("tenant", world=world)
+        assert found is not None and found.held == 0
+
+
+async def _assert_never_more_bodies_than_the_key_limit(world: World, run_ids: list[str]) -> None:
+    """From the logs: at no moment were more than KEY_LIMIT runs between start and close."""
+    moments: list[tuple[datetime, int]] = []
+    for run_id in run_ids:
+        run = get_run(run_id, world=world)
+        assert await run.status() is RunStatus.COMPLETED
+        events = await run.events()
+        opened = next(e.at for e in events if isinstance(e, RunStarted))
+        moments += [(opened, 1), (events[-1].at, -1)]
+    running = peak = 0
+    for _, change in sorted(moments, key=lambda m: (m[0], m[1])):
+        running += change
+        peak = max(peak, running)
+    assert peak <= KEY_LIMIT
+
+
+async def test_processes_under_one_key_limit_never_exceed_it_sqlite(tmp_path: Path) -> None:
+    await _contend(f"sqlite:///{tmp_path}/world.db", "key-sqlite")
+
+
+async def test_processes_under_one_key_limit_never_exceed_it_postgres(
+    postgres_world_url: str,
+) -> None:
+    await _contend(postgres_world_url, "key-postgres")
