@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from workflow._world_resolution import resolve_world
 from worlds.protocol import World
-from worlds.types import AttributeValue
 from worlds.types import KeyLimit as StoredKeyLimit
 
 __all__ = ["KeyLimit", "get_key_limit", "set_key_limit"]
@@ -33,7 +33,7 @@ class KeyLimit:
 
     key: str
     limit: int
-    weights: Mapping[AttributeValue, float] = field(default_factory=dict)
+    weights: Mapping[Any, float] = field(default_factory=dict)
     held: int = 0
 
     def __eq__(self, other: object) -> bool:
@@ -65,7 +65,7 @@ async def set_key_limit(
     key: str,
     limit: int | None,
     *,
-    weights: Mapping[AttributeValue, float] | None = None,
+    weights: Mapping[Any, float] | None = None,
     world: World | None = None,
 ) -> KeyLimit | None:
     """Cap the open runs that hold a ``Limited`` slot of any value of ``key``.

@@ -32,7 +32,7 @@ from workflow.errors import AttributeConflictError, RateLimitExceededError
 from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.semantics import ON_PARENT_CLOSE, new_run_id
-from worlds.types import AttributeValue, CreateRunRequest
+from worlds.types import CreateRunRequest
 
 __all__ = ["start"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
@@ -248,7 +248,7 @@ class Runs(Protocol):
         ...
 
     async def set_key_limit(
-        self, key: str, limit: int | None, weights: Mapping[AttributeValue, float] | None = None
+        self, key: str, limit: int | None, weights: Mapping[Any, float] | None = None
     ) -> KeyLimit | None:
         """Cap the open runs holding a start-time slot (``CreateRunRequest.limits``) of any
         value of ``key`` at ``limit`` (``None``: remove the cap), atomically

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from worlds.protocol import PROTOCOL_VERSION, World
 from worlds.query import RunPage, RunQuery
@@ -144,7 +144,7 @@ class WorldWrapper:
         return await self.inner.move_start(run_id, delay)
 
     async def set_key_limit(
-        self, key: str, limit: int | None, weights: Mapping[AttributeValue, float] | None = None
+        self, key: str, limit: int | None, weights: Mapping[Any, float] | None = None
     ) -> KeyLimit | None:
         """See ``World.set_key_limit``."""
         return await self.inner.set_key_limit(key, limit, weights)

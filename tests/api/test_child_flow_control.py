@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from workflow import (
@@ -81,7 +83,7 @@ async def test_limited_children_run_one_at_a_time_with_their_priority(world: Wor
         spans.append((began, ended))
     spans.sort()
     # one slot: each child began after the one before it had completed
-    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans))
     await replay(limited_parent, await run.events(), run_id=run.id)
 
 

@@ -3,7 +3,8 @@
     python -m tests.apps.slots URL COUNT VALUE LIMIT [VALUES]
 
 Starts COUNT runs of ``held`` at once, each with ``tenant=Limited(VALUE,
-LIMIT)`` (with VALUES, the values ``VALUE-0`` ... ``VALUE-{VALUES-1}`` in turn), while a Worker of this process executes whatever runs it gets (its
+LIMIT)`` (with VALUES, the values ``VALUE-0`` ... ``VALUE-{VALUES-1}`` in
+turn), while a Worker of this process executes whatever runs it gets (its
 own or another process's); waits until its own runs completed and prints
 their ids as JSON.
 """

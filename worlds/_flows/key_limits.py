@@ -10,19 +10,18 @@ value waiting in it).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from worlds._flows import slots
 from worlds._flows.rows import Rows
 from worlds._flows.tx import Tx
 from worlds._rules import key_limits
-from worlds.types import AttributeValue, KeyLimit
+from worlds.types import KeyLimit
 
 __all__ = ["check", "set_key_limit"]
 
 
-def check(
-    key: str, limit: int | None, weights: Mapping[AttributeValue, float] | None
-) -> KeyLimit | None:
+def check(key: str, limit: int | None, weights: Mapping[Any, float] | None) -> KeyLimit | None:
     """The key limit ``set_key_limit`` stores (``None``: it removes one); ``ValueError`` or
     ``TypeError`` for input no world keeps (``key_limits.check_key_limit``), so a world
     calls it before its transaction and bad input writes nothing."""

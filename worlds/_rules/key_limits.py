@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from worlds._rules.slots import REOPENING, PairView, Waiter
 from worlds._rules.terms import index_value
@@ -115,7 +115,7 @@ class Candidate(NamedTuple):
 
 
 def check_key_limit(
-    key: str, limit: int | None, weights: Mapping[AttributeValue, float] | None
+    key: str, limit: int | None, weights: Mapping[Any, float] | None
 ) -> KeyLimit | None:
     """The key limit to store (``None``: remove it); ``ValueError``/``TypeError`` for
     input no world keeps, before anything is written."""

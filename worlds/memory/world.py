@@ -211,7 +211,7 @@ class MemoryWorld(ClosesOnExit):
         self,
         key: str,
         limit: int | None,
-        weights: Mapping[types.AttributeValue, float] | None = None,
+        weights: Mapping[Any, float] | None = None,
     ) -> types.KeyLimit | None:
         """See ``World.set_key_limit``."""
         stored = key_limits.check(key, limit, weights)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import asyncpg
@@ -464,7 +464,7 @@ class PostgresWorld(ClosesOnExit):
         self,
         key: str,
         limit: int | None,
-        weights: Mapping[types.AttributeValue, float] | None = None,
+        weights: Mapping[Any, float] | None = None,
     ) -> types.KeyLimit | None:
         """See ``World.set_key_limit``."""
         self._check_open()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -433,7 +434,7 @@ class SqliteWorld(ClosesOnExit):
         self,
         key: str,
         limit: int | None,
-        weights: Mapping[types.AttributeValue, float] | None = None,
+        weights: Mapping[Any, float] | None = None,
     ) -> types.KeyLimit | None:
         """See ``World.set_key_limit``."""
         self._connection.check_open()

@@ -187,9 +187,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                 room = [
                     v
                     for (k, v), waiters in self.waiters.items()
-                    if k == key
-                    and waiters
-                    and len(self.holders[(k, v)]) < _LIMITS[k] + _BURSTS[v]
+                    if k == key and waiters and len(self.holders[(k, v)]) < _LIMITS[k] + _BURSTS[v]
                 ]
                 if not room:
                     return
