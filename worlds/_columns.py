@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from worlds._flows.rows import Beat, ClaimRow, HeldClaim, KeyRow, QueuedWork
+from worlds._flows.rows import Beat, Candidate, ClaimRow, HeldClaim, KeyRow, QueuedWork
 from worlds.semantics import decode_release_on, encode_release_on
 from worlds.types import (
     AttributeValue,
@@ -40,6 +40,7 @@ __all__ = [
     "decode_attributes",
     "decode_value",
     "encode",
+    "key_candidate",
     "key_limit",
     "key_row",
     "worker_params",
@@ -225,3 +226,19 @@ def key_row(row: Row) -> KeyRow:
 def key_limit(row: Row) -> KeyLimit:
     """The ``KeyLimit`` a ``KEY_ROW`` row stores, with ``held`` from its ``holding``."""
     return msgspec.structs.replace(_decode_key_limit(row["spec"]), held=row["holding"])
+
+
+def key_candidate(row: Row, ivalue: str) -> Candidate:
+    """A ``Candidate`` of value ``ivalue`` from a row of the first waiter of its pair
+    (``run_id``, ``hold``, ``lim``, ``burst``, ``priority``, ``position``), the slots
+    held there (``holding``) and the value's ``share``."""
+    return Candidate(
+        ivalue,
+        (row["run_id"], row["hold"]),
+        row["lim"],
+        row["burst"],
+        row["holding"],
+        row["priority"],
+        row["position"],
+        float(row["share"]),
+    )

@@ -9,16 +9,14 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import anyio
 import pytest
 
 import worlds
-from workflow import RunStatus, get_key_limit, get_run, set_key_limit
-from worlds.protocol import World
-from worlds.types import RunStarted
+from tests.system.running import peak_running
+from workflow import get_key_limit, set_key_limit
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -68,25 +66,9 @@ async def _contend(url: str, value: str) -> None:
         assert max(held) <= KEY_LIMIT, held
         assert max(held) == KEY_LIMIT, "the key never filled: the test contended for nothing"
         assert len(set(started)) == PER_PROCESS * PROCESSES
-        await _assert_never_more_bodies_than_the_key_limit(world, started)
+        assert await peak_running(world, started) <= KEY_LIMIT
         found = await get_key_limit("tenant", world=world)
         assert found is not None and found.held == 0
-
-
-async def _assert_never_more_bodies_than_the_key_limit(world: World, run_ids: list[str]) -> None:
-    """From the logs: at no moment were more than KEY_LIMIT runs between start and close."""
-    moments: list[tuple[datetime, int]] = []
-    for run_id in run_ids:
-        run = get_run(run_id, world=world)
-        assert await run.status() is RunStatus.COMPLETED
-        events = await run.events()
-        opened = next(e.at for e in events if isinstance(e, RunStarted))
-        moments += [(opened, 1), (events[-1].at, -1)]
-    running = peak = 0
-    for _, change in sorted(moments, key=lambda m: (m[0], m[1])):
-        running += change
-        peak = max(peak, running)
-    assert peak <= KEY_LIMIT
 
 
 async def test_processes_under_one_key_limit_never_exceed_it_sqlite(tmp_path: Path) -> None:

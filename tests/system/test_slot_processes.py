@@ -8,16 +8,13 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import anyio
 import pytest
 
 import worlds
-from workflow import RunStatus, get_run
-from worlds.protocol import World
-from worlds.types import RunStarted
+from tests.system.running import peak_running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -62,24 +59,8 @@ async def _contend(url: str, value: str) -> None:
         assert max(samples) <= LIMIT, samples
         assert max(samples) == LIMIT, "the pair never filled: the test contended for nothing"
         assert len(set(started)) == PER_PROCESS * PROCESSES
-        await _assert_never_more_bodies_than_the_limit(world, started)
+        assert await peak_running(world, started) <= LIMIT
         assert await world.list_slots("tenant", value) == []
-
-
-async def _assert_never_more_bodies_than_the_limit(world: World, run_ids: list[str]) -> None:
-    """From the logs: at no moment were more than LIMIT runs between start and close."""
-    moments: list[tuple[datetime, int]] = []
-    for run_id in run_ids:
-        run = get_run(run_id, world=world)
-        assert await run.status() is RunStatus.COMPLETED
-        events = await run.events()
-        opened = next(e.at for e in events if isinstance(e, RunStarted))
-        moments += [(opened, 1), (events[-1].at, -1)]
-    running = peak = 0
-    for _, change in sorted(moments, key=lambda m: (m[0], m[1])):
-        running += change
-        peak = max(peak, running)
-    assert peak <= LIMIT
 
 
 async def test_processes_starting_into_one_pair_never_exceed_the_limit_sqlite(

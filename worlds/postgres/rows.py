@@ -26,7 +26,7 @@ import asyncpg
 import msgspec
 
 from worlds import types
-from worlds._columns import claim_params, encode, key_row, worker_params
+from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
 from worlds._flows import rows as port
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
@@ -411,19 +411,8 @@ class PostgresRows:
         return None if row is None else key_row(row)
 
     async def key_waiting(self, key: str) -> list[port.Candidate]:
-        return [
-            port.Candidate(
-                row["ivalue"],
-                (row["run_id"], row["hold"]),
-                row["lim"],
-                row["burst"],
-                row["holding"],
-                row["priority"],
-                row["position"],
-                row["share"],
-            )
-            for row in await self._fetch(sql.KEY_WAITING, key)
-        ]
+        found = await self._fetch(sql.KEY_WAITING, key)
+        return [key_candidate(row, row["ivalue"]) for row in found]
 
     async def key_share(self, key: str, ivalue: str) -> float:
         row = await self._fetchrow(sql.KEY_SHARE, key, ivalue)

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from worlds import types
-from worlds._columns import claim_params, encode, key_row, worker_params
+from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
 from worlds._flows import rows as port
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import (
@@ -351,19 +351,7 @@ class SqliteRows:
         found = []
         for (ivalue,) in self.db.execute(sql.KEY_WAITING_VALUES, (key,)).fetchall():
             row = self.db.execute(sql.KEY_CANDIDATE, (key, ivalue)).fetchone()
-            head = (row["run_id"], row["hold"])
-            found.append(
-                port.Candidate(
-                    ivalue,
-                    head,
-                    row["lim"],
-                    row["burst"],
-                    row["holding"],
-                    row["priority"],
-                    row["position"],
-                    row["share"],
-                )
-            )
+            found.append(key_candidate(row, ivalue))
         return found
 
     async def key_share(self, key: str, ivalue: str) -> float:
