@@ -32,8 +32,7 @@ async def set_key_limit(rows: Rows, key: str, limit: KeyLimit | None) -> KeyLimi
     """See ``World.set_key_limit``: store ``limit`` (checked) for ``key`` (``None``: remove
     it, with the values' shares) and promote the runs that admits; the limit stored."""
     tx = Tx(rows)
-    await rows.key_row(key)  # the key's lock, before its waiters are read
-    if limit is None:
+    if limit is None:  # either locks the key before its waiters are read
         await rows.drop_key_limit(key)
     else:
         await rows.put_key_limit(limit)

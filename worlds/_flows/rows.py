@@ -396,7 +396,8 @@ class Rows(Protocol):
 
     async def key_row(self, key: str) -> KeyRow | None:
         """The limit of ``key`` and its use (the key locked until the transaction ends);
-        ``None`` when the key has no limit."""
+        ``None`` when the key has no limit (then it need not be locked: a limit set
+        meanwhile applies to the admissions after it)."""
         ...
 
     async def key_waiting(self, key: str) -> list[Candidate]:
@@ -414,11 +415,12 @@ class Rows(Protocol):
         ...
 
     async def put_key_limit(self, limit: KeyLimit) -> None:
-        """Store ``limit`` (replacing the key's; its virtual time and shares stay)."""
+        """Store ``limit`` (replacing the key's; its virtual time and shares stay), the
+        key locked until the transaction ends."""
         ...
 
     async def drop_key_limit(self, key: str) -> None:
-        """Delete the limit of ``key`` and its shares."""
+        """Delete the limit of ``key`` and its shares (the key locked)."""
         ...
 
     # ------------------------------------------------------------ rate tokens

@@ -406,7 +406,14 @@ class PostgresRows:
     # ------------------------------------------------------------ key limits
 
     async def key_row(self, key: str) -> port.KeyRow | None:
-        await self._lock_pairs([(key, KEY_LOCK)])
+        # Every close of a limited run asks about its key: a key without a limit
+        # costs one index probe and no lock. A limit set concurrently applies to the
+        # admissions that begin after it committed (like a lowered one, it takes no
+        # slot away), so only a key that has one is locked, then read again.
+        if (key, KEY_LOCK) not in self._locked_pairs:
+            if await self._fetchrow(sql.HAS_KEY_LIMIT, key) is None:
+                return None
+            await self._lock_pairs([(key, KEY_LOCK)])
         row = await self._fetchrow(sql.KEY_ROW, key)
         return None if row is None else key_row(row)
 
@@ -422,9 +429,11 @@ class PostgresRows:
         await self._execute(sql.PUT_KEY_SHARE, key, ivalue, share, vtime)
 
     async def put_key_limit(self, limit: types.KeyLimit) -> None:
+        await self._lock_pairs([(limit.key, KEY_LOCK)])
         await self._execute(sql.PUT_KEY_LIMIT, limit.key, limit.limit, encode(limit))
 
     async def drop_key_limit(self, key: str) -> None:
+        await self._lock_pairs([(key, KEY_LOCK)])
         await self._execute(sql.DROP_KEY_LIMIT, key)
 
     # ------------------------------------------------------------ rate tokens

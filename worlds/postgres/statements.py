@@ -488,6 +488,7 @@ FROM v CROSS JOIN LATERAL (
 WHERE v.iv IS NOT NULL ORDER BY v.iv
 """
 KEY_SHARE = "SELECT share FROM key_shares WHERE key = $1 AND ivalue = $2"
+HAS_KEY_LIMIT = "SELECT 1 FROM key_limits WHERE key = $1"
 PUT_KEY_SHARE = """
 WITH share AS (
     INSERT INTO key_shares (key, ivalue, share) VALUES ($1, $2, $3)
