@@ -17,7 +17,7 @@ from worlds._rules import key_limits
 from worlds._rules.key_limits import Candidate, KeyState
 from worlds._rules.slots import PairView, Waiter
 
-__all__ = ["choose", "head", "lines", "serve", "state", "states", "views"]
+__all__ = ["Choices", "choose", "defers", "head", "lines", "serve", "state", "states", "views"]
 
 
 async def state(tx: Tx, key: str) -> KeyState | None:
@@ -34,25 +34,50 @@ async def states(tx: Tx, keys: Iterable[str]) -> dict[str, KeyState | None]:
     return {key: await state(tx, key) for key in sorted(set(keys))}
 
 
-async def choose(tx: Tx, key: str) -> tuple[KeyState, Candidate | None] | None:
-    """The limited key's state and the waiter it admits next (``key_limits.pick``);
-    ``None`` when the key has no limit."""
+Choices = dict[str, tuple[KeyState, Candidate | None] | None]
+"""What ``choose`` found per key since the last write of one promotion: ``promote_flow``
+asks a key's ``Head`` and then its chosen waiter's ``Views``, which read the same."""
+
+
+async def choose(
+    tx: Tx, key: str, choices: Choices | None = None
+) -> tuple[KeyState, Candidate | None] | None:
+    """The limited key's state and the waiter it admits next (``key_limits.pick``;
+    nobody when the key is full); ``None`` when the key has no limit."""
+    if choices is not None and key in choices:
+        return choices[key]
     found = await state(tx, key)
-    if found is None:
-        return None
-    waiting = await tx.rows.key_waiting(key)
-    return found, key_limits.pick(found, [c for c in waiting if key_limits.needs_key(c.head[1])])
+    chosen: tuple[KeyState, Candidate | None] | None = None
+    if found is not None and key_limits.full(found):
+        chosen = found, None  # nobody: the values waiting need not be read
+    elif found is not None:
+        waiting = [c for c in await tx.rows.key_waiting(key) if key_limits.needs_key(c.head[1])]
+        chosen = found, key_limits.pick(found, waiting)
+    if choices is not None:
+        choices[key] = chosen
+    return chosen
 
 
-async def head(tx: Tx, key: str) -> Waiter | None:
+async def head(tx: Tx, key: str, choices: Choices | None = None) -> Waiter | None:
     """The first waiter of the key's own line: whom the key admits next, if it has room."""
-    chosen = await choose(tx, key)
-    if chosen is None or key_limits.full(chosen[0]) or chosen[1] is None:
+    chosen = await choose(tx, key, choices)
+    if chosen is None or chosen[1] is None:
         return None
     return chosen[1].head
 
 
-async def views(tx: Tx, hold: int, found: Sequence[PairView]) -> list[PairView]:
+async def defers(tx: Tx, waiter: Waiter | None, key: str) -> bool:
+    """Whether ``waiter``, first in line at a pair of ``key``, is promoted through its
+    key's own line instead (it needs a key slot and the key is limited): that line is
+    looked at whenever the pair is, so the pair's own look can stop here."""
+    if waiter is None or not key_limits.needs_key(waiter[1]):
+        return False
+    return await state(tx, key) is not None
+
+
+async def views(
+    tx: Tx, hold: int, found: Sequence[PairView], choices: Choices | None = None
+) -> list[PairView]:
     """The pairs a waiter of ``hold`` waits in (``found``), with its keys' own lines
     when they are limited: its pair's cap there counts its burst, and the key is one
     more view (its limit, its slots held and the waiter it chose)."""
@@ -61,7 +86,7 @@ async def views(tx: Tx, hold: int, found: Sequence[PairView]) -> list[PairView]:
     out: list[PairView] = []
     for view in found:
         key = view.pair[0]
-        chosen = await choose(tx, key)
+        chosen = await choose(tx, key, choices)
         if chosen is None:
             out.append(view)
             continue

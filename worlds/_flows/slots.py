@@ -156,29 +156,43 @@ async def promote(tx: Tx, freed: Sequence[Pair]) -> None:
     if not freed:
         return
     flow = slots.promote_flow(keys_flow.lines(freed))
+    choices: keys_flow.Choices = {}
     reply: object = None
     while True:
         try:
             need = flow.send(reply)
         except StopIteration:
             return
-        reply = await _do(tx, need)
+        reply = await _do(tx, need, choices)
 
 
-async def _do(tx: Tx, need: slots.Need) -> object:
+async def _do(tx: Tx, need: slots.Need, choices: keys_flow.Choices) -> object:
     """What ``promote_flow`` asks for, read or done; the reply it gets."""
     rows = tx.rows
     match need:
         case slots.Head(pair=pair) if key_limits.is_key_pair(pair):
-            return await keys_flow.head(tx, pair[0])
+            return await keys_flow.head(tx, pair[0], choices)
         case slots.Head(pair=pair):
-            return await rows.first_waiter(pair)
+            first = await rows.first_waiter(pair)
+            return None if await keys_flow.defers(tx, first, pair[0]) else first
         case slots.Views(run_id=run_id, hold=hold):
-            return await keys_flow.views(tx, hold, await rows.waiting_views(run_id, hold))
+            found = await rows.waiting_views(run_id, hold)
+            return await keys_flow.views(tx, hold, found, choices)
+        case slots.Promote():
+            choices.clear()  # the promotion changes what the keys choose next
+            await _promote(tx, need)
+            return None
+        case _:
+            assert_never(need)
+
+
+async def _promote(tx: Tx, need: slots.Promote) -> None:
+    """Waiter (``need.run_id``, ``need.hold``) takes its slots (``Promote``)."""
+    rows = tx.rows
+    match need:
         case slots.Promote(run_id=run_id, pairs=pairs, hold=slots.REOPENING):
             await keys_flow.serve(tx, pairs)
             await _reenter(tx, run_id)
-            return None
         case slots.Promote(run_id=run_id, pairs=pairs, hold=hold):
             await keys_flow.serve(tx, pairs)
             await rows.promote(run_id, hold)
@@ -188,6 +202,3 @@ async def _do(tx: Tx, need: slots.Need) -> object:
                 run, _ = tx.stamp(run, SlotAcquired(hold=hold))
                 run = await work.wake(tx, run)
                 await rows.save_run(run)
-            return None
-        case _:
-            assert_never(need)

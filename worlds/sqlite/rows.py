@@ -348,11 +348,8 @@ class SqliteRows:
         return None if row is None else key_row(row)
 
     async def key_waiting(self, key: str) -> list[port.Candidate]:
-        found = []
-        for (ivalue,) in self.db.execute(sql.KEY_WAITING_VALUES, (key,)).fetchall():
-            row = self.db.execute(sql.KEY_CANDIDATE, (key, ivalue)).fetchone()
-            found.append(key_candidate(row, ivalue))
-        return found
+        found = self.db.execute(sql.KEY_WAITING, (key,)).fetchall()
+        return [key_candidate(row, row["ivalue"]) for row in found]
 
     async def key_share(self, key: str, ivalue: str) -> float:
         row = self.db.execute(sql.KEY_SHARE, (key, ivalue)).fetchone()

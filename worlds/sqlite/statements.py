@@ -335,24 +335,25 @@ KEY_ROW = (
     "WHERE key = ?1 AND holding = 1 AND hold = 0 LIMIT 1) AS holder "
     "FROM key_limits WHERE key = ?1"
 )
-# The values of a key with rows in line, one index seek each (a skip scan): the
-# line of a value with thousands of waiters is not read to find the next value.
-KEY_WAITING_VALUES = (
+# Each value of a key with rows in line, one index seek each (a skip scan: the line
+# of a value with thousands of waiters is not read to find the next value), with
+# its first in line (as FIRST_WAITER), the slots held at its pair and its share:
+# one statement, however many values wait.
+KEY_WAITING = (
     "WITH RECURSIVE v(iv) AS ("
     "SELECT (SELECT min(ivalue) FROM slots INDEXED BY slots_waiting "
     "WHERE key = ?1 AND holding = 0) "
     "UNION ALL SELECT (SELECT min(ivalue) FROM slots INDEXED BY slots_waiting "
-    "WHERE key = ?1 AND holding = 0 AND ivalue > v.iv) FROM v WHERE v.iv IS NOT NULL) "
-    "SELECT iv FROM v WHERE iv IS NOT NULL"
-)
-# A value's first in line (as FIRST_WAITER), the slots held at its pair and its share.
-KEY_CANDIDATE = (
-    "SELECT w.run_id, w.hold, w.lim, w.burst, w.priority, w.position, "
+    "WHERE key = ?1 AND holding = 0 AND ivalue > v.iv) FROM v WHERE v.iv IS NOT NULL), "
+    "h(iv, pos) AS (SELECT iv, (SELECT position FROM slots INDEXED BY slots_queue "
+    "WHERE key = ?1 AND ivalue = v.iv AND holding = 0 ORDER BY priority, position LIMIT 1) "
+    "FROM v WHERE iv IS NOT NULL) "
+    "SELECT h.iv AS ivalue, w.run_id, w.hold, w.lim, w.burst, w.priority, w.position, "
     "(SELECT count(*) FROM slots INDEXED BY slots_holding "
-    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1) AS holding, "
-    "coalesce((SELECT share FROM key_shares WHERE key = ?1 AND ivalue = ?2), 0) AS share "
-    "FROM slots w INDEXED BY slots_queue WHERE w.key = ?1 AND w.ivalue = ?2 "
-    "AND w.holding = 0 ORDER BY w.priority, w.position LIMIT 1"
+    "WHERE key = ?1 AND ivalue = h.iv AND holding = 1) AS holding, "
+    "coalesce((SELECT share FROM key_shares WHERE key = ?1 AND ivalue = h.iv), 0) AS share "
+    "FROM h JOIN slots w ON w.key = ?1 AND w.ivalue = h.iv AND w.position = h.pos "
+    "ORDER BY h.iv"
 )
 KEY_SHARE = "SELECT share FROM key_shares WHERE key = ? AND ivalue = ?"
 PUT_KEY_SHARE = (
