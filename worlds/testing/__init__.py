@@ -142,6 +142,7 @@ class WorldConformance(
     (``CancelConformance``), limited pairs: slots, waiting and promotion
     (``SlotsConformance``), ``hold`` slots inside workflows (``HoldConformance``),
     rate limits (``RateLimitConformance``), waiting priority (``PriorityConformance``),
+    key limits with weights and burst (``KeyLimitConformance``),
     reuse windows and tombstones (``ReuseConformance``), debounced
     starts (``DebounceConformance``),
     the whole range of values the SDK accepts
