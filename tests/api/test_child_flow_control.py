@@ -45,9 +45,14 @@ async def delayed_parent() -> int:
 
 
 @workflow
+async def holds_on() -> None:
+    await create_hook()  # never resumed: it keeps its slot while the parent goes on
+
+
+@workflow
 async def refused_parent() -> list[str]:
     seen = []
-    hold_it = await start(child_job, 0, attributes={"tenant": Limited("solo", 1)})
+    hold_it = await start(holds_on, attributes={"tenant": Limited("solo", 1)})
     try:
         await start(child_job, 1, attributes={"tenant": Limited("solo", 1, on_full="fail")})
     except AttributeConflictError as exc:
@@ -99,7 +104,7 @@ async def test_a_delayed_child_starts_at_its_start_time(world: World) -> None:
 
 
 async def test_full_children_raise_in_the_parent_as_start_would(world: World) -> None:
-    async with Worker(world, [refused_parent, child_job]):
+    async with Worker(world, [refused_parent, child_job, holds_on]):
         run = await start(refused_parent, world=world)
         assert await run.result(timeout=30) == ["limit 1 held by True", "rate 1/3600 retry True"]
     conflicts = [e for e in await run.events() if isinstance(e, ChildConflict)]

@@ -57,7 +57,8 @@ async def wake(tx: Tx, run: RunRecord) -> RunRecord:
         item = await tx.rows.get_work(run.id, workflow_item_id(run.id))
         due_at = None if item is None else item.available_at
         leased = item is not None and item.expires_at is not None and item.expires_at > now
-        if starts.waits_to_start(run, due_at, leased, now):
+        in_line = item is None and bool(await tx.rows.waiting_views(run.id, 0))
+        if starts.waits_to_start(run, due_at, leased, in_line, now):
             return run  # not before its start time, slot or token
     run, _ = await enqueue(tx, run, NewWorkItem(kind="workflow"))
     return run
