@@ -17,6 +17,7 @@ See the README and ``rfcs/`` for the model.
 from workflow._hooks import Hook
 from workflow._key_limits import get_key_limit, set_key_limit
 from workflow._log import logger
+from workflow._version import VERSION
 from workflow.client import (
     Run,
     RunList,
@@ -69,6 +70,8 @@ from workflow.errors import (
 )
 from workflow.types import Limited, RateLimited, RunMetadata, StepMetadata, Unique
 from worlds.types import RunStatus
+
+__version__ = VERSION
 
 __all__ = [
     "AttributeConflictError",
