@@ -6,21 +6,18 @@ than that ever ran at once."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 import worlds
-from tests.system.running import peak_running
+from tests.system.running import output, peak_running, spawn
 from workflow import get_key_limit, set_key_limit
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 KEY_LIMIT = 4
 PAIR_LIMIT = 3
 VALUES = 5
@@ -29,20 +26,9 @@ PROCESSES = 4
 
 
 def _spawn(url: str, value: str) -> list[subprocess.Popen[str]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [
-        sys.executable, "-m", "tests.apps.slots", url, str(PER_PROCESS), value,
-        str(PAIR_LIMIT), str(VALUES),
-    ]  # fmt: skip
-    return [
-        subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-        for _ in range(PROCESSES)
-    ]
-
-
-def _output(proc: subprocess.Popen[str]) -> str:
-    out, _ = proc.communicate(timeout=300)
-    return out
+    return spawn(
+        ["tests.apps.slots", url, str(PER_PROCESS), value, str(PAIR_LIMIT), str(VALUES)], PROCESSES
+    )
 
 
 async def _contend(url: str, value: str) -> None:
@@ -59,7 +45,7 @@ async def _contend(url: str, value: str) -> None:
                 await anyio.sleep(0.01)
         finally:
             for proc in procs:
-                out = await anyio.to_thread.run_sync(_output, proc)
+                out = await anyio.to_thread.run_sync(output, proc)
                 assert proc.returncode == 0
                 started += json.loads(out)
         assert len(held) > 10, "the processes finished before the key could be sampled"
