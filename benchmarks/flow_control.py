@@ -13,6 +13,15 @@
 3. Tombstones: ``--tombstones`` runs each holding one unique pair, closed and
    pruned (claims kept); reports the bytes the claims table takes per row
    (SQLite: ``dbstat`` pages; PostgreSQL: ``pg_total_relation_size``).
+4. Fairness under skew (key limits, ``set_key_limit``): key limit 10, one value
+   with ``--skew`` waiting runs (default 5,000, started first) and nine values
+   with 10 each, every pair ``Limited(v, 10)``; holders are closed one at a time
+   and the admissions counted until the nine values' 90 runs were all admitted.
+   Weighted round-robin over 10 values admits them within about 100 admissions
+   (their fair share); first in first out would need ``--skew`` + 90.
+5. Throughput with a key limit: part 1's limited workload again with
+   ``set_key_limit("tenant", --key-limit)`` (default 64, the worker's
+   concurrency); the ratio to part 1's limited run (goal >= 0.8).
 
 Runs on SQLite by default; ``--world postgresql://...`` runs it there too
 (a fresh schema per part). Prints one JSON object; ``--out`` writes it.
@@ -39,8 +48,8 @@ from typing import Any
 import anyio
 
 import worlds
-from workflow import Limited, Unique, Worker, get_run, start, step, workflow
-from worlds.types import CreateRunRequest, Limit
+from workflow import Limited, Unique, Worker, get_run, set_key_limit, start, step, workflow
+from worlds.types import CommitRequest, CreateRunRequest, Limit, RunCompleted
 
 
 @step
@@ -53,9 +62,13 @@ async def limited_job(n: int) -> int:
     return await work_step(n)
 
 
-async def throughput(url: str, runs: int, pairs: int, limited: bool) -> dict[str, Any]:
+async def throughput(
+    url: str, runs: int, pairs: int, limited: bool, key_limit: int | None = None
+) -> dict[str, Any]:
     """Start ``runs`` runs at once (in batches of concurrent starts), drain them, time it."""
     async with worlds.open(url) as world:
+        if key_limit is not None:
+            await set_key_limit("tenant", key_limit, world=world)
         began = time.perf_counter()
         ids: list[str] = []
 
@@ -179,6 +192,64 @@ async def _claims_bytes(world: worlds.World) -> int:
     return int(size)
 
 
+async def fairness(url: str, skew: int) -> dict[str, Any]:
+    """Admissions until nine small values' runs all got a key slot, one big value ahead."""
+    async with worlds.open(url) as world:
+        name = f"fair-{uuid.uuid4().hex[:8]}"
+        await world.set_key_limit("tenant", 10)
+        value_of: dict[str, str] = {}
+
+        async def create(value: str) -> None:
+            run_id = uuid.uuid4().hex
+            request = CreateRunRequest(
+                run_id=run_id,
+                workflow=name,
+                args=b"",
+                attributes={"tenant": value},
+                limits={"tenant": Limit(limit=10)},
+            )
+            created = await world.create_run(request)
+            assert created.run is not None
+            value_of[run_id] = value
+
+        values = ["big"] * skew + [f"small-{n}" for n in range(9) for _ in range(10)]
+        batch = 200
+        for first in range(0, len(values), batch):
+            async with anyio.create_task_group() as group:
+                for value in values[first : first + batch]:
+                    group.start_soon(create, value)
+        admitted: list[str] = []
+        holding = [
+            i.run_id for i in await world.lease("bench", names={name}, limit=20, lease_seconds=60)
+        ]
+        admitted += [value_of[r] for r in holding]
+        began = time.perf_counter()
+        while sum(v != "big" for v in admitted) < 90:
+            done = RunCompleted(result=b"")
+            closed = await world.commit(
+                CommitRequest(run_id=holding.pop(0), worker_id="bench", events=(done,))
+            )
+            assert closed.ok
+            new = [
+                i.run_id
+                for i in await world.lease("bench", names={name}, limit=20, lease_seconds=60)
+            ]
+            admitted += [value_of[r] for r in new]
+            holding += new
+        seconds = time.perf_counter() - began
+        big_before = sum(v == "big" for v in admitted)
+        return {
+            "waiting_big": skew,
+            "waiting_small": 90,
+            "key_limit": 10,
+            "admissions_until_small_done": len(admitted),
+            "big_admitted_meanwhile": big_before,
+            "fifo_would_need": skew + 90,
+            "fair_share_ideal": 100,
+            "close_and_promote_ms": round(seconds * 1000 / max(len(admitted) - 10, 1), 3),
+        }
+
+
 def _base_url(url: str) -> str:
     return url.split("?", 1)[0]
 
@@ -202,6 +273,8 @@ def main() -> None:
     parser.add_argument("--queues", type=str, default="10,100,1000,5000")
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--tombstones", type=int, default=5_000)
+    parser.add_argument("--skew", type=int, default=5_000)
+    parser.add_argument("--key-limit", type=int, default=64)
     parser.add_argument("--world", type=str, default=None, help="a postgresql:// URL")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -214,6 +287,8 @@ def main() -> None:
             str(q): anyio.run(promotion, url(f"promotion{q}"), q, args.samples) for q in queues
         }
         stones = anyio.run(tombstones, url("tombstones"), args.tombstones)
+        fair = anyio.run(fairness, url("fairness"), args.skew)
+        keyed = anyio.run(throughput, url("keyed"), args.runs, args.pairs, True, args.key_limit)
     report = {
         "world": "sqlite" if args.world is None else "postgresql",
         "pairs": args.pairs,
@@ -223,6 +298,11 @@ def main() -> None:
         "throughput_ratio": round(limited["runs_per_second"] / plain["runs_per_second"], 2),
         "promotion_latency_by_queue_length": latency,
         "tombstones": stones,
+        "fairness_under_skew": fair,
+        "with_key_limit": {**keyed, "key_limit": args.key_limit},
+        "key_limit_throughput_ratio": round(
+            keyed["runs_per_second"] / limited["runs_per_second"], 2
+        ),
     }
     text = json.dumps(report, indent=2)
     print(text)

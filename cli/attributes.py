@@ -5,7 +5,8 @@ The world protocol has no key index to ask, so ``keys`` and ``values`` page
 through ``list_runs`` (narrowed by the usual filters) and count what they see,
 with progress on stderr. ``--max-runs`` bounds the scan on a large world.
 ``holders`` asks the world for one pair's unique claim and its limited slots;
-``release`` frees a pair a pruned (or closed) run still holds (``release_claims``).
+``release`` frees a pair a pruned (or closed) run still holds (``release_claims``);
+``limit`` shows, sets or removes a key limit (``set_key_limit``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from workflow import find_run, list_runs, release_claims
+from workflow import find_run, get_key_limit, list_runs, release_claims, set_key_limit
 from workflow.query import AttrRef, Expr, IsNull, parse
 from worlds import World
 from worlds.types import AttributeValue, Claim, RunRecord
@@ -178,6 +179,7 @@ def holders(
                 await find_run(key, parsed, world=opened)
             claim = await opened.find_claim(key, parsed)
             slots = await opened.list_slots(key, parsed)
+            key_limit = await get_key_limit(key, world=opened)
         holding = [slot for slot in slots if slot.holding]
         waiting = [slot for slot in slots if not slot.holding]
         limit = max((slot.limit for slot in holding), default=None)
@@ -199,6 +201,9 @@ def holders(
                     "holders": [slot.run_id for slot in holding],
                     "waiters": [slot.run_id for slot in waiting],
                     "holds": {slot.run_id: slot.hold for slot in slots if slot.hold},
+                    "key_limit": None
+                    if key_limit is None
+                    else {"limit": key_limit.limit, "held": key_limit.held},
                 }
             )
             return
@@ -211,6 +216,11 @@ def holders(
             )
         if slots:
             console.print(f"{shown}: {len(holding)} of {limit or '?'} slots held")
+            if key_limit is not None:
+                console.print(
+                    f"key {markup_safe(key)}: {key_limit.held} of {key_limit.limit} slots held "
+                    "over all its values (key limit)"
+                )
             table = Table(box=None, header_style="bold")
             for column in ("#", "RUN", "STATE", "LIMIT"):
                 table.add_column(column)
@@ -276,4 +286,83 @@ def release(
     console.print(
         f"released {shown} (held by {held}, generation {claim.generation}); "
         f"its next holder gets generation {claim.generation + 1}"
+    )
+
+
+WeightOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--weight",
+        "-w",
+        help="VALUE=WEIGHT: the value's share of freed key slots (default 1); repeatable.",
+    ),
+]
+
+
+@app.command()
+def limit(
+    key: KeyArgument,
+    count: Annotated[
+        int | None,
+        typer.Argument(help="The cap over all values of KEY; omit it to show the limit."),
+    ] = None,
+    weight: WeightOption = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Remove the key's limit.")] = False,
+    as_json: JsonOption = False,
+    world: WorldOption = None,
+) -> None:
+    """Show, set or remove the limit of KEY: a cap on the open runs holding a Limited
+    slot of any of its values, shared weighted round-robin among the values waiting.
+
+    Examples:
+
+        wf attributes limit tenant 10 --weight acme=3
+
+        wf attributes limit tenant
+
+        wf attributes limit tenant --remove
+    """
+    if remove and (count is not None or weight):
+        raise typer.BadParameter("--remove takes no limit or --weight", param_hint="--remove")
+    if count is None and weight and not remove:
+        raise typer.BadParameter("--weight needs a limit", param_hint="--weight")
+    weights: dict[AttributeValue, float] = {}
+    for item in weight or []:
+        value, sep, number = item.rpartition("=")
+        try:
+            weights[parse_value(value)] = float(number)
+        except ValueError:
+            sep = ""
+        if not sep or not value:
+            raise typer.BadParameter(f"expected VALUE=WEIGHT, got {item!r}", param_hint="--weight")
+
+    async def body() -> Any:
+        async with open_world(world, create=count is not None) as opened:
+            with usage_errors():
+                if remove:
+                    return await set_key_limit(key, None, world=opened)
+                if count is not None:
+                    return await set_key_limit(key, count, weights=weights or None, world=opened)
+            return await get_key_limit(key, world=opened)
+
+    found = execute(body)
+    if as_json:
+        shown = None
+        if found is not None:
+            pairs = [[value, share] for value, share in found.weights.items()]
+            shown = {"limit": found.limit, "weights": pairs, "held": found.held}
+        print_json({"key": key, "key_limit": shown})
+        return
+    name = markup_safe(key)
+    if found is None:
+        console.print(f"{name}: no key limit" + (" (removed)" if remove else ""))
+        return
+    weights_shown = ", ".join(
+        f"{markup_safe(format_value(value))}={share:g}" for value, share in found.weights.items()
+    )
+    verb = "set to" if count is not None else "is"
+    console.print(
+        f"key limit of {name} {verb} {found.limit}"
+        + (f" (weights: {weights_shown})" if weights_shown else "")
+        + ("" if count is not None else f"; {found.held} held now")
     )

@@ -15,6 +15,7 @@ See the README and ``rfcs/`` for the model.
 """
 
 from workflow._hooks import Hook
+from workflow._key_limits import get_key_limit, set_key_limit
 from workflow._log import logger
 from workflow._version import VERSION
 from workflow.client import (
@@ -108,6 +109,7 @@ __all__ = [
     "encode_history",
     "find_run",
     "get_attribute",
+    "get_key_limit",
     "get_run",
     "get_run_metadata",
     "get_step_metadata",
@@ -126,6 +128,7 @@ __all__ = [
     "replay",
     "resume_hook",
     "set_attribute",
+    "set_key_limit",
     "sleep",
     "sleep_until",
     "start",

@@ -247,7 +247,7 @@ def split_start_attributes(attributes: Mapping[str, Any] | None) -> StartAttribu
         if isinstance(raw, Limited):
             if key in ALWAYS_UNIQUE:
                 raise ValueError(f"attribute {quoted(key)} is always unique; it cannot be Limited")
-            limits[key] = Limit(limit=raw.limit, on_full=raw.on_full)
+            limits[key] = Limit(limit=raw.limit, on_full=raw.on_full, burst=raw.burst)
         elif is_unique or key in ALWAYS_UNIQUE:
             unique.add(key)
             if isinstance(raw, Unique):

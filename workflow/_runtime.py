@@ -25,13 +25,14 @@ import contextvars
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from workflow.errors import NotInWorkflowError
 from workflow.types import RunMetadata, StepMetadata
+from worlds.types import Limit, Rate
 
 if TYPE_CHECKING:
     from workflow._hooks import Hook
@@ -189,6 +190,13 @@ class ChildRequest:
     unique: frozenset[str]
     on_parent_close: str
     timeout_seconds: float | None
+    limits: dict[str, Limit] = field(default_factory=dict)
+    """Each ``Limited`` key's limit: the child takes a slot of its pair (or waits)."""
+    rates: dict[str, Rate] = field(default_factory=dict)
+    """Each ``RateLimited`` key's rate: the child takes a token of its pair."""
+    delay_seconds: float | None = None
+    """``delay=``: the child starts that long after the parent's task started it."""
+    priority: int = 0
 
 
 _current: contextvars.ContextVar[Runtime | None] = contextvars.ContextVar(

@@ -32,7 +32,7 @@ from workflow.errors import AttributeConflictError, RateLimitExceededError
 from worlds.codec import check_plain_write
 from worlds.protocol import World
 from worlds.semantics import ON_PARENT_CLOSE, new_run_id
-from worlds.types import AttributeValue, CreateRunRequest
+from worlds.types import CreateRunRequest
 
 __all__ = ["start"]
 
@@ -94,23 +94,27 @@ async def start(
     priority = check_priority(priority)
     runtime = _runtime.current_or_none()
     if runtime is not None and runtime.in_workflow:
-        values, unique, limits, windows = split_start_attributes(attributes)
-        if limits or windows or delay is not None or priority:
+        plain, rates = split_rates(attributes)
+        values, unique, limits, windows = split_start_attributes(plain)
+        if windows:
             raise ValueError(
-                "a child run takes no Limited value, reuse window, delay= or priority= yet; "
+                "a child run takes no reuse window (Unique(ttl=, release_on=)) yet; "
                 "start such a run from a step, or outside the workflow"
             )
-        return await _start_child(
-            runtime,
-            fn,
+        delay_seconds = None if delay is None else span_seconds("delay", delay)
+        request = _runtime.ChildRequest(
+            fn.name,
             encode_start(fn, args),
             values,
             unique,
-            idempotency_key,
-            timeout,
             on_parent_close,
-            world,
+            _child_timeout(timeout),
+            limits=limits,
+            rates=rates,
+            delay_seconds=delay_seconds,
+            priority=priority,
         )
+        return await _start_child(runtime, fn, request, idempotency_key, world)
     report = _observe.StartReport()
     with _observe.starting(fn.name, attributes or {}, report) as headers:
         try:
@@ -218,12 +222,8 @@ def _deadline(timeout: float | timedelta) -> datetime:
 async def _start_child(
     runtime: _runtime.Runtime,
     fn: WorkflowDefinition[..., R],
-    payload: bytes,
-    values: dict[str, AttributeValue],
-    unique: frozenset[str],
+    request: _runtime.ChildRequest,
     idempotency_key: str | None,
-    timeout: float | timedelta | None,
-    on_parent_close: str,
     world: World | None,
 ) -> Run[R]:
     if idempotency_key is not None:
@@ -231,11 +231,15 @@ async def _start_child(
             "idempotency_key= is not taken inside a workflow: a child start is recorded, so "
             "it happens once already; to dedupe across runs use attributes={k: Unique(v)}"
         )
-    seconds = None
-    if timeout is not None:
-        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
-        if not seconds > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-    request = _runtime.ChildRequest(fn.name, payload, values, unique, on_parent_close, seconds)
     run_id = await runtime.start_child(request)
     return Run(run_id, world=world, workflow=fn)
+
+
+def _child_timeout(timeout: float | timedelta | None) -> float | None:
+    """A child's ``timeout`` in seconds, checked (``None``: none)."""
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if not seconds > 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    return seconds

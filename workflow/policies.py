@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from workflow import _observe
@@ -270,6 +270,7 @@ async def start_or_resume_hook(
     payload: Any = None,
     resume_id: str | None = None,
     attributes: Mapping[str, Any] | None = None,
+    delay: float | timedelta | None = None,
     world: World | None = None,
 ) -> Run[R]:
     """Deliver ``payload`` to hook ``token`` of the open run holding (``key``, ``value``),
@@ -285,6 +286,10 @@ async def start_or_resume_hook(
       and the hook it creates with that token receives it, in order; never lost;
     * with ``resume_id``, every call with the same (token, resume_id) delivers
       once in all and answers the same run.
+
+    With ``delay`` (0 seconds to 100 years), a run it starts stays pending that
+    long before a worker starts it (as ``start(..., delay=)``); the payload
+    waits in its log meanwhile. A delivery to an open run is not delayed.
 
     Safe under any number of concurrent callers in any number of processes:
     one run holds the pair at a time and each payload is delivered once.
@@ -310,6 +315,9 @@ async def start_or_resume_hook(
         raise ValueError(f"attributes[{key!r}] = {values[key]!r} contradicts value={value!r}")
     values[key] = value
     unique |= {key}
+    start_at = None
+    if delay is not None:
+        start_at = datetime.now(UTC) + timedelta(seconds=span_seconds("delay", delay))
     request = CreateRunRequest(
         run_id=new_run_id(),
         workflow=fn.name,
@@ -317,6 +325,7 @@ async def start_or_resume_hook(
         attributes=values,
         unique=unique,
         policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
+        start_at=start_at,
     )
     delivery = HookDelivery(
         token=token, payload=encode_result(payload, "the hook payload"), resume_id=resume_id

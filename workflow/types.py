@@ -49,6 +49,9 @@ class Limited(Generic[V]):
     value: V
     limit: int
     on_full: Literal["queue", "fail"] = "queue"
+    burst: int = 0
+    """Slots the pair may take above ``limit`` while its key's limit
+    (``set_key_limit``) has free capacity; unused when the key has no limit."""
 
     def __post_init__(self) -> None:
         if isinstance(self.limit, bool) or not isinstance(self.limit, int):
@@ -57,6 +60,10 @@ class Limited(Generic[V]):
             raise ValueError(f"Limited's limit must be 1-1000000, got {self.limit}")
         if self.on_full not in ("queue", "fail"):
             raise ValueError(f"on_full must be 'queue' or 'fail', got {self.on_full!r}")
+        if isinstance(self.burst, bool) or not isinstance(self.burst, int):
+            raise TypeError(f"Limited's burst is an int, not {type(self.burst).__name__}")
+        if not 0 <= self.burst <= 1_000_000:
+            raise ValueError(f"Limited's burst must be 0-1000000, got {self.burst}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -281,9 +281,19 @@ class Waiting:
     holders: list[str]
     ahead: int
     hold: int = 0
+    key_limit: int | None = None
+    """The limit of the key over all its values (``set_key_limit``), if it has one."""
+    key_held: int = 0
+    """The slots of the key held over all its values."""
 
     def reason(self) -> str:
         """The sentence ``wf runs show`` prints."""
+        pair_full = len(self.holders) >= self.limit
+        if self.key_limit is not None and self.key_held >= self.key_limit and not pair_full:
+            return (
+                f"waiting for a {self.key} slot: {self.key_held} of {self.key_limit} held, "
+                f"{format_value(self.value)} has {len(self.holders)}"
+            )
         shown = ", ".join(self.holders[:5]) + (", ..." if len(self.holders) > 5 else "")
         held = f"held by {shown}" if self.holders else "none held yet"
         line = f" ({self.ahead} ahead in line)" if self.ahead else ""
@@ -302,6 +312,8 @@ class Waiting:
             "holders": self.holders,
             "ahead": self.ahead,
             "hold": self.hold,
+            "key_limit": self.key_limit,
+            "key_held": self.key_held,
             "reason": self.reason(),
         }
 
@@ -420,7 +432,12 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         holders = [row.run_id for row in rows if row.holding]
         line = [(row.run_id, row.hold) for row in rows if not row.holding]  # promotion order
         ahead = line.index((slot.run_id, slot.hold)) if (slot.run_id, slot.hold) in line else 0
-        waiting.append(Waiting(slot.key, slot.value, slot.limit, holders, ahead, slot.hold))
+        wait = Waiting(slot.key, slot.value, slot.limit, holders, ahead, slot.hold)
+        if slot.hold <= 0:  # start-time slots also need one of their key's
+            key_limit = await run.world.get_key_limit(slot.key)
+            if key_limit is not None:
+                wait.key_limit, wait.key_held = key_limit.limit, key_limit.held
+        waiting.append(wait)
     parent = await run.parent()
     children = [child.record for child in await run.children() if child.record is not None]
     starts_at, start_reason = _start(record, events)
@@ -454,11 +471,24 @@ def _start(record: RunRecord, events: list[EventKind]) -> tuple[datetime | None,
     if not isinstance(created, RunCreated) or created.start_at is None:
         return None, None
     if created.rate_limited:
-        pairs = ", ".join(
-            f"{k}={format_value(record.attributes.get(k))}" for k in created.rate_limited
-        )
-        return created.start_at, f"rate limited by {pairs}: its token is due then"
+        return created.start_at, _rate_reason(record, created)
     return created.start_at, "debounced" if created.debounced else "delayed"
+
+
+def _rate_reason(record: RunRecord, created: RunCreated) -> str:
+    """``rate limited by customer=c-9: 10 per 60 s, next token in 4.2 s``."""
+    pairs = []
+    for key in created.rate_limited:
+        pair = f"{key}={format_value(record.attributes.get(key))}"
+        rate = created.rates.get(key)
+        if rate is not None:
+            pair += f": {rate[0]} per {rate[1]:g} s"
+        pairs.append(pair)
+    due = ""
+    if created.start_at is not None:
+        seconds = max((created.start_at - datetime.now(UTC)).total_seconds(), 0.0)
+        due = f", next token in {seconds:.1f} s"
+    return f"rate limited by {', '.join(pairs)}{due}"
 
 
 def event_summary(event: EventKind) -> str:

@@ -17,13 +17,14 @@ from typing import Any, Protocol
 
 import msgspec
 
-from worlds._flows.rows import Beat, ClaimRow, HeldClaim, QueuedWork
+from worlds._flows.rows import Beat, Candidate, ClaimRow, HeldClaim, KeyRow, QueuedWork
 from worlds.semantics import decode_release_on, encode_release_on
 from worlds.types import (
     AttributeValue,
     Claim,
     ErrorInfo,
     HookRecord,
+    KeyLimit,
     ReuseWindow,
     RunRecord,
     RunStatus,
@@ -39,6 +40,9 @@ __all__ = [
     "decode_attributes",
     "decode_value",
     "encode",
+    "key_candidate",
+    "key_limit",
+    "key_row",
     "worker_params",
 ]
 
@@ -54,6 +58,7 @@ encode = msgspec.msgpack.Encoder().encode
 _decode_attributes = msgspec.msgpack.Decoder(dict[str, Any]).decode
 _decode_error = msgspec.msgpack.Decoder(ErrorInfo).decode
 _decode_value = msgspec.msgpack.Decoder(Any).decode
+_decode_key_limit = msgspec.msgpack.Decoder(KeyLimit).decode
 _STATUS = {status.value: status for status in RunStatus}
 
 
@@ -171,6 +176,7 @@ class Columns:
             position=row["position"],
             hold=row["hold"],
             priority=row["priority"],
+            burst=row["burst"],
         )
 
     def queued(self, row: Row) -> QueuedWork:
@@ -210,3 +216,29 @@ def worker_params(worker: Beat, time: Callable[[datetime], Any]) -> tuple[object
     times = (time(worker.started_at), time(worker.last_beat), time(worker.steady_since))
     identity = (info.id, info.host, info.pid, info.build_id, info.liveness_seconds)
     return (*identity, *times, worker.in_flight, worker.fenced, worker.stopped)
+
+
+def key_row(row: Row) -> KeyRow:
+    """A ``KeyRow`` from a row of ``KEY_ROW`` (``spec``: the stored ``KeyLimit``)."""
+    return KeyRow(_decode_key_limit(row["spec"]), row["vtime"], row["holding"], row["holder"])
+
+
+def key_limit(row: Row) -> KeyLimit:
+    """The ``KeyLimit`` a ``KEY_ROW`` row stores, with ``held`` from its ``holding``."""
+    return msgspec.structs.replace(_decode_key_limit(row["spec"]), held=row["holding"])
+
+
+def key_candidate(row: Row, ivalue: str) -> Candidate:
+    """A ``Candidate`` of value ``ivalue`` from a row of the first waiter of its pair
+    (``run_id``, ``hold``, ``lim``, ``burst``, ``priority``, ``position``), the slots
+    held there (``holding``) and the value's ``share``."""
+    return Candidate(
+        ivalue,
+        (row["run_id"], row["hold"]),
+        row["lim"],
+        row["burst"],
+        row["holding"],
+        row["priority"],
+        row["position"],
+        float(row["share"]),
+    )

@@ -151,6 +151,8 @@ class RunCreated(Event, tag="run_created", frozen=True, kw_only=True):
     rate_limited: tuple[str, ...] = ()
     """The keys of its ``RateLimited`` start attributes: ``start_at`` is then (also)
     when its tokens let it start."""
+    rates: dict[str, tuple[int, float]] = {}
+    """Each ``RateLimited`` start attribute's rate (by key): (limit, per seconds)."""
 
 
 class RunStarted(Event, tag="run_started", frozen=True, kw_only=True):
@@ -350,13 +352,21 @@ class ChildStarted(Event, tag="child_started", frozen=True, kw_only=True):
 
 
 class ChildConflict(Event, tag="child_conflict", frozen=True, kw_only=True):
-    """A child start was refused: ``holder_run_id`` holds the unique pair; no run was made."""
+    """A child start was refused: ``holder_run_id`` holds the unique pair; no run was made.
+
+    ``limit`` is set when a full ``Limited(..., on_full="fail")`` pair (or its key's
+    limit) refused it; ``retry_after`` and ``per`` when a full
+    ``RateLimited(..., on_full="fail")`` window did.
+    """
 
     child: int
     run_id: str
     key: str
     value: StoredValue
     holder_run_id: str
+    limit: int | None = None
+    retry_after: float | None = None
+    per: float | None = None
 
 
 class ChildClosed(Event, tag="child_closed", frozen=True, kw_only=True):

@@ -16,10 +16,10 @@ operation's atomicity and failure modes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
@@ -34,6 +34,7 @@ from worlds.types import (
     HookDelivery,
     HookRecord,
     HookStartResult,
+    KeyLimit,
     RunRecord,
     ScheduleFire,
     ScheduleLease,
@@ -244,6 +245,18 @@ class Runs(Protocol):
         A run waiting for a slot stays in line (``delay=None``). ``None`` for an
         unknown run; ``ValueError`` (nothing written) for a run that started (not
         pending, or a worker began it) or a slot waiter asked to be delayed."""
+        ...
+
+    async def set_key_limit(
+        self, key: str, limit: int | None, weights: Mapping[Any, float] | None = None
+    ) -> KeyLimit | None:
+        """Cap the open runs holding a start-time slot (``CreateRunRequest.limits``) of any
+        value of ``key`` at ``limit`` (``None``: remove the cap), atomically
+        (``worlds._rules.key_limits``): a run then needs a slot of its pair and one of
+        the key, and freed key slots go to the waiting values weighted round-robin
+        (``weights[value]``, 1 when absent). A raised or removed limit promotes whom it
+        admits in the same operation. The limit stored (``None`` once removed);
+        ``ValueError``/``TypeError`` (nothing written) for a bad key, limit or weight."""
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -479,6 +492,11 @@ class Index(Protocol):
 
     async def run_slots(self, run_id: str) -> list[Slot]:
         """The limited pairs run ``run_id`` holds a slot of or waits in, by key then value."""
+        ...
+
+    async def get_key_limit(self, key: str) -> KeyLimit | None:
+        """The limit of ``key`` (``World.set_key_limit``) with ``held``, the start-time
+        slots of its values held now; ``None`` when it has none."""
         ...
 
 

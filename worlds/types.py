@@ -87,6 +87,7 @@ __all__ = [
     "HookReceived",
     "HookRecord",
     "HookStartResult",
+    "KeyLimit",
     "Limit",
     "NewWorkItem",
     "OnFull",
@@ -240,6 +241,24 @@ class Limit(msgspec.Struct, frozen=True, kw_only=True):
 
     limit: int
     on_full: OnFull = "queue"
+    burst: int = 0
+    """Slots the pair may take above ``limit`` while its key's limit
+    (``World.set_key_limit``) has free capacity; unused when the key has none."""
+
+
+class KeyLimit(msgspec.Struct, frozen=True, kw_only=True):
+    """A cap on the open runs that hold a slot (``Limit``) of any value of ``key``.
+
+    A run needs a slot of its pair and one of the key. When key slots free, the
+    values waiting are served weighted round-robin: ``weights`` pairs a value with
+    its weight (1 when absent). ``held`` is how many slots of the key are held
+    when the world read it (0 in what a caller stores).
+    """
+
+    key: str
+    limit: int
+    weights: list[tuple[StoredValue, float]] = []
+    held: int = 0
 
 
 class Rate(msgspec.Struct, frozen=True, kw_only=True):
@@ -276,6 +295,8 @@ class Slot(msgspec.Struct, frozen=True, kw_only=True):
     waiting to take its slots again; else the run's ``hold`` number."""
     priority: int = 0
     """Waiters are promoted lowest ``priority`` first, then by ``position``."""
+    burst: int = 0
+    """Slots above ``limit`` the pair may take while its key limit has room."""
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]

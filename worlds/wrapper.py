@@ -16,10 +16,10 @@ method this class does not define. What a backend offers beyond the protocol
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from worlds.protocol import PROTOCOL_VERSION, World
 from worlds.query import RunPage, RunQuery
@@ -35,6 +35,7 @@ from worlds.types import (
     HookDelivery,
     HookRecord,
     HookStartResult,
+    KeyLimit,
     RunRecord,
     ScheduleFire,
     ScheduleLease,
@@ -141,6 +142,12 @@ class WorldWrapper:
     async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
         """See ``World.move_start``."""
         return await self.inner.move_start(run_id, delay)
+
+    async def set_key_limit(
+        self, key: str, limit: int | None, weights: Mapping[Any, float] | None = None
+    ) -> KeyLimit | None:
+        """See ``World.set_key_limit``."""
+        return await self.inner.set_key_limit(key, limit, weights)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See ``World.get_run``."""
@@ -261,6 +268,10 @@ class WorldWrapper:
     async def run_slots(self, run_id: str) -> list[Slot]:
         """See ``World.run_slots``."""
         return await self.inner.run_slots(run_id)
+
+    async def get_key_limit(self, key: str) -> KeyLimit | None:
+        """See ``World.get_key_limit``."""
+        return await self.inner.get_key_limit(key)
 
     # ------------------------------------------------------------------ Schedules
 

@@ -42,6 +42,8 @@ def test_workflow_exports_are_pinned() -> None:
         "close_stream",
         "prune_runs",
         "release_claims",
+        "get_key_limit",
+        "set_key_limit",
         "RunMetadata",
         "RunNotFoundError",
         "StepFailedError",

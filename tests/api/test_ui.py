@@ -287,3 +287,19 @@ def test_a_chip_adds_exactly_its_pair_to_the_query(
     term = Compare(AttrRef(key), "=", value)
     expected = term if first is None else And((parse(base.q), term))
     assert parse(query) == expected
+
+
+def test_the_run_page_says_why_a_run_waits(served: UiServer) -> None:
+    from workflow import Limited, set_key_limit
+
+    async def body() -> str:
+        await set_key_limit("tenant", 1, world=served.world)
+        attributes = {"tenant": Limited("acme", 3)}
+        await start(approval, "o-1", attributes=attributes, world=served.world)
+        attributes = {"tenant": Limited("globex", 3)}
+        return (await start(approval, "o-2", attributes=attributes, world=served.world)).id
+
+    waiting = served.call(body())
+    status, _, page = served.get(f"/runs/{waiting}")
+    assert status == 200
+    assert "waiting for a tenant slot: 1 of 1 held, globex has 0" in page

@@ -1,9 +1,10 @@
 """Start runs into one limited pair from a separate OS process, and work on them.
 
-    python -m tests.apps.slots URL COUNT VALUE LIMIT
+    python -m tests.apps.slots URL COUNT VALUE LIMIT [VALUES]
 
 Starts COUNT runs of ``held`` at once, each with ``tenant=Limited(VALUE,
-LIMIT)``, while a Worker of this process executes whatever runs it gets (its
+LIMIT)`` (with VALUES, the values ``VALUE-0`` ... ``VALUE-{VALUES-1}`` in
+turn), while a Worker of this process executes whatever runs it gets (its
 own or another process's); waits until its own runs completed and prints
 their ids as JSON.
 """
@@ -30,12 +31,13 @@ async def held(n: int) -> int:
     return await hold_a_while(n)
 
 
-async def main(url: str, count: int, value: str, limit: int) -> None:
+async def main(url: str, count: int, value: str, limit: int, values: int = 0) -> None:
     world = worlds.open(url)
     started: list[str] = []
 
     async def one(n: int) -> None:
-        run = await start(held, n, attributes={"tenant": Limited(value, limit)}, world=world)
+        which = f"{value}-{n % values}" if values else value
+        run = await start(held, n, attributes={"tenant": Limited(which, limit)}, world=world)
         started.append(run.id)
 
     async with world, Worker(world, [held]):
@@ -49,4 +51,5 @@ async def main(url: str, count: int, value: str, limit: int) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+    values = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    anyio.run(main, sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), values)

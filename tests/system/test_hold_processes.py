@@ -5,9 +5,7 @@ more blocks than the limit were ever inside at once."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -15,32 +13,20 @@ import anyio
 import pytest
 
 import worlds
+from tests.system.running import output, spawn
 from workflow import RunStatus, get_run
 from worlds.protocol import World
 from worlds.types import SlotAcquired, SlotReleased, SlotRequested
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 2
 PER_PROCESS = 12
 PROCESSES = 3
 
 
 def _spawn(url: str, value: str) -> list[subprocess.Popen[str]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [
-        sys.executable, "-m", "tests.apps.holds", url, str(PER_PROCESS), value, str(LIMIT)
-    ]  # fmt: skip
-    return [
-        subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-        for _ in range(PROCESSES)
-    ]
-
-
-def _output(proc: subprocess.Popen[str]) -> str:
-    out, _ = proc.communicate(timeout=300)
-    return out
+    return spawn(["tests.apps.holds", url, str(PER_PROCESS), value, str(LIMIT)], PROCESSES)
 
 
 async def _contend(url: str, value: str) -> None:
@@ -55,7 +41,7 @@ async def _contend(url: str, value: str) -> None:
                 await anyio.sleep(0.01)
         finally:
             for proc in procs:
-                out = await anyio.to_thread.run_sync(_output, proc)
+                out = await anyio.to_thread.run_sync(output, proc)
                 assert proc.returncode == 0
                 started += json.loads(out)
         assert len(samples) > 10, "the processes finished before the pair could be sampled"

@@ -5,42 +5,24 @@ and in the logs no more bodies than the limit ever ran at once."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from datetime import datetime
 from pathlib import Path
 
 import anyio
 import pytest
 
 import worlds
-from workflow import RunStatus, get_run
-from worlds.protocol import World
-from worlds.types import RunStarted
+from tests.system.running import output, peak_running, spawn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 3
 PER_PROCESS = 15
 PROCESSES = 4
 
 
 def _spawn(url: str, value: str) -> list[subprocess.Popen[str]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [
-        sys.executable, "-m", "tests.apps.slots", url, str(PER_PROCESS), value, str(LIMIT)
-    ]  # fmt: skip
-    return [
-        subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-        for _ in range(PROCESSES)
-    ]
-
-
-def _output(proc: subprocess.Popen[str]) -> str:
-    out, _ = proc.communicate(timeout=300)
-    return out
+    return spawn(["tests.apps.slots", url, str(PER_PROCESS), value, str(LIMIT)], PROCESSES)
 
 
 async def _contend(url: str, value: str) -> None:
@@ -55,31 +37,15 @@ async def _contend(url: str, value: str) -> None:
                 await anyio.sleep(0.01)
         finally:
             for proc in procs:
-                out = await anyio.to_thread.run_sync(_output, proc)
+                out = await anyio.to_thread.run_sync(output, proc)
                 assert proc.returncode == 0
                 started += json.loads(out)
         assert len(samples) > 10, "the processes finished before the pair could be sampled"
         assert max(samples) <= LIMIT, samples
         assert max(samples) == LIMIT, "the pair never filled: the test contended for nothing"
         assert len(set(started)) == PER_PROCESS * PROCESSES
-        await _assert_never_more_bodies_than_the_limit(world, started)
+        assert await peak_running(world, started) <= LIMIT
         assert await world.list_slots("tenant", value) == []
-
-
-async def _assert_never_more_bodies_than_the_limit(world: World, run_ids: list[str]) -> None:
-    """From the logs: at no moment were more than LIMIT runs between start and close."""
-    moments: list[tuple[datetime, int]] = []
-    for run_id in run_ids:
-        run = get_run(run_id, world=world)
-        assert await run.status() is RunStatus.COMPLETED
-        events = await run.events()
-        opened = next(e.at for e in events if isinstance(e, RunStarted))
-        moments += [(opened, 1), (events[-1].at, -1)]
-    running = peak = 0
-    for _, change in sorted(moments, key=lambda m: (m[0], m[1])):
-        running += change
-        peak = max(peak, running)
-    assert peak <= LIMIT
 
 
 async def test_processes_starting_into_one_pair_never_exceed_the_limit_sqlite(

@@ -28,6 +28,7 @@ from workflow.engine._recorder import Recorder
 from workflow.errors import (
     AttributeConflictError,
     NotInWorkflowError,
+    RateLimitExceededError,
     RunCancelledError,
     RunFailedError,
 )
@@ -81,13 +82,32 @@ async def create_children(
             continue  # created by an earlier try of this task that did not commit
         conflict = created.conflict
         if conflict is not None and conflict.holder_run_id != request.run_id:
+            rate = request.rates.get(conflict.key) if conflict.retry_after is not None else None
             events[index] = ChildConflict(
                 child=event.child,
                 run_id=request.run_id,
                 key=conflict.key,
                 value=conflict.value,
                 holder_run_id=conflict.holder_run_id,
+                limit=conflict.limit if rate is None else rate.limit,
+                retry_after=conflict.retry_after,
+                per=None if rate is None else rate.per,
             )
+
+
+def _refusal(conflict: ChildConflict, world: World | None) -> AttributeConflictError:
+    """The error a refused child start raises in the parent (as ``start`` would)."""
+    holder = Run[Any](conflict.holder_run_id, world=world)
+    if conflict.retry_after is not None and conflict.limit is not None:
+        return RateLimitExceededError(
+            conflict.key,
+            conflict.value,
+            holder,
+            limit=conflict.limit,
+            per=conflict.per or 0.0,
+            retry_after=conflict.retry_after,
+        )
+    return AttributeConflictError(conflict.key, conflict.value, holder, limit=conflict.limit)
 
 
 class Children:
@@ -120,10 +140,13 @@ class Children:
             attributes[PARENT_KEY] = self._run_id
             attributes[ON_PARENT_CLOSE_KEY] = request.on_parent_close
             check_count(len(attributes))
-            timeout_at = None
+            timeout_at = start_at = None
             if request.timeout_seconds is not None:
                 when = min(self._loop.time() + request.timeout_seconds, LATEST_TIMER)
                 timeout_at = datetime.fromtimestamp(when, UTC)
+            if request.delay_seconds is not None:
+                when = min(self._loop.time() + request.delay_seconds, LATEST_TIMER)
+                start_at = datetime.fromtimestamp(when, UTC)
             self._recorder.outbox.children[number] = CreateRunRequest(
                 run_id=run_id,
                 workflow=request.workflow,
@@ -131,6 +154,10 @@ class Children:
                 attributes=attributes,
                 unique=request.unique,
                 timeout_at=timeout_at,
+                limits=request.limits,
+                rates=request.rates,
+                start_at=start_at,
+                priority=request.priority,
             )
             return ChildStarted(child=number, run_id=run_id, workflow=request.workflow)
 
@@ -139,8 +166,7 @@ class Children:
                 self._started.add(outcome.run_id)
                 future.set_result(outcome.run_id)
             else:
-                holder = Run[Any](outcome.holder_run_id, world=self._world)
-                future.set_exception(AttributeConflictError(outcome.key, outcome.value, holder))
+                future.set_exception(_refusal(outcome, self._world))
 
         started = self._recorder.ask(
             f"start({request.workflow!r})",

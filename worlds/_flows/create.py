@@ -123,6 +123,7 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         debounced=request.debounce is not None,
         priority=request.priority,
         rate_limited=tuple(sorted(request.rates)),
+        rates={key: (rate.limit, rate.per) for key, rate in request.rates.items()},
     )
     try:
         await rows.insert_run(run, created, wake_at=wake_at)

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from worlds._rules.claims import HeldClaim
+from worlds._rules.key_limits import Candidate
 from worlds._rules.liveness import Beat
 from worlds._rules.rates import Reserved, Token
 from worlds._rules.slots import PairState, PairView, Waiter
@@ -35,6 +36,7 @@ from worlds.types import (
     AttributeValue,
     EventKind,
     HookRecord,
+    KeyLimit,
     NewWorkItem,
     ReuseWindow,
     RunCreated,
@@ -46,6 +48,7 @@ from worlds.types import (
 
 __all__ = [
     "Beat",
+    "Candidate",
     "ClaimRow",
     "ColumnsByName",
     "DroppedWork",
@@ -54,6 +57,7 @@ __all__ = [
     "HookHolder",
     "HookRow",
     "IdTaken",
+    "KeyRow",
     "LeaseRow",
     "Pair",
     "PairState",
@@ -115,6 +119,19 @@ class SlotRow(NamedTuple):
     hold: int
     priority: int = 0
     """Waiters are promoted lowest ``priority`` first, then by arrival."""
+    burst: int = 0
+    """Slots above ``limit`` the pair may take while its key limit has room."""
+
+
+class KeyRow(NamedTuple):
+    """A key limit's row: the limit stored, the key's virtual time (the pass of the
+    value served last), and the start-time slots held over all its values."""
+
+    limit: KeyLimit
+    vtime: float
+    holding: int
+    holder: str | None
+    """One run holding a start-time slot of the key (``None``: nobody)."""
 
 
 class HookRow(NamedTuple):
@@ -373,6 +390,37 @@ class Rows(Protocol):
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         """Hand ``old_run_id``'s remaining rows (its start-time slots) to ``new_run_id``."""
+        ...
+
+    # ------------------------------------------------------------ key limits
+
+    async def key_row(self, key: str) -> KeyRow | None:
+        """The limit of ``key`` and its use (the key locked until the transaction ends);
+        ``None`` when the key has no limit (then it need not be locked: a limit set
+        meanwhile applies to the admissions after it)."""
+        ...
+
+    async def key_waiting(self, key: str) -> list[Candidate]:
+        """Each value of ``key`` with rows in line: its first row in line (``head``,
+        its ``limit``, ``burst``, ``priority`` and ``position``), the slots held at
+        its pair and the value's stored ``share`` (0 when none), by value."""
+        ...
+
+    async def key_share(self, key: str, ivalue: str) -> float:
+        """The stored share (pass) of value ``ivalue`` of ``key`` (0 when none)."""
+        ...
+
+    async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
+        """Store the value's share and the key's virtual time ``vtime``."""
+        ...
+
+    async def put_key_limit(self, limit: KeyLimit) -> None:
+        """Store ``limit`` (replacing the key's; its virtual time and shares stay), the
+        key locked until the transaction ends."""
+        ...
+
+    async def drop_key_limit(self, key: str) -> None:
+        """Delete the limit of ``key`` and its shares (the key locked)."""
         ...
 
     # ------------------------------------------------------------ rate tokens

@@ -14,10 +14,11 @@ from typing import assert_never
 
 import msgspec
 
+from worlds._flows import keys as keys_flow
 from worlds._flows import work
 from worlds._flows.rows import Pair, SlotRow
 from worlds._flows.tx import Tx
-from worlds._rules import reopen, slots
+from worlds._rules import key_limits, reopen, slots
 from worlds.semantics import index_value
 from worlds.types import (
     ClaimConflict,
@@ -33,13 +34,25 @@ __all__ = ["acquire", "admit", "promote", "release_hold", "retake", "take"]
 
 
 async def admit(tx: Tx, request: CreateRunRequest) -> str | ClaimConflict:
-    """What the new run of ``request`` does at its limited pairs (``slots.admit``)."""
+    """What the new run of ``request`` does at its limited pairs (``slots.admit``) and
+    their keys' limits (``key_limits.admit``); a run that holds at once is served a
+    slot of each limited key (its value's share moves on)."""
     if not request.limits:
         return "hold"
     keys = list(request.limits)
     pairs = [(key, index_value(request.attributes[key])) for key in keys]
     states = await tx.rows.slot_states(pairs)
-    return slots.admit(request, dict(zip(keys, states, strict=True)))
+    limited = await keys_flow.states(tx, keys)
+    caps = {
+        key: key_limits.pair_cap(limit.limit, limit.burst, limited[key])
+        for key, limit in request.limits.items()
+    }
+    verdict = slots.admit(request, dict(zip(keys, states, strict=True)), caps)
+    verdict = key_limits.admit(request, verdict, limited)
+    if verdict == "hold":
+        served = [key_limits.key_pair(key) for key, found in limited.items() if found is not None]
+        await keys_flow.serve(tx, [*pairs, *served])
+    return verdict
 
 
 async def take(tx: Tx, request: CreateRunRequest, *, holding: bool) -> None:
@@ -54,6 +67,7 @@ async def take(tx: Tx, request: CreateRunRequest, *, holding: bool) -> None:
             limit.limit,
             0,
             request.priority,
+            limit.burst,
         )
         for key, limit in sorted(request.limits.items())
     ]
@@ -85,7 +99,9 @@ async def retake(tx: Tx, run: RunRecord, log: Sequence[EventKind]) -> RunRecord 
     if not need.held:
         return await _enter(tx, run, need)
     pairs = [(n.key, index_value(n.value)) for n in need.held]
-    if slots.enters_again(need.held, await tx.rows.slot_states(pairs)):
+    enters = slots.enters_again(need.held, await tx.rows.slot_states(pairs))
+    keyed = await keys_flow.states(tx, [n.key for n in need.held if n.hold == 0])
+    if enters and not any(key_limits.full(found) for found in keyed.values()):
         return await _enter(tx, run, need)
     line: dict[Pair, SlotRow] = {}
     for pair, n in zip(pairs, need.held, strict=True):
@@ -139,28 +155,46 @@ async def promote(tx: Tx, freed: Sequence[Pair]) -> None:
     """Promote whom the ``freed`` pairs (slots or places in line gone) now admit."""
     if not freed:
         return
-    flow = slots.promote_flow(freed)
+    flow = slots.promote_flow(keys_flow.lines(freed))
+    choices: keys_flow.Choices = {}
     reply: object = None
     while True:
         try:
             need = flow.send(reply)
         except StopIteration:
             return
-        reply = await _do(tx, need)
+        reply = await _do(tx, need, choices)
 
 
-async def _do(tx: Tx, need: slots.Need) -> object:
+async def _do(tx: Tx, need: slots.Need, choices: keys_flow.Choices) -> object:
     """What ``promote_flow`` asks for, read or done; the reply it gets."""
     rows = tx.rows
     match need:
+        case slots.Head(pair=pair) if key_limits.is_key_pair(pair):
+            return await keys_flow.head(tx, pair[0], choices)
         case slots.Head(pair=pair):
-            return await rows.first_waiter(pair)
+            first = await rows.first_waiter(pair)
+            return None if await keys_flow.defers(tx, first, pair[0]) else first
         case slots.Views(run_id=run_id, hold=hold):
-            return await rows.waiting_views(run_id, hold)
-        case slots.Promote(run_id=run_id, hold=slots.REOPENING):
-            await _reenter(tx, run_id)
+            found = await rows.waiting_views(run_id, hold)
+            return await keys_flow.views(tx, hold, found, choices)
+        case slots.Promote():
+            choices.clear()  # the promotion changes what the keys choose next
+            await _promote(tx, need)
             return None
-        case slots.Promote(run_id=run_id, hold=hold):
+        case _:
+            assert_never(need)
+
+
+async def _promote(tx: Tx, need: slots.Promote) -> None:
+    """Waiter (``need.run_id``, ``need.hold``) takes its slots (``Promote``)."""
+    rows = tx.rows
+    match need:
+        case slots.Promote(run_id=run_id, pairs=pairs, hold=slots.REOPENING):
+            await keys_flow.serve(tx, pairs)
+            await _reenter(tx, run_id)
+        case slots.Promote(run_id=run_id, pairs=pairs, hold=hold):
+            await keys_flow.serve(tx, pairs)
             await rows.promote(run_id, hold)
             if hold:  # a hold() block: its run hears it holds the slot, and wakes
                 run = await rows.get_run(run_id)
@@ -168,6 +202,3 @@ async def _do(tx: Tx, need: slots.Need) -> object:
                 run, _ = tx.stamp(run, SlotAcquired(hold=hold))
                 run = await work.wake(tx, run)
                 await rows.save_run(run)
-            return None
-        case _:
-            assert_never(need)

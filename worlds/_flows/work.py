@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from worlds._flows.rows import LeaseRow, Placement
 from worlds._flows.tx import Tx
-from worlds._rules import slots, work
+from worlds._rules import slots, starts, work
 from worlds.protocol import WORK_TOPIC
-from worlds.semantics import lease_deadline, work_item_id
-from worlds.types import NewWorkItem, RunRecord, WorkItem
+from worlds.semantics import lease_deadline, work_item_id, workflow_item_id
+from worlds.types import NewWorkItem, RunRecord, RunStatus, WorkItem
 
 __all__ = ["enqueue", "wake"]
 
@@ -47,10 +47,19 @@ async def enqueue(
 
 async def wake(tx: Tx, run: RunRecord) -> RunRecord:
     """Enqueue ``run``'s workflow item, due now; the run after it. A run waiting
-    in line to go on after a retry or fork (``slots.waits_to_go_on``) is left
-    asleep: what woke it is in its log, and its promotion wakes it."""
+    in line to go on after a retry or fork (``slots.waits_to_go_on``), or waiting
+    for its start (``starts.waits_to_start``: a delay, a slot, a rate token) is left
+    asleep: what woke it is in its log, and its start or promotion wakes it."""
     if slots.waits_to_go_on(run):
         return run
+    if run.status is RunStatus.PENDING and run.started_at is None:
+        now = tx.rows.now
+        item = await tx.rows.get_work(run.id, workflow_item_id(run.id))
+        due_at = None if item is None else item.available_at
+        leased = item is not None and item.expires_at is not None and item.expires_at > now
+        in_line = item is None and bool(await tx.rows.waiting_views(run.id, 0))
+        if starts.waits_to_start(run, due_at, leased, in_line, now):
+            return run  # not before its start time, slot or token
     run, _ = await enqueue(tx, run, NewWorkItem(kind="workflow"))
     return run
 

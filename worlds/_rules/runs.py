@@ -102,6 +102,7 @@ def created_event(
     debounced: bool = False,
     priority: int = 0,
     rate_limited: tuple[str, ...] = (),
+    rates: Mapping[str, tuple[int, float]] | None = None,
 ) -> RunCreated:
     """A new run's first event, ``RunCreated`` stored as seq 1 at ``now``.
 
@@ -117,6 +118,7 @@ def created_event(
         debounced=debounced,
         priority=priority,
         rate_limited=rate_limited,
+        rates=dict(rates or {}),
     )
     return msgspec.structs.replace(created, seq=1, at=now)
 

@@ -32,7 +32,7 @@ with the rows it reads (``Head``, ``Views``) or the write it does
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from worlds.types import (
@@ -132,10 +132,14 @@ def check_limits(request: CreateRunRequest) -> None:
             raise ValueError(f"limit of {key!r} must be 1-1000000, got {limit.limit}")
         if limit.on_full not in ("queue", "fail"):
             raise ValueError(f"on_full of {key!r} must be 'queue' or 'fail', got {limit.on_full!r}")
+        if not 0 <= limit.burst <= 1_000_000:
+            raise ValueError(f"burst of {key!r} must be 0-1000000, got {limit.burst}")
 
 
 def admit(
-    request: CreateRunRequest, states: dict[str, PairState]
+    request: CreateRunRequest,
+    states: dict[str, PairState],
+    caps: Mapping[str, int] | None = None,
 ) -> Literal["hold", "wait"] | ClaimConflict:
     """What a new run does at its limited pairs (``states`` by key).
 
@@ -146,13 +150,15 @@ def admit(
     (first in, first out: a newcomer never passes a waiter). A full
     ``on_full="fail"`` pair refuses the start (the conflict names a holder);
     else a full pair makes the run wait in all its pairs; else it holds a slot
-    of each.
+    of each. ``caps`` (by key) is how many slots a pair may hold when that is not its
+    limit: its burst under a key limit with room (``key_limits.pair_cap``).
     """
     full = False
     for key in sorted(request.limits):
         limit, state = request.limits[key], states[key]
         check_pair_limit(key, request.attributes[key], state, limit.limit)
-        if state.holding < limit.limit and state.waiting == 0:
+        cap = limit.limit if caps is None else caps.get(key, limit.limit)
+        if state.holding < cap and state.waiting == 0:
             continue
         if limit.on_full == "fail":
             value: AttributeValue = request.attributes[key]
@@ -192,6 +198,9 @@ class PairView(NamedTuple):
     limit: int
     holding: int
     first_waiter: Waiter
+    burst: int = 0
+    """The burst the waiter asked (``Limit.burst``): slots above ``limit`` its pair may
+    take while the pair's key limit has room (``key_limits``)."""
 
 
 class Head(NamedTuple):
@@ -274,6 +283,7 @@ class SlotNeed(NamedTuple):
     limit: int
     hold: int
     priority: int = 0
+    burst: int = 0
 
 
 class Retake(NamedTuple):

@@ -17,7 +17,22 @@ from datetime import datetime
 from worlds._rules.rates import Window, next_token
 from worlds.types import RunRecord, RunStatus
 
-__all__ = ["new_start", "refusal"]
+__all__ = ["new_start", "refusal", "waits_to_start"]
+
+
+def waits_to_start(
+    run: RunRecord, due_at: datetime | None, leased: bool, in_line: bool, now: datetime
+) -> bool:
+    """Whether ``run`` waits for its start, so a wake-up (a hook payload, say) must
+    not start it early: it is pending, never began, and waits in line for a
+    start-time slot (``in_line``: its promotion gives it its work), or its workflow
+    item, in no worker's hands (``leased``), is due later (``due_at``: a delay or a
+    rate token). What woke it waits in its log, and its start reads it."""
+    if run.status is not RunStatus.PENDING or run.started_at is not None:
+        return False
+    if in_line:
+        return True
+    return due_at is not None and not leased and due_at > now
 
 
 def refusal(run: RunRecord, has_item: bool, ever_leased: bool, *, delaying: bool) -> str | None:

@@ -21,6 +21,7 @@ from worlds._flows import rows as port
 from worlds.memory.claims import ClaimStore
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
+from worlds.memory.key_limits import KeyLimitStore
 from worlds.memory.rates import RateStore
 from worlds.memory.runs import RunStore
 from worlds.memory.schedules import ScheduleStore
@@ -46,6 +47,7 @@ class Tables:
     streams: StreamStore
     schedules: ScheduleStore
     rates: RateStore
+    key_limits: KeyLimitStore
     workers: dict[str, port.Beat] = field(default_factory=dict)
 
 
@@ -234,6 +236,42 @@ class MemoryRows:
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self._t.slots.carry(old_run_id, new_run_id)
+
+    # ------------------------------------------------------------ key limits
+
+    async def key_row(self, key: str) -> port.KeyRow | None:
+        found = self._t.key_limits.get(key)
+        if found is None:
+            return None
+        holding, holder = self._t.slots.key_held(key)
+        return port.KeyRow(found[0], found[1], holding, holder)
+
+    async def key_waiting(self, key: str) -> list[port.Candidate]:
+        return [
+            port.Candidate(
+                ivalue,
+                (row.run_id, row.hold),
+                row.limit,
+                row.burst,
+                holding,
+                row.priority,
+                row.position,
+                self._t.key_limits.share(key, ivalue),
+            )
+            for ivalue, row, holding in self._t.slots.key_waiting(key)
+        ]
+
+    async def key_share(self, key: str, ivalue: str) -> float:
+        return self._t.key_limits.share(key, ivalue)
+
+    async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
+        self._t.key_limits.put_share(key, ivalue, share, vtime)
+
+    async def put_key_limit(self, limit: types.KeyLimit) -> None:
+        self._t.key_limits.put(limit)
+
+    async def drop_key_limit(self, key: str) -> None:
+        self._t.key_limits.drop(key)
 
     # ------------------------------------------------------------ rate tokens
 

@@ -82,6 +82,7 @@ class SlotStore:
                 position=next(self._positions),
                 hold=slot.hold,
                 priority=slot.priority,
+                burst=slot.burst,
             )
             self._put(slot.pair, row)
 
@@ -112,7 +113,8 @@ class SlotStore:
             rows = self._pairs[pair]
             holding = sum(1 for other in rows.values() if other.holding)
             first = self._line(rows)[0]
-            views.append(PairView(pair, row.limit, holding, (first.run_id, first.hold)))
+            head = (first.run_id, first.hold)
+            views.append(PairView(pair, row.limit, holding, head, row.burst))
         return views
 
     def promote(self, run_id: str, hold: int) -> None:
@@ -126,6 +128,27 @@ class SlotStore:
         for pair, row in self._of(old_run_id):
             self._drop(pair, (old_run_id, row.hold))
             self._put(pair, msgspec.structs.replace(row, run_id=new_run_id))
+
+    def key_held(self, key: str) -> tuple[int, str | None]:
+        """The start-time slots held at every value of ``key``, and one holder."""
+        held = [
+            row
+            for (k, _), rows in self._pairs.items()
+            if k == key
+            for row in rows.values()
+            if row.holding and row.hold == 0
+        ]
+        return len(held), min((row.run_id for row in held), default=None)
+
+    def key_waiting(self, key: str) -> list[tuple[str, Slot, int]]:
+        """Each value of ``key`` with rows in line: its index text, its first row in
+        line and the slots held at its pair, by value."""
+        found = []
+        for (k, ivalue), rows in sorted(self._pairs.items()):
+            line = self._line(rows) if k == key else []
+            if line:
+                found.append((ivalue, line[0], sum(1 for row in rows.values() if row.holding)))
+        return found
 
     # ------------------------------------------------------------ the world's reads
 

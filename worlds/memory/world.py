@@ -8,9 +8,11 @@ so on one event loop each operation is atomic, and a flow that fails is undone
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
+
+import msgspec
 
 from worlds import types
 from worlds._flows import (
@@ -18,6 +20,7 @@ from worlds._flows import (
     commit,
     create,
     hooks,
+    key_limits,
     liveness,
     prune,
     release,
@@ -34,6 +37,7 @@ from worlds.errors import WorldMisconfiguredError
 from worlds.memory.claims import ClaimStore
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
+from worlds.memory.key_limits import KeyLimitStore
 from worlds.memory.rates import RateStore
 from worlds.memory.rows import MemoryRows, Tables
 from worlds.memory.runs import RunStore
@@ -94,6 +98,7 @@ class MemoryWorld(ClosesOnExit):
             streams=StreamStore(journal),
             schedules=ScheduleStore(journal, clock),
             rates=RateStore(journal),
+            key_limits=KeyLimitStore(journal),
         )
 
     async def _release(self) -> None:
@@ -201,6 +206,24 @@ class MemoryWorld(ClosesOnExit):
     async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
         """See ``World.move_start``."""
         return self._write(lambda rows: starts.move_start(rows, run_id, delay))
+
+    async def set_key_limit(
+        self,
+        key: str,
+        limit: int | None,
+        weights: Mapping[Any, float] | None = None,
+    ) -> types.KeyLimit | None:
+        """See ``World.set_key_limit``."""
+        stored = key_limits.check(key, limit, weights)
+        return self._write(lambda rows: key_limits.set_key_limit(rows, key, stored))
+
+    async def get_key_limit(self, key: str) -> types.KeyLimit | None:
+        """See ``World.get_key_limit``."""
+        found = self._tables.key_limits.get(key)
+        if found is None:
+            return None
+        held, _ = self._tables.slots.key_held(key)
+        return msgspec.structs.replace(found[0], held=held)
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str

@@ -26,7 +26,7 @@ import asyncpg
 import msgspec
 
 from worlds import types
-from worlds._columns import claim_params, worker_params
+from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
 from worlds._flows import rows as port
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresRows", "is_run_id_taken", "new_token"]
 
 _EventRow = tuple[int, str, bytes]
+KEY_LOCK = "*"
+"""The advisory lock of a key's limit is its pair with this value, which no attribute
+value's index text is (they all have a type prefix, ``s:``, ``i:``, ...)."""
 _MUTABLE_SCHEDULE_FIELDS = ("paused", "note", "next_fire_at", "buffered_at", "wake_at")
 """What an update of a schedule may change (``PUT_SCHEDULE``'s $2 to $6)."""
 
@@ -351,6 +354,7 @@ class PostgresRows:
             [s.limit for s in slots],
             holding,
             slots[0].priority,
+            [s.burst for s in slots],
         )
 
     async def _drop(self, pairs_sql: str, drop_sql: str, *params: object) -> list[port.Pair]:
@@ -385,9 +389,8 @@ class PostgresRows:
         for row in rows:
             first_run, first_hold = row["first_waiter"]
             pair = (row["key"], row["ivalue"])
-            views.append(
-                port.PairView(pair, row["lim"], row["holding"], (first_run, int(first_hold)))
-            )
+            head = (first_run, int(first_hold))
+            views.append(port.PairView(pair, row["lim"], row["holding"], head, row["burst"]))
         return views
 
     async def promote(self, run_id: str, hold: int) -> None:
@@ -399,6 +402,39 @@ class PostgresRows:
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         await self._execute(sql.MOVE_RUN_SLOTS, new_run_id, old_run_id)
+
+    # ------------------------------------------------------------ key limits
+
+    async def key_row(self, key: str) -> port.KeyRow | None:
+        # Every close of a limited run asks about its key: a key without a limit
+        # costs one index probe and no lock. A limit set concurrently applies to the
+        # admissions that begin after it committed (like a lowered one, it takes no
+        # slot away), so only a key that has one is locked, then read again.
+        if (key, KEY_LOCK) not in self._locked_pairs:
+            if await self._fetchrow(sql.HAS_KEY_LIMIT, key) is None:
+                return None
+            await self._lock_pairs([(key, KEY_LOCK)])
+        row = await self._fetchrow(sql.KEY_ROW, key)
+        return None if row is None else key_row(row)
+
+    async def key_waiting(self, key: str) -> list[port.Candidate]:
+        found = await self._fetch(sql.KEY_WAITING, key)
+        return [key_candidate(row, row["ivalue"]) for row in found]
+
+    async def key_share(self, key: str, ivalue: str) -> float:
+        row = await self._fetchrow(sql.KEY_SHARE, key, ivalue)
+        return 0.0 if row is None else float(row["share"])
+
+    async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
+        await self._execute(sql.PUT_KEY_SHARE, key, ivalue, share, vtime)
+
+    async def put_key_limit(self, limit: types.KeyLimit) -> None:
+        await self._lock_pairs([(limit.key, KEY_LOCK)])
+        await self._execute(sql.PUT_KEY_LIMIT, limit.key, limit.limit, encode(limit))
+
+    async def drop_key_limit(self, key: str) -> None:
+        await self._lock_pairs([(key, KEY_LOCK)])
+        await self._execute(sql.DROP_KEY_LIMIT, key)
 
     # ------------------------------------------------------------ rate tokens
 

@@ -130,6 +130,7 @@ REFERENCE: tuple[str, ...] = (
         holding boolean NOT NULL,
         hold integer NOT NULL DEFAULT 0,
         priority integer NOT NULL DEFAULT 0,
+        burst integer NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, position)
     )""",
     "CREATE SEQUENCE slot_positions",
@@ -138,6 +139,21 @@ REFERENCE: tuple[str, ...] = (
     "CREATE INDEX slots_run ON slots (run_id)",
     # Waiters are promoted by priority, then arrival: the first row of ``slots_queue``.
     "CREATE INDEX slots_queue ON slots (key, ivalue, priority, position) WHERE NOT holding",
+    # A key's start-time slots held over all its values (its key limit's count).
+    "CREATE INDEX slots_key_held ON slots (key) WHERE holding AND hold = 0",
+    # Key limits (``World.set_key_limit``) and each value's pass in their round-robin.
+    """CREATE TABLE key_limits (
+        key text PRIMARY KEY,
+        lim integer NOT NULL,
+        spec bytea NOT NULL,
+        vtime double precision NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE key_shares (
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        share double precision NOT NULL,
+        PRIMARY KEY (key, ivalue)
+    )""",
     # The tokens rate-limited pairs handed out; a pair's newest end its key range.
     """CREATE TABLE rate_tokens (
         key text NOT NULL,

@@ -389,9 +389,10 @@ SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) A
          ORDER BY position LIMIT 1)) AS lim
 """
 INSERT_SLOTS = """
-INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, priority)
-SELECT k, v, nextval('slot_positions'), $4, d, l, $6, $7
-FROM unnest($1::text[], $2::text[], $3::bytea[], $5::integer[]) WITH ORDINALITY AS s(k, v, d, l, n)
+INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, priority, burst)
+SELECT k, v, nextval('slot_positions'), $4, d, l, $6, $7, b
+FROM unnest($1::text[], $2::text[], $3::bytea[], $5::integer[], $8::integer[])
+    WITH ORDINALITY AS s(k, v, d, l, b, n)
 ORDER BY n
 """
 RUN_SLOT_PAIRS = "SELECT key, ivalue FROM slots WHERE run_id = $1 ORDER BY key, ivalue"
@@ -437,7 +438,7 @@ PROMOTE_HOLD = "UPDATE slots SET holding = true WHERE run_id = $1 AND hold = $2 
 # Each pair a run waits in: its limit there, the slots held, the first waiter.
 # Read only once all those pairs are locked (the caller checks and re-reads).
 RUN_WAITING_VIEWS = """
-SELECT s.key, s.ivalue, s.lim,
+SELECT s.key, s.ivalue, s.lim, s.burst,
     (SELECT count(*) FROM slots h WHERE h.key = s.key AND h.ivalue = s.ivalue AND h.holding)
         AS holding,
     (SELECT ARRAY[w.run_id, w.hold::text] FROM slots w
@@ -456,12 +457,60 @@ SELECT $2, id, 'workflow', workflow, 0, 1, '', $3, 0, false FROM runs WHERE id =
 ON CONFLICT (id) DO NOTHING
 """
 MOVE_RUN_SLOTS = "UPDATE slots SET run_id = $1 WHERE run_id = $2"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority, burst"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = $1 AND ivalue = $2 "
     "ORDER BY holding DESC, CASE WHEN holding THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue, hold"
+
+# ---------------------------------------------------------------------------- key limits
+
+# A limited key's row, with its start-time slots held over all values.
+KEY_ROW = """
+SELECT spec, vtime,
+    (SELECT count(*) FROM slots WHERE key = $1 AND holding AND hold = 0) AS holding,
+    (SELECT run_id FROM slots WHERE key = $1 AND holding AND hold = 0 LIMIT 1) AS holder
+FROM key_limits WHERE key = $1
+"""
+# Each value of a key with rows in line (one index seek per value: a skip scan, so
+# a value with thousands of waiters is not read through), its first in line (as
+# FIRST_WAITER), the slots held at its pair and its share.
+KEY_WAITING = """
+WITH RECURSIVE v(iv) AS (
+    SELECT (SELECT min(ivalue) FROM slots WHERE key = $1 AND NOT holding)
+    UNION ALL
+    SELECT (SELECT min(ivalue) FROM slots WHERE key = $1 AND NOT holding AND ivalue > v.iv)
+    FROM v WHERE v.iv IS NOT NULL
+)
+SELECT v.iv AS ivalue, w.run_id, w.hold, w.lim, w.burst, w.priority, w.position,
+    (SELECT count(*) FROM slots h WHERE h.key = $1 AND h.ivalue = v.iv AND h.holding)
+        AS holding,
+    coalesce((SELECT share FROM key_shares s WHERE s.key = $1 AND s.ivalue = v.iv), 0)
+        AS share
+FROM v CROSS JOIN LATERAL (
+    SELECT run_id, hold, lim, burst, priority, position FROM slots
+    WHERE key = $1 AND ivalue = v.iv AND NOT holding ORDER BY priority, position LIMIT 1
+) w
+WHERE v.iv IS NOT NULL ORDER BY v.iv
+"""
+KEY_SHARE = "SELECT share FROM key_shares WHERE key = $1 AND ivalue = $2"
+HAS_KEY_LIMIT = "SELECT 1 FROM key_limits WHERE key = $1"
+PUT_KEY_SHARE = """
+WITH share AS (
+    INSERT INTO key_shares (key, ivalue, share) VALUES ($1, $2, $3)
+    ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share
+)
+UPDATE key_limits SET vtime = $4 WHERE key = $1
+"""
+PUT_KEY_LIMIT = (
+    "INSERT INTO key_limits (key, lim, spec) VALUES ($1, $2, $3) "
+    "ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, spec = excluded.spec"
+)
+DROP_KEY_LIMIT = """
+WITH shares AS (DELETE FROM key_shares WHERE key = $1)
+DELETE FROM key_limits WHERE key = $1
+"""
 
 # ---------------------------------------------------------------------------- debounce
 

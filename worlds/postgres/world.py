@@ -11,18 +11,20 @@ options: the package docstring (``worlds.postgres``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import asyncpg
 import msgspec
 
+from worlds._columns import key_limit
 from worlds._flows import (
     cancel,
     create,
     hooks,
+    key_limits,
     liveness,
     prune,
     release,
@@ -458,6 +460,17 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         return await self._write(lambda rows: starts.move_start(rows, run_id, delay))
 
+    async def set_key_limit(
+        self,
+        key: str,
+        limit: int | None,
+        weights: Mapping[Any, float] | None = None,
+    ) -> types.KeyLimit | None:
+        """See ``World.set_key_limit``."""
+        self._check_open()
+        stored = key_limits.check(key, limit, weights)
+        return await self._write(lambda rows: key_limits.set_key_limit(rows, key, stored))
+
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> types.RunRecord | None:
@@ -652,6 +665,12 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         rows = await (await self._connect()).fetch(sql.RUN_CLAIMS, run_id, self._clock.now())
         return [codecs.columns.claim(row) for row in rows]
+
+    async def get_key_limit(self, key: str) -> types.KeyLimit | None:
+        """See ``World.get_key_limit``."""
+        self._check_open()
+        row = await (await self._connect()).fetchrow(sql.KEY_ROW, key)
+        return None if row is None else key_limit(row)
 
     async def list_slots(self, key: str, value: types.AttributeValue) -> list[types.Slot]:
         """See ``World.list_slots``."""

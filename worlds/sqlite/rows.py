@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from worlds import types
-from worlds._columns import claim_params, worker_params
+from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
 from worlds._flows import rows as port
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import (
@@ -294,6 +294,7 @@ class SqliteRows:
                     int(holding),
                     s.hold,
                     s.priority,
+                    s.burst,
                 )
                 for s in slots
             ],
@@ -325,7 +326,8 @@ class SqliteRows:
             pair = (row["key"], row["ivalue"])
             (holding,) = db.execute(sql.COUNT_HOLDING, pair).fetchone()
             first = db.execute(sql.FIRST_WAITER, pair).fetchone()
-            views.append(port.PairView(pair, row["lim"], holding, (first["run_id"], first["hold"])))
+            head = (first["run_id"], first["hold"])
+            views.append(port.PairView(pair, row["lim"], holding, head, row["burst"]))
         return views
 
     async def promote(self, run_id: str, hold: int) -> None:
@@ -338,6 +340,31 @@ class SqliteRows:
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self.db.execute(sql.MOVE_RUN_SLOTS, (new_run_id, old_run_id))
+
+    # ------------------------------------------------------------ key limits
+
+    async def key_row(self, key: str) -> port.KeyRow | None:
+        row = self.db.execute(sql.KEY_ROW, (key,)).fetchone()
+        return None if row is None else key_row(row)
+
+    async def key_waiting(self, key: str) -> list[port.Candidate]:
+        found = self.db.execute(sql.KEY_WAITING, (key,)).fetchall()
+        return [key_candidate(row, row["ivalue"]) for row in found]
+
+    async def key_share(self, key: str, ivalue: str) -> float:
+        row = self.db.execute(sql.KEY_SHARE, (key, ivalue)).fetchone()
+        return 0.0 if row is None else float(row["share"])
+
+    async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
+        self.db.execute(sql.PUT_KEY_SHARE, (key, ivalue, share))
+        self.db.execute(sql.PUT_KEY_VTIME, (vtime, key))
+
+    async def put_key_limit(self, limit: types.KeyLimit) -> None:
+        self.db.execute(sql.PUT_KEY_LIMIT, (limit.key, limit.limit, encode(limit)))
+
+    async def drop_key_limit(self, key: str) -> None:
+        self.db.execute(sql.DROP_KEY_LIMIT, (key,))
+        self.db.execute(sql.DROP_KEY_SHARES, (key,))
 
     # ------------------------------------------------------------ rate tokens
 

@@ -117,6 +117,7 @@ SCHEMA = (
         holding INTEGER NOT NULL,
         hold INTEGER NOT NULL DEFAULT 0,
         priority INTEGER NOT NULL DEFAULT 0,
+        burst INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue, position)
     ) WITHOUT ROWID""",
     "CREATE INDEX slots_holding ON slots (key, ivalue) WHERE holding = 1",
@@ -124,6 +125,21 @@ SCHEMA = (
     "CREATE INDEX slots_run ON slots (run_id)",
     # Waiters are promoted by priority, then arrival: the first row of ``slots_queue``.
     "CREATE INDEX slots_queue ON slots (key, ivalue, priority, position) WHERE holding = 0",
+    # A key's start-time slots held over all its values (its key limit's count).
+    "CREATE INDEX slots_key_held ON slots (key) WHERE holding = 1 AND hold = 0",
+    # Key limits (``World.set_key_limit``) and each value's pass in their round-robin.
+    """CREATE TABLE key_limits (
+        key TEXT PRIMARY KEY,
+        lim INTEGER NOT NULL,
+        spec BLOB NOT NULL,
+        vtime REAL NOT NULL DEFAULT 0
+    ) WITHOUT ROWID""",
+    """CREATE TABLE key_shares (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        share REAL NOT NULL,
+        PRIMARY KEY (key, ivalue)
+    ) WITHOUT ROWID""",
     # The tokens rate-limited pairs handed out; a pair's newest are its last rows.
     """CREATE TABLE rate_tokens (
         key TEXT NOT NULL,

@@ -274,9 +274,9 @@ SLOT_STATE = (
 )
 # A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (
-    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold, priority) "
-    "VALUES (?1, ?2, (SELECT coalesce(max(position), 0) + 1 FROM slots "
-    "WHERE key = ?1 AND ivalue = ?2), ?3, ?4, ?5, ?6, ?7, ?8)"
+    "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold, priority, "
+    "burst) VALUES (?1, ?2, (SELECT coalesce(max(position), 0) + 1 FROM slots "
+    "WHERE key = ?1 AND ivalue = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
 )
 DROP_HOLD = "DELETE FROM slots WHERE run_id = ? AND hold = ? RETURNING key, ivalue"
 DROP_HOLDS = "DELETE FROM slots WHERE run_id = ? AND hold <> 0 RETURNING key, ivalue"
@@ -293,7 +293,9 @@ FIRST_WAITER = (
     "SELECT run_id, hold FROM slots INDEXED BY slots_queue WHERE key = ? AND ivalue = ? "
     "AND holding = 0 ORDER BY priority, position LIMIT 1"
 )
-RUN_WAITING = "SELECT key, ivalue, lim FROM slots WHERE run_id = ? AND hold = ? AND holding = 0"
+RUN_WAITING = (
+    "SELECT key, ivalue, lim, burst FROM slots WHERE run_id = ? AND hold = ? AND holding = 0"
+)
 COUNT_HOLDING = (
     "SELECT count(*) FROM slots INDEXED BY slots_holding "
     "WHERE key = ? AND ivalue = ? AND holding = 1"
@@ -323,12 +325,55 @@ RESERVED_TOKENS = (
     "AND number = 0 AND priority > ? ORDER BY at"
 )
 GET_WORKFLOW_NAME = "SELECT workflow FROM runs WHERE id = ?"
-_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority"
+_SLOT_COLUMNS = "key, value, run_id, lim, holding, position, hold, priority, burst"
 LIST_SLOTS = (
     f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = ? AND ivalue = ? "
     "ORDER BY holding DESC, CASE WHEN holding = 1 THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue, hold"
+
+# --------------------------------------------------------------------------- key limits
+
+# A limited key's row, with its start-time slots held over all values.
+KEY_ROW = (
+    "SELECT spec, vtime, (SELECT count(*) FROM slots INDEXED BY slots_key_held "
+    "WHERE key = ?1 AND holding = 1 AND hold = 0) AS holding, "
+    "(SELECT run_id FROM slots INDEXED BY slots_key_held "
+    "WHERE key = ?1 AND holding = 1 AND hold = 0 LIMIT 1) AS holder "
+    "FROM key_limits WHERE key = ?1"
+)
+# Each value of a key with rows in line, one index seek each (a skip scan: the line
+# of a value with thousands of waiters is not read to find the next value), with
+# its first in line (as FIRST_WAITER), the slots held at its pair and its share:
+# one statement, however many values wait.
+KEY_WAITING = (
+    "WITH RECURSIVE v(iv) AS ("
+    "SELECT (SELECT min(ivalue) FROM slots INDEXED BY slots_waiting "
+    "WHERE key = ?1 AND holding = 0) "
+    "UNION ALL SELECT (SELECT min(ivalue) FROM slots INDEXED BY slots_waiting "
+    "WHERE key = ?1 AND holding = 0 AND ivalue > v.iv) FROM v WHERE v.iv IS NOT NULL), "
+    "h(iv, pos) AS (SELECT iv, (SELECT position FROM slots INDEXED BY slots_queue "
+    "WHERE key = ?1 AND ivalue = v.iv AND holding = 0 ORDER BY priority, position LIMIT 1) "
+    "FROM v WHERE iv IS NOT NULL) "
+    "SELECT h.iv AS ivalue, w.run_id, w.hold, w.lim, w.burst, w.priority, w.position, "
+    "(SELECT count(*) FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = h.iv AND holding = 1) AS holding, "
+    "coalesce((SELECT share FROM key_shares WHERE key = ?1 AND ivalue = h.iv), 0) AS share "
+    "FROM h JOIN slots w ON w.key = ?1 AND w.ivalue = h.iv AND w.position = h.pos "
+    "ORDER BY h.iv"
+)
+KEY_SHARE = "SELECT share FROM key_shares WHERE key = ? AND ivalue = ?"
+PUT_KEY_SHARE = (
+    "INSERT INTO key_shares (key, ivalue, share) VALUES (?, ?, ?) "
+    "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share"
+)
+PUT_KEY_VTIME = "UPDATE key_limits SET vtime = ? WHERE key = ?"
+PUT_KEY_LIMIT = (
+    "INSERT INTO key_limits (key, lim, spec) VALUES (?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET lim = excluded.lim, spec = excluded.spec"
+)
+DROP_KEY_LIMIT = "DELETE FROM key_limits WHERE key = ?"
+DROP_KEY_SHARES = "DELETE FROM key_shares WHERE key = ?"
 
 # --------------------------------------------------------------------------- debounce
 

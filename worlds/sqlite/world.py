@@ -9,17 +9,20 @@ the flow finishes in one step (``run_sync``) inside the write transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
 from worlds import types
+from worlds._columns import key_limit
 from worlds._flows import (
     cancel,
     commit,
     create,
     hooks,
+    key_limits,
     liveness,
     prune,
     release,
@@ -427,6 +430,19 @@ class SqliteWorld(ClosesOnExit):
             lambda tx: run_sync(starts.move_start(tx, run_id, delay))
         )
 
+    async def set_key_limit(
+        self,
+        key: str,
+        limit: int | None,
+        weights: Mapping[Any, float] | None = None,
+    ) -> types.KeyLimit | None:
+        """See ``World.set_key_limit``."""
+        self._connection.check_open()
+        stored = key_limits.check(key, limit, weights)
+        return await self._connection.write(
+            lambda tx: run_sync(key_limits.set_key_limit(tx, key, stored))
+        )
+
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> types.RunRecord | None:
@@ -489,6 +505,16 @@ class SqliteWorld(ClosesOnExit):
             now = codecs.to_micros(types.utcnow())
             rows = db.execute(sql.RUN_CLAIMS, (run_id, now))
             return [codecs.columns.claim(row) for row in rows]
+
+        return await self._connection.read(body)
+
+    async def get_key_limit(self, key: str) -> types.KeyLimit | None:
+        """See ``World.get_key_limit``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> types.KeyLimit | None:
+            row = db.execute(sql.KEY_ROW, (key,)).fetchone()
+            return None if row is None else key_limit(row)
 
         return await self._connection.read(body)
 

@@ -72,6 +72,7 @@ from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E4
 from worlds.testing._failures import FailureHandlerConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
+from worlds.testing._key_limits import KeyLimitConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
 from worlds.testing._liveness import LivenessConformance  # noqa: E402
 from worlds.testing._model import ModelConformance  # noqa: E402
@@ -113,6 +114,7 @@ class WorldConformance(
     ValueConformance,
     SlotsConformance,
     HoldConformance,
+    KeyLimitConformance,
     RateLimitConformance,
     PriorityConformance,
     ReuseConformance,
@@ -143,6 +145,7 @@ class WorldConformance(
     (``CancelConformance``), limited pairs: slots, waiting and promotion
     (``SlotsConformance``), ``hold`` slots inside workflows (``HoldConformance``),
     rate limits (``RateLimitConformance``), waiting priority (``PriorityConformance``),
+    key limits with weights and burst (``KeyLimitConformance``),
     reuse windows and tombstones (``ReuseConformance``), debounced
     starts (``DebounceConformance``),
     the whole range of values the SDK accepts

@@ -40,6 +40,7 @@ from hypothesis.stateful import (
 
 from worlds.protocol import World
 from worlds.query import RunQuery
+from worlds.semantics import index_value
 from worlds.testing._base import ConformanceBase, new_run_id
 from worlds.types import (
     AttributeConflict,
@@ -69,9 +70,14 @@ _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 
 _KEYS = 2
-_LIMITS = (1, 2)
-"""The limit of each limited key of the model (``lk0``, ``lk1``)."""
+_LIMITS = (1, 2, 2)
+"""The limit of each limited key of the model (``lk0``, ``lk1``, ``lk2``)."""
 _VALUES: tuple[str | int, ...] = ("a", "b", 7)
+_KEYED = 2
+"""The limited key the model gives a key limit (``set_key_limit``) at times."""
+_BURSTS = (0, 0, 1)
+"""The burst of each value of ``lk2`` (by value index): 7 may take one slot more."""
+_WEIGHTS: dict[AttributeValue, float] = {"a": 2.0}
 
 _SETTINGS = settings(
     max_examples=40,
@@ -114,6 +120,10 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             self.slot_of: dict[str, tuple[int, int]] = {}
             self.windows: dict[tuple[int, int], ReuseWindow] = {}
             self.tombstones: dict[str, RunStatus] = {}
+            self.key_limit: int | None = None
+            """The limit of ``lk2`` over all its values (``None``: none)."""
+            self.passes: dict[int, float] = {}
+            self.vtime = 0.0
             self.touched: set[str] = set()
             """Runs whose log holds more than ``RunCreated`` (a debounce no longer updates them)."""
 
@@ -152,8 +162,57 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                 holders.remove(run_id)
             else:
                 waiters.remove(run_id)
-            while waiters and len(holders) < _LIMITS[pair[0]]:
-                holders.append(waiters.pop(0))
+            self.move_up(pair[0])
+
+        def key_held(self) -> int:
+            return sum(len(h) for (k, _), h in self.holders.items() if k == _KEYED)
+
+        def serve(self, value: int) -> None:
+            """Stride scheduling: the value served moves on by 1 / its weight."""
+            start = max(self.passes.get(value, 0.0), self.vtime)
+            self.passes[value] = start + 1.0 / _WEIGHTS.get(_VALUES[value], 1.0)
+            self.vtime = start
+
+        def move_up(self, key: int) -> None:
+            """Waiters of ``key`` take the slots free now: first in first out per pair;
+            for ``lk2`` under a key limit, values by weighted round-robin (those under
+            their own limit before a burst slot; equal passes by index text)."""
+            if key != _KEYED or self.key_limit is None:
+                for (k, _), waiters in self.waiters.items():
+                    holders = self.holders[(k, _)]
+                    while k == key and waiters and len(holders) < _LIMITS[k]:
+                        holders.append(waiters.pop(0))
+                return
+            while self.key_held() < self.key_limit:
+                room = [
+                    v
+                    for (k, v), waiters in self.waiters.items()
+                    if k == key and waiters and len(self.holders[(k, v)]) < _LIMITS[k] + _BURSTS[v]
+                ]
+                if not room:
+                    return
+                value = min(
+                    room,
+                    key=lambda v: (
+                        len(self.holders[(key, v)]) >= _LIMITS[key],
+                        max(self.passes.get(v, 0.0), self.vtime),
+                        index_value(_VALUES[v]),
+                    ),
+                )
+                self.holders[(key, value)].append(self.waiters[(key, value)].pop(0))
+                self.serve(value)
+
+        @rule(limit=st.sampled_from([None, 1, 2, 3]))
+        def limit_key(self, limit: int | None) -> None:
+            """``lk2`` gets a key limit, another one, or none; whom it admits moves up."""
+            name, _ = self.limited_pair(_KEYED, 0)
+            stored = _call(world.set_key_limit, name, limit, _WEIGHTS if limit else None)
+            assert (None if stored is None else stored.limit) == limit
+            if limit is None:
+                self.passes.clear()
+                self.vtime = 0.0
+            self.key_limit = limit
+            self.move_up(_KEYED)
 
         @rule(
             key=st.integers(0, len(_LIMITS) - 1),
@@ -164,7 +223,8 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             """A start into a limited pair: a slot, a place in line, or a refusal."""
             name, held_value = self.limited_pair(key, value)
             run_id = new_run_id()
-            limit = Limit(limit=_LIMITS[key], on_full="fail" if fail else "queue")
+            burst = _BURSTS[value] if key == _KEYED else 0
+            limit = Limit(limit=_LIMITS[key], on_full="fail" if fail else "queue", burst=burst)
             request = CreateRunRequest(
                 run_id=run_id,
                 workflow=self.workflow,
@@ -175,14 +235,23 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             result = _call(world.create_run, request)
             holders = self.holders.setdefault((key, value), [])
             waiters = self.waiters.setdefault((key, value), [])
-            full = len(holders) >= limit.limit or bool(waiters)
+            keyed = key == _KEYED and self.key_limit is not None
+            key_full = keyed and self.key_held() >= (self.key_limit or 0)
+            cap = limit.limit + burst if keyed and not key_full else limit.limit
+            pair_full = len(holders) >= cap or bool(waiters)
+            full = pair_full or key_full
             if full and fail:
                 assert result.run is None and result.conflict is not None, result
-                assert result.conflict.holder_run_id in holders
-                assert result.conflict.limit == limit.limit
+                if pair_full:
+                    assert result.conflict.holder_run_id in holders
+                    assert result.conflict.limit == limit.limit
+                else:
+                    assert result.conflict.limit == self.key_limit
                 return
             assert result.conflict is None and result.run is not None, result
             (waiters if full else holders).append(run_id)
+            if keyed and not full:
+                self.serve(value)
             self.slot_of[run_id] = (key, value)
             self.statuses[run_id] = RunStatus.PENDING
             self.attributes[run_id] = {name: held_value}
@@ -442,7 +511,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                 assert [r.run_id for r in rows if r.holding] == holders, f"holders {key}/{value}"
                 waiting = [r.run_id for r in rows if not r.holding]
                 assert waiting == self.waiters[(key, value)], f"waiters {key}/{value}"
-                assert len(holders) <= _LIMITS[key]
+                assert len(holders) <= _LIMITS[key] + (_BURSTS[value] if key == _KEYED else 0)
             page = _call(world.list_runs, RunQuery(workflow=self.workflow, limit=1000))
             assert {run.id: run.status for run in page.runs} == self.statuses
 

@@ -1,0 +1,121 @@
+"""Key limits inside slot admission and promotion, for every backend.
+
+``worlds._rules.key_limits`` decides (``pick``, ``pair_cap``, ``served``); this
+module reads the key rows those need: a limited key's state (locked), the
+values waiting in it, and it stores a served value's share. The slots flow
+(``worlds._flows.slots``) calls it where a run meets its limited pairs and
+wherever ``promote_flow`` asks about a key's own line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from worlds._flows.rows import Pair
+from worlds._flows.tx import Tx
+from worlds._rules import key_limits
+from worlds._rules.key_limits import Candidate, KeyState
+from worlds._rules.slots import PairView, Waiter
+
+__all__ = ["Choices", "choose", "defers", "head", "lines", "serve", "state", "states", "views"]
+
+
+async def state(tx: Tx, key: str) -> KeyState | None:
+    """The limit of ``key`` and its use, the key locked; ``None``: no limit."""
+    row = await tx.rows.key_row(key)
+    if row is None:
+        return None
+    weights = key_limits.weight_of(row.limit.weights)
+    return KeyState(row.limit.limit, row.holding, row.vtime, weights, row.holder)
+
+
+async def states(tx: Tx, keys: Iterable[str]) -> dict[str, KeyState | None]:
+    """``state`` of each of ``keys``, read (and locked) in sorted order."""
+    return {key: await state(tx, key) for key in sorted(set(keys))}
+
+
+Choices = dict[str, tuple[KeyState, Candidate | None] | None]
+"""What ``choose`` found per key since the last write of one promotion: ``promote_flow``
+asks a key's ``Head`` and then its chosen waiter's ``Views``, which read the same."""
+
+
+async def choose(
+    tx: Tx, key: str, choices: Choices | None = None
+) -> tuple[KeyState, Candidate | None] | None:
+    """The limited key's state and the waiter it admits next (``key_limits.pick``;
+    nobody when the key is full); ``None`` when the key has no limit."""
+    if choices is not None and key in choices:
+        return choices[key]
+    found = await state(tx, key)
+    chosen: tuple[KeyState, Candidate | None] | None = None
+    if found is not None and key_limits.full(found):
+        chosen = found, None  # nobody: the values waiting need not be read
+    elif found is not None:
+        waiting = [c for c in await tx.rows.key_waiting(key) if key_limits.needs_key(c.head[1])]
+        chosen = found, key_limits.pick(found, waiting)
+    if choices is not None:
+        choices[key] = chosen
+    return chosen
+
+
+async def head(tx: Tx, key: str, choices: Choices | None = None) -> Waiter | None:
+    """The first waiter of the key's own line: whom the key admits next, if it has room."""
+    chosen = await choose(tx, key, choices)
+    if chosen is None or chosen[1] is None:
+        return None
+    return chosen[1].head
+
+
+async def defers(tx: Tx, waiter: Waiter | None, key: str) -> bool:
+    """Whether ``waiter``, first in line at a pair of ``key``, is promoted through its
+    key's own line instead (it needs a key slot and the key is limited): that line is
+    looked at whenever the pair is, so the pair's own look can stop here."""
+    if waiter is None or not key_limits.needs_key(waiter[1]):
+        return False
+    return await state(tx, key) is not None
+
+
+async def views(
+    tx: Tx, hold: int, found: Sequence[PairView], choices: Choices | None = None
+) -> list[PairView]:
+    """The pairs a waiter of ``hold`` waits in (``found``), with its keys' own lines
+    when they are limited: its pair's cap there counts its burst, and the key is one
+    more view (its limit, its slots held and the waiter it chose)."""
+    if not key_limits.needs_key(hold):
+        return list(found)
+    out: list[PairView] = []
+    for view in found:
+        key = view.pair[0]
+        chosen = await choose(tx, key, choices)
+        if chosen is None:
+            out.append(view)
+            continue
+        key_state, candidate = chosen
+        cap = key_limits.pair_cap(view.limit, view.burst, key_state)
+        out.append(view._replace(limit=cap))
+        out.append(key_limits.key_view(key, key_state, candidate))
+    return out
+
+
+async def serve(tx: Tx, pairs: Sequence[Pair]) -> None:
+    """A waiter promoted at ``pairs`` took a slot of each limited key among them:
+    its value's share moves on (``key_limits.served``)."""
+    for key, value in pairs:
+        if key_limits.is_key_pair((key, value)):
+            continue
+        if key_limits.key_pair(key) not in pairs:
+            continue
+        found = await state(tx, key)
+        if found is None:
+            continue
+        share = await tx.rows.key_share(key, value)
+        share, vtime = key_limits.served(found, value, share)
+        await tx.rows.put_key_share(key, value, share, vtime)
+
+
+def lines(freed: Iterable[Pair]) -> list[Pair]:
+    """``freed`` with the own lines of their keys: a slot freed at a pair frees one of
+    its key too (when the key is limited), whose line then admits its choice."""
+    out = set(freed)
+    out |= {key_limits.key_pair(key) for key, _ in out}
+    return sorted(out)

@@ -1,0 +1,54 @@
+"""Key limits of the memory world: each limited key's stored limit, virtual time
+and its values' shares (``World.set_key_limit``).
+
+These are the rows the flows (``worlds._flows.keys``, ``worlds._flows.key_limits``)
+read and write through ``worlds.memory.rows``; writes go through the world's
+``Journal``, so an operation that fails leaves them as they were.
+"""
+
+from __future__ import annotations
+
+from worlds.memory.journal import Journal
+from worlds.types import KeyLimit
+
+__all__ = ["KeyLimitStore"]
+
+
+class KeyLimitStore:
+    """The memory world's key limits: by key, the limit and the key's virtual time;
+    by (key, value index text), the value's share."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._limits: dict[str, tuple[KeyLimit, float]] = {}
+        self._shares: dict[tuple[str, str], float] = {}
+
+    def get(self, key: str) -> tuple[KeyLimit, float] | None:
+        """The key's limit and virtual time, or ``None``."""
+        return self._limits.get(key)
+
+    def put(self, limit: KeyLimit) -> None:
+        """Store ``limit``, keeping the key's virtual time."""
+        found = self._limits.get(limit.key)
+        self._journal.put(self._limits, limit.key, (limit, 0.0 if found is None else found[1]))
+
+    def drop(self, key: str) -> None:
+        """Delete the key's limit and its values' shares."""
+        self._journal.pop(self._limits, key)
+        for pair in [pair for pair in self._shares if pair[0] == key]:
+            self._journal.pop(self._shares, pair)
+
+    def share(self, key: str, ivalue: str) -> float:
+        """The value's share (0 when none)."""
+        return self._shares.get((key, ivalue), 0.0)
+
+    def put_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
+        """Store the value's share and the key's virtual time."""
+        self._journal.put(self._shares, (key, ivalue), share)
+        found = self._limits.get(key)
+        if found is not None:
+            self._journal.put(self._limits, key, (found[0], vtime))
+
+    def all(self) -> list[KeyLimit]:
+        """Every stored key limit, by key."""
+        return [limit for _, (limit, _) in sorted(self._limits.items())]
