@@ -53,6 +53,8 @@ from worlds.types import (
     SlotRequested,
     StepStarted,
     StreamWritten,
+    UpdateRejected,
+    UpdateReplied,
     WorkItem,
 )
 
@@ -111,7 +113,8 @@ def _qualifies(event: EventKind) -> bool:
     # by the function (outcome ``general``); a hold's slot is settled (and
     # released, promoting) by the general path, and so is a rate limit's token
     slot = (SlotRequested, SlotReleased, RateTokenRequested)
-    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, *slot))
+    answers = (UpdateReplied, UpdateRejected)  # the flow wakes the update's callers
+    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, *slot, *answers))
 
 
 def _unstamped(event: EventKind) -> EventKind:
