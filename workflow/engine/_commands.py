@@ -30,6 +30,8 @@ from worlds.types import (
     SlotRequested,
     StepCreated,
     StreamWritten,
+    UpdateRejected,
+    UpdateReplied,
     WaitCreated,
 )
 
@@ -88,5 +90,9 @@ def issuing_call(command: CommandEvent) -> str:
             return "the end of a hold() block"
         case RateTokenRequested():
             return f"rate_limit({command.key!r}, {command.value!r})"
+        case UpdateReplied():
+            return f"reply to update {command.update_id!r}"
+        case UpdateRejected():
+            return f"reject update {command.update_id!r}"
         case _:
             assert_never(command)
