@@ -16,6 +16,7 @@ See the README and ``rfcs/`` for the model.
 
 from workflow._hooks import Hook
 from workflow._log import logger
+from workflow._updates import Update
 from workflow.client import (
     Run,
     RunList,
@@ -41,6 +42,7 @@ from workflow.context import (
     patched,
     random,
     rate_limit,
+    receive_updates,
     set_attribute,
     sleep,
     uuid4,
@@ -64,6 +66,8 @@ from workflow.errors import (
     RunNotFoundError,
     StepFailedError,
     UndecodableValueError,
+    UpdateFailedError,
+    UpdateRejectedError,
     WorkflowError,
 )
 from workflow.types import Limited, RateLimited, RunMetadata, StepMetadata, Unique
@@ -94,6 +98,9 @@ __all__ = [
     "StepMetadata",
     "UndecodableValueError",
     "Unique",
+    "Update",
+    "UpdateFailedError",
+    "UpdateRejectedError",
     "Worker",
     "WorkflowError",
     "continue_as_new",
@@ -116,6 +123,7 @@ __all__ = [
     "prune_runs",
     "random",
     "rate_limit",
+    "receive_updates",
     "release_claims",
     "replay",
     "resume_hook",

@@ -499,12 +499,15 @@ class UpdateOutcome(msgspec.Struct, frozen=True, kw_only=True):
 class UpdateStartResult(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of ``World.update_with_start``: the run the update went to (or
     went to before, for a repeated update id), whether this call created it, its
-    record when it did, and the update's outcome so far (usually ``pending``)."""
+    record when it did, and the update's outcome so far (usually ``pending``).
+    With ``conflict`` set nothing was written: a unique pair refused the new run
+    (``run_id`` is then its holder and the outcome ``failed``)."""
 
     run_id: str
     outcome: UpdateOutcome
     created: bool = False
     run: RunRecord | None = None
+    conflict: ClaimConflict | None = None
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):

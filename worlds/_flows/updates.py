@@ -100,7 +100,8 @@ async def update_with_start(
             raise Retry from None  # a concurrent caller created the holder after we looked
         holder_id = conflict.holder_run_id
         answer = updates.refused(holder_id, await rows.get_run(holder_id, lock=False))
-        raise Rollback(UpdateStartResult(run_id=holder_id, outcome=answer)) from None
+        refusal = UpdateStartResult(run_id=holder_id, outcome=answer, conflict=conflict)
+        raise Rollback(refusal) from None
     assert created.run is not None, "update_with_start takes no debounce"
     outcome, run = await _deliver(tx, created.run.id, created.run, delivery)
     return UpdateStartResult(run_id=created.run.id, outcome=outcome, created=True, run=run)

@@ -138,5 +138,7 @@ def _closed_how(status: RunStatus) -> str:
             return "failed"
         case RunStatus.COMPLETED:
             return "completed"
+        case RunStatus.CONTINUED:
+            return "continued as new"
         case _:
             return f"closed ({status.value})"
