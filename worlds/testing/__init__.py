@@ -58,6 +58,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._slots",
     "worlds.testing._streams",
     "worlds.testing._takeovers",
+    "worlds.testing._updates",
     "worlds.testing._values",
     "worlds.testing._work",
 )
@@ -86,6 +87,7 @@ from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
 from worlds.testing._streams import StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
+from worlds.testing._updates import UpdateConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
 
@@ -105,6 +107,7 @@ class WorldConformance(
     CancelConformance,
     ChildrenConformance,
     ResumeConformance,
+    UpdateConformance,
     StreamConformance,
     ReopenConformance,
     ValueConformance,
@@ -149,6 +152,7 @@ class WorldConformance(
     (``BatchCommitConformance``), schedule storage and leasing
     (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
     child runs and their parents (``ChildrenConformance``), start-or-resume by
-    unique pair (``ResumeConformance``), run streams (``StreamConformance``) and
+    unique pair (``ResumeConformance``), updates and update-with-start
+    (``UpdateConformance``), run streams (``StreamConformance``) and
     retry and fork (``ReopenConformance``).
     """
