@@ -30,6 +30,7 @@ from cli._resolve import (
     resolve_run,
 )
 from cli._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
+from cli.updates import update_command
 from workflow import RunStatus, list_runs, prune_runs
 from workflow.query import And, AttrRef, Compare, Expr, parse
 
@@ -48,6 +49,8 @@ RunArgument = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+app.command("update")(update_command)  # cli/updates.py: send an update, print the reply
 
 
 def _statuses(values: list[str]) -> list[RunStatus] | None:

@@ -35,6 +35,20 @@ async def counter(expected: int) -> list[str]:
     return seen
 
 
+@workflow
+async def gatekeeper() -> str:
+    """Welcomes each name sent to ``enter``, rejects those starting with "x"; "stop" ends."""
+    async for update in receive_updates("enter"):
+        if update.payload == "stop":
+            await update.reply("stopped")
+            break
+        if str(update.payload).startswith("x"):
+            await update.reject(f"{update.payload} may not enter")
+        else:
+            await update.reply(f"welcome {update.payload}")
+    return "stopped"
+
+
 @step
 async def die_once(marker: str) -> None:
     """SIGKILL this worker process, the first time only (the marker file remembers)."""
