@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 import worlds
-from tests.apps.updateapp import answer_then_die, counter
+from tests.apps.updateapp import answer_then_die, counter, die_once
 from workflow import Worker, find_run, list_runs, start
 from worlds.types import UpdateReceived, UpdateReplied
 
@@ -145,7 +145,7 @@ async def test_a_reply_survives_a_sigkill_of_its_worker(
         assert marker.exists()
         # no worker runs now: the reply is read from the log
         assert await run.update("ask", "q-1", update_id="k-1") == "answer to q-1"
-        async with Worker(world, [answer_then_die]):
+        async with Worker(world, [answer_then_die, die_once], lease_seconds=1.0):
             assert await run.update("ask", "q-2", update_id="k-2") == "bye"
             assert await run.result(timeout=60) == "done"
         replied = [e for e in await run.events() if isinstance(e, UpdateReplied)]
