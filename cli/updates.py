@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 
 from cli._codec_option import CodecOption, with_codec
 from cli._output import print_json
-from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
-from worlds.quoting import quoted
+from cli._resolve import (
+    EXIT_USAGE,
+    CliError,
+    WorldOption,
+    execute,
+    open_world,
+    parse_payload,
+    resolve_run,
+)
 
 __all__ = ["update_command"]
 
@@ -52,14 +58,7 @@ def update_command(
     """
 
     async def body() -> Any:
-        try:
-            value: Any = json.loads(payload)
-        except ValueError:
-            raise CliError(
-                f"PAYLOAD must be a JSON value, got {quoted(payload)}", EXIT_USAGE
-            ) from None
-        except RecursionError:
-            raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
+        value = parse_payload(payload)
         async with with_codec(open_world(world, create=False), codec) as opened:
             target = await resolve_run(opened, run)
             try:

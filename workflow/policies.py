@@ -296,30 +296,10 @@ async def start_or_resume_hook(
             nothing was written.
         TypeError / ValueError: bad arguments; nothing was written.
     """
-    if not isinstance(fn, WorkflowDefinition):
-        raise TypeError(f"start_or_resume_hook() needs a @workflow function, got {fn!r}")
-    key, value = check_pair(key, value)
     check_token(token)
     if resume_id is not None:
         check_text("resume_id", resume_id)
-    values, unique, limits, windows = split_start_attributes(attributes)
-    if limits or windows:
-        raise ValueError(
-            "start_or_resume_hook() takes no Limited value or reuse window (yet); "
-            "use start() or start_with_policy() for those"
-        )
-    if key in values and values[key] != value:
-        raise ValueError(f"attributes[{key!r}] = {values[key]!r} contradicts value={value!r}")
-    values[key] = value
-    unique |= {key}
-    request = CreateRunRequest(
-        run_id=new_run_id(),
-        workflow=fn.name,
-        args=encode_start(fn, args),
-        attributes=values,
-        unique=unique,
-        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
-    )
+    request = _keyed_request("start_or_resume_hook", fn, args, key, value, attributes)
     delivery = HookDelivery(
         token=token, payload=encode_result(payload, "the hook payload"), resume_id=resume_id
     )
@@ -368,28 +348,8 @@ async def update_with_start(
             delivered: call again with the same ``update_id``).
         TypeError / ValueError: bad arguments; nothing was written.
     """
-    if not isinstance(fn, WorkflowDefinition):
-        raise TypeError(f"update_with_start() needs a @workflow function, got {fn!r}")
-    key, value = check_pair(key, value)
+    request = _keyed_request("update_with_start", fn, args, key, value, attributes)
     delivery = new_delivery(name, payload, update_id)
-    values, unique, limits, windows = split_start_attributes(attributes)
-    if limits or windows:
-        raise ValueError(
-            "update_with_start() takes no Limited value or reuse window (yet); "
-            "use start() or start_with_policy() for those"
-        )
-    if key in values and values[key] != value:
-        raise ValueError(f"attributes[{key!r}] = {values[key]!r} contradicts value={value!r}")
-    values[key] = value
-    unique |= {key}
-    request = CreateRunRequest(
-        run_id=new_run_id(),
-        workflow=fn.name,
-        args=encode_start(fn, args),
-        attributes=values,
-        unique=unique,
-        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
-    )
     target = resolve_world(world)
     await check_plain_write(target)
     started = await target.update_with_start(request, delivery)
@@ -400,3 +360,40 @@ async def update_with_start(
             refused.key, refused.value, run, limit=refused.limit, pruned=refused.holder_pruned
         )
     return run, await await_answer(target, started.outcome, delivery, timeout)
+
+
+def _keyed_request(
+    caller: str,
+    fn: WorkflowDefinition[..., Any],
+    args: tuple[Any, ...],
+    key: str,
+    value: AttributeValue,
+    attributes: Mapping[str, Any] | None,
+) -> CreateRunRequest:
+    """The run a deliver-or-create helper (``caller``) starts when no open run holds
+    (``key``, ``value``): holding the pair, taking it over from a closed holder.
+
+    Raises:
+        TypeError / ValueError: bad arguments; nothing was written.
+    """
+    if not isinstance(fn, WorkflowDefinition):
+        raise TypeError(f"{caller}() needs a @workflow function, got {fn!r}")
+    key, value = check_pair(key, value)
+    values, unique, limits, windows = split_start_attributes(attributes)
+    if limits or windows:
+        raise ValueError(
+            f"{caller}() takes no Limited value or reuse window (yet); "
+            "use start() or start_with_policy() for those"
+        )
+    if key in values and values[key] != value:
+        raise ValueError(f"attributes[{key!r}] = {values[key]!r} contradicts value={value!r}")
+    values[key] = value
+    unique |= {key}
+    return CreateRunRequest(
+        run_id=new_run_id(),
+        workflow=fn.name,
+        args=encode_start(fn, args),
+        attributes=values,
+        unique=unique,
+        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
+    )

@@ -3,11 +3,9 @@ as JSON, ``Idempotency-Key`` as the update id, and a status for each refusal."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 
+from tests.api.test_webhook_bodies import call
 from tests.apps.updateapp import gatekeeper
 from workflow import Worker, start
 from workflow.webhooks import HookEndpoints
@@ -15,27 +13,6 @@ from worlds.protocol import World
 from worlds.types import UpdateReceived
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(
-    app: HookEndpoints, path: str, body: bytes, *, key: str | None = None, method: str = "POST"
-) -> tuple[int, Any]:
-    """One request through the ASGI app; the status and the JSON answer."""
-    headers = [] if key is None else [(b"idempotency-key", key.encode())]
-    scope = {"type": "http", "method": method, "path": path, "query_string": b"",
-             "headers": headers}  # fmt: skip
-    sent: list[dict[str, Any]] = []
-    requests = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        return requests.pop(0) if requests else {"type": "http.disconnect"}
-
-    async def send(message: Any) -> None:
-        sent.append(dict(message))
-
-    await app(scope, receive, send)
-    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
-    return int(sent[0]["status"]), json.loads(sent[1]["body"])
 
 
 async def test_updates_over_the_asgi_app(world: World) -> None:

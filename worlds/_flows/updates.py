@@ -14,7 +14,7 @@ transaction) with the update waiting in its log.
 from __future__ import annotations
 
 from worlds._flows import closing, create, work
-from worlds._flows.rows import Retry, Rollback, Rows
+from worlds._flows.rows import Rollback, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import requests, updates
 from worlds.semantics import index_value
@@ -91,13 +91,10 @@ async def update_with_start(
                 outcome, _ = await _deliver(tx, holder.id, holder, delivery)
                 return UpdateStartResult(run_id=holder.id, outcome=outcome)
     try:
-        created = await create.create_in(tx, request)
+        created = await create.create_for_pair(tx, request, key)
     except Rollback as refused:
         assert isinstance(refused.result, CreateRunResult) and refused.result.conflict
         conflict = refused.result.conflict
-        status = conflict.holder_status
-        if conflict.key == key and status is not None and not status.is_closed:
-            raise Retry from None  # a concurrent caller created the holder after we looked
         holder_id = conflict.holder_run_id
         answer = updates.refused(holder_id, await rows.get_run(holder_id, lock=False))
         refusal = UpdateStartResult(run_id=holder_id, outcome=answer, conflict=conflict)

@@ -20,17 +20,16 @@ from worlds.testing._base import (
     WorldFactory,
     assert_dense,
     create_run,
+    keyed_request,
     lease_one,
     new_run_id,
     open_worlds,
 )
 from worlds.types import (
     CommitRequest,
-    CreateRunRequest,
     EventKind,
     RunCompleted,
     RunStarted,
-    StartPolicy,
     UpdateDelivery,
     UpdateReceived,
     UpdateRejected,
@@ -38,17 +37,6 @@ from worlds.types import (
 )
 
 __all__ = ["UpdateConformance"]
-
-
-def _request(value: str, key: str = "cart") -> CreateRunRequest:
-    return CreateRunRequest(
-        run_id=new_run_id(),
-        workflow=WF,
-        args=b"",
-        attributes={key: value},
-        unique=frozenset({key}),
-        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
-    )
 
 
 def _received(events: Sequence[EventKind]) -> list[UpdateReceived]:
@@ -175,7 +163,7 @@ class UpdateConformance(ConformanceBase):
 
     @pytest.mark.anyio
     async def test_update_with_start_creates_the_holder_with_the_update(self, world: World) -> None:
-        request = _request("c-1")
+        request = keyed_request("c-1")
         delivery = UpdateDelivery(name="add", update_id="u-1", payload=b"one")
         started = await world.update_with_start(request, delivery)
         assert (started.run_id, started.created) == (request.run_id, True)
@@ -185,10 +173,10 @@ class UpdateConformance(ConformanceBase):
         assert [e.update_id for e in _received(events)] == ["u-1"]
         claim = await world.find_claim("cart", "c-1")
         assert claim is not None and claim.run_id == request.run_id
-        again = await world.update_with_start(_request("c-1"), delivery)
+        again = await world.update_with_start(keyed_request("c-1"), delivery)
         assert (again.run_id, again.created) == (request.run_id, False)
         other = UpdateDelivery(name="add", update_id="u-2", payload=b"two")
-        second = await world.update_with_start(_request("c-1"), other)
+        second = await world.update_with_start(keyed_request("c-1"), other)
         assert (second.run_id, second.created) == (request.run_id, False)
         received = _received(await world.read_events(request.run_id))
         assert [e.update_id for e in received] == ["u-1", "u-2"]
@@ -196,10 +184,10 @@ class UpdateConformance(ConformanceBase):
     @pytest.mark.anyio
     async def test_update_with_start_takes_over_from_a_closed_holder(self, world: World) -> None:
         first = await world.update_with_start(
-            _request("c-2"), UpdateDelivery(name="add", update_id="u-1", payload=b"")
+            keyed_request("c-2"), UpdateDelivery(name="add", update_id="u-1", payload=b"")
         )
         await _answer(world, first.run_id, RunStarted(), RunCompleted(result=b""))
-        request = _request("c-2")
+        request = keyed_request("c-2")
         started = await world.update_with_start(
             request, UpdateDelivery(name="add", update_id="u-2", payload=b"")
         )
@@ -217,7 +205,9 @@ class UpdateConformance(ConformanceBase):
 
             async def call(n: int) -> None:
                 delivery = UpdateDelivery(name="add", update_id=f"u{n % 10}", payload=b"")
-                results.append(await opened[n % 4].update_with_start(_request("c-9"), delivery))
+                results.append(
+                    await opened[n % 4].update_with_start(keyed_request("c-9"), delivery)
+                )
 
             async with anyio.create_task_group() as group:
                 for n in range(callers):
