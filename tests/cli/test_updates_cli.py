@@ -39,6 +39,12 @@ async def test_update_prints_the_reply_and_names_refusals(tmp_path: Path) -> Non
             assert await run.result(timeout=30) == "stopped"
         closed = await wf_in(url, "runs", "update", run.id, "enter", '"eve"')
         assert closed.code == 1 and "completed" in closed.err
+        listed = (await wf_in(url, "runs", "events", run.id)).out
+        assert "update_received" in listed and 'update_id="r-1"' in listed
+        assert "update_replied" in listed and "update_rejected" in listed
+        shown = (await wf_in(url, "runs", "show", run.id)).out  # the timeline's summaries
+        assert "update enter id r-1" in shown and "replied to update r-1" in shown
+        assert "xavier may not enter" in shown
         received = [e for e in await run.events() if isinstance(e, UpdateReceived)]
         # r-1 once, "xavier", "stop": neither the retry nor the bad input delivered anything
         assert len(received) == 3 and received[0].update_id == "r-1"
