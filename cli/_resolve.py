@@ -36,6 +36,7 @@ __all__ = [
     "execute",
     "open_world",
     "parse_pair",
+    "parse_payload",
     "parse_time",
     "parse_value",
     "resolve_run",
@@ -186,6 +187,16 @@ def parse_value(text: str) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return text
+
+
+def parse_payload(text: str) -> Any:
+    """A PAYLOAD argument (a hook's, an update's): a JSON value, else a usage error."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise CliError(f"PAYLOAD must be a JSON value, got {quoted(text)}", EXIT_USAGE) from None
+    except RecursionError:
+        raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
 
 
 def parse_pair(text: str, option: str = "--attr") -> tuple[str, Any]:

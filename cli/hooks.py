@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from workflow import list_hooks, resume_hook
-from worlds.quoting import quoted
 from worlds.types import HookRecord
 
 from ._codec_option import CodecOption, with_codec
 from ._output import attributes_text, console, format_age, print_json, text
-from ._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
+from ._resolve import (
+    EXIT_USAGE,
+    CliError,
+    WorldOption,
+    execute,
+    open_world,
+    parse_payload,
+    resolve_run,
+)
 
 app = typer.Typer(
     name="hooks",
@@ -84,14 +90,7 @@ def resume_command(
     """
 
     async def body() -> str:
-        try:
-            value: Any = json.loads(payload)
-        except ValueError:
-            raise CliError(
-                f"PAYLOAD must be a JSON value, got {quoted(payload)}", EXIT_USAGE
-            ) from None
-        except RecursionError:
-            raise CliError("PAYLOAD is nested too deeply to accept", EXIT_USAGE) from None
+        value = parse_payload(payload)
         async with with_codec(open_world(world, create=False), codec) as opened:
             try:
                 return (await resume_hook(token, value, resume_id=resume_id, world=opened)).id

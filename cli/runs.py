@@ -33,6 +33,7 @@ from ._resolve import (
     resolve_run,
 )
 from ._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
+from .updates import update_command
 
 app = typer.Typer(
     name="runs",
@@ -49,6 +50,8 @@ RunArgument = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+app.command("update")(update_command)  # cli/updates.py: send an update, print the reply
 
 
 def _statuses(values: list[str]) -> list[RunStatus] | None:

@@ -17,6 +17,7 @@ See the README and ``rfcs/`` for the model.
 from workflow._hooks import Hook
 from workflow._key_limits import get_key_limit, set_key_limit
 from workflow._log import logger
+from workflow._updates import Update
 from workflow._version import VERSION
 from workflow.client import (
     Run,
@@ -44,6 +45,7 @@ from workflow.context import (
     patched,
     random,
     rate_limit,
+    receive_updates,
     set_attribute,
     sleep,
     sleep_until,
@@ -68,6 +70,8 @@ from workflow.errors import (
     RunNotFoundError,
     StepFailedError,
     UndecodableValueError,
+    UpdateFailedError,
+    UpdateRejectedError,
     WorkflowError,
 )
 from workflow.types import Limited, RateLimited, RunMetadata, StepMetadata, Unique
@@ -100,6 +104,9 @@ __all__ = [
     "StepMetadata",
     "UndecodableValueError",
     "Unique",
+    "Update",
+    "UpdateFailedError",
+    "UpdateRejectedError",
     "Worker",
     "WorkflowError",
     "close_stream",
@@ -124,6 +131,7 @@ __all__ = [
     "prune_runs",
     "random",
     "rate_limit",
+    "receive_updates",
     "release_claims",
     "replay",
     "resume_hook",

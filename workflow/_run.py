@@ -21,6 +21,7 @@ from workflow._attributes import check_text
 from workflow._codec import decode_result, encode_result
 from workflow._run_waiters import wait_closed
 from workflow._spans import span_seconds
+from workflow._update_calls import send_update
 from workflow._world_resolution import resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import RunCancelledError, RunFailedError, RunNotFoundError
@@ -203,6 +204,29 @@ class Run(Generic[R]):
             elif not follow:
                 continue
             await self.world.wait(run_topic(self._id), 1.0)
+
+    async def update(
+        self,
+        name: str,
+        payload: Any = None,
+        update_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send update ``name`` with ``payload`` to the run and return the workflow's reply
+        (``receive_updates(name)``, ``update.reply(value)``; ``rfcs/0021-updates.md``).
+
+        Every call with the same ``update_id``, from any number of callers and
+        processes, delivers the update once and gets the same recorded answer, also
+        after the run closed. Without ``update_id`` a fresh one is used (no retry).
+
+        Raises:
+            UpdateRejectedError: the workflow refused it (``update.reject(message)``).
+            UpdateFailedError: the run was closed or unknown when it came, or closed
+                before replying; ``reason`` says which.
+            TimeoutError: ``timeout`` seconds passed first (the update stays delivered).
+            TypeError / ValueError: a bad name, id or payload; nothing was sent.
+        """
+        return await send_update(self.world, self._id, name, payload, update_id, timeout)
 
     async def start_now(self) -> None:
         """Start this delayed or debounced run at once, instead of at its start time.

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextvars
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,6 +36,7 @@ from worlds.types import Limit, Rate
 
 if TYPE_CHECKING:
     from workflow._hooks import Hook
+    from workflow._updates import Update
     from workflow.decorators import StepDefinition
     from worlds.protocol import World
     from worlds.types import AttributeValue, CreateRunRequest, CreateRunResult, ReuseWindow
@@ -177,6 +178,12 @@ class Runtime(ABC):
         raise NotInWorkflowError(
             "rate_limit() works in workflow code: a step cannot wait durably; take the "
             "token in the workflow before the step call"
+        )
+
+    def receive_updates(self, name: str) -> AsyncIterator[Update]:
+        """The updates sent to this run under ``name``; see ``workflow.receive_updates``."""
+        raise NotInWorkflowError(
+            "receive_updates() works in workflow code: a step cannot wait durably"
         )
 
 

@@ -7,7 +7,7 @@ from it on replay; inside a step they act on the current step attempt.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
@@ -17,6 +17,7 @@ from workflow import _runtime
 from workflow._attributes import check_pair, check_priority, reuse_window
 from workflow._codec import encode_result
 from workflow._hooks import Hook
+from workflow._updates import Update, check_update_name
 from workflow.types import RunMetadata, StepMetadata
 from worlds.quoting import quoted
 from worlds.semantics import check_rate
@@ -36,6 +37,7 @@ __all__ = [
     "patched",
     "random",
     "rate_limit",
+    "receive_updates",
     "set_attribute",
     "sleep",
     "sleep_until",
@@ -208,6 +210,22 @@ def create_hook(
     ``create_hook`` with the same token receives first, in order.
     """
     return _runtime.current().create_hook(token, dict(attributes) if attributes else None)
+
+
+def receive_updates(name: str) -> AsyncIterator[Update]:
+    """The updates callers send to this run under ``name`` (``Run.update``), in the
+    order the run's log received them: ``async for update in receive_updates("add")``.
+
+    Answer each once, ``await update.reply(value)`` or ``await update.reject(message)``;
+    an update the body never answers fails its callers with ``UpdateFailedError``
+    once the run closes. Updates sent before the body asks for ``name`` wait for
+    it. The iteration ends only when the body leaves it (``break``, ``return``).
+
+    Raises:
+        NotInWorkflowError: called outside workflow code.
+        TypeError / ValueError: ``name`` is not 1-256 characters of text.
+    """
+    return _runtime.current().receive_updates(check_update_name("update name", name))
 
 
 def patched(name: str) -> bool:

@@ -54,6 +54,8 @@ __all__ = [
     "StepFailedError",
     "StreamClosedError",
     "UndecodableValueError",
+    "UpdateFailedError",
+    "UpdateRejectedError",
     "WorkerFencedError",
     "WorkflowError",
 ]
@@ -200,6 +202,33 @@ class HookNotFoundError(WorkflowError, LookupError):
     def __init__(self, token: str) -> None:
         super().__init__(f"no live hook with token {token!r} (unknown, or its run closed)")
         self.token = token
+
+
+class UpdateRejectedError(WorkflowError):
+    """``Run.update`` of an update the workflow refused with ``update.reject(message)``.
+
+    Every caller of the same update id gets the same ``message``, also after the
+    run closed.
+    """
+
+    def __init__(self, run_id: str, name: str, update_id: str, message: str) -> None:
+        super().__init__(f"update {name!r} ({update_id}) of run {run_id} was rejected: {message}")
+        self.run_id = run_id
+        self.name = name
+        self.update_id = update_id
+        self.message = message
+
+
+class UpdateFailedError(WorkflowError):
+    """``Run.update`` of an update that got no answer: the run was closed (or unknown)
+    when it came, or closed before replying; ``reason`` says which."""
+
+    def __init__(self, run_id: str, name: str, update_id: str, reason: str) -> None:
+        super().__init__(f"update {name!r} ({update_id}) of run {run_id} failed: {reason}")
+        self.run_id = run_id
+        self.name = name
+        self.update_id = update_id
+        self.reason = reason
 
 
 class RunAlreadyStartedError(WorkflowError):

@@ -36,6 +36,7 @@ from workflow import _observe
 from workflow._attributes import check_pair, check_text, check_token, split_start_attributes
 from workflow._codec import encode_result, encode_start
 from workflow._spans import span_seconds
+from workflow._update_calls import await_answer, new_delivery
 from workflow.client import Run, resolve_world
 from workflow.decorators import WorkflowDefinition
 from workflow.errors import AttributeConflictError, HookConflictError, RunAlreadyStartedError
@@ -53,6 +54,7 @@ __all__ = [
     "start_or_get_run",
     "start_or_resume_hook",
     "start_with_policy",
+    "update_with_start",
 ]
 
 R = TypeVar("R")
@@ -299,34 +301,10 @@ async def start_or_resume_hook(
             nothing was written.
         TypeError / ValueError: bad arguments; nothing was written.
     """
-    if not isinstance(fn, WorkflowDefinition):
-        raise TypeError(f"start_or_resume_hook() needs a @workflow function, got {fn!r}")
-    key, value = check_pair(key, value)
     check_token(token)
     if resume_id is not None:
         check_text("resume_id", resume_id)
-    values, unique, limits, windows = split_start_attributes(attributes)
-    if limits or windows:
-        raise ValueError(
-            "start_or_resume_hook() takes no Limited value or reuse window (yet); "
-            "use start() or start_with_policy() for those"
-        )
-    if key in values and values[key] != value:
-        raise ValueError(f"attributes[{key!r}] = {values[key]!r} contradicts value={value!r}")
-    values[key] = value
-    unique |= {key}
-    start_at = None
-    if delay is not None:
-        start_at = datetime.now(UTC) + timedelta(seconds=span_seconds("delay", delay))
-    request = CreateRunRequest(
-        run_id=new_run_id(),
-        workflow=fn.name,
-        args=encode_start(fn, args),
-        attributes=values,
-        unique=unique,
-        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
-        start_at=start_at,
-    )
+    request = _keyed_request("start_or_resume_hook", fn, args, key, value, attributes, delay=delay)
     delivery = HookDelivery(
         token=token, payload=encode_result(payload, "the hook payload"), resume_id=resume_id
     )
@@ -337,3 +315,97 @@ async def start_or_resume_hook(
         holder: Run[Any] = Run(result.hook_holder, world=world)
         raise HookConflictError(token, holder)
     return Run(result.run_id, world=world, workflow=fn, record=result.run)
+
+
+async def update_with_start(
+    fn: WorkflowDefinition[..., R],
+    *args: Any,
+    key: str,
+    value: AttributeValue,
+    name: str,
+    payload: Any = None,
+    update_id: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    world: World | None = None,
+    timeout: float | None = None,
+) -> tuple[Run[R], Any]:
+    """Send update ``name`` to the open run holding (``key``, ``value``), or start that
+    run with the update waiting for it; return the run and the workflow's reply.
+    Temporal's update-with-start, keyed by any unique pair (``rfcs/0021-updates.md``).
+
+    One atomic world operation decides and writes (``worlds._rules.updates``):
+
+    * an open run holds the pair: the update goes to it;
+    * no run holds it, or its holder closed: a run of ``fn`` with ``args`` starts,
+      holding the pair (taken over from a closed holder) with the update first in
+      its log, for its ``receive_updates(name)``;
+    * with ``update_id``, every call with the same id for the same holder delivers
+      once in all and gets the same recorded answer.
+
+    Safe under any number of concurrent callers in any number of processes: one
+    run holds the pair at a time, and each update is delivered once.
+
+    Raises:
+        UpdateRejectedError: the workflow refused the update.
+        UpdateFailedError: the run closed before replying.
+        AttributeConflictError: another unique pair in ``attributes`` is held.
+        TimeoutError: ``timeout`` seconds passed before the answer (the update stays
+            delivered: call again with the same ``update_id``).
+        TypeError / ValueError: bad arguments; nothing was written.
+    """
+    request = _keyed_request("update_with_start", fn, args, key, value, attributes)
+    delivery = new_delivery(name, payload, update_id)
+    target = resolve_world(world)
+    await check_plain_write(target)
+    started = await target.update_with_start(request, delivery)
+    run = Run(started.run_id, world=world, workflow=fn, record=started.run)
+    refused = started.conflict
+    if refused is not None:  # a unique pair refused the new run; nothing was written
+        raise AttributeConflictError(
+            refused.key, refused.value, run, limit=refused.limit, pruned=refused.holder_pruned
+        )
+    return run, await await_answer(target, started.outcome, delivery, timeout)
+
+
+def _keyed_request(
+    caller: str,
+    fn: WorkflowDefinition[..., Any],
+    args: tuple[Any, ...],
+    key: str,
+    value: AttributeValue,
+    attributes: Mapping[str, Any] | None,
+    *,
+    delay: float | timedelta | None = None,
+) -> CreateRunRequest:
+    """The run a deliver-or-create helper (``caller``) starts when no open run holds
+    (``key``, ``value``): holding the pair, taking it over from a closed holder;
+    with ``delay``, pending that long before a worker starts it.
+
+    Raises:
+        TypeError / ValueError: bad arguments; nothing was written.
+    """
+    if not isinstance(fn, WorkflowDefinition):
+        raise TypeError(f"{caller}() needs a @workflow function, got {fn!r}")
+    key, value = check_pair(key, value)
+    values, unique, limits, windows = split_start_attributes(attributes)
+    if limits or windows:
+        raise ValueError(
+            f"{caller}() takes no Limited value or reuse window (yet); "
+            "use start() or start_with_policy() for those"
+        )
+    if key in values and values[key] != value:
+        raise ValueError(f"attributes[{key!r}] = {values[key]!r} contradicts value={value!r}")
+    values[key] = value
+    unique |= {key}
+    start_at = None
+    if delay is not None:
+        start_at = datetime.now(UTC) + timedelta(seconds=span_seconds("delay", delay))
+    return CreateRunRequest(
+        run_id=new_run_id(),
+        workflow=fn.name,
+        args=encode_start(fn, args),
+        attributes=values,
+        unique=unique,
+        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
+        start_at=start_at,
+    )

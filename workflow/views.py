@@ -58,6 +58,9 @@ from worlds.types import (
     StepStarted,
     StreamClosed,
     StreamWritten,
+    UpdateReceived,
+    UpdateRejected,
+    UpdateReplied,
     WaitCompleted,
     WaitCreated,
 )
@@ -548,4 +551,10 @@ def event_summary(event: EventKind) -> str:
         return f"reopened by {event.by}" + (f" (steps {steps} again)" if steps else "")
     if isinstance(event, RunForked):
         return f"forked from {event.source_run_id} at step {event.from_step} by {event.by}"
+    if isinstance(event, UpdateReceived):
+        return f"update {event.name} id {event.update_id}"
+    if isinstance(event, UpdateReplied):
+        return f"replied to update {event.update_id}"
+    if isinstance(event, UpdateRejected):
+        return f"rejected update {event.update_id}: {event.message}"
     return ""

@@ -1,4 +1,5 @@
-"""Hooks as HTTP endpoints: a small ASGI app that turns requests into ``resume_hook``.
+"""Hooks and updates as HTTP endpoints: a small ASGI app that turns requests into
+``resume_hook`` and ``Run.update``.
 
 ::
 
@@ -26,6 +27,16 @@ disconnect gets no answer; neither delivers anything nor uses up its
 The token is the path after the prefix as the server decoded it (ASGI's
 ``path``), decoded once: ``/hooks/tok%252DA`` names the token ``tok%2DA``.
 
+``POST /updates/{run}/{name}`` with a JSON body sends update ``name`` to run
+``run`` (``Run.update``), waits for the workflow's answer and returns it: 200
+with the reply as the JSON document. An ``Idempotency-Key`` header (or
+``?update_id=``) is the update id, so a retried request delivers once and gets
+the recorded reply. 422 ``{"error": message}``: the workflow rejected it; 409
+``{"error": reason}``: the run was closed, or closed before replying; 404: no
+such run; 504: no answer within ``update_timeout`` seconds (the update stays
+delivered: retry with the same key for its answer); 400, 405, 413 and 503 as
+for hooks.
+
 The app never lets an exception escape to the server.
 """
 
@@ -38,8 +49,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from workflow._attributes import check_text, check_token
-from workflow.client import resume_hook
-from workflow.errors import HookNotFoundError
+from workflow._updates import check_update_name
+from workflow.client import get_run, resume_hook
+from workflow.errors import HookNotFoundError, UpdateFailedError, UpdateRejectedError
 from worlds.errors import WorldError
 from worlds.protocol import World
 
@@ -54,22 +66,38 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 class HookEndpoints:
-    """An ASGI application serving ``POST {prefix}{token}``.
+    """An ASGI application serving ``POST {prefix}{token}`` and
+    ``POST {update_prefix}{run}/{name}``.
 
     Args:
-        world: the world whose hooks to resume (default: the configured one).
-        prefix: the path before the token.
+        world: the world whose hooks to resume and runs to update (default: the
+            configured one).
+        prefix: the path before a hook's token.
         max_body: the largest request body accepted, in bytes.
+        update_prefix: the path before a run id and an update name.
+        update_timeout: seconds an update request waits for the workflow's answer
+            (``None``: as long as the connection lasts).
     """
 
     def __init__(
-        self, world: World | None = None, *, prefix: str = "/hooks/", max_body: int = 1 << 20
+        self,
+        world: World | None = None,
+        *,
+        prefix: str = "/hooks/",
+        max_body: int = 1 << 20,
+        update_prefix: str = "/updates/",
+        update_timeout: float | None = 30.0,
     ) -> None:
-        if not prefix.startswith("/") or not prefix.endswith("/"):
-            raise ValueError(f"prefix must start and end with '/', got {prefix!r}")
+        for what, given in (("prefix", prefix), ("update_prefix", update_prefix)):
+            if not given.startswith("/") or not given.endswith("/"):
+                raise ValueError(f"{what} must start and end with '/', got {given!r}")
+        if prefix.startswith(update_prefix) or update_prefix.startswith(prefix):
+            raise ValueError(f"prefix {prefix!r} and update_prefix {update_prefix!r} overlap")
         self.world = world
         self.prefix = prefix
         self.max_body = max_body
+        self.update_prefix = update_prefix
+        self.update_timeout = update_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection."""
@@ -79,7 +107,8 @@ class HookEndpoints:
         if scope["type"] != "http":
             return
         path: str = scope["path"]
-        if not path.startswith(self.prefix) or len(path) == len(self.prefix):
+        updating = path.startswith(self.update_prefix) and len(path) > len(self.update_prefix)
+        if not updating and (not path.startswith(self.prefix) or len(path) == len(self.prefix)):
             await _respond(send, 404, {"error": "not found"})
             return
         if scope["method"] != "POST":
@@ -93,6 +122,9 @@ class HookEndpoints:
             else:
                 await _respond(send, refused.status, {"error": refused.reason})
             return
+        if updating:
+            await self._update(scope, send, path[len(self.update_prefix) :], body)
+            return
         # ASGI's ``path`` is already percent-decoded: decoding it again would let
         # ``tok%252DA`` reach ``tok-A``.
         token = path[len(self.prefix) :]
@@ -103,7 +135,7 @@ class HookEndpoints:
             return
         try:
             payload = _decode(body)
-            resume_id = _resume_id(scope)
+            resume_id = _key(scope, "resume_id")
             if resume_id is not None:
                 check_text("the resume id", resume_id)
             run = await resume_hook(token, payload, resume_id=resume_id, world=self.world)
@@ -121,6 +153,42 @@ class HookEndpoints:
             await _respond(send, 500, {"error": "internal error"})
         else:
             await _respond(send, 202, {"run_id": run.id})
+
+    async def _update(self, scope: Scope, send: Send, target: str, body: bytes) -> None:
+        """Send the update ``target`` (``{run}/{name}``) names and answer its reply."""
+        run_id, _, name = target.partition("/")
+        try:
+            payload = _decode(body)
+            check_update_name("update name", name)
+            update_id = _key(scope, "update_id")
+            if update_id is not None:
+                check_update_name("update id", update_id)
+            run = get_run(run_id, world=self.world)
+            if await run.world.get_run(run_id) is None:
+                await _respond(send, 404, {"error": f"no run {run_id!r}"})
+                return
+            reply = await run.update(
+                name, payload, update_id=update_id, timeout=self.update_timeout
+            )
+            document = json.dumps(reply, default=str, allow_nan=False)
+        except UpdateRejectedError as exc:
+            await _respond(send, 422, {"error": exc.message})
+        except UpdateFailedError as exc:
+            await _respond(send, 409, {"error": exc.reason})
+        except TimeoutError as exc:
+            await _respond(send, 504, {"error": str(exc)})
+        except (ValueError, TypeError) as exc:
+            await _respond(send, 400, {"error": str(exc)})
+        except RecursionError:
+            await _respond(send, 400, {"error": "the body nests arrays and objects too deeply"})
+        except WorldError as exc:
+            log.warning("update %r of run %r: the world failed: %s", name, run_id, exc)
+            await _respond(send, 503, {"error": "the world is unavailable; retry later"})
+        except Exception:
+            log.exception("update %r of run %r failed", name, run_id)
+            await _respond(send, 500, {"error": "internal error"})
+        else:
+            await _send_json(send, 200, document.encode())
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
         """The whole request body, or ``_Refused``: it is too large, it does not match
@@ -192,17 +260,21 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"the body must be JSON: {name} is not a JSON value")
 
 
-def _resume_id(scope: Scope) -> str | None:
+def _key(scope: Scope, parameter: str) -> str | None:
+    """The ``Idempotency-Key`` header, else the query's ``parameter``; ``None`` without."""
     for name, value in scope.get("headers", []):
         if name.lower() == b"idempotency-key":
             return bytes(value).decode("latin-1")
     query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
-    values = query.get("resume_id")
+    values = query.get(parameter)
     return values[0] if values else None
 
 
 async def _respond(send: Send, status: int, document: dict[str, Any]) -> None:
-    body = json.dumps(document).encode()
+    await _send_json(send, status, json.dumps(document).encode())
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

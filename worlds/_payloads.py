@@ -2,7 +2,8 @@
 
 ``Payloads`` knows, for every record the protocol moves (events, run records,
 work items, create and commit requests and results), which fields are
-payloads: run and step arguments, results, hook payloads, stream chunks, and
+payloads: run and step arguments, results, hook payloads, update payloads and
+replies, stream chunks, and
 the message and traceback of recorded errors (as text). It encodes them on
 the way in and decodes them on the way out; ``worlds.codec.CodecWorld`` is the
 world that uses it. Everything else stays as it is.
@@ -48,6 +49,12 @@ from worlds.types import (
     StepRetrying,
     StreamChunk,
     StreamWritten,
+    UpdateDelivery,
+    UpdateOutcome,
+    UpdateReceived,
+    UpdateRejected,
+    UpdateReplied,
+    UpdateStartResult,
     WorkItem,
 )
 
@@ -130,6 +137,12 @@ class Payloads:
                 return _replace(event, payload=data(event.payload))
             case StreamWritten():
                 return _replace(event, data=data(event.data))
+            case UpdateReceived():
+                return _replace(event, payload=data(event.payload))
+            case UpdateReplied():
+                return _replace(event, result=data(event.result))
+            case UpdateRejected():
+                return _replace(event, message=text(event.message))
             case ChildClosed():
                 result = None if event.result is None else data(event.result)
                 error = None if event.error is None else self._error(event.error, text)
@@ -220,6 +233,24 @@ class Payloads:
     def hook_started_out(self, result: HookStartResult) -> HookStartResult:
         """A ``start_or_resume_hook`` result with its run decoded."""
         return _replace(result, run=self.record_out(result.run))
+
+    def update_in(self, delivery: UpdateDelivery) -> UpdateDelivery:
+        """An update with its payload encoded."""
+        return _replace(delivery, payload=self.in_(delivery.payload))
+
+    def outcome_out(self, outcome: UpdateOutcome) -> UpdateOutcome:
+        """An update's outcome with its reply (or the body's rejection) decoded."""
+        if outcome.state == "replied" and outcome.result is not None:
+            return _replace(outcome, result=self.out(outcome.result))
+        if outcome.state == "rejected" and outcome.message is not None:
+            return _replace(outcome, message=self._text_out(outcome.message))
+        return outcome
+
+    def update_started_out(self, result: UpdateStartResult) -> UpdateStartResult:
+        """An ``update_with_start`` result with its run and outcome decoded."""
+        return _replace(
+            result, run=self.record_out(result.run), outcome=self.outcome_out(result.outcome)
+        )
 
     def page_out(self, page: RunPage) -> RunPage:
         """A page of ``list_runs`` with each run's result and error decoded."""

@@ -49,6 +49,9 @@ from worlds.types import (
     ScheduleFire,
     ScheduleRecord,
     StreamChunk,
+    UpdateDelivery,
+    UpdateOutcome,
+    UpdateStartResult,
     WorkItem,
 )
 from worlds.wrapper import WorldWrapper
@@ -207,6 +210,28 @@ class CodecWorld(WorldWrapper):
             p.create_in(request), p.delivery_in(delivery)
         )
         return p.hook_started_out(started)
+
+    async def send_update(self, run_id: str, delivery: UpdateDelivery) -> UpdateOutcome:
+        """See ``World.send_update``; the payload is encoded, a known reply decoded."""
+        if not self._recorded:
+            await self._record()
+        p = self._payloads
+        return p.outcome_out(await self.inner.send_update(run_id, p.update_in(delivery)))
+
+    async def update_outcome(self, run_id: str, update_id: str) -> UpdateOutcome | None:
+        """See ``World.update_outcome``; the reply is decoded."""
+        outcome = await self.inner.update_outcome(run_id, update_id)
+        return None if outcome is None else self._payloads.outcome_out(outcome)
+
+    async def update_with_start(
+        self, request: CreateRunRequest, delivery: UpdateDelivery
+    ) -> UpdateStartResult:
+        """See ``World.update_with_start``; the arguments and the payload are encoded."""
+        if not self._recorded:
+            await self._record()
+        p = self._payloads
+        started = await self.inner.update_with_start(p.create_in(request), p.update_in(delivery))
+        return p.update_started_out(started)
 
     async def resume_hook(
         self, token: str, payload: bytes, resume_id: str | None = None

@@ -58,6 +58,9 @@ __all__ = [
     "StoredValue",
     "StreamClosed",
     "StreamWritten",
+    "UpdateReceived",
+    "UpdateRejected",
+    "UpdateReplied",
     "WaitCompleted",
     "WaitCreated",
     "utcnow",
@@ -479,6 +482,32 @@ class RateTokenRequested(Event, tag="rate_token_requested", frozen=True, kw_only
     reason): no token is taken and ``rate_limit`` raises ``ValueError``."""
 
 
+class UpdateReceived(Event, tag="update_received", frozen=True, kw_only=True):
+    """An update arrived from outside (``Run.update``): delivered to the body's
+    ``receive_updates(name)`` in log order. The world appends it once per
+    ``update_id`` and run."""
+
+    name: str
+    update_id: str
+    payload: bytes
+
+
+class UpdateReplied(Event, tag="update_replied", frozen=True, kw_only=True):
+    """Workflow code answered update ``update_id`` with ``result``: a command. The
+    first answer in the log after the update is the one every caller gets."""
+
+    update_id: str
+    result: bytes
+
+
+class UpdateRejected(Event, tag="update_rejected", frozen=True, kw_only=True):
+    """Workflow code refused update ``update_id`` with ``message``: a command
+    (callers get ``UpdateRejectedError``)."""
+
+    update_id: str
+    message: str
+
+
 CommandEvent: TypeAlias = (
     StepCreated
     | WaitCreated
@@ -493,6 +522,8 @@ CommandEvent: TypeAlias = (
     | StreamClosed
     | SlotRequested
     | RateTokenRequested
+    | UpdateReplied
+    | UpdateRejected
     | SlotReleased
     | RunCompleted
     | RunFailed
@@ -519,6 +550,7 @@ ExternalEvent: TypeAlias = (
     | SlotAcquired
     | RunReopened
     | RunForked
+    | UpdateReceived
 )
 """What happens to a run (step workers, timers, the outside world, the world's own
 bookkeeping): delivered to the body one at a time, in log order."""

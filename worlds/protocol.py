@@ -5,9 +5,9 @@ claims, and a queue of leased work. Every method that writes is one atomic
 operation: a world either performs all of it or none of it. The engine never
 reads, decides and writes in separate calls where a race could slip in.
 
-``World`` is the intersection of eight capability protocols, each lining up
+``World`` is the intersection of nine capability protocols, each lining up
 with classes of the conformance kit: ``Lifecycle``, ``Runs``, ``Work``,
-``Liveness``, ``Hooks``, ``Streams``, ``Index`` and ``Schedules``. A third-party world
+``Liveness``, ``Hooks``, ``Updates``, ``Streams``, ``Index`` and ``Schedules``. A third-party world
 implements ``World`` (structural typing, no base class to inherit) and proves
 itself with ``worlds.testing``; a world that wraps another subclasses
 ``worlds.wrapper.WorldWrapper``. See ``rfcs/0002-world-protocol.md`` for each
@@ -41,6 +41,9 @@ from worlds.types import (
     ScheduleRecord,
     Slot,
     StreamChunk,
+    UpdateDelivery,
+    UpdateOutcome,
+    UpdateStartResult,
     WorkerInfo,
     WorkerRecord,
     WorkItem,
@@ -58,6 +61,7 @@ __all__ = [
     "Runs",
     "Schedules",
     "Streams",
+    "Updates",
     "Work",
     "World",
     "is_run_topic",
@@ -440,6 +444,44 @@ class Hooks(Protocol):
 
 
 @runtime_checkable
+class Updates(Protocol):
+    """Updates: requests from outside that the workflow answers (RFC 0021).
+    Checked by ``UpdateConformance``; the rules are ``worlds._rules.updates``.
+    """
+
+    async def send_update(self, run_id: str, delivery: UpdateDelivery) -> UpdateOutcome:
+        """Deliver ``delivery`` to run ``run_id``, atomically: append ``UpdateReceived``
+        and wake the run's workflow; the outcome is then ``pending``.
+
+        An ``update_id`` the run accepted before appends nothing and answers that
+        update's outcome, also after the run closed (until it is pruned): exactly
+        once per id and run. A closed or unknown run appends nothing and answers
+        ``failed`` saying why. ``ValueError`` for an empty or over-long name or id.
+        """
+        ...
+
+    async def update_outcome(self, run_id: str, update_id: str) -> UpdateOutcome | None:
+        """The outcome of update ``update_id`` of run ``run_id``, from its log: the
+        first ``UpdateReplied``/``UpdateRejected`` for it, else ``failed`` once the
+        run closed, else ``pending``. ``None`` when the run never accepted the id.
+        A commit holding an answer signals ``run_topic(run_id)``."""
+        ...
+
+    async def update_with_start(
+        self, request: CreateRunRequest, delivery: UpdateDelivery
+    ) -> UpdateStartResult:
+        """Deliver ``delivery`` to the open run holding the pair ``request.policy.key``
+        names, or create the run of ``request`` with the update waiting in its log,
+        atomically (the create flow's claim check decides a closed holder).
+
+        An ``update_id`` the holder accepted before appends nothing and answers that
+        update's outcome. ``ValueError`` as for ``create_run`` and ``send_update``,
+        or when ``request.policy`` is None.
+        """
+        ...
+
+
+@runtime_checkable
 class Streams(Protocol):
     """Run streams (RFC 0012). Checked by ``StreamConformance``."""
 
@@ -575,7 +617,7 @@ class Schedules(Protocol):
 
 
 @runtime_checkable
-class World(Lifecycle, Runs, Work, Liveness, Hooks, Streams, Index, Schedules, Protocol):
+class World(Lifecycle, Runs, Work, Liveness, Hooks, Updates, Streams, Index, Schedules, Protocol):
     """A storage backend: every capability above. All timestamps are aware UTC datetimes.
 
     A part of the runtime that needs only some capabilities may take the part

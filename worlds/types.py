@@ -55,6 +55,9 @@ from worlds.events import (
     StoredValue,
     StreamClosed,
     StreamWritten,
+    UpdateReceived,
+    UpdateRejected,
+    UpdateReplied,
     WaitCompleted,
     WaitCreated,
     utcnow,
@@ -126,6 +129,13 @@ __all__ = [
     "StreamChunk",
     "StreamClosed",
     "StreamWritten",
+    "UpdateDelivery",
+    "UpdateOutcome",
+    "UpdateReceived",
+    "UpdateRejected",
+    "UpdateReplied",
+    "UpdateStartResult",
+    "UpdateState",
     "WaitCompleted",
     "WaitCreated",
     "WorkItem",
@@ -483,6 +493,46 @@ class HookStartResult(msgspec.Struct, frozen=True, kw_only=True):
     created: bool = False
     hook_holder: str | None = None
     run: RunRecord | None = None
+
+
+class UpdateDelivery(msgspec.Struct, frozen=True, kw_only=True):
+    """An update for a run's ``receive_updates(name)``, accepted once per ``update_id``."""
+
+    name: str
+    update_id: str
+    payload: bytes
+
+
+UpdateState: TypeAlias = Literal["pending", "replied", "rejected", "failed"]
+"""Where an update stands: waiting for the body's answer, answered, refused by the
+body, or failed (the run closed, or was closed when the update came)."""
+
+
+class UpdateOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """An update's answer as the run's log records it (``World.update_outcome``).
+
+    ``result`` is the reply (``replied``); ``message`` the body's reason
+    (``rejected``) or why the update failed (``failed``).
+    """
+
+    run_id: str
+    state: UpdateState
+    result: bytes | None = None
+    message: str | None = None
+
+
+class UpdateStartResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``World.update_with_start``: the run the update went to (or
+    went to before, for a repeated update id), whether this call created it, its
+    record when it did, and the update's outcome so far (usually ``pending``).
+    With ``conflict`` set nothing was written: a unique pair refused the new run
+    (``run_id`` is then its holder and the outcome ``failed``)."""
+
+    run_id: str
+    outcome: UpdateOutcome
+    created: bool = False
+    run: RunRecord | None = None
+    conflict: ClaimConflict | None = None
 
 
 class CommitRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -42,6 +42,9 @@ from worlds.types import (
     ScheduleRecord,
     Slot,
     StreamChunk,
+    UpdateDelivery,
+    UpdateOutcome,
+    UpdateStartResult,
     WorkerInfo,
     WorkerRecord,
     WorkItem,
@@ -230,6 +233,22 @@ class WorldWrapper:
     async def list_hooks(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
         return await self.inner.list_hooks(run_id)
+
+    # ------------------------------------------------------------------ Updates
+
+    async def send_update(self, run_id: str, delivery: UpdateDelivery) -> UpdateOutcome:
+        """See ``World.send_update``."""
+        return await self.inner.send_update(run_id, delivery)
+
+    async def update_outcome(self, run_id: str, update_id: str) -> UpdateOutcome | None:
+        """See ``World.update_outcome``."""
+        return await self.inner.update_outcome(run_id, update_id)
+
+    async def update_with_start(
+        self, request: CreateRunRequest, delivery: UpdateDelivery
+    ) -> UpdateStartResult:
+        """See ``World.update_with_start``."""
+        return await self.inner.update_with_start(request, delivery)
 
     # ------------------------------------------------------------------ Streams
 

@@ -49,6 +49,10 @@ def test_workflow_exports_are_pinned() -> None:
         "StepFailedError",
         "StepMetadata",
         "UndecodableValueError",
+        "Update",
+        "UpdateFailedError",
+        "UpdateRejectedError",
+        "receive_updates",
         "WorkflowError",
     }
     for name in workflow.__all__:
@@ -98,6 +102,7 @@ def test_other_public_packages_are_pinned() -> None:
         "start_or_get_run",
         "start_or_resume_hook",
         "start_with_policy",
+        "update_with_start",
     ]
 
 

@@ -37,3 +37,15 @@ def test_the_observability_snippets_run_and_print_what_the_readme_says(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert (done.stderr + done.stdout).splitlines() == expected.splitlines()
+
+
+def test_the_updates_cart_runs_and_prints_what_the_guide_says(tmp_path: Path) -> None:
+    section = guide("updates")
+    (program,) = python_blocks(section)
+    (expected,) = re.findall(r"```text\n(.*?)```", section, flags=re.DOTALL)
+    (tmp_path / "cart.py").write_text(program)
+    done = subprocess.run(
+        [sys.executable, "cart.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == expected.splitlines()

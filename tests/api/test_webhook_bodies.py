@@ -30,10 +30,19 @@ async def inbox(token: str) -> Any:
 
 
 async def call(
-    app: HookEndpoints, path: str, body: bytes, *, query: bytes = b"", method: str = "POST"
-) -> tuple[int, dict[str, Any]]:
-    """One request through the ASGI app; returns the status and the JSON answer."""
-    scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": []}
+    app: HookEndpoints,
+    path: str,
+    body: bytes,
+    *,
+    query: bytes = b"",
+    method: str = "POST",
+    key: str | None = None,
+) -> tuple[int, Any]:
+    """One request through the ASGI app (``key``: its ``Idempotency-Key``); returns the
+    status and the JSON answer."""
+    headers = [] if key is None else [(b"idempotency-key", key.encode())]
+    scope = {"type": "http", "method": method, "path": path, "query_string": query,
+             "headers": headers}  # fmt: skip
     sent: list[dict[str, Any]] = []
     requests = [{"type": "http.request", "body": body, "more_body": False}]
 

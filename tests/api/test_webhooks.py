@@ -136,3 +136,29 @@ async def test_a_body_cut_off_over_http_is_not_delivered(server: tuple[str, int]
         second = await anyio.to_thread.run_sync(post, port, "/hooks/tok%2DA", b"2")
         assert second == (202, {"run_id": run.id})
         assert await run.result(timeout=10) == [1999000, 2]
+
+
+async def test_updates_answer_over_http(server: tuple[str, int]) -> None:
+    """``POST /updates/{run}/{name}`` waits for the workflow's reply and returns it."""
+    from tests.apps.updateapp import gatekeeper
+
+    url, port = server
+    world = worlds.open(url)
+    async with world, Worker(world, [gatekeeper]):
+        run = await start(gatekeeper, world=world)
+        path = f"/updates/{run.id}/enter"
+        key = {"Idempotency-Key": "req-1"}
+        answer = await anyio.to_thread.run_sync(lambda: post(port, path, b'"ada"', key))
+        assert answer == (200, "welcome ada")
+        # the client retries: the recorded reply, delivered once
+        again = await anyio.to_thread.run_sync(lambda: post(port, path, b'"bob"', key))
+        assert again == (200, "welcome ada")
+        refused = await anyio.to_thread.run_sync(post, port, path, b'"xena"')
+        assert refused == (422, {"error": "xena may not enter"})
+        assert (await anyio.to_thread.run_sync(post, port, path, b"{"))[0] == 400
+        assert (await anyio.to_thread.run_sync(post, port, path, b'"stop"')) == (200, "stopped")
+        assert await run.result(timeout=20) == "stopped"
+        closed = await anyio.to_thread.run_sync(post, port, path, b'"eve"')
+        assert closed[0] == 409 and "completed" in closed[1]["error"]
+        unknown = await anyio.to_thread.run_sync(post, port, "/updates/nope/enter", b"1")
+        assert unknown[0] == 404

@@ -39,6 +39,7 @@ FROZEN = {
     12: "7fceb9058010f1fba76eba19a6f4219a580aeed1e31fbbb5aa18cf5333125ec1",
     13: "bda0004de01d1494adbda5f43600832ec23dfaff3e6ee23bd9af02c5ff2b5aed",
     14: "243d5ed219c4e03b01f73e8beb0989bb09b8799b1f324de590dddb8600c8efd6",
+    15: "0272b94b13cc51d51775e0aced78c6a44e5df94624d896aeaf09002b99e92051",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

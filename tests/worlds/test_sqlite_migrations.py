@@ -67,6 +67,7 @@ FROZEN = {
     9: "e62bfd99479b63e774790baa1968fe3b49a2824e0cc0325b003007c442d5d077",
     10: "9a1a42c9847997b1ce41852ec0b251c5be3088d7d2529fe138f5c4a764aac73e",
     11: "16fc0a0da74f1ba8437aa64e8f796433fa3a28487ca90cdd82c50023c36a7f08",
+    12: "1dc60a572f59e7d303298a284286e404ffa3f71507987731bef74ee6ee763a3a",
 }
 """sha256 of each migration's statements: a file at version v ran exactly these."""
 

@@ -29,6 +29,7 @@ PARTS = (
     protocol.Work,
     protocol.Liveness,
     protocol.Hooks,
+    protocol.Updates,
     protocol.Streams,
     protocol.Index,
     protocol.Schedules,

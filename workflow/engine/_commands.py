@@ -31,6 +31,8 @@ from worlds.types import (
     StepCreated,
     StreamClosed,
     StreamWritten,
+    UpdateRejected,
+    UpdateReplied,
     WaitCreated,
 )
 
@@ -91,5 +93,9 @@ def issuing_call(command: CommandEvent) -> str:
             return "the end of a hold() block"
         case RateTokenRequested():
             return f"rate_limit({command.key!r}, {command.value!r})"
+        case UpdateReplied():
+            return f"reply to update {command.update_id!r}"
+        case UpdateRejected():
+            return f"reject update {command.update_id!r}"
         case _:
             assert_never(command)

@@ -27,7 +27,7 @@ import contextlib
 import contextvars
 import hashlib
 import random as _random
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from functools import cached_property
@@ -37,6 +37,7 @@ from uuid import UUID
 from workflow import _runtime
 from workflow._codec import decode_call, decode_headers, encode_result, encode_start, error_info
 from workflow._hooks import Hook
+from workflow._updates import Update
 from workflow.decorators import StepDefinition, WorkflowDefinition
 from workflow.engine._children import Children
 from workflow.engine._failures import failed, is_handler_run
@@ -49,6 +50,7 @@ from workflow.engine._recorder import Commit, Recorder
 from workflow.engine._run_attributes import RunAttributes
 from workflow.engine._steps_and_timers import StepsAndTimers
 from workflow.engine._streams import Streams
+from workflow.engine._updates import Updates
 from workflow.errors import ContinueAsNew, NonDeterminismError, NotInWorkflowError
 from workflow.types import RunMetadata, StepMetadata
 from worlds.events import EPOCH, ExternalEvent
@@ -76,6 +78,7 @@ from worlds.types import (
     StepFailed,
     StepRetrying,
     StepStarted,
+    UpdateReceived,
     WaitCompleted,
 )
 
@@ -139,6 +142,10 @@ class WorkflowInstance(_runtime.Runtime):
     @cached_property
     def _streams(self) -> Streams:
         return Streams(self._recorder, self.run_id)
+
+    @cached_property
+    def _updates(self) -> Updates:
+        return Updates(self._recorder, self.loop)
 
     # ================================================================ engine side
 
@@ -255,6 +262,8 @@ class WorkflowInstance(_runtime.Runtime):
                 self._work.timer_fired(event)
             case HookReceived():
                 self._hooks.received(event)
+            case UpdateReceived():
+                self._updates.received(event)
             case RunCancelRequested():
                 self._cancel_requested(event)
             case ChildClosed():
@@ -454,6 +463,10 @@ class WorkflowInstance(_runtime.Runtime):
     async def rate_limit(self, key: str, value: AttributeValue, limit: int, per: float) -> None:
         """Wait durably for a token; see ``workflow.rate_limit`` and ``workflow.engine._rates``."""
         await self._rates.take(key, value, limit, per)
+
+    def receive_updates(self, name: str) -> AsyncIterator[Update]:
+        """The updates sent to this run under ``name``; see ``workflow.engine._updates``."""
+        return self._updates.receive(name)
 
     def patched(self, name: str) -> bool:
         """Whether this run takes the new branch of patch ``name`` (``_patches``)."""

@@ -8,7 +8,7 @@ conditional one whose horizon the log has passed is ``stale``. Otherwise
 module does each step in the rows: settle claims and hook tokens, take and give
 back ``hold()`` slots, start the next run of a continue-as-new, append stream
 chunks, ack the leased item, enqueue work. The run is then stored, with what
-closing it does (``closing.save``).
+closing it does (``closing.save``); a commit answering an update wakes its callers.
 
 A batch (``commit_each``) is one transaction, each request in a savepoint: a
 request that raises leaves no trace and its exception is its outcome.
@@ -22,7 +22,7 @@ from typing import assert_never
 from worlds._flows import closing, rates, settle, slots, work
 from worlds._flows.rows import HeldLease, IdTaken, Rows
 from worlds._flows.tx import Tx
-from worlds._rules import batches, commits, failures, requests, runs
+from worlds._rules import batches, commits, failures, requests, runs, updates
 from worlds.protocol import WORK_TOPIC, run_topic
 from worlds.semantics import carried_payloads, settled
 from worlds.types import (
@@ -141,6 +141,8 @@ async def commit_in(tx: Tx, request: CommitRequest, known: RunRecord | None = No
     if done.attributes:
         await rows.index_attributes(run.id, done.attributes)
     await closing.save(tx, done.run)
+    if updates.answers(request.events):  # callers of Run.update wait on the run's topic
+        rows.signal(run_topic(run.id))
     return done.result
 
 

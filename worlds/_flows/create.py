@@ -31,7 +31,7 @@ from worlds.types import (
     ReuseWindow,
 )
 
-__all__ = ["check", "create_run", "refused_before_writes", "run_exists"]
+__all__ = ["check", "create_for_pair", "create_run", "refused_before_writes", "run_exists"]
 
 
 def check(request: CreateRunRequest) -> None:
@@ -144,6 +144,26 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         wake = NewWorkItem(kind="workflow", lease=True)
         run, leased = await work.enqueue(tx, run, wake, request.lease_to, request.lease_seconds)
     return CreateRunResult(run=run, superseded_run_id=superseded, leased=leased)
+
+
+async def create_for_pair(tx: Tx, request: CreateRunRequest, key: str) -> CreateRunResult:
+    """``create_in`` for an operation that delivers to the open holder of the pair of
+    ``key`` or creates it (``start_or_resume_hook``, ``update_with_start``), which
+    looked for an open holder first.
+
+    Raises ``Retry`` when a concurrent caller created an open holder after it looked,
+    and ``Rollback`` with the ``CreateRunResult`` of any other refusal (a closed
+    holder that may not be taken over, another pair held): the caller answers it.
+    """
+    try:
+        return await create_in(tx, request)
+    except Rollback as refused:
+        assert isinstance(refused.result, CreateRunResult) and refused.result.conflict
+        conflict = refused.result.conflict
+        status = conflict.holder_status
+        if conflict.key == key and status is not None and not status.is_closed:
+            raise Retry from None  # a concurrent caller created the holder after we looked
+        raise
 
 
 async def _take_over(

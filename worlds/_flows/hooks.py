@@ -75,14 +75,10 @@ async def start_or_resume_hook(
     if other is not None:  # another run holds the token: create nothing
         return HookStartResult(run_id=other.run_id, hook_holder=other.run_id)
     try:
-        created = await create.create_in(tx, request)
+        created = await create.create_for_pair(tx, request, key)
     except Rollback as refused:
         assert isinstance(refused.result, CreateRunResult) and refused.result.conflict
-        conflict = refused.result.conflict
-        status = conflict.holder_status
-        if conflict.key == key and status is not None and not status.is_closed:
-            raise Retry from None  # a concurrent caller created the holder after we looked
-        raise Rollback(HookStartResult(run_id=conflict.holder_run_id)) from None
+        raise Rollback(HookStartResult(run_id=refused.result.conflict.holder_run_id)) from None
     assert created.run is not None, "start_or_resume_hook takes no debounce"
     delivered = await _deliver(tx, created.run, delivery, created=True)
     if delivered.hook_holder is not None:

@@ -351,6 +351,18 @@ class Rows(Protocol):
         """Record that the delivery went to ``run_id``; False if one was recorded first."""
         ...
 
+    # ------------------------------------------------------------ updates
+
+    async def update_seq(self, run_id: str, update_id: str) -> int | None:
+        """The sequence number of run ``run_id``'s ``UpdateReceived`` for ``update_id``;
+        ``None`` when the run never accepted that id."""
+        ...
+
+    async def record_update(self, run_id: str, update_id: str, seq: int) -> bool:
+        """Record that run ``run_id`` accepts ``update_id`` as its event ``seq``; False
+        (nothing written) if the id was recorded first, by a concurrent transaction too."""
+        ...
+
     # ------------------------------------------------------------ slots
 
     async def slot_states(self, pairs: Sequence[Pair]) -> list[PairState]:

@@ -49,6 +49,8 @@ class Tables:
     rates: RateStore
     key_limits: KeyLimitStore
     workers: dict[str, port.Beat] = field(default_factory=dict)
+    updates: dict[tuple[str, str], int] = field(default_factory=dict)
+    """By (run, update id): the sequence number of the run's ``UpdateReceived``."""
 
 
 @dataclass
@@ -203,6 +205,17 @@ class MemoryRows:
 
     async def record_resume(self, token: str, resume_id: str, run_id: str) -> bool:
         return self._t.hooks.record_resume(token, resume_id, run_id)
+
+    # ------------------------------------------------------------ updates
+
+    async def update_seq(self, run_id: str, update_id: str) -> int | None:
+        return self._t.updates.get((run_id, update_id))
+
+    async def record_update(self, run_id: str, update_id: str, seq: int) -> bool:
+        if (run_id, update_id) in self._t.updates:
+            return False
+        self._t.journal.put(self._t.updates, (run_id, update_id), seq)
+        return True
 
     # ------------------------------------------------------------ slots
 
@@ -418,6 +431,9 @@ class MemoryRows:
         self._t.runs.delete(run_ids)
         self._t.streams.forget_runs(run_ids)
         self._t.hooks.forget_runs(run_ids)
+        pruned = set(run_ids)
+        for key in [key for key in self._t.updates if key[0] in pruned]:
+            self._t.journal.pop(self._t.updates, key)
 
     # ------------------------------------------------------------ schedules
 

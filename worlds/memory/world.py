@@ -28,6 +28,7 @@ from worlds._flows import (
     schedules,
     starts,
     streams,
+    updates,
 )
 from worlds._flows.rows import Rollback
 from worlds._flows.stepper import run_sync
@@ -198,6 +199,22 @@ class MemoryWorld(ClosesOnExit):
     async def list_hooks(self, run_id: str | None = None) -> list[types.HookRecord]:
         """See ``World.list_hooks``."""
         return self._tables.hooks.list(run_id)
+
+    async def send_update(self, run_id: str, delivery: types.UpdateDelivery) -> types.UpdateOutcome:
+        """See ``World.send_update``."""
+        updates.check_delivery(delivery)
+        return self._write(lambda rows: updates.send_update(rows, run_id, delivery))
+
+    async def update_outcome(self, run_id: str, update_id: str) -> types.UpdateOutcome | None:
+        """See ``World.update_outcome``."""
+        return self._write(lambda rows: updates.update_outcome(rows, run_id, update_id))
+
+    async def update_with_start(
+        self, request: types.CreateRunRequest, delivery: types.UpdateDelivery
+    ) -> types.UpdateStartResult:
+        """See ``World.update_with_start``."""
+        updates.check_update_with_start(request, delivery)
+        return self._write(lambda rows: updates.update_with_start(rows, request, delivery))
 
     async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
         """See ``World.reopen_run``."""

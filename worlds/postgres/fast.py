@@ -55,6 +55,8 @@ from worlds.types import (
     StepStarted,
     StreamClosed,
     StreamWritten,
+    UpdateRejected,
+    UpdateReplied,
     WorkItem,
 )
 
@@ -115,7 +117,10 @@ def _qualifies(event: EventKind) -> bool:
     # by the function (outcome ``general``); a hold's slot is settled (and
     # released, promoting) by the general path, and so is a rate limit's token
     slot = (SlotRequested, SlotReleased, RateTokenRequested)
-    return not isinstance(event, (HookCreated, RunContinued, StreamWritten, StreamClosed, *slot))
+    answers = (UpdateReplied, UpdateRejected)  # the flow wakes the update's callers
+    return not isinstance(
+        event, (HookCreated, RunContinued, StreamWritten, StreamClosed, *slot, *answers)
+    )
 
 
 def _unstamped(event: EventKind) -> EventKind:

@@ -325,6 +325,15 @@ class PostgresRows:
     async def record_resume(self, token: str, resume_id: str, run_id: str) -> bool:
         return await self._fetchval(sql.RECORD_RESUME, token, resume_id, run_id) is not None
 
+    # ------------------------------------------------------------ updates
+
+    async def update_seq(self, run_id: str, update_id: str) -> int | None:
+        seq = await self._fetchval(sql.UPDATE_SEQ, run_id, update_id)
+        return None if seq is None else int(seq)
+
+    async def record_update(self, run_id: str, update_id: str, seq: int) -> bool:
+        return await self._fetchval(sql.RECORD_UPDATE, run_id, update_id, seq) is not None
+
     # ------------------------------------------------------------ slots
 
     async def slot_states(self, pairs: Sequence[port.Pair]) -> list[port.PairState]:

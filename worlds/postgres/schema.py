@@ -211,6 +211,13 @@ REFERENCE: tuple[str, ...] = (
         fenced boolean NOT NULL,
         stopped boolean NOT NULL
     )""",
+    # The updates each run accepted, by id, and where the log holds each.
+    """CREATE TABLE updates (
+        run_id text NOT NULL,
+        update_id text NOT NULL,
+        seq bigint NOT NULL,
+        PRIMARY KEY (run_id, update_id)
+    )""",
     # The PL/pgSQL functions (``commit_run``, ``commit_runs``, ``start_run``,
     # ``create_run``): their live text is in ``worlds.postgres.functions``.
 )
@@ -278,7 +285,8 @@ async def migrate(conn: Connection, schema: str, *, create: bool, url: str) -> i
                 f"schema {schema!r} has version {version}; this runtime knows up to "
                 f"{SCHEMA_VERSION}: upgrade the runtime"
             )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
+        # the versions in order (sorted, not a range: numbers are handed out ahead of merging)
+        for target in sorted(v for v in MIGRATIONS if v > version):
             for statement in MIGRATIONS[target]:
                 await conn.execute(statement, timeout=MIGRATION_TIMEOUT)
             await conn.execute(RECORD_VERSION, target)

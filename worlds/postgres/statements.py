@@ -169,6 +169,11 @@ RECORD_RESUME = (
     "ON CONFLICT DO NOTHING RETURNING run_id"
 )
 RESUMED = "SELECT run_id FROM hook_resumes WHERE token = $1 AND resume_id = $2"
+UPDATE_SEQ = "SELECT seq FROM updates WHERE run_id = $1 AND update_id = $2"
+RECORD_UPDATE = (
+    "INSERT INTO updates (run_id, update_id, seq) VALUES ($1, $2, $3) "
+    "ON CONFLICT DO NOTHING RETURNING seq"
+)
 _HOOK_COLUMNS = "SELECT token, run_id, hook, attributes, created_at FROM hooks"
 LIST_HOOKS = f"{_HOOK_COLUMNS} ORDER BY created_at, run_id, hook"
 LIST_RUN_HOOKS = f"{_HOOK_COLUMNS} WHERE run_id = $1 ORDER BY created_at, run_id, hook"
@@ -210,6 +215,8 @@ WITH gone_events AS (
     DELETE FROM hooks WHERE run_id = ANY($1::text[])
 ), gone_resumes AS (
     DELETE FROM hook_resumes WHERE run_id = ANY($1::text[])
+), gone_updates AS (
+    DELETE FROM updates WHERE run_id = ANY($1::text[])
 ), gone_streams AS (
     DELETE FROM streams WHERE run_id = ANY($1::text[])
 )

@@ -31,6 +31,7 @@ from worlds._flows import (
     reopen,
     starts,
     streams,
+    updates,
 )
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
@@ -449,6 +450,26 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         hooks.check_start_or_resume(request)
         return await self._write(lambda rows: hooks.start_or_resume_hook(rows, request, delivery))
+
+    async def send_update(self, run_id: str, delivery: types.UpdateDelivery) -> types.UpdateOutcome:
+        """See ``World.send_update``."""
+        self._check_open()
+        updates.check_delivery(delivery)
+        return await self._write(lambda rows: updates.send_update(rows, run_id, delivery))
+
+    async def update_outcome(self, run_id: str, update_id: str) -> types.UpdateOutcome | None:
+        """See ``World.update_outcome``."""
+        self._check_open()
+        return await self._write(lambda rows: updates.update_outcome(rows, run_id, update_id))
+
+    async def update_with_start(
+        self, request: types.CreateRunRequest, delivery: types.UpdateDelivery
+    ) -> types.UpdateStartResult:
+        """See ``World.update_with_start``; a race lost to a concurrent caller (it
+        created the holder first) runs the flow again."""
+        self._check_open()
+        updates.check_update_with_start(request, delivery)
+        return await self._write(lambda rows: updates.update_with_start(rows, request, delivery))
 
     async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
         """See ``World.reopen_run``."""

@@ -274,6 +274,15 @@ class SqliteRows:
     async def record_resume(self, token: str, resume_id: str, run_id: str) -> bool:
         return bool(self.db.execute(sql.INSERT_RESUME, (token, resume_id, run_id)).rowcount)
 
+    # ------------------------------------------------------------ updates
+
+    async def update_seq(self, run_id: str, update_id: str) -> int | None:
+        row = self.db.execute(sql.GET_UPDATE, (run_id, update_id)).fetchone()
+        return None if row is None else int(row[0])
+
+    async def record_update(self, run_id: str, update_id: str, seq: int) -> bool:
+        return bool(self.db.execute(sql.INSERT_UPDATE, (run_id, update_id, seq)).rowcount)
+
     # ------------------------------------------------------------ slots
 
     async def slot_states(self, pairs: Sequence[port.Pair]) -> list[port.PairState]:

@@ -197,6 +197,13 @@ SCHEMA = (
         fenced INTEGER NOT NULL,
         stopped INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    # The updates each run accepted, by id, and where the log holds each (``World.send_update``).
+    """CREATE TABLE updates (
+        run_id TEXT NOT NULL,
+        update_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY (run_id, update_id)
+    ) WITHOUT ROWID""",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 
@@ -218,7 +225,8 @@ def apply_schema(db: sqlite3.Connection) -> None:
     if version == 0:
         statements: list[str] = list(SCHEMA)
     else:
-        statements = [s for v in range(version + 1, SCHEMA_VERSION + 1) for s in MIGRATIONS[v]]
+        # in order (sorted, not a range: numbers are handed out ahead of merging)
+        statements = [s for v in sorted(MIGRATIONS) if v > version for s in MIGRATIONS[v]]
     for statement in statements:
         db.execute(statement)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -96,6 +96,11 @@ INSERT_RESUME = (
     "ON CONFLICT (token, resume_id) DO NOTHING"
 )
 DISPOSE_HOOKS = "DELETE FROM hooks WHERE run_id = ?"
+GET_UPDATE = "SELECT seq FROM updates WHERE run_id = ? AND update_id = ?"
+INSERT_UPDATE = (
+    "INSERT INTO updates (run_id, update_id, seq) VALUES (?, ?, ?) "
+    "ON CONFLICT (run_id, update_id) DO NOTHING"
+)
 HOOK_COLUMNS = "token, run_id, hook, attributes, created_at"
 LIST_HOOKS = f"SELECT {HOOK_COLUMNS} FROM hooks ORDER BY created_at, run_id, hook"
 LIST_RUN_HOOKS = f"SELECT {HOOK_COLUMNS} FROM hooks WHERE run_id = ? ORDER BY created_at, hook"
@@ -150,6 +155,7 @@ PRUNE_RUN = (
     "DELETE FROM attributes WHERE run_id = ?1",
     "DELETE FROM work WHERE run_id = ?1",
     "DELETE FROM hook_resumes WHERE run_id = ?1",
+    "DELETE FROM updates WHERE run_id = ?1",
     "DELETE FROM streams WHERE run_id = ?1",
     "DELETE FROM runs WHERE id = ?1",
 )

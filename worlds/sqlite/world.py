@@ -29,6 +29,7 @@ from worlds._flows import (
     reopen,
     starts,
     streams,
+    updates,
 )
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit, translates_errors
@@ -416,6 +417,31 @@ class SqliteWorld(ClosesOnExit):
         hooks.check_start_or_resume(request)
         return await self._connection.write(
             lambda tx: run_sync(hooks.start_or_resume_hook(tx, request, delivery))
+        )
+
+    async def send_update(self, run_id: str, delivery: types.UpdateDelivery) -> types.UpdateOutcome:
+        """See ``World.send_update``."""
+        self._connection.check_open()
+        updates.check_delivery(delivery)
+        return await self._connection.write(
+            lambda tx: run_sync(updates.send_update(tx, run_id, delivery))
+        )
+
+    async def update_outcome(self, run_id: str, update_id: str) -> types.UpdateOutcome | None:
+        """See ``World.update_outcome``: read outside any write transaction."""
+        self._connection.check_open()
+        return await self._connection.read(
+            lambda db: run_sync(updates.update_outcome(SqliteRows(db), run_id, update_id))
+        )
+
+    async def update_with_start(
+        self, request: types.CreateRunRequest, delivery: types.UpdateDelivery
+    ) -> types.UpdateStartResult:
+        """See ``World.update_with_start``."""
+        self._connection.check_open()
+        updates.check_update_with_start(request, delivery)
+        return await self._connection.write(
+            lambda tx: run_sync(updates.update_with_start(tx, request, delivery))
         )
 
     async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:

@@ -58,6 +58,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._slots",
     "worlds.testing._streams",
     "worlds.testing._takeovers",
+    "worlds.testing._updates",
     "worlds.testing._values",
     "worlds.testing._work",
 )
@@ -88,6 +89,7 @@ from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
 from worlds.testing._streams import StreamCloseConformance, StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
+from worlds.testing._updates import UpdateConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
 
@@ -107,6 +109,7 @@ class WorldConformance(
     CancelConformance,
     ChildrenConformance,
     ResumeConformance,
+    UpdateConformance,
     StreamConformance,
     StreamCloseConformance,
     FailureHandlerConformance,
@@ -155,8 +158,8 @@ class WorldConformance(
     (``BatchCommitConformance``), schedule storage and leasing
     (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
     child runs and their parents (``ChildrenConformance``), start-or-resume by
-    unique pair (``ResumeConformance``), run streams (``StreamConformance``),
-    closing them (``StreamCloseConformance``), failure handlers started by a
-    failing commit (``FailureHandlerConformance``) and retry and fork
-    (``ReopenConformance``).
+    unique pair (``ResumeConformance``), updates and update-with-start
+    (``UpdateConformance``), run streams (``StreamConformance``), closing them
+    (``StreamCloseConformance``), failure handlers started by a failing commit
+    (``FailureHandlerConformance``) and retry and fork (``ReopenConformance``).
     """

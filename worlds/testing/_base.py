@@ -27,6 +27,7 @@ from worlds.types import (
     NewWorkItem,
     RunRecord,
     RunStarted,
+    StartPolicy,
     StepCreated,
     WorkItem,
     utcnow,
@@ -43,6 +44,7 @@ __all__ = [
     "assert_dense",
     "assert_utc",
     "create_run",
+    "keyed_request",
     "lease_all",
     "lease_one",
     "new_run_id",
@@ -128,6 +130,20 @@ async def create_run(
     assert result.run is not None, "create_run returned neither a run nor a conflict"
     assert result.run.id == request.run_id
     return result.run
+
+
+def keyed_request(value: str, key: str = "cart") -> CreateRunRequest:
+    """A run to create holding (``key``, ``value``), as deliver-or-create operations
+    (``start_or_resume_hook``, ``update_with_start``) send it: it takes the pair over
+    from a closed holder and uses an open one."""
+    return CreateRunRequest(
+        run_id=new_run_id(),
+        workflow=WF,
+        args=b"",
+        attributes={key: value},
+        unique=frozenset({key}),
+        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
+    )
 
 
 async def lease_all(

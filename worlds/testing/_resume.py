@@ -17,13 +17,12 @@ from worlds.testing._base import (
     WorldFactory,
     assert_dense,
     create_run,
+    keyed_request,
     lease_one,
-    new_run_id,
     open_worlds,
 )
 from worlds.types import (
     CommitRequest,
-    CreateRunRequest,
     EventKind,
     HookCreated,
     HookDelivery,
@@ -35,17 +34,6 @@ from worlds.types import (
 )
 
 __all__ = ["ResumeConformance"]
-
-
-def _request(value: str, key: str = "cart") -> CreateRunRequest:
-    return CreateRunRequest(
-        run_id=new_run_id(),
-        workflow=WF,
-        args=b"",
-        attributes={key: value},
-        unique=frozenset({key}),
-        policy=StartPolicy(key=key, conflict="use_existing", reuse="allow_duplicate"),
-    )
 
 
 def _payloads(events: Sequence[EventKind], token: str | None = None) -> list[bytes]:
@@ -61,7 +49,7 @@ class ResumeConformance(ConformanceBase):
 
     @pytest.mark.anyio
     async def test_no_holder_creates_the_run_with_the_payload_waiting(self, world: World) -> None:
-        request = _request("c-1")
+        request = keyed_request("c-1")
         delivery = HookDelivery(token="cart-c-1", payload=b"one", resume_id="r-1")
         result = await world.start_or_resume_hook(request, delivery)
         assert (result.run_id, result.created, result.hook_holder) == (request.run_id, True, None)
@@ -89,7 +77,7 @@ class ResumeConformance(ConformanceBase):
             )
         )
         result = await world.start_or_resume_hook(
-            _request("c-2"), HookDelivery(token="cart-c-2", payload=b"x")
+            keyed_request("c-2"), HookDelivery(token="cart-c-2", payload=b"x")
         )
         assert (result.run_id, result.created) == (holder.id, False)
         last = (await world.read_events(holder.id))[-1]
@@ -101,7 +89,7 @@ class ResumeConformance(ConformanceBase):
     ) -> None:
         holder = await create_run(world, attributes={"cart": "c-3"}, unique={"cart"})
         result = await world.start_or_resume_hook(
-            _request("c-3"), HookDelivery(token="later", payload=b"early")
+            keyed_request("c-3"), HookDelivery(token="later", payload=b"early")
         )
         assert result.run_id == holder.id and not result.created
         (hook,) = await world.list_hooks(holder.id)
@@ -123,10 +111,10 @@ class ResumeConformance(ConformanceBase):
     @pytest.mark.anyio
     async def test_a_resume_id_delivers_once(self, world: World) -> None:
         first = await world.start_or_resume_hook(
-            _request("c-4"), HookDelivery(token="t4", payload=b"a", resume_id="same")
+            keyed_request("c-4"), HookDelivery(token="t4", payload=b"a", resume_id="same")
         )
         again = await world.start_or_resume_hook(
-            _request("c-4"), HookDelivery(token="t4", payload=b"a", resume_id="same")
+            keyed_request("c-4"), HookDelivery(token="t4", payload=b"a", resume_id="same")
         )
         assert again.run_id == first.run_id and not again.created
         assert _payloads(await world.read_events(first.run_id)) == [b"a"]
@@ -138,7 +126,7 @@ class ResumeConformance(ConformanceBase):
             CommitRequest(run_id=old.id, worker_id=WORKER, events=(RunCompleted(result=b""),))
         )
         result = await world.start_or_resume_hook(
-            _request("c-5"), HookDelivery(token="t5", payload=b"p")
+            keyed_request("c-5"), HookDelivery(token="t5", payload=b"p")
         )
         assert result.created and result.run_id != old.id
         claim = await world.find_claim("cart", "c-5")
@@ -158,7 +146,7 @@ class ResumeConformance(ConformanceBase):
             )
             assert await world.prune_runs(utcnow() + timedelta(seconds=1)) == [old.id]
             request = msgspec.structs.replace(
-                _request(value),
+                keyed_request(value),
                 policy=StartPolicy(key="cart", reuse=reuse),  # type: ignore[arg-type]
             )
             result = await world.start_or_resume_hook(
@@ -187,7 +175,7 @@ class ResumeConformance(ConformanceBase):
                 events=(RunStarted(), HookCreated(hook=1, token="taken")),
             )
         )
-        request = _request("c-6")
+        request = keyed_request("c-6")
         result = await world.start_or_resume_hook(request, HookDelivery(token="taken", payload=b""))
         assert result.hook_holder == other.id and not result.created
         assert await world.get_run(request.run_id) is None
@@ -203,7 +191,7 @@ class ResumeConformance(ConformanceBase):
 
             async def call(n: int) -> None:
                 delivery = HookDelivery(token="busy", payload=b"%d" % n, resume_id=f"r{n % 12}")
-                result = await opened[n % 3].start_or_resume_hook(_request("c-7"), delivery)
+                result = await opened[n % 3].start_or_resume_hook(keyed_request("c-7"), delivery)
                 answers.append(result.run_id)
 
             async with anyio.create_task_group() as group:

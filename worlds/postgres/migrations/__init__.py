@@ -28,6 +28,7 @@ from worlds.postgres.migrations import (
     v12_rate_limits,
     v13_workers,
     v14_key_limits,
+    v15_updates,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -47,5 +48,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     12: v12_rate_limits.STATEMENTS,
     13: v13_workers.STATEMENTS,
     14: v14_key_limits.STATEMENTS,
+    15: v15_updates.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

@@ -24,6 +24,7 @@ from worlds.sqlite.migrations import (
     v09_rate_limits,
     v10_workers,
     v11_key_limits,
+    v12_updates,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -40,5 +41,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     9: v09_rate_limits.STATEMENTS,
     10: v10_workers.STATEMENTS,
     11: v11_key_limits.STATEMENTS,
+    12: v12_updates.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
