@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cli._codec_option import CodecOption, with_codec
-from cli._output import print_json
-from cli._resolve import (
+from ._codec_option import CodecOption, with_codec
+from ._output import print_json
+from ._resolve import (
     EXIT_USAGE,
     CliError,
     WorldOption,
