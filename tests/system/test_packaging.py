@@ -66,8 +66,27 @@ def test_one_version_source() -> None:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel and sdist, built as a release would be (``python -m build``)."""
     out = tmp_path_factory.mktemp("dist")
+    # Built from a copy: building writes build/ and *.egg-info beside the sources, and
+    # two test processes building one tree at once would trip over each other.
+    source = tmp_path_factory.mktemp("source") / "tree"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            ".*_cache",
+            ".hypothesis",
+            "site",
+            "build",
+            "*.egg-info",
+            "__pycache__",
+            ".workflow",
+            "dist",
+        ),
+    )
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
         capture_output=True, text=True,
     )  # fmt: skip
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
