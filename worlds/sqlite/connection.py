@@ -17,7 +17,7 @@ import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar, cast
 from urllib.parse import parse_qsl, unquote
 
@@ -28,7 +28,12 @@ import anyio.to_thread
 from worlds._flows.rows import Rollback
 from worlds._lifecycle import WorldClosedError
 from worlds._signals import SignalHub
-from worlds.errors import WorldFileReplacedError, WorldMisconfiguredError, as_world_error
+from worlds.errors import (
+    TransactionsUnsupportedError,
+    WorldFileReplacedError,
+    WorldMisconfiguredError,
+    as_world_error,
+)
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import apply_schema
 from worlds.sqlite.transactions import WouldBlockError, retrying, run_once, transact
@@ -142,6 +147,9 @@ class Connection:
         self._closed = False
         self.hub = _hub_for(path)
         self._queue: list[_Write] = []
+        self.busy_timeout = options["busy_timeout"]
+        self._step_db: sqlite3.Connection | None = None
+        self._steps: anyio.Lock | None = None
         self.batches = 0
         """Transactions that carried more than one write (group commit)."""
 
@@ -162,6 +170,9 @@ class Connection:
         if conn is not None:
             await conn.close()
         self._db = None
+        step_db, self._step_db = self._step_db, None
+        if step_db is not None:
+            step_db.close()
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await anyio.to_thread.run_sync(checkpointer.stop().join)
@@ -346,12 +357,53 @@ class Connection:
             return
         for entry, outcome in zip(batch, outcomes, strict=True):
             entry.settle(outcome)
+        self.batches += len(batch) > 1
+        self.committed(signals)
+
+    def committed(self, signals: set[str]) -> None:
+        """After a write transaction committed: signal its topics, checkpoint now and then."""
         for topic in signals:
             self.hub.signal(topic)
         self._writes += 1
-        self.batches += len(batch) > 1
         if self._writes % _CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
             self._checkpointer.request()
+
+    @contextlib.asynccontextmanager
+    async def step_connection(self) -> AsyncIterator[sqlite3.Connection]:
+        """The connection transaction steps write on, for one step at a time in this
+        world object (the others wait their turn here, not on the file's lock).
+
+        A second connection to the file, not the world's own: while a step's
+        transaction holds the file's write lock, this world object's reads go on
+        (WAL readers never wait) and its writes wait for the lock as another
+        process's would.
+
+        Raises:
+            TransactionsUnsupportedError: the world is ``:memory:``, which a
+                second connection cannot reach.
+        """
+        await self.connect()  # the schema is in place
+        if self.path == ":memory:":
+            raise TransactionsUnsupportedError(
+                "an in-memory SQLite world (sqlite:///:memory:) cannot run @transaction"
+                " steps: use an SQLite file (sqlite:///app.db) or PostgreSQL"
+            )
+        if self._steps is None:
+            self._steps = anyio.Lock()
+        async with self._steps:
+            self.check_open()
+            if self._step_db is None:
+                self._step_db = await anyio.to_thread.run_sync(self._open_step_connection)
+            yield self._step_db
+
+    def _open_step_connection(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+        )
+        db.row_factory = sqlite3.Row  # the commit's rows are read by column name
+        db.execute("PRAGMA busy_timeout = 0")  # waits for the lock happen off the loop
+        db.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+        return db
 
     async def read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` outside any write transaction, retrying while the file is locked."""
