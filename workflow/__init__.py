@@ -67,6 +67,7 @@ from workflow.errors import (
     UndecodableValueError,
     WorkflowError,
 )
+from workflow.transactions import get_transaction, transaction
 from workflow.types import Limited, RateLimited, RunMetadata, StepMetadata, Unique
 from worlds.types import RunStatus
 
@@ -108,6 +109,7 @@ __all__ = [
     "get_run",
     "get_run_metadata",
     "get_step_metadata",
+    "get_transaction",
     "hold",
     "list_attributes",
     "list_hooks",
@@ -126,6 +128,7 @@ __all__ = [
     "sleep",
     "start",
     "step",
+    "transaction",
     "uuid4",
     "workflow",
     "write_stream",

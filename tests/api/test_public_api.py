@@ -38,6 +38,8 @@ def test_workflow_exports_are_pinned() -> None:
         "patched",
         "replay",
         "write_stream",
+        "transaction",
+        "get_transaction",
         "prune_runs",
         "release_claims",
         "RunMetadata",

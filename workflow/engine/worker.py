@@ -54,8 +54,10 @@ from workflow.engine._schedules import ScheduleLoop
 from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from workflow.engine._sticky_cache import StickyCache
 from workflow.engine._task import EagerSteps
+from workflow.engine._transaction_steps import TransactionSteps
 from workflow.engine._workflow_tasks import WorkflowTasks
 from workflow.errors import WorkerFencedError
+from workflow.transactions import TransactionDefinition
 from worlds.codec import check_plain_write
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
@@ -173,6 +175,9 @@ class Worker:
         )
         self._step_with_workflow = StepWithWorkflow(
             world, self._cache, self._capacity, eager, self._committer
+        )
+        self._transaction_steps = TransactionSteps(
+            world, self._committer, self._step_with_workflow, lease_seconds
         )
         self._eager_start = EagerStart(
             world,
@@ -502,6 +507,14 @@ class Worker:
             return await self._committer.commit(item, request)
         # the run this step wakes continues in the step's own slot, unless stopping
         cached = self._cache.peek(item.run_id)
+        if isinstance(step, TransactionDefinition):
+            return await self._transaction_steps.run(
+                item,
+                step,
+                self._capacity.scope(item),
+                not self._capacity.stopping,
+                None if cached is None else cached.run_metadata(),
+            )
         request = await run_step(
             self.world,
             self.worker_id,
