@@ -13,6 +13,7 @@ a thread and connection of its own, so no commit pays for a checkpoint.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import sqlite3
@@ -103,6 +104,9 @@ def parse_url(url: str) -> tuple[str, dict[str, float]]:
     return path, options
 
 
+_in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("sqlite_in_step", default=False)
+"""True in the code a transaction step runs while it holds its world's write lock."""
+
 _HUBS: dict[str, SignalHub] = {}
 _HUBS_LOCK = threading.Lock()
 
@@ -149,7 +153,8 @@ class Connection:
         self._queue: list[_Write] = []
         self.busy_timeout = options["busy_timeout"]
         self._step_db: sqlite3.Connection | None = None
-        self._steps: anyio.Lock | None = None
+        self._writer = anyio.Lock()
+        """Held by a write batch or a transaction step: one at a time in this world object."""
         self.batches = 0
         """Transactions that carried more than one write (group commit)."""
 
@@ -313,6 +318,13 @@ class Connection:
         outcome; a world failure fails the whole batch. Nobody's write returns
         before the transaction holding it has committed.
         """
+        if _in_step.get():
+            raise RuntimeError(
+                "a @transaction function cannot write to its world through the world's"
+                " operations (set_attribute, write_stream, start, ...) while its"
+                " transaction is open: write with get_transaction().execute, or do it"
+                " in a @step"
+            )
         entry = _Write(body)
         self._queue.append(entry)
         if len(self._queue) > 1:  # the leader of this turn writes it
@@ -343,12 +355,22 @@ class Connection:
                 return _in_savepoints(db, batch)
 
         try:
-            outcomes, signals = await self.run(
-                lambda db, blocking: transact(
-                    db, transaction, blocking=blocking, before_commit=self.check_file
-                ),
-                check=False,  # checked once, before the commit: nothing lands in a lost file
-            )
+            # A transaction step holds the file's lock on the step connection while
+            # its function runs: this world object's writes wait for it here, on the
+            # event loop, not in the thread its reads need too.
+            try:
+                self._writer.acquire_nowait()
+            except anyio.WouldBlock:
+                await self._writer.acquire()
+            try:
+                outcomes, signals = await self.run(
+                    lambda db, blocking: transact(
+                        db, transaction, blocking=blocking, before_commit=self.check_file
+                    ),
+                    check=False,  # checked once, before the commit: nothing lands in a lost file
+                )
+            finally:
+                self._writer.release()
         except BaseException as exc:
             for entry in batch:
                 entry.settle((False, exc))
@@ -375,8 +397,9 @@ class Connection:
 
         A second connection to the file, not the world's own: while a step's
         transaction holds the file's write lock, this world object's reads go on
-        (WAL readers never wait) and its writes wait for the lock as another
-        process's would.
+        (WAL readers never wait) and its writes wait for the step (``_writer``).
+        A write of this world object from inside the step's function would wait
+        for the step itself: it is refused (``RuntimeError``).
 
         Raises:
             TransactionsUnsupportedError: the world is ``:memory:``, which a
@@ -388,13 +411,15 @@ class Connection:
                 "an in-memory SQLite world (sqlite:///:memory:) cannot run @transaction"
                 " steps: use an SQLite file (sqlite:///app.db) or PostgreSQL"
             )
-        if self._steps is None:
-            self._steps = anyio.Lock()
-        async with self._steps:
+        async with self._writer:
             self.check_open()
             if self._step_db is None:
                 self._step_db = await anyio.to_thread.run_sync(self._open_step_connection)
-            yield self._step_db
+            token = _in_step.set(True)
+            try:
+                yield self._step_db
+            finally:
+                _in_step.reset(token)
 
     def _open_step_connection(self) -> sqlite3.Connection:
         db = sqlite3.connect(
