@@ -44,9 +44,15 @@ __all__ = ["CONFLICT_RETRIES", "TransactionSteps"]
 
 log = logging.getLogger("workflow.worker")
 
-CONFLICT_RETRIES = 8
+CONFLICT_RETRIES = 64
 """Conflicts in a row (serialization failures, deadlocks) a transaction step's attempt
-rides out, running its function again each time, before the attempt fails."""
+rides out, running its function again each time, before the attempt fails. Many
+steps updating one hot row at ``REPEATABLE READ`` each lose about once per other
+contender, so the bound is generous; the backoff (jittered, doubling up to
+``CONFLICT_BACKOFF_CAP``) spreads the contenders out."""
+
+CONFLICT_BACKOFF_CAP = 0.25
+"""The longest pause, in seconds, between two tries of a conflicting transaction."""
 
 
 class _Undo(Exception):  # noqa: N818 - an instruction, not an error
@@ -75,6 +81,10 @@ class TransactionSteps:
         self._committer = committer
         self._step_with_workflow = step_with_workflow
         self._lease_seconds = lease_seconds
+        self.open: set[str] = set()
+        """The ids of the items whose transaction is open: their rows are locked by
+        it, so nobody can take them over and the worker need not renew them (a
+        renewal would wait for the transaction, or make it conflict)."""
 
     async def run(
         self,
@@ -90,7 +100,7 @@ class TransactionSteps:
         """
         worker_id = self._committer.worker_id
         conflicts = 0
-        backoff = Backoff(first=0.005, cap=self._lease_seconds / 6)
+        backoff = Backoff(first=0.002, cap=CONFLICT_BACKOFF_CAP)
         while True:
             try:
                 return await self._once(item, step, cancel_scope, wake_eagerly, run)
@@ -142,22 +152,39 @@ class TransactionSteps:
         """One try: the attempt in a new transaction, and its commit there."""
         world, worker_id = self._world, self._committer.worker_id
         async with world.transaction(item, worker_id, step.isolation) as open_tx:
-            with using(Transaction(open_tx, step.isolation)):
-                request = await run_step(
-                    world,
-                    worker_id,
-                    item,
-                    step,
-                    cancel_scope,
-                    self._lease_seconds,
-                    wake_eagerly,
-                    run,
-                )
-            if open_tx.conflicted:
-                raise _Again
-            if not (len(request.events) == 1 and isinstance(request.events[0], StepCompleted)):
-                raise _Undo(request)  # raised, cancelled: rolled back, recorded the usual way
-            return await self._commit(item, request, open_tx)
+            self.open.add(item.id)
+            try:
+                return await self._attempt(item, step, cancel_scope, wake_eagerly, run, open_tx)
+            finally:
+                self.open.discard(item.id)
+
+    async def _attempt(
+        self,
+        item: WorkItem,
+        step: TransactionDefinition[..., Any],
+        cancel_scope: anyio.CancelScope,
+        wake_eagerly: bool,
+        run: RunMetadata | None,
+        open_tx: OpenTransaction,
+    ) -> list[WorkItem]:
+        """The attempt's function run in ``open_tx``, and its outcome committed there."""
+        world, worker_id = self._world, self._committer.worker_id
+        with using(Transaction(open_tx, step.isolation)):
+            request = await run_step(
+                world,
+                worker_id,
+                item,
+                step,
+                cancel_scope,
+                self._lease_seconds,
+                wake_eagerly,
+                run,
+            )
+        if open_tx.conflicted:
+            raise _Again
+        if not (len(request.events) == 1 and isinstance(request.events[0], StepCompleted)):
+            raise _Undo(request)  # raised, cancelled: rolled back, recorded the usual way
+        return await self._commit(item, request, open_tx)
 
     async def _commit(
         self, item: WorkItem, request: CommitRequest, open_tx: OpenTransaction

@@ -433,7 +433,9 @@ class Worker:
         while True:
             await anyio.sleep(delay)
             delay = interval
-            entries = self._capacity.in_flight()
+            # an item whose transaction step is open is held by its row locks
+            held = self._transaction_steps.open
+            entries = [entry for entry in self._capacity.in_flight() if entry[0].id not in held]
             if not entries:
                 continue
             try:
