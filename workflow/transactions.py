@@ -28,13 +28,15 @@ import inspect
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from workflow._app_database import check_database
 from workflow.decorators import RetryPolicy, StepDefinition, step
 from workflow.errors import NotInWorkflowError
-from worlds.protocol import Isolation, OpenTransaction
+from worlds.protocol import Isolation
 from worlds.quoting import quoted
 from worlds.semantics import check_isolation
 
 __all__ = [
+    "Statements",
     "Transaction",
     "TransactionDecorator",
     "TransactionDefinition",
@@ -47,10 +49,23 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class Statements(Protocol):
+    """What a transaction step's open transaction offers its function."""
+
+    @property
+    def raw(self) -> Any:
+        """The driver's connection."""
+        ...
+
+    async def execute(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """One statement; its rows."""
+        ...
+
+
 class Transaction:
     """The database transaction a running ``@transaction`` function writes in."""
 
-    def __init__(self, inner: OpenTransaction, isolation: Isolation) -> None:
+    def __init__(self, inner: Statements, isolation: Isolation) -> None:
         self._inner = inner
         self.isolation = isolation
         """The isolation asked for (SQLite has one: its single writer is serializable)."""
@@ -84,11 +99,14 @@ class TransactionDefinition(StepDefinition[P, R]):
         retry: RetryPolicy,
         timeout: float | None,
         isolation: Isolation,
+        database: str | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@transaction needs an async def function, got {quoted(fn)}")
         super().__init__(fn, name, retry, timeout)
         self.isolation = isolation
+        self.database = database
+        """The application database's URL, or ``None``: the world's own database."""
 
     def __repr__(self) -> str:
         return f"<transaction {self.name}>"
@@ -109,6 +127,7 @@ def transaction(
     *,
     name: str | None = None,
     isolation: Isolation = "repeatable_read",
+    database: str | None = None,
     max_retries: int = 3,
     retry_delay: float = 1.0,
     backoff: float = 2.0,
@@ -123,6 +142,7 @@ def transaction(
     *,
     name: str | None = None,
     isolation: Isolation = "repeatable_read",
+    database: str | None = None,
     max_retries: int = 3,
     retry_delay: float = 1.0,
     backoff: float = 2.0,
@@ -144,11 +164,19 @@ def transaction(
     at a time: the step holds the file's write lock while it runs, and every
     other write waits (keep transaction steps short).
 
+    ``database="postgresql://..."``: the function writes in that application
+    database instead of the world's; the step's output is recorded there too,
+    in the same transaction (table ``workflow_transaction_outputs``), and
+    copied to the world's log afterwards, so the writes still happen exactly
+    once on any world (the memory world included).
+
     Raises:
-        ValueError: an unknown ``isolation``, or a bad retry option.
+        ValueError: an unknown ``isolation``, a ``database`` that is not a
+            PostgreSQL URL, or a bad retry option.
         TypeError: the function is not ``async def``.
     """
     level = check_isolation(isolation)
+    url = None if database is None else check_database(database)
     options = step(
         name=name,
         max_retries=max_retries,
@@ -160,7 +188,7 @@ def transaction(
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> TransactionDefinition[P, R]:
         checked = options(f)  # the step's options, checked as @step checks them
-        return TransactionDefinition(f, checked.name, checked.retry, checked.timeout, level)
+        return TransactionDefinition(f, checked.name, checked.retry, checked.timeout, level, url)
 
     if fn is not None:
         return decorate(fn)

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import asyncpg
+import msgspec
 import pytest
 
 import worlds
@@ -278,3 +279,96 @@ def test_bad_options_are_refused_at_the_decorator() -> None:
         transaction(isolation="snapshot")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="async def"):
         transaction(lambda: None)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ application database
+
+APP_DATABASE = "postgresql://replaced-per-test/db"
+"""The decorator needs a URL at import; each test points ``app_debit.database`` at
+the fresh database it made."""
+
+
+@transaction(database=APP_DATABASE, max_retries=1, retry_delay=0.0)
+async def app_debit(account: str, amount: int) -> int:
+    tx = get_transaction()
+    CALLS.append(("app_debit", get_step_metadata().attempt))
+    await tx.execute("UPDATE accounts SET balance = balance - $1 WHERE id = $2", amount, account)
+    rows = await tx.execute("SELECT balance FROM accounts WHERE id = $1", account)
+    if amount < 0:
+        raise FatalError("no negative debits")
+    return int(rows[0][0])
+
+
+@workflow
+async def app_pay(account: str, amounts: list[int]) -> list[int]:
+    return [await app_debit(account, amount) for amount in amounts]
+
+
+@pytest.fixture
+async def app_db(app_database: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    monkeypatch.setattr(app_debit, "database", app_database)
+    conn = await asyncpg.connect(app_database)
+    try:
+        await conn.execute("CREATE TABLE accounts (id TEXT PRIMARY KEY, balance INTEGER)")
+        await conn.execute("INSERT INTO accounts VALUES ('bob', 100)")
+    finally:
+        await conn.close()
+    CALLS.clear()
+    yield app_database
+
+
+async def _app_rows(url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    conn = await asyncpg.connect(url)
+    try:
+        return [tuple(r) for r in await conn.fetch(sql, *params)]
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("world_kind", ["memory", "sqlite"])
+async def test_an_application_database_records_each_output_with_its_writes(
+    app_db: str, world_kind: str, tmp_path: Path
+) -> None:
+    """Any world, the memory world too: the writes and the output are one
+    transaction of the application database, the log gets the output after."""
+    world = worlds.open("memory://" if world_kind == "memory" else f"sqlite:///{tmp_path}/w.db")
+    async with world, Worker(world, [app_pay]):
+        run = await start(app_pay, "bob", [10, 5], world=world)
+        assert await run.result(timeout=60) == [90, 85]
+        failed = await start(app_pay, "bob", [1, -1], world=world)
+        with pytest.raises(RunFailedError, match="no negative debits"):
+            await failed.result(timeout=60)
+    assert await _app_rows(app_db, "SELECT balance FROM accounts") == [(84,)]
+    recorded = await _app_rows(
+        app_db, "SELECT run_id, step FROM workflow_transaction_outputs ORDER BY run_id, step"
+    )
+    assert recorded == sorted([(run.id, 1), (run.id, 2), (failed.id, 1)])
+
+
+async def test_an_output_recorded_before_a_crash_is_copied_not_run_again(app_db: str) -> None:
+    """A worker that died after the application database committed, before the log
+    did: the next attempt finds the output and copies it; the function does not run."""
+    world = worlds.open("memory://")
+    async with world:
+        run = await start(app_pay, "bob", [10], world=world)
+        await _app_rows(
+            app_db,
+            "CREATE TABLE IF NOT EXISTS workflow_transaction_outputs (run_id TEXT NOT NULL,"
+            " step INTEGER NOT NULL, output BYTEA NOT NULL, recorded_at TIMESTAMPTZ NOT NULL"
+            " DEFAULT now(), PRIMARY KEY (run_id, step))",
+        )
+        await _app_rows(
+            app_db,
+            "INSERT INTO workflow_transaction_outputs (run_id, step, output) VALUES ($1, 1, $2)",
+            run.id,
+            msgspec.msgpack.encode(77),
+        )
+        async with Worker(world, [app_pay]):
+            assert await run.result(timeout=60) == [77]
+    assert CALLS == []
+    assert await _app_rows(app_db, "SELECT balance FROM accounts") == [(100,)]
+
+
+def test_an_application_database_must_be_postgresql() -> None:
+    with pytest.raises(ValueError, match="PostgreSQL URL"):
+        transaction(database="sqlite:///app.db")

@@ -4,7 +4,8 @@
 ``start run attempt time`` line per call), moves one unit from the bank's
 account to the run's row of ``debits`` and waits a little inside the
 transaction, so a SIGKILL often lands while it is open. The tables carry no
-uniqueness that would hide a debit applied twice.
+uniqueness that would hide a debit applied twice. ``$DEBITAPP_DATABASE`` names
+an application database (PostgreSQL) to write in instead of the world's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ def _log(run_id: str, attempt: int) -> None:
         os.fsync(log.fileno())
 
 
-@transaction(retry_delay=0.0)
+DATABASE = os.environ.get("DEBITAPP_DATABASE") or None
+"""The application database (``database=``), or none: the world's own."""
+
+
+# Every kill loses the attempts its worker had leased, and a lost attempt counts:
+# dozens of kills must not exhaust a step's retries.
+@transaction(retry_delay=0.0, max_retries=1000, database=DATABASE)
 async def debit(amount: int) -> int:
     meta = get_step_metadata()
     _log(meta.run_id, meta.attempt)

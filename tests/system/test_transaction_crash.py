@@ -5,7 +5,8 @@ worker processes are killed with SIGKILL over and over (40 times in about a
 minute with ``WORKFLOW_TEST_FULL=1``), often while a debit's transaction is
 open. However many times the function ran, each run's debit is applied
 exactly once: the balance, the ``debits`` rows and the recorded results agree,
-on a shared SQLite file and on PostgreSQL.
+on a shared SQLite file and on PostgreSQL, and in an application database
+(``@transaction(database=...)``) beside an SQLite world.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ KILL_EVERY = 60.0 / 40
 BALANCE = 1_000_000
 
 
-def spawn_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
+def spawn_worker(url: str, log: Path, database: str | None) -> subprocess.Popen[bytes]:
     """A ``wf worker`` process; its stderr goes to a file beside ``log``."""
     env = {**os.environ, "DEBITAPP_LOG": str(log), "PYTHONPATH": str(ROOT)}
+    env["DEBITAPP_DATABASE"] = database or ""
     command = [sys.executable, "-m", "cli", "worker", "tests.apps.debitapp", "--world", url]
     command += ["--lease-seconds", "1", "--concurrency", "8"]
     errors = log.with_name(f"worker-{len(list(log.parent.glob('worker-*')))}.err")
@@ -52,13 +54,21 @@ def spawn_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 class Ledger:
-    """The app's tables in the world's database, read and written directly."""
+    """The app's tables (in the world's database, or in ``database``), read and
+    written directly."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, database: str | None = None) -> None:
         self.url = url
         self.world = worlds.open(url)
+        self.database = database
 
     async def run(self, sql: str) -> list[tuple[object, ...]]:
+        if self.database is not None:
+            conn = await asyncpg.connect(self.database)
+            try:
+                return [tuple(row) for row in await conn.fetch(sql)]
+            finally:
+                await conn.close()
         path = getattr(self.world, "path", None)
         if path is not None:
             db = sqlite3.connect(path, isolation_level=None, timeout=60)
@@ -78,17 +88,17 @@ def _starts(log: Path) -> int:
     return log.read_text().count("start ")
 
 
-async def debit_through_kills(url: str, tmp_path: Path) -> None:
+async def debit_through_kills(url: str, tmp_path: Path, database: str | None = None) -> None:
     log = tmp_path / "debits.log"
     log.touch()
-    ledger = Ledger(url)
+    ledger = Ledger(url, database)
     async with ledger.world:
         await ledger.world.migrate()
         await ledger.run("CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT NOT NULL)")
         await ledger.run("CREATE TABLE debits (run_id TEXT NOT NULL, amount BIGINT NOT NULL)")
         await ledger.run(f"INSERT INTO accounts VALUES ('bank', {BALANCE})")
         runs = [await start(pay, 1, world=ledger.world) for _ in range(RUNS)]
-        procs = [spawn_worker(url, log) for _ in range(2)]
+        procs = [spawn_worker(url, log, database) for _ in range(2)]
         chance = random.Random(29)
         try:
             for _ in range(KILLS):
@@ -101,9 +111,9 @@ async def debit_through_kills(url: str, tmp_path: Path) -> None:
                 victim = procs.pop(chance.randrange(len(procs)))
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
-                procs.append(spawn_worker(url, log))
+                procs.append(spawn_worker(url, log, database))
                 await anyio.sleep(max(0.0, KILL_EVERY - (anyio.current_time() - began)))
-            procs.append(spawn_worker(url, log))
+            procs.append(spawn_worker(url, log, database))
             results = [await run.result(timeout=300) for run in runs]
         finally:
             for proc in procs:
@@ -138,3 +148,11 @@ async def test_sigkilled_workers_debit_exactly_once_on_postgres(
 ) -> None:
     url = str(request.getfixturevalue("postgres_world_url"))
     await debit_through_kills(url, tmp_path)
+
+
+async def test_sigkilled_workers_debit_exactly_once_in_an_application_database(
+    tmp_path: Path, app_database: str
+) -> None:
+    """The world is an SQLite file; the account lives in a PostgreSQL database of its
+    own, where each debit's output is recorded with it and copied to the log after."""
+    await debit_through_kills(f"sqlite:///{tmp_path}/world.db", tmp_path, app_database)

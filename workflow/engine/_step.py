@@ -47,7 +47,14 @@ from worlds.types import (
     utcnow,
 )
 
-__all__ = ["RELEASED", "StepRuntime", "attempts_exhausted", "failed_commit", "run_step"]
+__all__ = [
+    "RELEASED",
+    "StepRuntime",
+    "attempts_exhausted",
+    "completed_commit",
+    "failed_commit",
+    "run_step",
+]
 
 
 T = TypeVar("T")
@@ -284,6 +291,15 @@ def failed_commit(
     step's failure, as if the function had raised it."""
     outcome, retry_at = _failure(item, step, exc, _observe.AttemptReport())
     return _outcome_commit(item, worker_id, outcome, retry_at, lease_seconds, wake_eagerly)
+
+
+def completed_commit(
+    item: WorkItem, result: bytes, worker_id: str, lease_seconds: float, wake_eagerly: bool
+) -> CommitRequest:
+    """The commit of an attempt of ``item``'s step that returned ``result`` (encoded)
+    without running here: an output an earlier attempt recorded elsewhere."""
+    outcome = StepCompleted(step=item.number, attempt=item.attempt, result=result)
+    return _outcome_commit(item, worker_id, outcome, None, lease_seconds, wake_eagerly)
 
 
 def _outcome_commit(

@@ -28,11 +28,12 @@ from typing import Any
 
 import anyio
 
+from workflow._app_database import open_app_transaction
 from workflow.engine._commits import describe_work
 from workflow.engine._committer import Committer
 from workflow.engine._faults import Backoff, is_fatal, is_transient
 from workflow.engine._one_transaction import StepWithWorkflow
-from workflow.engine._step import failed_commit, run_step
+from workflow.engine._step import completed_commit, failed_commit, run_step
 from workflow.errors import FatalError
 from workflow.transactions import Transaction, TransactionDefinition, using
 from workflow.types import RunMetadata
@@ -150,6 +151,10 @@ class TransactionSteps:
         run: RunMetadata | None,
     ) -> list[WorkItem]:
         """One try: the attempt in a new transaction, and its commit there."""
+        if step.database is not None:
+            return await self._in_app_database(
+                step.database, item, step, cancel_scope, wake_eagerly, run
+            )
         world, worker_id = self._world, self._committer.worker_id
         async with world.transaction(item, worker_id, step.isolation) as open_tx:
             self.open.add(item.id)
@@ -185,6 +190,48 @@ class TransactionSteps:
         if not (len(request.events) == 1 and isinstance(request.events[0], StepCompleted)):
             raise _Undo(request)  # raised, cancelled: rolled back, recorded the usual way
         return await self._commit(item, request, open_tx)
+
+    async def _in_app_database(
+        self,
+        database: str,
+        item: WorkItem,
+        step: TransactionDefinition[..., Any],
+        cancel_scope: anyio.CancelScope,
+        wake_eagerly: bool,
+        run: RunMetadata | None,
+    ) -> list[WorkItem]:
+        """One try on an application database: the function and its recorded output
+        in that database's transaction (or the output an earlier attempt recorded),
+        then the outcome copied to the world's log the ordinary way."""
+        worker_id = self._committer.worker_id
+        async with open_app_transaction(database, step.isolation) as tx:
+            recorded = await tx.recorded(item.run_id, item.number)
+            if recorded is None:
+                with using(Transaction(tx, step.isolation)):
+                    request = await run_step(
+                        self._world,
+                        worker_id,
+                        item,
+                        step,
+                        cancel_scope,
+                        self._lease_seconds,
+                        wake_eagerly,
+                        run,
+                    )
+                if tx.conflicted:
+                    raise _Again
+                outcome = request.events[0] if len(request.events) == 1 else None
+                if not isinstance(outcome, StepCompleted):
+                    raise _Undo(request)
+                await tx.record(item.run_id, item.number, outcome.result)
+            else:  # an attempt that died before copying it committed this output
+                request = completed_commit(
+                    item, recorded, worker_id, self._lease_seconds, wake_eagerly
+                )
+        combined = await self._step_with_workflow.commit(item, request)
+        if combined is not None:
+            return combined
+        return await self._committer.commit(item, request)
 
     async def _commit(
         self, item: WorkItem, request: CommitRequest, open_tx: OpenTransaction
