@@ -19,11 +19,18 @@ commit is not applied twice. After ``CONFLICT_RETRIES`` conflicts in a row the
 attempt fails as if the function had raised the conflict (and is retried on
 the step's own schedule). A world that keeps no database fails the step for
 good, naming the worlds that can run it.
+
+With ``@transaction(database=...)`` the transaction is the application
+database's (``workflow/_app_database.py``): the function's writes and its
+recorded output commit there, and the outcome is then committed to the log
+the ordinary way; an output found recorded is copied without running again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -35,7 +42,7 @@ from workflow.engine._faults import Backoff, is_fatal, is_transient
 from workflow.engine._one_transaction import StepWithWorkflow
 from workflow.engine._step import completed_commit, failed_commit, run_step
 from workflow.errors import FatalError
-from workflow.transactions import Transaction, TransactionDefinition, using
+from workflow.transactions import Statements, Transaction, TransactionDefinition, using
 from workflow.types import RunMetadata
 from worlds.errors import LeaseLostError, TransactionConflictError, TransactionsUnsupportedError
 from worlds.protocol import OpenTransaction, World
@@ -66,6 +73,17 @@ class _Undo(Exception):  # noqa: N818 - an instruction, not an error
 
 class _Again(Exception):  # noqa: N818 - an instruction, not an error
     """The transaction was undone by a conflict: run the attempt again."""
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt to run: the leased item, its step and what ``run_step`` needs."""
+
+    item: WorkItem
+    step: TransactionDefinition[..., Any]
+    cancel_scope: anyio.CancelScope
+    wake_eagerly: bool
+    run: RunMetadata | None
 
 
 class TransactionSteps:
@@ -99,27 +117,25 @@ class TransactionSteps:
 
         ``run``: what the worker knows of the step's run (else it is read).
         """
-        worker_id = self._committer.worker_id
+        attempt = _Attempt(item, step, cancel_scope, wake_eagerly, run)
         conflicts = 0
         backoff = Backoff(first=0.002, cap=CONFLICT_BACKOFF_CAP)
         while True:
             try:
-                return await self._once(item, step, cancel_scope, wake_eagerly, run)
+                if step.database is not None:
+                    return await self._in_app_database(step.database, attempt)
+                return await self._in_world(attempt)
             except _Undo as undo:
                 return await self._committer.commit(item, undo.request)
             except LeaseLostError:
                 log.info(
                     "worker %s: %s lost its lease before its transaction opened; not run",
-                    worker_id,
+                    self._committer.worker_id,
                     describe_work(item),
                 )
                 return []
             except TransactionsUnsupportedError as exc:
-                refused = FatalError(str(exc))
-                request = failed_commit(
-                    item, step, refused, worker_id, self._lease_seconds, wake_eagerly
-                )
-                return await self._committer.commit(item, request)
+                return await self._fail(attempt, FatalError(str(exc)))
             except (_Again, TransactionConflictError) as exc:
                 conflicts += 1
                 if conflicts > CONFLICT_RETRIES:
@@ -127,106 +143,86 @@ class TransactionSteps:
                         f"transaction step {step.name!r} conflicted with other transactions"
                         f" {conflicts} times in a row"
                     )
-                    if isinstance(exc, TransactionConflictError):
-                        error.__cause__ = exc
-                    request = failed_commit(
-                        item, step, error, worker_id, self._lease_seconds, wake_eagerly
-                    )
-                    return await self._committer.commit(item, request)
+                    error.__cause__ = exc if isinstance(exc, TransactionConflictError) else None
+                    return await self._fail(attempt, error)
                 await anyio.sleep(backoff.next())
             except Exception as exc:
                 # the world failed around the function (a lost connection, a full
                 # disk): nothing committed that the fence would not catch; try again
                 if is_fatal(exc) is not None or not is_transient(exc):
                     raise
-                log.debug("worker %s: %s: %r; again", worker_id, describe_work(item), exc)
+                log.debug(
+                    "worker %s: %s: %r; again", self._committer.worker_id, describe_work(item), exc
+                )
                 await anyio.sleep(backoff.next())
 
-    async def _once(
-        self,
-        item: WorkItem,
-        step: TransactionDefinition[..., Any],
-        cancel_scope: anyio.CancelScope,
-        wake_eagerly: bool,
-        run: RunMetadata | None,
-    ) -> list[WorkItem]:
-        """One try: the attempt in a new transaction, and its commit there."""
-        if step.database is not None:
-            return await self._in_app_database(
-                step.database, item, step, cancel_scope, wake_eagerly, run
-            )
-        world, worker_id = self._world, self._committer.worker_id
-        async with world.transaction(item, worker_id, step.isolation) as open_tx:
-            self.open.add(item.id)
-            try:
-                return await self._attempt(item, step, cancel_scope, wake_eagerly, run, open_tx)
-            finally:
-                self.open.discard(item.id)
+    async def _fail(self, attempt: _Attempt, error: Exception) -> list[WorkItem]:
+        """Commit the attempt as failed with ``error`` (retried as the step's own)."""
+        request = failed_commit(
+            attempt.item,
+            attempt.step,
+            error,
+            self._committer.worker_id,
+            self._lease_seconds,
+            attempt.wake_eagerly,
+        )
+        return await self._committer.commit(attempt.item, request)
 
-    async def _attempt(
-        self,
-        item: WorkItem,
-        step: TransactionDefinition[..., Any],
-        cancel_scope: anyio.CancelScope,
-        wake_eagerly: bool,
-        run: RunMetadata | None,
-        open_tx: OpenTransaction,
-    ) -> list[WorkItem]:
-        """The attempt's function run in ``open_tx``, and its outcome committed there."""
-        world, worker_id = self._world, self._committer.worker_id
-        with using(Transaction(open_tx, step.isolation)):
+    async def _call(
+        self, attempt: _Attempt, statements: Statements, conflicted: Callable[[], bool]
+    ) -> CommitRequest:
+        """Run the attempt's function with ``get_transaction()`` on ``statements``; the
+        commit of its result. ``_Again`` if the transaction conflicted meanwhile,
+        ``_Undo`` with its outcome's commit if it raised or was cancelled."""
+        with using(Transaction(statements, attempt.step.isolation)):
             request = await run_step(
-                world,
-                worker_id,
-                item,
-                step,
-                cancel_scope,
+                self._world,
+                self._committer.worker_id,
+                attempt.item,
+                attempt.step,
+                attempt.cancel_scope,
                 self._lease_seconds,
-                wake_eagerly,
-                run,
+                attempt.wake_eagerly,
+                attempt.run,
             )
-        if open_tx.conflicted:
+        if conflicted():
             raise _Again
         if not (len(request.events) == 1 and isinstance(request.events[0], StepCompleted)):
             raise _Undo(request)  # raised, cancelled: rolled back, recorded the usual way
-        return await self._commit(item, request, open_tx)
+        return request
 
-    async def _in_app_database(
-        self,
-        database: str,
-        item: WorkItem,
-        step: TransactionDefinition[..., Any],
-        cancel_scope: anyio.CancelScope,
-        wake_eagerly: bool,
-        run: RunMetadata | None,
-    ) -> list[WorkItem]:
+    async def _in_world(self, attempt: _Attempt) -> list[WorkItem]:
+        """One try in the world's database: the function and its outcome's commit in
+        one transaction of the world."""
+        item = attempt.item
+        worker_id = self._committer.worker_id
+        async with self._world.transaction(item, worker_id, attempt.step.isolation) as open_tx:
+            self.open.add(item.id)
+            try:
+                request = await self._call(attempt, open_tx, lambda: open_tx.conflicted)
+                return await self._commit(item, request, open_tx)
+            finally:
+                self.open.discard(item.id)
+
+    async def _in_app_database(self, database: str, attempt: _Attempt) -> list[WorkItem]:
         """One try on an application database: the function and its recorded output
         in that database's transaction (or the output an earlier attempt recorded),
         then the outcome copied to the world's log the ordinary way."""
-        worker_id = self._committer.worker_id
-        async with open_app_transaction(database, step.isolation) as tx:
+        item = attempt.item
+        async with open_app_transaction(database, attempt.step.isolation) as tx:
             recorded = await tx.recorded(item.run_id, item.number)
             if recorded is None:
-                with using(Transaction(tx, step.isolation)):
-                    request = await run_step(
-                        self._world,
-                        worker_id,
-                        item,
-                        step,
-                        cancel_scope,
-                        self._lease_seconds,
-                        wake_eagerly,
-                        run,
-                    )
-                if tx.conflicted:
-                    raise _Again
-                outcome = request.events[0] if len(request.events) == 1 else None
-                if not isinstance(outcome, StepCompleted):
-                    raise _Undo(request)
+                request = await self._call(attempt, tx, lambda: tx.conflicted)
+                outcome = request.events[0]
+                assert isinstance(outcome, StepCompleted)
                 await tx.record(item.run_id, item.number, outcome.result)
             else:  # an attempt that died before copying it committed this output
                 request = completed_commit(
-                    item, recorded, worker_id, self._lease_seconds, wake_eagerly
+                    item,
+                    recorded,
+                    self._committer.worker_id,
+                    self._lease_seconds,
+                    attempt.wake_eagerly,
                 )
         combined = await self._step_with_workflow.commit(item, request)
         if combined is not None:
