@@ -153,8 +153,9 @@ class Connection:
         self._queue: list[_Write] = []
         self.busy_timeout = options["busy_timeout"]
         self._step_db: sqlite3.Connection | None = None
-        self._writer = anyio.Lock()
-        """Held by a write batch or a transaction step: one at a time in this world object."""
+        self._writer: anyio.Lock | None = None
+        """Held by a write batch or a transaction step: one at a time in this world
+        object (made on first use, on the event loop that uses it)."""
         self.batches = 0
         """Transactions that carried more than one write (group commit)."""
 
@@ -170,6 +171,7 @@ class Connection:
     async def close(self) -> None:
         """Close the connection and stop the checkpointer; wake every waiter."""
         self._closed = True
+        self._writer = None  # a world opened again may run on another event loop
         self.hub.wake_all()
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -358,10 +360,11 @@ class Connection:
             # A transaction step holds the file's lock on the step connection while
             # its function runs: this world object's writes wait for it here, on the
             # event loop, not in the thread its reads need too.
+            writer = self.writer()
             try:
-                self._writer.acquire_nowait()
+                writer.acquire_nowait()
             except anyio.WouldBlock:
-                await self._writer.acquire()
+                await writer.acquire()
             try:
                 outcomes, signals = await self.run(
                     lambda db, blocking: transact(
@@ -370,7 +373,7 @@ class Connection:
                     check=False,  # checked once, before the commit: nothing lands in a lost file
                 )
             finally:
-                self._writer.release()
+                writer.release()
         except BaseException as exc:
             for entry in batch:
                 entry.settle((False, exc))
@@ -381,6 +384,12 @@ class Connection:
             entry.settle(outcome)
         self.batches += len(batch) > 1
         self.committed(signals)
+
+    def writer(self) -> anyio.Lock:
+        """The lock a write batch or a transaction step of this world object holds."""
+        if self._writer is None:
+            self._writer = anyio.Lock()
+        return self._writer
 
     def committed(self, signals: set[str]) -> None:
         """After a write transaction committed: signal its topics, checkpoint now and then."""
@@ -411,7 +420,7 @@ class Connection:
                 "an in-memory SQLite world (sqlite:///:memory:) cannot run @transaction"
                 " steps: use an SQLite file (sqlite:///app.db) or PostgreSQL"
             )
-        async with self._writer:
+        async with self.writer():
             self.check_open()
             if self._step_db is None:
                 self._step_db = await anyio.to_thread.run_sync(self._open_step_connection)
