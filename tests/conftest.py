@@ -222,6 +222,29 @@ def postgres_world_url(postgres_url: str) -> Iterator[str]:
     drop_schema(url)
 
 
+@pytest.fixture
+def app_database(postgres_url: str) -> Iterator[str]:
+    """A URL for a fresh PostgreSQL database on the session's server (an application
+    database, not a world's), dropped after the test."""
+    import asyncpg
+
+    name = fresh_schema()
+    base, sep, query = postgres_url.partition("?")
+    url = f"{base.rsplit('/', 1)[0]}/{name}{sep}{query}"
+
+    async def run(statement: str) -> None:
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    yield url
+    with contextlib.suppress(OSError, asyncpg.exceptions.PostgresError):
+        asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
 @pytest.fixture(params=WORLD_KINDS)
 def world_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)

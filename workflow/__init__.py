@@ -74,6 +74,7 @@ from workflow.errors import (
     UpdateRejectedError,
     WorkflowError,
 )
+from workflow.transactions import get_transaction, transaction
 from workflow.types import Limited, RateLimited, RunMetadata, StepMetadata, Unique
 from worlds.types import RunStatus
 
@@ -120,6 +121,7 @@ __all__ = [
     "get_run",
     "get_run_metadata",
     "get_step_metadata",
+    "get_transaction",
     "hold",
     "list_attributes",
     "list_hooks",
@@ -141,6 +143,7 @@ __all__ = [
     "sleep_until",
     "start",
     "step",
+    "transaction",
     "uuid4",
     "workflow",
     "write_stream",

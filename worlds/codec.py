@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
 
 from worlds._payloads import MARKER, TEXT_PREFIX, PayloadCodec, Payloads
 from worlds.errors import CodecRequiredError
-from worlds.protocol import World
+from worlds.protocol import Isolation, OpenTransaction, World
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
     CommitRequest,
@@ -182,6 +183,17 @@ class CodecWorld(WorldWrapper):
         committed = await self.inner.commit(self._payloads.commit_in(request))
         return self._payloads.commit_out(committed)
 
+    @contextlib.asynccontextmanager
+    async def transaction(
+        self, lease: WorkItem, worker_id: str, isolation: Isolation = "repeatable_read"
+    ) -> AsyncIterator[OpenTransaction]:
+        """See ``World.transaction``; the step's outcome is encoded as ``commit``
+        encodes it (the statements run as they are)."""
+        if not self._recorded:
+            await self._record()
+        async with self.inner.transaction(lease, worker_id, isolation) as inner:
+            yield _EncodingTransaction(inner, self._payloads)
+
     async def commit_many(
         self, requests: Sequence[CommitRequest]
     ) -> list[CommitResult | Exception]:
@@ -300,3 +312,26 @@ class CodecWorld(WorldWrapper):
             worker_id, names=names, limit=limit, lease_seconds=lease_seconds
         )
         return [self._payloads.item_out(item) for item in items]
+
+
+class _EncodingTransaction:
+    """An open transaction whose commit passes through a codec."""
+
+    def __init__(self, inner: OpenTransaction, payloads: Payloads) -> None:
+        self._inner = inner
+        self._payloads = payloads
+
+    @property
+    def raw(self) -> Any:
+        return self._inner.raw
+
+    @property
+    def conflicted(self) -> bool:
+        return self._inner.conflicted
+
+    async def execute(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        return await self._inner.execute(sql, *params)
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        committed = await self._inner.commit(self._payloads.commit_in(request))
+        return self._payloads.commit_out(committed)

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 __all__ = [
     "CodecRequiredError",
+    "LeaseLostError",
+    "TransactionConflictError",
+    "TransactionsUnsupportedError",
     "WorldClosedError",
     "WorldDeadlockError",
     "WorldError",
@@ -58,6 +61,25 @@ class WorldDeadlockError(WorldUnavailableError):
 
     Nothing of it was written; trying again is safe and usually succeeds at once.
     """
+
+
+class TransactionConflictError(WorldUnavailableError):
+    """Raised when the database undid a transaction step's transaction to resolve a
+    conflict with another (a serialization failure, a deadlock).
+
+    Nothing of it was written; the worker runs the step's function again in a new
+    transaction, without counting an attempt.
+    """
+
+
+class LeaseLostError(WorldError):
+    """Raised when a transaction step's transaction opens after its lease was lost
+    (it expired and another worker took the step over, or the run closed): nothing
+    of the step ran."""
+
+
+class TransactionsUnsupportedError(WorldError):
+    """Raised when a world that keeps no database is asked for a transaction step."""
 
 
 class WorldMisconfiguredError(WorldError):

@@ -7,7 +7,8 @@ reads, decides and writes in separate calls where a race could slip in.
 
 ``World`` is the intersection of nine capability protocols, each lining up
 with classes of the conformance kit: ``Lifecycle``, ``Runs``, ``Work``,
-``Liveness``, ``Hooks``, ``Updates``, ``Streams``, ``Index`` and ``Schedules``. A third-party world
+``Liveness``, ``Hooks``, ``Updates``, ``Streams``, ``Index``, ``Schedules`` and
+``Transactions``. A third-party world
 implements ``World`` (structural typing, no base class to inherit) and proves
 itself with ``worlds.testing``; a world that wraps another subclasses
 ``worlds.wrapper.WorldWrapper``. See ``rfcs/0002-world-protocol.md`` for each
@@ -17,9 +18,10 @@ operation's atomicity and failure modes.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
@@ -50,17 +52,21 @@ from worlds.types import (
 )
 
 __all__ = [
+    "ISOLATION_LEVELS",
     "PROTOCOL_VERSION",
     "RUNS_TOPIC",
     "SCHEDULE_TOPIC",
     "WORK_TOPIC",
     "Hooks",
     "Index",
+    "Isolation",
     "Lifecycle",
     "Liveness",
+    "OpenTransaction",
     "Runs",
     "Schedules",
     "Streams",
+    "Transactions",
     "Updates",
     "Work",
     "World",
@@ -616,8 +622,88 @@ class Schedules(Protocol):
         ...
 
 
+Isolation = Literal["repeatable_read", "serializable", "read_committed"]
+"""The isolation a transaction step asks for (PostgreSQL's levels; SQLite has one)."""
+
+ISOLATION_LEVELS: tuple[Isolation, ...] = ("repeatable_read", "serializable", "read_committed")
+"""Every ``Isolation``, the default first."""
+
+
+class OpenTransaction(Protocol):
+    """A write transaction of the world's own database, open while a transaction
+    step runs (``Transactions.transaction``)."""
+
+    @property
+    def raw(self) -> Any:
+        """The driver's connection the transaction is open on (``sqlite3.Connection``,
+        an asyncpg connection): statements on it are part of the transaction."""
+        ...
+
+    @property
+    def conflicted(self) -> bool:
+        """Whether the database undid the transaction to resolve a conflict (a
+        serialization failure or a deadlock): it can only be tried again."""
+        ...
+
+    async def execute(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Run one statement in the transaction, in the database's own parameter
+        style (``?`` on SQLite, ``$1`` on PostgreSQL); the rows it returns."""
+        ...
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        """Apply ``request`` (the step's outcome, fenced by its lease) in this
+        transaction and, if it is accepted, commit the transaction: the step's
+        writes and its outcome become durable together.
+
+        A conditional request the log has passed (``stale``) is undone alone
+        and the transaction stays open for another ``commit``. Any other
+        refusal (the lease lost, the run closed) rolls the whole transaction
+        back: nothing of it is written. ``TransactionConflictError`` when the
+        database undid the transaction (try it all again).
+        """
+        ...
+
+
 @runtime_checkable
-class World(Lifecycle, Runs, Work, Liveness, Hooks, Updates, Streams, Index, Schedules, Protocol):
+class Transactions(Protocol):
+    """Transaction steps (``@transaction``): a step's writes to the world's own
+    database and its recorded outcome in one transaction. Checked by
+    ``TransactionConformance``."""
+
+    def transaction(
+        self, lease: WorkItem, worker_id: str, isolation: Isolation = "repeatable_read"
+    ) -> AbstractAsyncContextManager[OpenTransaction]:
+        """A write transaction on the world's database, for one attempt of the
+        transaction step leased as ``lease`` to ``worker_id``; rolled back unless
+        ``OpenTransaction.commit`` committed it.
+
+        The lease is checked as the transaction opens, and the step's run and
+        item are locked for its length (its commit checks the lease again):
+        ``LeaseLostError`` when it is no longer held (nothing ran). SQLite takes
+        the file's write lock for the block (its only isolation: serializable);
+        PostgreSQL opens a transaction at ``isolation``.
+        ``TransactionsUnsupportedError`` from a world that keeps no database
+        (the memory world); ``TransactionConflictError`` when the database undid
+        the transaction to resolve a conflict; ``ValueError`` for an unknown
+        ``isolation``.
+        """
+        ...
+
+
+@runtime_checkable
+class World(
+    Lifecycle,
+    Runs,
+    Work,
+    Liveness,
+    Hooks,
+    Updates,
+    Streams,
+    Index,
+    Schedules,
+    Transactions,
+    Protocol,
+):
     """A storage backend: every capability above. All timestamps are aware UTC datetimes.
 
     A part of the runtime that needs only some capabilities may take the part

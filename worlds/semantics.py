@@ -53,6 +53,7 @@ from worlds._rules.terms import (
     matches,
     most_selective_first,
 )
+from worlds._rules.transactions import check_isolation
 from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunContinued
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "SELECTIVITY_CAP",
     "apply_to_run",
     "carried_payloads",
+    "check_isolation",
     "check_rate",
     "check_stream_name",
     "created_event",

@@ -17,11 +17,12 @@ method this class does not define. What a backend offers beyond the protocol
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from worlds.protocol import PROTOCOL_VERSION, World
+from worlds.protocol import PROTOCOL_VERSION, Isolation, OpenTransaction, World
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
@@ -329,3 +330,11 @@ class WorldWrapper:
         return await self.inner.lease_schedules(
             worker_id, names=names, limit=limit, lease_seconds=lease_seconds
         )
+
+    # ------------------------------------------------------------------ Transactions
+
+    def transaction(
+        self, lease: WorkItem, worker_id: str, isolation: Isolation = "repeatable_read"
+    ) -> AbstractAsyncContextManager[OpenTransaction]:
+        """See ``World.transaction``."""
+        return self.inner.transaction(lease, worker_id, isolation)

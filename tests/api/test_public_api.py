@@ -40,6 +40,8 @@ def test_workflow_exports_are_pinned() -> None:
         "write_stream",
         "sleep_until",
         "close_stream",
+        "transaction",
+        "get_transaction",
         "prune_runs",
         "release_claims",
         "get_key_limit",

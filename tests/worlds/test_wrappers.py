@@ -33,6 +33,7 @@ PARTS = (
     protocol.Streams,
     protocol.Index,
     protocol.Schedules,
+    protocol.Transactions,
 )
 
 

@@ -8,6 +8,7 @@ commit carries both, conditional on nothing new in the run's log.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -48,9 +49,17 @@ class StepWithWorkflow:
         self._eager = eager
         self._committer = committer
 
-    async def commit(self, item: WorkItem, request: CommitRequest) -> list[WorkItem] | None:
+    async def commit(
+        self,
+        item: WorkItem,
+        request: CommitRequest,
+        commit_with: Callable[[CommitRequest], Awaitable[CommitResult]] | None = None,
+    ) -> list[WorkItem] | None:
         """Feed the outcome in ``request`` straight into the run's cached workflow and
         commit it with the workflow's next commands; the items leased, or None.
+
+        ``commit_with`` commits the combined request (default: the worker's group
+        commit); a transaction step's is its open transaction's ``commit``.
 
         The commit is conditional (``expect_seq``): if anything the workflow would
         see reached the log meanwhile, the world writes nothing, the instance
@@ -79,7 +88,7 @@ class StepWithWorkflow:
                 if turn.blocked:  # a unique claim to settle first: the workflow task goes on
                     schedule += (NewWorkItem(kind="workflow"),)
                 self._capacity.reserve_for(item, turn.extra_slots)
-                return await self._committer.send(
+                return await (commit_with or self._committer.send)(
                     msgspec.structs.replace(
                         request,
                         events=(outcome, *turn.commit.events),

@@ -48,7 +48,14 @@ from worlds.types import (
     utcnow,
 )
 
-__all__ = ["RELEASED", "StepRuntime", "attempts_exhausted", "run_step"]
+__all__ = [
+    "RELEASED",
+    "StepRuntime",
+    "attempts_exhausted",
+    "completed_commit",
+    "failed_commit",
+    "run_step",
+]
 
 
 T = TypeVar("T")
@@ -272,6 +279,42 @@ async def run_step(
     finally:
         if runtime_token is not None:
             _runtime.uninstall(runtime_token)
+    return _outcome_commit(item, worker_id, outcome, retry_at, lease_seconds, wake_eagerly)
+
+
+def failed_commit(
+    item: WorkItem,
+    step: StepDefinition[..., Any],
+    exc: Exception,
+    worker_id: str,
+    lease_seconds: float,
+    wake_eagerly: bool,
+) -> CommitRequest:
+    """The commit of an attempt of ``step`` that failed with ``exc`` around its
+    function (a transaction step that kept conflicting, say): a retry, or the
+    step's failure, as if the function had raised it."""
+    outcome, retry_at = _failure(item, step, exc, _observe.AttemptReport())
+    return _outcome_commit(item, worker_id, outcome, retry_at, lease_seconds, wake_eagerly)
+
+
+def completed_commit(
+    item: WorkItem, result: bytes, worker_id: str, lease_seconds: float, wake_eagerly: bool
+) -> CommitRequest:
+    """The commit of an attempt of ``item``'s step that returned ``result`` (encoded)
+    without running here: an output an earlier attempt recorded elsewhere."""
+    outcome = StepCompleted(step=item.number, attempt=item.attempt, result=result)
+    return _outcome_commit(item, worker_id, outcome, None, lease_seconds, wake_eagerly)
+
+
+def _outcome_commit(
+    item: WorkItem,
+    worker_id: str,
+    outcome: EventKind | None,
+    retry_at: datetime | None,
+    lease_seconds: float,
+    wake_eagerly: bool,
+) -> CommitRequest:
+    """The commit that records ``outcome`` (``None``: the attempt was cancelled)."""
     discard = StepDiscarded(
         step=item.number,
         attempt=item.attempt,

@@ -55,8 +55,10 @@ from workflow.engine._schedules import ScheduleLoop
 from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from workflow.engine._sticky_cache import StickyCache
 from workflow.engine._task import EagerSteps
+from workflow.engine._transaction_steps import TransactionSteps
 from workflow.engine._workflow_tasks import WorkflowTasks
 from workflow.errors import WorkerFencedError
+from workflow.transactions import TransactionDefinition
 from worlds.codec import check_plain_write
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, World
@@ -174,6 +176,9 @@ class Worker:
         )
         self._step_with_workflow = StepWithWorkflow(
             world, self._cache, self._capacity, eager, self._committer
+        )
+        self._transaction_steps = TransactionSteps(
+            world, self._committer, self._step_with_workflow, lease_seconds
         )
         self._eager_start = EagerStart(
             world,
@@ -429,7 +434,9 @@ class Worker:
         while True:
             await anyio.sleep(delay)
             delay = interval
-            entries = self._capacity.in_flight()
+            # an item whose transaction step is open is held by its row locks
+            held = self._transaction_steps.open
+            entries = [entry for entry in self._capacity.in_flight() if entry[0].id not in held]
             if not entries:
                 continue
             try:
@@ -506,6 +513,14 @@ class Worker:
             return await self._committer.commit(item, request)
         # the run this step wakes continues in the step's own slot, unless stopping
         cached = self._cache.peek(item.run_id)
+        if isinstance(step, TransactionDefinition):
+            return await self._transaction_steps.run(
+                item,
+                step,
+                self._capacity.scope(item),
+                not self._capacity.stopping,
+                None if cached is None else cached.run_metadata(),
+            )
         request = await run_step(
             self.world,
             self.worker_id,

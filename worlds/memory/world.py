@@ -9,6 +9,7 @@ so on one event loop each operation is atomic, and a flow that fails is undone
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -28,6 +29,7 @@ from worlds._flows import (
     schedules,
     starts,
     streams,
+    transactions,
     updates,
 )
 from worlds._flows.rows import Rollback
@@ -46,7 +48,13 @@ from worlds.memory.schedules import ScheduleStore
 from worlds.memory.slots import SlotStore
 from worlds.memory.streams import StreamStore
 from worlds.memory.work import WorkQueue
-from worlds.protocol import PROTOCOL_VERSION, SCHEDULE_TOPIC, WORK_TOPIC
+from worlds.protocol import (
+    PROTOCOL_VERSION,
+    SCHEDULE_TOPIC,
+    WORK_TOPIC,
+    Isolation,
+    OpenTransaction,
+)
 from worlds.query import FieldRef, In, RunPage, RunQuery
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
@@ -461,3 +469,11 @@ class MemoryWorld(ClosesOnExit):
         return self._tables.schedules.lease(
             worker_id, names=names, limit=limit, lease_seconds=lease_seconds
         )
+
+    # ------------------------------------------------------------------ transactions
+
+    def transaction(
+        self, lease: types.WorkItem, worker_id: str, isolation: Isolation = "repeatable_read"
+    ) -> AbstractAsyncContextManager[OpenTransaction]:
+        """Refused: the memory world keeps no database (``TransactionsUnsupportedError``)."""
+        raise transactions.unsupported("the memory world")

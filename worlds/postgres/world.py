@@ -12,6 +12,7 @@ options: the package docstring (``worlds.postgres``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -57,7 +58,8 @@ from worlds.postgres.listening import Listener
 from worlds.postgres.notices import Notices
 from worlds.postgres.rows import PostgresRows, is_run_id_taken
 from worlds.postgres.schedules import ScheduleStore
-from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
+from worlds.postgres.steps import open_transaction
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, Isolation, OpenTransaction
 from worlds.semantics import (
     decode_cursor,
     encode_cursor,
@@ -409,6 +411,19 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.commit``."""
         self._check_open()
         return await self._commits.commit(request)
+
+    def transaction(
+        self, lease: types.WorkItem, worker_id: str, isolation: Isolation = "repeatable_read"
+    ) -> AbstractAsyncContextManager[OpenTransaction]:
+        """See ``World.transaction``: a pooled connection's transaction at ``isolation``."""
+        self._check_open()
+        return open_transaction(
+            self._connect, self._clock.now, self._step_committed, lease, worker_id, isolation
+        )
+
+    def _step_committed(self, signals: set[str]) -> None:
+        self._listening.closed_here(signals)
+        self._post(signals)
 
     async def commit_many(
         self, requests: Sequence[types.CommitRequest]

@@ -13,11 +13,12 @@ a thread and connection of its own, so no commit pays for a checkpoint.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar, cast
 from urllib.parse import parse_qsl, unquote
 
@@ -28,7 +29,12 @@ import anyio.to_thread
 from worlds._flows.rows import Rollback
 from worlds._lifecycle import WorldClosedError
 from worlds._signals import SignalHub
-from worlds.errors import WorldFileReplacedError, WorldMisconfiguredError, as_world_error
+from worlds.errors import (
+    TransactionsUnsupportedError,
+    WorldFileReplacedError,
+    WorldMisconfiguredError,
+    as_world_error,
+)
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import apply_schema
 from worlds.sqlite.transactions import WouldBlockError, retrying, run_once, transact
@@ -98,6 +104,9 @@ def parse_url(url: str) -> tuple[str, dict[str, float]]:
     return path, options
 
 
+_in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("sqlite_in_step", default=False)
+"""True in the code a transaction step runs while it holds its world's write lock."""
+
 _HUBS: dict[str, SignalHub] = {}
 _HUBS_LOCK = threading.Lock()
 
@@ -142,6 +151,11 @@ class Connection:
         self._closed = False
         self.hub = _hub_for(path)
         self._queue: list[_Write] = []
+        self.busy_timeout = options["busy_timeout"]
+        self._step_db: sqlite3.Connection | None = None
+        self._writer: anyio.Lock | None = None
+        """Held by a write batch or a transaction step: one at a time in this world
+        object (made on first use, on the event loop that uses it)."""
         self.batches = 0
         """Transactions that carried more than one write (group commit)."""
 
@@ -157,11 +171,15 @@ class Connection:
     async def close(self) -> None:
         """Close the connection and stop the checkpointer; wake every waiter."""
         self._closed = True
+        self._writer = None  # a world opened again may run on another event loop
         self.hub.wake_all()
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
         self._db = None
+        step_db, self._step_db = self._step_db, None
+        if step_db is not None:
+            step_db.close()
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await anyio.to_thread.run_sync(checkpointer.stop().join)
@@ -302,6 +320,13 @@ class Connection:
         outcome; a world failure fails the whole batch. Nobody's write returns
         before the transaction holding it has committed.
         """
+        if _in_step.get():
+            raise RuntimeError(
+                "a @transaction function cannot write to its world through the world's"
+                " operations (set_attribute, write_stream, start, ...) while its"
+                " transaction is open: write with get_transaction().execute, or do it"
+                " in a @step"
+            )
         entry = _Write(body)
         self._queue.append(entry)
         if len(self._queue) > 1:  # the leader of this turn writes it
@@ -332,12 +357,23 @@ class Connection:
                 return _in_savepoints(db, batch)
 
         try:
-            outcomes, signals = await self.run(
-                lambda db, blocking: transact(
-                    db, transaction, blocking=blocking, before_commit=self.check_file
-                ),
-                check=False,  # checked once, before the commit: nothing lands in a lost file
-            )
+            # A transaction step holds the file's lock on the step connection while
+            # its function runs: this world object's writes wait for it here, on the
+            # event loop, not in the thread its reads need too.
+            writer = self.writer()
+            try:
+                writer.acquire_nowait()
+            except anyio.WouldBlock:
+                await writer.acquire()
+            try:
+                outcomes, signals = await self.run(
+                    lambda db, blocking: transact(
+                        db, transaction, blocking=blocking, before_commit=self.check_file
+                    ),
+                    check=False,  # checked once, before the commit: nothing lands in a lost file
+                )
+            finally:
+                writer.release()
         except BaseException as exc:
             for entry in batch:
                 entry.settle((False, exc))
@@ -346,12 +382,62 @@ class Connection:
             return
         for entry, outcome in zip(batch, outcomes, strict=True):
             entry.settle(outcome)
+        self.batches += len(batch) > 1
+        self.committed(signals)
+
+    def writer(self) -> anyio.Lock:
+        """The lock a write batch or a transaction step of this world object holds."""
+        if self._writer is None:
+            self._writer = anyio.Lock()
+        return self._writer
+
+    def committed(self, signals: set[str]) -> None:
+        """After a write transaction committed: signal its topics, checkpoint now and then."""
         for topic in signals:
             self.hub.signal(topic)
         self._writes += 1
-        self.batches += len(batch) > 1
         if self._writes % _CHECKPOINT_EVERY == 0 and self._checkpointer is not None:
             self._checkpointer.request()
+
+    @contextlib.asynccontextmanager
+    async def step_connection(self) -> AsyncIterator[sqlite3.Connection]:
+        """The connection transaction steps write on, for one step at a time in this
+        world object (the others wait their turn here, not on the file's lock).
+
+        A second connection to the file, not the world's own: while a step's
+        transaction holds the file's write lock, this world object's reads go on
+        (WAL readers never wait) and its writes wait for the step (``_writer``).
+        A write of this world object from inside the step's function would wait
+        for the step itself: it is refused (``RuntimeError``).
+
+        Raises:
+            TransactionsUnsupportedError: the world is ``:memory:``, which a
+                second connection cannot reach.
+        """
+        await self.connect()  # the schema is in place
+        if self.path == ":memory:":
+            raise TransactionsUnsupportedError(
+                "an in-memory SQLite world (sqlite:///:memory:) cannot run @transaction"
+                " steps: use an SQLite file (sqlite:///app.db) or PostgreSQL"
+            )
+        async with self.writer():
+            self.check_open()
+            if self._step_db is None:
+                self._step_db = await anyio.to_thread.run_sync(self._open_step_connection)
+            token = _in_step.set(True)
+            try:
+                yield self._step_db
+            finally:
+                _in_step.reset(token)
+
+    def _open_step_connection(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+        )
+        db.row_factory = sqlite3.Row  # the commit's rows are read by column name
+        db.execute("PRAGMA busy_timeout = 0")  # waits for the lock happen off the loop
+        db.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+        return db
 
     async def read(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` outside any write transaction, retrying while the file is locked."""

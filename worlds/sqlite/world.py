@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +37,7 @@ from worlds._lifecycle import ClosesOnExit, translates_errors
 from worlds._quiet import Quiet
 from worlds._urls import redact_url
 from worlds.errors import WorldMisconfiguredError
-from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC
+from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, Isolation, OpenTransaction
 from worlds.query import RunPage, RunQuery
 from worlds.semantics import (
     decode_cursor,
@@ -55,6 +56,7 @@ from worlds.sqlite.filters import list_runs_sql, match_counts_sql
 from worlds.sqlite.idle import file_token
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import SCHEMA_VERSION
+from worlds.sqlite.steps import open_transaction
 from worlds.sqlite.transactions import new_token, run_once
 
 __all__ = ["SqliteWorld"]
@@ -631,3 +633,13 @@ class SqliteWorld(ClosesOnExit):
         return await schedule_ops.lease_schedules(
             self._connection, worker_id, names, limit, lease_seconds, self._quiet
         )
+
+    # ------------------------------------------------------------------ transactions
+
+    def transaction(
+        self, lease: types.WorkItem, worker_id: str, isolation: Isolation = "repeatable_read"
+    ) -> AbstractAsyncContextManager[OpenTransaction]:
+        """See ``World.transaction``: the file's write lock (``BEGIN IMMEDIATE``) on a
+        second connection for the block; every other writer of the file waits."""
+        self._connection.check_open()
+        return open_transaction(self._connection, lease, worker_id, isolation)

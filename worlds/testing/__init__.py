@@ -89,6 +89,7 @@ from worlds.testing._search import SearchConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
 from worlds.testing._streams import StreamCloseConformance, StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
+from worlds.testing._transactions import TransactionConformance  # noqa: E402
 from worlds.testing._updates import UpdateConformance  # noqa: E402
 from worlds.testing._values import ValueConformance  # noqa: E402
 from worlds.testing._work import WorkConformance  # noqa: E402
@@ -127,6 +128,7 @@ class WorldConformance(
     BatchCommitConformance,
     ScheduleConformance,
     ScheduleModelConformance,
+    TransactionConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
