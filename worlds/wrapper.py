@@ -16,7 +16,7 @@ method this class does not define. What a backend offers beyond the protocol
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Self
@@ -36,6 +36,7 @@ from worlds.types import (
     HookRecord,
     HookStartResult,
     RunRecord,
+    RunStatus,
     ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
@@ -102,6 +103,10 @@ class WorldWrapper:
         """See ``World.setting``."""
         return await self.inner.setting(key, value)
 
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """See ``World.put_setting``."""
+        await self.inner.put_setting(key, value)
+
     # ------------------------------------------------------------------ Runs
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
@@ -155,6 +160,22 @@ class WorldWrapper:
     ) -> list[str]:
         """See ``World.prune_runs``."""
         return await self.inner.prune_runs(closed_before, limit, release_claims=release_claims)
+
+    async def prune_expired(
+        self, keep: Mapping[RunStatus, float], limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_expired``."""
+        return await self.inner.prune_expired(keep, limit, release_claims=release_claims)
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_listed``."""
+        return await self.inner.prune_listed(run_ids, release_claims=release_claims)
+
+    async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
+        """See ``World.pin_run``."""
+        return await self.inner.pin_run(run_id, pinned)
 
     async def release_claim(self, key: str, value: AttributeValue) -> Claim | ClaimConflict | None:
         """See ``World.release_claim``."""

@@ -8,7 +8,7 @@ so on one event loop each operation is atomic, and a flow that fails is undone
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -119,6 +119,13 @@ class MemoryWorld(ClosesOnExit):
         if value is not None:
             self._settings.setdefault(key, value)
         return self._settings.get(key)
+
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """See ``World.put_setting``."""
+        if value is None:
+            self._settings.pop(key, None)
+        else:
+            self._settings[key] = value
 
     # ------------------------------------------------------------ helpers
 
@@ -370,6 +377,30 @@ class MemoryWorld(ClosesOnExit):
         return self._write(
             lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
         )
+
+    async def prune_expired(
+        self,
+        keep: Mapping[types.RunStatus, float],
+        limit: int = 1000,
+        *,
+        release_claims: bool = False,
+    ) -> list[str]:
+        """See ``World.prune_expired``."""
+        return self._write(
+            lambda rows: prune.prune_expired(rows, keep, limit, release_claims=release_claims)
+        )
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_listed``."""
+        return self._write(
+            lambda rows: prune.prune_listed(rows, run_ids, release_claims=release_claims)
+        )
+
+    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
+        """See ``World.pin_run``."""
+        return self._write(lambda rows: prune.pin_run(rows, run_id, pinned))
 
     async def release_claim(
         self, key: str, value: types.AttributeValue

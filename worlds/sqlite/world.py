@@ -9,7 +9,7 @@ the flow finishes in one step (``run_sync``) inside the write transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 import msgspec
@@ -137,6 +137,18 @@ class SqliteWorld(ClosesOnExit):
             return str(rows.db.execute(sql.GET_SETTING, (key,)).fetchone()[0])
 
         return await self._connection.write(put)
+
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """See ``World.put_setting``."""
+        self._connection.check_open()
+
+        def put(rows: SqliteRows) -> None:
+            if value is None:
+                rows.db.execute(sql.DROP_SETTING, (key,))
+            else:
+                rows.db.execute(sql.REPLACE_SETTING, (key, value))
+
+        await self._connection.write(put)
 
     # ------------------------------------------------------------------ runs
 
@@ -517,6 +529,37 @@ class SqliteWorld(ClosesOnExit):
             lambda tx: run_sync(
                 prune.prune_runs(tx, closed_before, limit, release_claims=release_claims)
             )
+        )
+
+    async def prune_expired(
+        self,
+        keep: Mapping[types.RunStatus, float],
+        limit: int = 1000,
+        *,
+        release_claims: bool = False,
+    ) -> list[str]:
+        """See ``World.prune_expired``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(
+                prune.prune_expired(tx, keep, limit, release_claims=release_claims)
+            )
+        )
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_listed``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(prune.prune_listed(tx, run_ids, release_claims=release_claims))
+        )
+
+    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
+        """See ``World.pin_run``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(prune.pin_run(tx, run_id, pinned))
         )
 
     async def release_claim(
