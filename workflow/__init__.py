@@ -14,12 +14,15 @@
 See the README and ``rfcs/`` for the model.
 """
 
+from workflow._bulk import BulkError, BulkResult
 from workflow._hooks import Hook
 from workflow._log import logger
 from workflow.client import (
     Run,
     RunList,
+    cancel_runs,
     find_run,
+    get_retention,
     get_run,
     list_hooks,
     list_runs,
@@ -27,6 +30,8 @@ from workflow.client import (
     prune_runs,
     release_claims,
     resume_hook,
+    retry_runs,
+    set_retention,
     start,
 )
 from workflow.context import (
@@ -71,6 +76,8 @@ from worlds.types import RunStatus
 
 __all__ = [
     "AttributeConflictError",
+    "BulkError",
+    "BulkResult",
     "FatalError",
     "Hook",
     "HookConflictError",
@@ -96,12 +103,14 @@ __all__ = [
     "Unique",
     "Worker",
     "WorkflowError",
+    "cancel_runs",
     "continue_as_new",
     "create_hook",
     "decode_history",
     "encode_history",
     "find_run",
     "get_attribute",
+    "get_retention",
     "get_run",
     "get_run_metadata",
     "get_step_metadata",
@@ -119,7 +128,9 @@ __all__ = [
     "release_claims",
     "replay",
     "resume_hook",
+    "retry_runs",
     "set_attribute",
+    "set_retention",
     "sleep",
     "start",
     "step",

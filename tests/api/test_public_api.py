@@ -46,6 +46,12 @@ def test_workflow_exports_are_pinned() -> None:
         "StepMetadata",
         "UndecodableValueError",
         "WorkflowError",
+        "BulkError",
+        "BulkResult",
+        "cancel_runs",
+        "retry_runs",
+        "set_retention",
+        "get_retention",
     }
     for name in workflow.__all__:
         assert getattr(workflow, name) is not None
