@@ -120,7 +120,7 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
             if watcher is not None:
                 watcher(len(chunk))
     else:
-        by = f"{order['by']} (bulk run {bulk_id})"
+        by = f"{order.get('by')} (bulk run {bulk_id})"
         for run_id in ids:
             if action == "cancel":
                 error = await _cancel(world, run_id, order["reason"], order["grace"])

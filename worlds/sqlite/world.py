@@ -541,9 +541,7 @@ class SqliteWorld(ClosesOnExit):
         """See ``World.prune_expired``."""
         self._connection.check_open()
         return await self._connection.write(
-            lambda tx: run_sync(
-                prune.prune_expired(tx, keep, limit, release_claims=release_claims)
-            )
+            lambda tx: run_sync(prune.prune_expired(tx, keep, limit, release_claims=release_claims))
         )
 
     async def prune_listed(
@@ -558,9 +556,7 @@ class SqliteWorld(ClosesOnExit):
     async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
         """See ``World.pin_run``."""
         self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(prune.pin_run(tx, run_id, pinned))
-        )
+        return await self._connection.write(lambda tx: run_sync(prune.pin_run(tx, run_id, pinned)))
 
     async def release_claim(
         self, key: str, value: types.AttributeValue
