@@ -67,7 +67,9 @@ async def test_bulk_cancel_acts_on_exactly_the_matching_runs(world: World) -> No
         for run in done:
             await run.result(timeout=30)
     told: list[int] = []
-    result = await cancel_runs("batch = 'a'", reason="bad deploy", world=world, on_progress=told.append)
+    result = await cancel_runs(
+        "batch = 'a'", reason="bad deploy", world=world, on_progress=told.append
+    )
     assert isinstance(result, BulkResult)
     assert (result.matched, result.done, result.failed) == (MANY + 20, MANY, 20)
     assert sorted(e.run_id for e in result.errors) == sorted(r.id for r in done)
