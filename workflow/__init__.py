@@ -14,7 +14,7 @@
 See the README and ``rfcs/`` for the model.
 """
 
-from workflow._bulk import BulkError, BulkResult
+from workflow._bulk import BulkResult
 from workflow._hooks import Hook
 from workflow._log import logger
 from workflow.client import (
@@ -76,7 +76,6 @@ from worlds.types import RunStatus
 
 __all__ = [
     "AttributeConflictError",
-    "BulkError",
     "BulkResult",
     "FatalError",
     "Hook",

@@ -54,7 +54,7 @@ __all__ = [
     "BULK_WORKFLOW",
     "MAX_ERRORS",
     "PRUNE_CHUNK",
-    "BulkError",
+    "BulkFailure",
     "BulkResult",
     "Progress",
     "bulk",
@@ -79,7 +79,7 @@ _watchers: dict[str, Progress] = {}
 
 
 @dataclass(frozen=True, slots=True)
-class BulkError:
+class BulkFailure:
     """Why a bulk action could not act on one run."""
 
     run_id: str
@@ -95,7 +95,7 @@ class BulkResult:
     matched: int
     done: int
     failed: int
-    errors: list[BulkError] = field(default_factory=list)
+    errors: list[BulkFailure] = field(default_factory=list)
     run_id: str | None = None
 
 
@@ -249,6 +249,6 @@ async def run_bulk(
         matched=outcome["matched"],
         done=outcome["done"],
         failed=outcome["failed"],
-        errors=[BulkError(run_id, message) for run_id, message in outcome["errors"]],
+        errors=[BulkFailure(run_id, message) for run_id, message in outcome["errors"]],
         run_id=run.id,
     )

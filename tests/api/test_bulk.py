@@ -114,7 +114,7 @@ async def test_bulk_retry_reopens_each_run_once(world: World) -> None:
     for run_id in ids:
         assert await _count(world, run_id, RunReopened) == 1
         events = await world.read_events(run_id)
-        reopened = [e for e in events if isinstance(e, RunReopened)][0]
+        reopened = next(e for e in events if isinstance(e, RunReopened))
         assert f"bulk run {result.run_id}" in reopened.by
     # the reopened runs are open now: a second retry reopens none of them
     again = await retry_runs("batch = 'a'", world=world)

@@ -59,7 +59,7 @@ def _statuses(url: str) -> dict[str, RunStatus]:
 
 
 def test_bulk_cancel_asks_first_and_a_no_changes_nothing(tmp_path: Path) -> None:
-    url, ids = _world(tmp_path, 30)  # 20 with batch=a
+    url, _ = _world(tmp_path, 30)  # 20 with batch=a
     refused = wf_input(url, "n\n", "runs", "cancel", "--query", "batch = 'a'")
     assert refused.code != 0
     assert "20 run(s) match" in refused.err and "nothing was cancelled" in refused.err
@@ -86,7 +86,7 @@ def test_dry_run_lists_the_matching_runs_and_changes_nothing(tmp_path: Path) -> 
 
 
 def test_yes_skips_the_question_and_the_count_line_counts_failures(tmp_path: Path) -> None:
-    url, ids = _world(tmp_path, 12)
+    url, _ = _world(tmp_path, 12)
     assert wf_input(url, "", "runs", "cancel", "-a", "batch=b", "--yes", "--now").code == 0
     retried = wf_input(url, "", "runs", "retry", "--query", "batch IN ('a', 'b')", "--yes")
     assert retried.code == 0, retried.err
@@ -114,7 +114,7 @@ def test_the_single_run_forms_keep_working(tmp_path: Path) -> None:
 
 
 def test_bulk_cancel_through_the_process_boundary(tmp_path: Path) -> None:
-    url, ids = _world(tmp_path, 6)
+    url, _ = _world(tmp_path, 6)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     env.pop("WORKFLOW_WORLD", None)
     done = subprocess.run(
@@ -134,7 +134,7 @@ def test_bulk_cancel_through_the_process_boundary(tmp_path: Path) -> None:
 
 
 def test_world_retention_sets_and_prints_the_windows(tmp_path: Path) -> None:
-    url, ids = _world(tmp_path, 1)
+    url, _ = _world(tmp_path, 1)
     empty = wf(url, "world", "retention")
     assert empty.code == 0 and "no retention" in empty.out
     assert wf(url, "world", "retention", "completed=7d", "failed=30d").out.split() == [
