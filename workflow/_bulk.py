@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
 
 from workflow import _runtime
 from workflow._lookups import list_runs
@@ -68,8 +71,12 @@ PRUNE_CHUNK = 100
 """Runs deleted per ``World.prune_listed`` transaction."""
 MAX_ERRORS = 100
 """Errors kept in a ``BulkResult`` (the counts stay exact past it)."""
+MAX_PAUSE = 0.05
+"""Longest pause after one world operation (see ``_paced``)."""
 DRIVER_LEASE = 10.0
 """Lease seconds of the in-process worker: a crashed driver's run resumes this soon."""
+
+T = TypeVar("T")
 
 Progress = Callable[[int], None]
 """Told how many more target runs were handled (done or failed) in this process."""
@@ -114,7 +121,7 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
     if action == "prune":
         for first in range(0, len(ids), PRUNE_CHUNK):
             chunk = ids[first : first + PRUNE_CHUNK]
-            failures = await _prune(world, chunk, bool(order["release_claims"]))
+            failures = await _paced(_prune(world, chunk, bool(order["release_claims"])))
             done += len(chunk) - len(failures)
             errors += failures
             if watcher is not None:
@@ -123,9 +130,9 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
         by = f"{order.get('by')} (bulk run {bulk_id})"
         for run_id in ids:
             if action == "cancel":
-                error = await _cancel(world, run_id, order["reason"], order["grace"])
+                error = await _paced(_cancel(world, run_id, order["reason"], order["grace"]))
             else:
-                error = await _retry(world, run_id, by)
+                error = await _paced(_retry(world, run_id, by))
             if error is None:
                 done += 1
             else:
@@ -133,6 +140,21 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
             if watcher is not None:
                 watcher(1)
     return {"done": done, "failed": len(errors), "errors": errors[:MAX_ERRORS]}
+
+
+async def _paced(operation: Awaitable[T]) -> T:
+    """``operation``, then a pause as long as it took (at most ``MAX_PAUSE``).
+
+    A bulk action writes as fast as the world lets it, and on SQLite every
+    write takes the one write lock: without a pause, other processes' commits
+    wait in the lock's busy handler while the bulk action takes it again and
+    again. Pausing as long as each operation held the world leaves it free at
+    least half the time, for the cost of half the bulk action's speed.
+    """
+    began = time.monotonic()
+    result = await operation
+    await anyio.sleep(min(time.monotonic() - began, MAX_PAUSE))
+    return result
 
 
 async def _cancel(world: World, run_id: str, reason: str | None, grace: float | None) -> str | None:
