@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -39,3 +40,20 @@ def test_the_observability_snippets_run_and_print_what_the_readme_says(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert (done.stderr + done.stdout).splitlines() == expected.splitlines()
+
+
+def test_the_production_snippet_runs_and_prints_what_the_readme_says(tmp_path: Path) -> None:
+    section = readme_section("Running in production")
+    (program,) = python_blocks(section)
+    (expected,) = re.findall(r"```text\n(.*?)```", section, flags=re.DOTALL)
+    (tmp_path / "snippet.py").write_text(program)
+    done = subprocess.run(
+        [sys.executable, "snippet.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
