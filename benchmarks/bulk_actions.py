@@ -219,14 +219,12 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="wf-bulk-bench-"))
     directory = None
     try:
+        urls: dict[str, tuple[str, str]] = {}
         if "sqlite" in chosen:
-            results["sqlite"] = measure(
+            urls["sqlite"] = (
                 f"sqlite:///{scratch / 'idle.db'}",
                 f"sqlite:///{scratch / 'bulk.db'}",
-                args.n,
-                args.seconds,
             )
-            print(json.dumps({"sqlite": results["sqlite"]}), file=sys.stderr)
         if "postgres" in chosen:
             from tests import pg_server
 
@@ -236,13 +234,10 @@ def main() -> None:
                 directory = tempfile.mkdtemp(prefix="wf-pg-bench-")
                 base = pg_server.start(directory, durable=True).socket_url
             sep = "&" if "?" in base else "?"
-            results["postgres"] = measure(
-                f"{base}{sep}schema=bench_idle",
-                f"{base}{sep}schema=bench_bulk",
-                args.n,
-                args.seconds,
-            )
-            print(json.dumps({"postgres": results["postgres"]}), file=sys.stderr)
+            urls["postgres"] = (f"{base}{sep}schema=bench_idle", f"{base}{sep}schema=bench_bulk")
+        for kind, (idle_url, bulk_url) in urls.items():
+            results[kind] = measure(idle_url, bulk_url, args.n, args.seconds)
+            print(json.dumps({kind: results[kind]}), file=sys.stderr)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if directory is not None:

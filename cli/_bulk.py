@@ -17,7 +17,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli._output import console, err_console, markup_safe, print_json, runs_table
-from cli._resolve import EXIT_USAGE, CliError, parse_pair
+from cli._resolve import EXIT_USAGE, CliError, open_world, parse_pair
 from workflow import BulkResult, list_runs
 from workflow.query import And, AttrRef, Compare, Expr, FieldRef, IsNull, parse
 from worlds.protocol import World
@@ -84,18 +84,33 @@ async def _matching(world: World, where: Expr) -> tuple[int, list[RunRecord]]:
 
 
 async def bulk_action(
-    world: World,
+    url: str | None,
     where: Expr,
     *,
     verb: str,
     past: str,
-    act: Callable[[Callable[[int], None]], Awaitable[BulkResult]],
+    act: Callable[[World, Callable[[int], None]], Awaitable[BulkResult]],
     yes: bool,
     dry_run: bool,
     as_json: bool = False,
 ) -> None:
-    """Count, list or confirm, then ``act(on_progress)`` and print the count line
-    (``verb``: cancel, ``past``: cancelled)."""
+    """In the world at ``url``: count, list or confirm, then ``act(world, on_progress)``
+    and print the count line (``verb``: cancel, ``past``: cancelled)."""
+    async with open_world(url, create=False) as world:
+        await _act(world, where, verb, past, act, yes=yes, dry_run=dry_run, as_json=as_json)
+
+
+async def _act(
+    world: World,
+    where: Expr,
+    verb: str,
+    past: str,
+    act: Callable[[World, Callable[[int], None]], Awaitable[BulkResult]],
+    *,
+    yes: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     count, shown = await _matching(world, where)
     if dry_run:
         if as_json:
@@ -123,7 +138,7 @@ async def bulk_action(
     )
     with bar:
         task = bar.add_task(verb, total=count)
-        result = await act(lambda n: bar.advance(task, n))
+        result = await act(world, lambda n: bar.advance(task, n))
     if as_json:
         print_json(
             {

@@ -333,18 +333,17 @@ def cancel(
         where = _one_or_many(run, query, attr)
         if where is not None:
             wait = None if now else (30.0 if grace is None else grace)
-            async with open_world(world, create=False) as opened:
-                await bulk_action(
-                    opened,
-                    where,
-                    verb="cancel",
-                    past="cancelled",
-                    act=lambda tell: cancel_runs(
-                        where, reason, grace=wait, world=opened, on_progress=tell
-                    ),
-                    yes=yes,
-                    dry_run=dry_run,
-                )
+            await bulk_action(
+                world,
+                where,
+                verb="cancel",
+                past="cancelled",
+                act=lambda w, tell: cancel_runs(
+                    where, reason, grace=wait, world=w, on_progress=tell
+                ),
+                yes=yes,
+                dry_run=dry_run,
+            )
             return
         assert run is not None
         async with open_world(world, create=False) as opened:
@@ -421,16 +420,15 @@ def retry(
         async def many() -> None:
             where = _one_or_many(run, query, attr)
             assert where is not None
-            async with open_world(world, create=False) as opened:
-                await bulk_action(
-                    opened,
-                    where,
-                    verb="retry",
-                    past="retried",
-                    act=lambda tell: retry_runs(where, world=opened, on_progress=tell),
-                    yes=yes,
-                    dry_run=dry_run,
-                )
+            await bulk_action(
+                world,
+                where,
+                verb="retry",
+                past="retried",
+                act=lambda w, tell: retry_runs(where, world=w, on_progress=tell),
+                yes=yes,
+                dry_run=dry_run,
+            )
 
         execute(many)
         return
@@ -532,23 +530,22 @@ def prune(
         async def many() -> None:
             assert where is not None
             cutoff = parse_time(before, "--before") if before else None
-            async with open_world(world, create=False) as opened:
-                await bulk_action(
-                    opened,
-                    prune_filter(where, cutoff),
-                    verb="prune",
-                    past="pruned",
-                    act=lambda tell: prune_runs(
-                        query=where,
-                        closed_before=cutoff,
-                        release_claims=release_claims,
-                        world=opened,
-                        on_progress=tell,
-                    ),
-                    yes=yes,
-                    dry_run=dry_run,
-                    as_json=as_json,
-                )
+            await bulk_action(
+                world,
+                prune_filter(where, cutoff),
+                verb="prune",
+                past="pruned",
+                act=lambda w, tell: prune_runs(
+                    query=where,
+                    closed_before=cutoff,
+                    release_claims=release_claims,
+                    world=w,
+                    on_progress=tell,
+                ),
+                yes=yes,
+                dry_run=dry_run,
+                as_json=as_json,
+            )
 
         execute(many)
         return
