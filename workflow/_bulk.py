@@ -55,6 +55,7 @@ from worlds.types import RunReopened, RunStatus
 __all__ = [
     "BATCH",
     "BULK_WORKFLOW",
+    "CANCEL_CHUNK",
     "MAX_ERRORS",
     "PRUNE_CHUNK",
     "BulkFailure",
@@ -69,6 +70,8 @@ BATCH = 500
 """Run ids listed per page (one ``$bulk.page`` step, then one ``$bulk.act`` step)."""
 PRUNE_CHUNK = 100
 """Runs deleted per ``World.prune_listed`` transaction."""
+CANCEL_CHUNK = 25
+"""Runs cancelled per ``World.cancel_listed`` transaction."""
 MAX_ERRORS = 100
 """Errors kept in a ``BulkResult`` (the counts stay exact past it)."""
 MAX_PAUSE = 0.05
@@ -118,10 +121,14 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
     world = resolve_world(None)
     watcher = _watchers.get(bulk_id)
     done, errors = 0, []
-    if action == "prune":
-        for first in range(0, len(ids), PRUNE_CHUNK):
-            chunk = ids[first : first + PRUNE_CHUNK]
-            failures = await _paced(_prune(world, chunk, bool(order["release_claims"])))
+    if action in ("prune", "cancel"):
+        size = PRUNE_CHUNK if action == "prune" else CANCEL_CHUNK
+        for first in range(0, len(ids), size):
+            chunk = ids[first : first + size]
+            if action == "prune":
+                failures = await _paced(_prune(world, chunk, bool(order["release_claims"])))
+            else:
+                failures = await _paced(_cancel(world, chunk, order["reason"], order["grace"]))
             done += len(chunk) - len(failures)
             errors += failures
             if watcher is not None:
@@ -129,10 +136,7 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
     else:
         by = f"{order.get('by')} (bulk run {bulk_id})"
         for run_id in ids:
-            if action == "cancel":
-                error = await _paced(_cancel(world, run_id, order["reason"], order["grace"]))
-            else:
-                error = await _paced(_retry(world, run_id, by))
+            error = await _paced(_retry(world, run_id, by))
             if error is None:
                 done += 1
             else:
@@ -148,8 +152,9 @@ async def _paced(operation: Awaitable[T]) -> T:
     A bulk action writes as fast as the world lets it, and on SQLite every
     write takes the one write lock: without a pause, other processes' commits
     wait in the lock's busy handler while the bulk action takes it again and
-    again. Pausing as long as each operation held the world leaves it free at
-    least half the time, for the cost of half the bulk action's speed.
+    again. Pausing as long as each operation took leaves the world free at
+    least half the time; cancels and prunes act on chunks of runs
+    (``CANCEL_CHUNK``, ``PRUNE_CHUNK``), so the lock is taken once per chunk.
     """
     began = time.monotonic()
     result = await operation
@@ -157,17 +162,19 @@ async def _paced(operation: Awaitable[T]) -> T:
     return result
 
 
-async def _cancel(world: World, run_id: str, reason: str | None, grace: float | None) -> str | None:
-    # a cancelled or cancelling run is returned unchanged: never cancelled twice
-    if grace is None:
-        found = await world.cancel_run(run_id, reason)
-    else:
-        found = await world.request_cancel(run_id, reason, grace)
-    if found is None:
-        return f"run {run_id} was not found (pruned?)"
-    if found.status in (RunStatus.CANCELLED, RunStatus.CANCELLING):
-        return None
-    return f"run {run_id} is {found.status.value}: nothing to cancel"
+async def _cancel(
+    world: World, chunk: list[str], reason: str | None, grace: float | None
+) -> list[list[str]]:
+    # a cancelled or cancelling run is left unchanged: never cancelled twice
+    statuses = await world.cancel_listed(chunk, reason, grace)
+    failures = []
+    for run_id in chunk:
+        status = statuses.get(run_id)
+        if status is None:
+            failures.append([run_id, f"run {run_id} was not found (pruned?)"])
+        elif status not in (RunStatus.CANCELLED, RunStatus.CANCELLING):
+            failures.append([run_id, f"run {run_id} is {status.value}: nothing to cancel"])
+    return failures
 
 
 async def _retry(world: World, run_id: str, by: str) -> str | None:

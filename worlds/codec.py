@@ -140,7 +140,7 @@ class CodecWorld(WorldWrapper):
     CLEAR = frozenset(
         "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
         "setting put_setting renew_leases release now wait list_hooks prune_runs prune_expired "
-        "prune_listed release_claim find_claim "
+        "prune_listed cancel_listed release_claim find_claim "
         "run_claims list_slots run_slots create_schedule get_schedule list_schedules "
         "update_schedule delete_schedule lease_schedules register_worker heartbeat "
         "unregister_worker list_workers".split()

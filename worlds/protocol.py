@@ -227,6 +227,14 @@ class Runs(Protocol):
         """
         ...
 
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, RunStatus | None]:
+        """Cancel each of ``run_ids`` as ``request_cancel`` would (``grace_seconds``
+        None: as ``cancel_run``), all in one atomic operation; each run's status
+        after (``None``: unknown). For bulk actions: one transaction for many runs."""
+        ...
+
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """Reopen a failed or cancelled run, atomically: append ``RunReopened`` and
         queue what it needs (``worlds._rules.reopen.plan_reopen``). The run holds its

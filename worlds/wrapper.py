@@ -133,6 +133,12 @@ class WorldWrapper:
         """See ``World.request_cancel``."""
         return await self.inner.request_cancel(run_id, reason, grace_seconds)
 
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, RunStatus | None]:
+        """See ``World.cancel_listed``."""
+        return await self.inner.cancel_listed(run_ids, reason, grace_seconds)
+
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """See ``World.reopen_run``."""
         return await self.inner.reopen_run(run_id, by)

@@ -184,6 +184,12 @@ class MemoryWorld(ClosesOnExit):
         """See ``World.request_cancel``."""
         return self._write(lambda rows: cancel.request_cancel(rows, run_id, reason, grace_seconds))
 
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, types.RunStatus | None]:
+        """See ``World.cancel_listed``."""
+        return self._write(lambda rows: cancel.cancel_listed(rows, run_ids, reason, grace_seconds))
+
     async def resume_hook(
         self, token: str, payload: bytes, resume_id: str | None = None
     ) -> str | None:

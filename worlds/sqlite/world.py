@@ -188,6 +188,15 @@ class SqliteWorld(ClosesOnExit):
             lambda tx: run_sync(cancel.request_cancel(tx, run_id, reason, grace_seconds))
         )
 
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, types.RunStatus | None]:
+        """See ``World.cancel_listed``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(cancel.cancel_listed(tx, run_ids, reason, grace_seconds))
+        )
+
     # ------------------------------------------------------------------ work
 
     async def lease(
