@@ -46,7 +46,7 @@ def test_workflow_exports_are_pinned() -> None:
         "StepMetadata",
         "UndecodableValueError",
         "WorkflowError",
-            "BulkResult",
+        "BulkResult",
         "cancel_runs",
         "retry_runs",
         "set_retention",
