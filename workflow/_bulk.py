@@ -74,7 +74,7 @@ CANCEL_CHUNK = 25
 """Runs cancelled per ``World.cancel_listed`` transaction."""
 MAX_ERRORS = 100
 """Errors kept in a ``BulkResult`` (the counts stay exact past it)."""
-MAX_PAUSE = 0.05
+MAX_PAUSE = 1.0
 """Longest pause after one world operation (see ``_paced``)."""
 DRIVER_LEASE = 10.0
 """Lease seconds of the in-process worker: a crashed driver's run resumes this soon."""
@@ -147,7 +147,7 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
 
 
 async def _paced(operation: Awaitable[T]) -> T:
-    """``operation``, then a pause as long as it took (at most ``MAX_PAUSE``).
+    """``operation``, then a pause as long as it took (at most ``MAX_PAUSE`` s).
 
     A bulk action writes as fast as the world lets it, and on SQLite every
     write takes the one write lock: without a pause, other processes' commits
