@@ -34,9 +34,11 @@ __all__ = [
     "CliError",
     "WorldOption",
     "execute",
+    "format_span",
     "open_world",
     "parse_pair",
     "parse_payload",
+    "parse_span",
     "parse_time",
     "parse_value",
     "resolve_run",
@@ -209,6 +211,25 @@ def parse_pair(text: str, option: str = "--attr") -> tuple[str, Any]:
 
 _RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_span(text: str, what: str) -> timedelta:
+    """A length of time: a number and a unit, ``30m``, ``12h``, ``7d``, ``2w``."""
+    relative = _RELATIVE.fullmatch(text.strip())
+    if relative is None:
+        raise CliError(
+            f"{what} takes a time span like 30m, 12h, 7d, 2w; got {quoted(text)}", EXIT_USAGE
+        )
+    return timedelta(**{_UNITS[relative.group(2)]: float(relative.group(1))})
+
+
+def format_span(span: timedelta) -> str:
+    """``span`` in the largest unit that divides it (``7d``, ``36h``), as ``parse_span`` reads."""
+    seconds = span.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def parse_time(text: str, option: str) -> datetime:

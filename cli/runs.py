@@ -8,9 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from workflow import RunStatus, list_runs, prune_runs
+from workflow import RunStatus, cancel_runs, list_runs, prune_runs, retry_runs
 from workflow.query import And, AttrRef, Compare, Expr, parse
 
+from ._bulk import (
+    AttrOption,
+    DryRunOption,
+    QueryOption,
+    YesOption,
+    bulk_action,
+    prune_filter,
+    where_of,
+)
 from ._codec_option import CodecOption, note_codec, with_codec
 from ._output import (
     console,
@@ -50,6 +59,25 @@ RunArgument = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+OptionalRun = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="[RUN]",
+        help="A run id, a $name value, or a unique KEY=VALUE; or --query/--attr for many.",
+        show_default=False,
+    ),
+]
+
+
+def _one_or_many(run: str | None, query: str | None, attr: list[str]) -> Expr | None:
+    """The bulk filter, or None for the single-run form; usage errors for neither or both."""
+    where = where_of(query, attr)
+    if run is not None and where is not None:
+        raise CliError("give RUN or --query/--attr, not both", EXIT_USAGE)
+    if run is None and where is None:
+        raise CliError("give RUN, or --query/--attr to act on many runs", EXIT_USAGE)
+    return where
+
 
 app.command("update")(update_command)  # cli/updates.py: send an update, print the reply
 
@@ -264,7 +292,7 @@ def _short(value: object, width: int = 60) -> str:
 
 @app.command()
 def cancel(
-    run: RunArgument,
+    run: OptionalRun = None,
     reason: Annotated[str | None, typer.Option(help="Recorded in the run's log.")] = None,
     grace: Annotated[
         float | None,
@@ -277,19 +305,28 @@ def cancel(
     now: Annotated[
         bool, typer.Option("--now", help="Close the run at once, with no cleanup.")
     ] = False,
+    query: QueryOption = None,
+    attr: AttrOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
     world: WorldOption = None,
 ) -> None:
-    """Cancel a run: no new step starts and in-flight steps are told to stop.
+    """Cancel a run, or every run --query/--attr match: no new step starts and
+    in-flight steps are told to stop.
 
     The workflow may catch the cancellation once and run cleanup steps for
     up to --grace seconds (status: cancelling); --now closes it at once.
-    Cancelling a closed run changes nothing and says so.
+    Cancelling a closed run changes nothing and says so. With --query, the
+    count of matching runs is printed and confirmed first (--yes skips it,
+    --dry-run lists them), then a durable $bulk run cancels them in batches.
 
     Examples:
 
         wf runs cancel order=o-17 --reason "customer asked"
 
         wf runs cancel 01J9Z6K6Z2EPV5G0C3R8F4M9AN --now
+
+        wf runs cancel --query "workflow = 'charge' AND status = 'running'" --yes
     """
 
     async def body() -> None:
@@ -298,6 +335,22 @@ def cancel(
                 "--now closes the run at once with no cleanup, so --grace cannot apply: pass one",
                 EXIT_USAGE,
             )
+        where = _one_or_many(run, query, attr)
+        if where is not None:
+            wait = None if now else (30.0 if grace is None else grace)
+            await bulk_action(
+                world,
+                where,
+                verb="cancel",
+                past="cancelled",
+                act=lambda w, tell: cancel_runs(
+                    where, reason, grace=wait, world=w, on_progress=tell
+                ),
+                yes=yes,
+                dry_run=dry_run,
+            )
+            return
+        assert run is not None
         async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             before = await target.status()
@@ -346,18 +399,47 @@ def stream(
 
 
 @app.command()
-def retry(run: RunArgument, world: WorldOption = None) -> None:
-    """Reopen a failed or cancelled run: same id, recorded steps kept, the failed
-    steps run again. The run's log records who reopened it. A run with limited
-    pairs (Limited, hold()) takes its slots again first: while one is not free it
-    waits, pending, in line like any other run.
+def retry(
+    run: OptionalRun = None,
+    query: QueryOption = None,
+    attr: AttrOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
+    world: WorldOption = None,
+) -> None:
+    """Reopen a failed or cancelled run (or every one --query/--attr match): same
+    id, recorded steps kept, the failed steps run again. The run's log records who
+    reopened it. A run with limited pairs (Limited, hold()) takes its slots again
+    first: while one is not free it waits, pending, in line like any other run.
+    With --query, the matching runs are counted and confirmed first (--yes,
+    --dry-run), then a durable $bulk run reopens them in batches.
 
     Examples:
 
         wf runs retry order=o-17
+
+        wf runs retry --query "status = 'failed' AND closed_at > '2024-05-01T12:00:00Z'"
     """
+    if where_of(query, attr) is not None or run is None:
+
+        async def many() -> None:
+            where = _one_or_many(run, query, attr)
+            assert where is not None
+            await bulk_action(
+                world,
+                where,
+                verb="retry",
+                past="retried",
+                act=lambda w, tell: retry_runs(where, world=w, on_progress=tell),
+                yes=yes,
+                dry_run=dry_run,
+            )
+
+        execute(many)
+        return
 
     async def body() -> tuple[str, RunStatus]:
+        assert run is not None
         async with open_world(world, create=False) as opened:
             target = await resolve_run(opened, run)
             await target.retry()
@@ -402,13 +484,13 @@ def fork(
 @app.command()
 def prune(
     before: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--before",
             help="Delete runs that closed before this: ISO time or an age (7d = a week ago).",
             show_default=False,
         ),
-    ],
+    ] = None,
     batch: Annotated[int, typer.Option(min=1, max=10000, help="Runs deleted per step.")] = 500,
     release_claims: Annotated[
         bool,
@@ -418,10 +500,15 @@ def prune(
             "and every tombstone earlier prunes kept.",
         ),
     ] = False,
+    query: QueryOption = None,
+    attr: AttrOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
     as_json: JsonOption = False,
     world: WorldOption = None,
 ) -> None:
-    """Delete closed runs (events, attributes, work) that closed before WHEN.
+    """Delete closed runs (events, attributes, work) that closed before WHEN, or
+    the closed runs --query/--attr match (and, with --before, closed before it).
 
     Their unique claims stay as tombstones (a later start of such a pair is
     still refused) unless --release-claims, which frees those pairs and the
@@ -433,7 +520,41 @@ def prune(
         wf runs prune --before 30d
 
         wf runs prune --before 2024-01-01T00:00:00Z --json
+
+        wf runs prune --query "workflow = 'nightly'" --before 7d --yes
+
+    Pinned runs (Run.pin) are never pruned. With --query the matching runs
+    are counted and confirmed first (--yes, --dry-run), then a durable $bulk
+    run deletes them in batches.
     """
+    where = where_of(query, attr)
+    if where is None and before is None:
+        raise typer.BadParameter("give --before, or --query/--attr", param_hint="--before")
+    if where is not None:
+
+        async def many() -> None:
+            assert where is not None
+            cutoff = parse_time(before, "--before") if before else None
+            await bulk_action(
+                world,
+                prune_filter(where, cutoff),
+                verb="prune",
+                past="pruned",
+                act=lambda w, tell: prune_runs(
+                    query=where,
+                    closed_before=cutoff,
+                    release_claims=release_claims,
+                    world=w,
+                    on_progress=tell,
+                ),
+                yes=yes,
+                dry_run=dry_run,
+                as_json=as_json,
+            )
+
+        execute(many)
+        return
+    assert before is not None
 
     async def body() -> tuple[datetime, list[str]]:
         cutoff = parse_time(before, "--before")

@@ -14,6 +14,7 @@
 See the README and ``rfcs/`` for the model.
 """
 
+from workflow._bulk import BulkResult
 from workflow._hooks import Hook
 from workflow._key_limits import get_key_limit, set_key_limit
 from workflow._log import logger
@@ -22,7 +23,9 @@ from workflow._version import VERSION
 from workflow.client import (
     Run,
     RunList,
+    cancel_runs,
     find_run,
+    get_retention,
     get_run,
     list_hooks,
     list_runs,
@@ -30,6 +33,8 @@ from workflow.client import (
     prune_runs,
     release_claims,
     resume_hook,
+    retry_runs,
+    set_retention,
     start,
 )
 from workflow.context import (
@@ -82,6 +87,7 @@ __version__ = VERSION
 
 __all__ = [
     "AttributeConflictError",
+    "BulkResult",
     "FatalError",
     "Hook",
     "HookConflictError",
@@ -110,6 +116,7 @@ __all__ = [
     "UpdateRejectedError",
     "Worker",
     "WorkflowError",
+    "cancel_runs",
     "close_stream",
     "continue_as_new",
     "create_hook",
@@ -118,6 +125,7 @@ __all__ = [
     "find_run",
     "get_attribute",
     "get_key_limit",
+    "get_retention",
     "get_run",
     "get_run_metadata",
     "get_step_metadata",
@@ -137,8 +145,10 @@ __all__ = [
     "release_claims",
     "replay",
     "resume_hook",
+    "retry_runs",
     "set_attribute",
     "set_key_limit",
+    "set_retention",
     "sleep",
     "sleep_until",
     "start",

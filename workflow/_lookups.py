@@ -1,9 +1,9 @@
-"""Runs and hooks from outside a workflow: by id, by unique pair, by filter; pruning.
+"""Runs and hooks from outside a workflow: by id, by unique pair, by filter.
 
 ``get_run`` makes a handle without I/O; ``find_run`` resolves a unique pair to
-its holder; ``list_runs`` pages through a filter; ``prune_runs`` deletes closed
-runs (keeping their claims as tombstones) and ``release_claims`` frees one such
-pair; ``resume_hook`` and ``list_hooks``
+its holder; ``list_runs`` pages through a filter; ``release_claims`` frees a
+pair a pruned run's tombstone holds (pruning itself is ``workflow._operations``);
+``resume_hook`` and ``list_hooks``
 reach a run's hooks by token.
 """
 
@@ -39,7 +39,6 @@ __all__ = [
     "get_run",
     "list_hooks",
     "list_runs",
-    "prune_runs",
     "release_claims",
     "resume_hook",
 ]
@@ -162,52 +161,6 @@ async def list_runs(
     )
     runs: list[Run[Any]] = [Run(r.id, world=world, record=r) for r in page.runs]
     return RunList(runs, page.next_cursor)
-
-
-async def prune_runs(
-    *,
-    closed_before: datetime,
-    limit: int = 1000,
-    release_claims: bool = False,
-    world: World | None = None,
-) -> list[str]:
-    """Delete runs that closed before ``closed_before``; keep their claims as tombstones.
-
-    Retention is not uniqueness: each pruned run's unique claims stay as
-    tombstones (pair, run id, final status, generation), so a later start of
-    the pair is still refused, by an ``AttributeConflictError`` saying the
-    holder was pruned (policies see the holder's final status). With
-    ``release_claims=True`` the pairs are released instead and may be claimed
-    again (with a higher generation), and so are the tombstones earlier prunes
-    kept (even when this one prunes no run). ``release_claims(key, value)``
-    frees one tombstoned pair. Claims whose ``ttl`` lapsed are released either
-    way. Deletes at most ``limit`` runs, oldest first, in one atomic
-    world operation; returns their ids. Call it again to prune more.
-
-    Raises:
-        TypeError: ``closed_before`` is not a ``datetime`` (an ISO string is
-            refused rather than guessed at: parse it with
-            ``datetime.fromisoformat`` and give it a timezone).
-        ValueError: ``closed_before`` is naive, or ``limit`` < 1.
-    """
-    if not isinstance(closed_before, datetime):
-        raise TypeError(
-            f"closed_before is a timezone-aware datetime, not {type(closed_before).__name__}"
-            + (
-                " (parse it: datetime.fromisoformat(text), with an offset such as +00:00)"
-                if isinstance(closed_before, str)
-                else ""
-            )
-        )
-    if closed_before.tzinfo is None:
-        raise ValueError("closed_before must be timezone-aware")
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
-    if not isinstance(release_claims, bool):
-        raise TypeError("release_claims is True or False")
-    return await resolve_world(world).prune_runs(
-        closed_before, limit, release_claims=release_claims
-    )
 
 
 async def resume_hook(

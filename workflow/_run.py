@@ -228,6 +228,34 @@ class Run(Generic[R]):
         """
         return await send_update(self.world, self._id, name, payload, update_id, timeout)
 
+    async def pin(self) -> None:
+        """Exempt this run from pruning: retention (``set_retention``) and every
+        ``prune_runs`` pass it over until ``unpin()``.
+
+        The pin is the attribute ``$pinned = True`` on the run (the world sets
+        it; ``wf runs list --query '$pinned = true'`` lists pinned runs). Pinning
+        an open run keeps it once it closes. Pinning twice changes nothing.
+
+        Raises:
+            RunNotFoundError: no such run (it may have been pruned already).
+        """
+        await self._pin(True)
+
+    async def unpin(self) -> None:
+        """Undo ``pin()``: the run is pruned again like any other once it is past its
+        retention. Unpinning a run that is not pinned changes nothing.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        await self._pin(False)
+
+    async def _pin(self, pinned: bool) -> None:
+        record = await self.world.pin_run(self._id, pinned)
+        if record is None:
+            raise self._not_found()
+        self.record = record
+
     async def start_now(self) -> None:
         """Start this delayed or debounced run at once, instead of at its start time.
 
@@ -279,7 +307,7 @@ class Run(Generic[R]):
                 of its hook tokens now, or one of its pairs is held with another
                 limit; nothing changed.
         """
-        who = _caller() if by is None else check_text("by", by)
+        who = caller() if by is None else check_text("by", by)
         before = (await self._record()).status
         record = None
         if before in (RunStatus.FAILED, RunStatus.CANCELLED):
@@ -311,7 +339,7 @@ class Run(Generic[R]):
         """
         if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 1:
             raise ValueError(f"from_step must be a step number >= 1, got {from_step!r}")
-        who = _caller() if by is None else check_text("by", by)
+        who = caller() if by is None else check_text("by", by)
         run_id = new_run_id()
         record = await self.world.fork_run(self._id, run_id, from_step, who)
         if record is None:
@@ -409,7 +437,7 @@ class Run(Generic[R]):
         raise RunCancelledError(self._id, reason)
 
 
-def _caller() -> str:
+def caller() -> str:
     """Who is asking, for the log: user@host."""
     try:
         user = getpass.getuser()

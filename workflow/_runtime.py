@@ -13,6 +13,9 @@ declares, and the engine implements it. Two things cross:
   the client then refuses a default world no worker here serves
   (``served_worlds``), and ``start`` hands the worker the first task of a run
   it can run (``eager_starter``).
+* **A worker for built-in workflows.** The engine provides how to build a
+  ``Worker`` (``provide_worker``); the bulk actions (``workflow._bulk``) drive
+  their ``$bulk`` run with one (``in_process_worker``) without importing it.
 
 ``workflow.decorators`` and this module know each other: a step call asks the
 runtime for ``call_step`` (decorators imports this module), and ``Runtime``'s
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import contextvars
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,7 +52,9 @@ __all__ = [
     "current_or_none",
     "default_world",
     "eager_starter",
+    "in_process_worker",
     "installed",
+    "provide_worker",
     "serve",
     "served_worlds",
     "stop_serving",
@@ -296,3 +301,31 @@ def eager_starter(world: World, workflow: str) -> EagerStarter | None:
         if starter.reserve(world, workflow):
             return starter
     return None
+
+
+# ------------------------------------------------------------------ in-process workers
+
+
+class WorkerFactory(Protocol):
+    """How to build a ``Worker`` (the engine's class): ``Worker(world, functions, ...)``."""
+
+    def __call__(
+        self, world: World, functions: Sequence[Any], *, lease_seconds: float = ...
+    ) -> AbstractAsyncContextManager[Any]: ...
+
+
+_worker_factory: list[WorkerFactory] = []
+
+
+def provide_worker(factory: WorkerFactory) -> None:
+    """Record how to build a Worker (the engine calls it once, on import)."""
+    _worker_factory[:] = [factory]
+
+
+def in_process_worker(
+    world: World, functions: Sequence[Any], *, lease_seconds: float
+) -> AbstractAsyncContextManager[Any]:
+    """A Worker of this process for ``functions`` on ``world``, to enter with ``async with``."""
+    if not _worker_factory:
+        raise RuntimeError("the workflow engine is not loaded (import workflow first)")
+    return _worker_factory[0](world, functions, lease_seconds=lease_seconds)

@@ -143,7 +143,8 @@ class CodecWorld(WorldWrapper):
 
     CLEAR = frozenset(
         "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
-        "setting renew_leases release now wait list_hooks prune_runs release_claim find_claim "
+        "setting put_setting renew_leases release now wait list_hooks prune_runs prune_expired "
+        "prune_listed cancel_listed release_claim find_claim "
         "run_claims list_slots run_slots create_schedule get_schedule list_schedules "
         "update_schedule delete_schedule lease_schedules register_worker heartbeat "
         "unregister_worker list_workers stream_closed set_key_limit get_key_limit".split()
@@ -278,6 +279,10 @@ class CodecWorld(WorldWrapper):
     async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
         """See ``World.move_start``."""
         return self._payloads.record_out(await self.inner.move_start(run_id, delay))
+
+    async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
+        """See ``World.pin_run``; the result and error are decoded."""
+        return self._payloads.record_out(await self.inner.pin_run(run_id, pinned))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See ``World.get_run``; the result and error are decoded."""

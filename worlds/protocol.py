@@ -38,6 +38,7 @@ from worlds.types import (
     HookStartResult,
     KeyLimit,
     RunRecord,
+    RunStatus,
     ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
@@ -153,6 +154,15 @@ class Lifecycle(Protocol):
         """
         ...
 
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """Record ``value`` for the setting ``key``, replacing any (``None``: remove it).
+
+        For settings an operator changes (the retention windows,
+        ``workflow.set_retention``), unlike the write-once ones ``setting``
+        records; ``setting(key)`` reads either kind.
+        """
+        ...
+
 
 @runtime_checkable
 class Runs(Protocol):
@@ -228,6 +238,14 @@ class Runs(Protocol):
         """
         ...
 
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, RunStatus | None]:
+        """Cancel each of ``run_ids`` as ``request_cancel`` would (``grace_seconds``
+        None: as ``cancel_run``), all in one atomic operation; each run's status
+        after (``None``: unknown). For bulk actions: one transaction for many runs."""
+        ...
+
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """Reopen a failed or cancelled run, atomically: append ``RunReopened`` and
         queue what it needs (``worlds._rules.reopen.plan_reopen``). The run holds its
@@ -289,9 +307,42 @@ class Runs(Protocol):
         too, whoever held them. A released pair keeps its generation, so the
         next claim of it gets a higher one (fencing tokens never go back).
         With ``release_claims`` the tombstones earlier prunes kept are released
-        as well (a world prunes no run's claims into a tombstone then). Returns
-        the ids pruned.
+        as well (a world prunes no run's claims into a tombstone then). Pinned
+        runs (``pin_run``) are passed over. Returns the ids pruned.
         """
+        ...
+
+    async def prune_expired(
+        self,
+        keep: Mapping[RunStatus, float],
+        limit: int = 1000,
+        *,
+        release_claims: bool = False,
+    ) -> list[str]:
+        """Delete up to ``limit`` runs past their status's retention, atomically.
+
+        A run closed as ``status`` is past it once it closed more than
+        ``keep[status]`` seconds ago by the world's clock; statuses missing
+        from ``keep`` are kept forever (``worlds._rules.retention``). Claims go
+        as in ``prune_runs``. Pinned runs are never pruned. ``ValueError`` for
+        an open status or a negative window. Returns the ids pruned.
+        """
+        ...
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """Delete those of ``run_ids`` that are closed and not pinned, atomically.
+
+        Claims go as in ``prune_runs``. Open, pinned and unknown runs are left
+        alone (the caller reads why). Returns the ids pruned, in id order.
+        """
+        ...
+
+    async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
+        """Pin (``pinned``) or unpin the run, atomically: a pinned run's attributes
+        hold ``$pinned = True`` (``worlds.semantics.PIN_KEY``) and no prune deletes
+        it. Returns the run as stored now; ``None`` for an unknown run."""
         ...
 
     async def release_claim(self, key: str, value: AttributeValue) -> Claim | ClaimConflict | None:

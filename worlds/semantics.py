@@ -33,6 +33,7 @@ from worlds._rules.commits import settled, stale_result
 from worlds._rules.failures import ON_FAILURE_OF_KEY, handler_run_id
 from worlds._rules.rates import check_rate
 from worlds._rules.reopen import effective_log, reopen_base
+from worlds._rules.retention import CLOSED_STATUSES, PIN_KEY, is_pinned
 from worlds._rules.runs import (
     CLOSING_EVENTS,
     RUN_DEADLINE_TIMER,
@@ -58,11 +59,13 @@ from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunCo
 
 __all__ = [
     "CANCEL_DEADLINE_TIMER",
+    "CLOSED_STATUSES",
     "CLOSING_EVENTS",
     "ON_FAILURE_OF_KEY",
     "ON_PARENT_CLOSE",
     "ON_PARENT_CLOSE_KEY",
     "PARENT_KEY",
+    "PIN_KEY",
     "RUN_DEADLINE_TIMER",
     "SELECTIVITY_CAP",
     "apply_to_run",
@@ -82,6 +85,7 @@ __all__ = [
     "index_terms",
     "index_value",
     "is_free",
+    "is_pinned",
     "lease_deadline",
     "matches",
     "may_take_over",

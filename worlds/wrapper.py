@@ -38,6 +38,7 @@ from worlds.types import (
     HookStartResult,
     KeyLimit,
     RunRecord,
+    RunStatus,
     ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
@@ -107,6 +108,10 @@ class WorldWrapper:
         """See ``World.setting``."""
         return await self.inner.setting(key, value)
 
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """See ``World.put_setting``."""
+        await self.inner.put_setting(key, value)
+
     # ------------------------------------------------------------------ Runs
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
@@ -132,6 +137,12 @@ class WorldWrapper:
     ) -> RunRecord | None:
         """See ``World.request_cancel``."""
         return await self.inner.request_cancel(run_id, reason, grace_seconds)
+
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, RunStatus | None]:
+        """See ``World.cancel_listed``."""
+        return await self.inner.cancel_listed(run_ids, reason, grace_seconds)
 
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """See ``World.reopen_run``."""
@@ -166,6 +177,22 @@ class WorldWrapper:
     ) -> list[str]:
         """See ``World.prune_runs``."""
         return await self.inner.prune_runs(closed_before, limit, release_claims=release_claims)
+
+    async def prune_expired(
+        self, keep: Mapping[RunStatus, float], limit: int = 1000, *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_expired``."""
+        return await self.inner.prune_expired(keep, limit, release_claims=release_claims)
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_listed``."""
+        return await self.inner.prune_listed(run_ids, release_claims=release_claims)
+
+    async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
+        """See ``World.pin_run``."""
+        return await self.inner.pin_run(run_id, pinned)
 
     async def release_claim(self, key: str, value: AttributeValue) -> Claim | ClaimConflict | None:
         """See ``World.release_claim``."""

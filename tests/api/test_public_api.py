@@ -56,6 +56,11 @@ def test_workflow_exports_are_pinned() -> None:
         "UpdateRejectedError",
         "receive_updates",
         "WorkflowError",
+        "BulkResult",
+        "cancel_runs",
+        "retry_runs",
+        "set_retention",
+        "get_retention",
     }
     for name in workflow.__all__:
         assert getattr(workflow, name) is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -49,3 +50,20 @@ def test_the_updates_cart_runs_and_prints_what_the_guide_says(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == expected.splitlines()
+
+
+def test_the_production_snippet_runs_and_prints_what_the_guide_says(tmp_path: Path) -> None:
+    section = guide("production")
+    (program,) = python_blocks(section)
+    (expected,) = re.findall(r"```text\n(.*?)```", section, flags=re.DOTALL)
+    (tmp_path / "snippet.py").write_text(program)
+    done = subprocess.run(
+        [sys.executable, "snippet.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected

@@ -192,5 +192,5 @@ async def test_bad_windows_are_refused_before_anything_is_written(world: World) 
         with pytest.raises(error):
             await start(plain, 0, attributes={"order": marker}, world=world)
     with pytest.raises(TypeError):
-        await prune_runs(closed_before=later(), release_claims="yes", world=world)  # type: ignore[arg-type]
+        await prune_runs(closed_before=later(), release_claims="yes", world=world)  # type: ignore[call-overload]
     assert await find_run("order", "o", world=world) is None

@@ -766,9 +766,14 @@ async def test_prune_and_run_claims_use_their_indexes(tmp_path: Path, url: str) 
             if n % 2:
                 await close(world, run.id)
     path = tmp_path / "world.db"
-    assert _explain(path, statements.PRUNABLE_RUNS, (codecs.to_micros(WHEN), 10)) == [
-        "SEARCH runs USING COVERING INDEX runs_closed (closed_at>? AND closed_at<?)"
-    ]
+    # the pin check is one primary-key probe per candidate; the status (retention's
+    # per-status prune) is read from the run's row
+    for status in (None, "completed"):
+        assert _explain(path, statements.PRUNABLE_RUNS, (codecs.to_micros(WHEN), 10, status)) == [
+            "SEARCH runs USING INDEX runs_closed (closed_at>? AND closed_at<?)",
+            "CORRELATED SCALAR SUBQUERY 1",
+            "SEARCH attributes USING PRIMARY KEY (run_id=? AND key=?)",
+        ]
     assert _explain(path, statements.RUN_CLAIMS, ("r", 0)) == [
         "SEARCH claims USING INDEX claims_run (run_id=?)"
     ]

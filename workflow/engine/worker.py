@@ -51,6 +51,7 @@ from workflow.engine._faults import Backoff, Complaints, is_fatal, riding_out
 from workflow.engine._heartbeat import Heartbeat
 from workflow.engine._one_transaction import StepWithWorkflow
 from workflow.engine._registry import Registry
+from workflow.engine._retention import RetentionLoop
 from workflow.engine._schedules import ScheduleLoop
 from workflow.engine._step import RELEASED, attempts_exhausted, run_step
 from workflow.engine._sticky_cache import StickyCache
@@ -109,6 +110,9 @@ class Worker:
         shutdown_grace: on close, how long in-flight work may take to finish
             before it is cancelled and its leases released.
         cache_size: how many suspended workflows to keep in memory.
+        retention_interval: seconds between this worker's sweeps of the world's
+            retention windows (``set_retention``; once at start too), pruning
+            the closed runs past them in batches; ``None``: never.
 
     A world that is unavailable for a while (a restarted database, a lock held
     too long) or full (a full disk) is waited out with capped exponential
@@ -133,6 +137,7 @@ class Worker:
         worker_id: str | None = None,
         liveness_seconds: float | None = None,
         build_id: str | None = None,
+        retention_interval: float | None = 60.0,
     ) -> None:
         if getattr(world, "protocol_version", None) != PROTOCOL_VERSION:
             raise TypeError(f"{world!r} does not implement world protocol {PROTOCOL_VERSION}")
@@ -198,6 +203,15 @@ class Worker:
             complaints=self._complaints,  # one outage per worker, whichever loop sees it
             fail=self._fail,
         )
+        if retention_interval is not None and not retention_interval > 0:
+            raise ValueError(f"retention_interval must be > 0 seconds, got {retention_interval}")
+        self._retention = RetentionLoop(
+            world,
+            self.worker_id,
+            interval=retention_interval,
+            complaints=self._complaints,
+            fail=self._fail,
+        )
         self._heartbeat = Heartbeat(
             world,
             self.worker_id,
@@ -239,6 +253,7 @@ class Worker:
         self._task_group.start_soon(self._heartbeat.run, lambda: len(self._capacity.in_flight()))
         self._task_group.start_soon(self._watch_cancellations)
         self._task_group.start_soon(self._schedules.run, lambda: self._capacity.stopping)
+        self._task_group.start_soon(self._retention.run, lambda: self._capacity.stopping)
         return self
 
     async def _check_codec(self) -> None:
@@ -535,3 +550,6 @@ class Worker:
         if combined is not None:
             return combined
         return await self._committer.commit(item, request)
+
+
+_runtime.provide_worker(Worker)  # the bulk actions drive their $bulk runs with one

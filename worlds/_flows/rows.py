@@ -268,6 +268,10 @@ class Rows(Protocol):
         """Set the index terms of ``attributes`` (keys of run ``run_id``)."""
         ...
 
+    async def drop_attribute(self, run_id: str, key: str) -> None:
+        """Remove the run's index term for ``key`` (its record no longer holds it)."""
+        ...
+
     async def events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
         """The stored events of the run with ``seq > after_seq``, in order."""
         ...
@@ -522,9 +526,13 @@ class Rows(Protocol):
 
     # ------------------------------------------------------------ retention
 
-    async def prunable(self, closed_before: datetime, limit: int) -> list[str]:
-        """Up to ``limit`` runs closed before ``closed_before``, oldest first (locked;
-        runs another transaction holds are passed over)."""
+    async def prunable(
+        self, closed_before: datetime, limit: int, *, status: RunStatus | None = None
+    ) -> list[str]:
+        """Up to ``limit`` runs closed before ``closed_before`` (only those closed as
+        ``status``, if given), oldest first, none of them pinned (holding the
+        attribute ``$pinned``, ``worlds._rules.retention.PIN_KEY``), locked; runs
+        another transaction holds are passed over."""
         ...
 
     async def release_lapsed_claims(self) -> None:

@@ -140,6 +140,9 @@ class MemoryRows:
     ) -> None:
         return None  # the run's record is its own index here
 
+    async def drop_attribute(self, run_id: str, key: str) -> None:
+        return None  # the run's record is its own index here
+
     async def events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
         return self._t.runs.events(run_id, after_seq)
 
@@ -407,8 +410,10 @@ class MemoryRows:
 
     # ------------------------------------------------------------ retention
 
-    async def prunable(self, closed_before: datetime, limit: int) -> list[str]:
-        return self._t.runs.closed_before(closed_before, limit)
+    async def prunable(
+        self, closed_before: datetime, limit: int, *, status: types.RunStatus | None = None
+    ) -> list[str]:
+        return self._t.runs.closed_before(closed_before, limit, status)
 
     async def release_lapsed_claims(self) -> None:
         self._t.claims.release_lapsed(self.now)

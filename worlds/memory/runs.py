@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from worlds.memory.journal import Journal
-from worlds.semantics import index_value
-from worlds.types import AttributeValue, EventKind, RunCreated, RunRecord
+from worlds.semantics import PIN_KEY, index_value
+from worlds.types import AttributeValue, EventKind, RunCreated, RunRecord, RunStatus
 
 __all__ = ["RunStore", "StoredRun"]
 
@@ -85,12 +85,18 @@ class RunStore:
         ]
         return sorted(found, key=lambda record: record.id)
 
-    def closed_before(self, before: datetime, limit: int) -> list[str]:
-        """Up to ``limit`` runs closed before ``before``, oldest first."""
+    def closed_before(
+        self, before: datetime, limit: int, status: RunStatus | None = None
+    ) -> list[str]:
+        """Up to ``limit`` runs closed before ``before`` (as ``status``, if given),
+        oldest first, passing over the pinned ones (``$pinned``)."""
         closed = [
             run.record
             for run in self.runs.values()
-            if run.record.closed_at is not None and run.record.closed_at < before
+            if run.record.closed_at is not None
+            and run.record.closed_at < before
+            and (status is None or run.record.status is status)
+            and run.record.attributes.get(PIN_KEY) is not True
         ]
         closed.sort(key=lambda record: (record.closed_at or before, record.id))
         return [record.id for record in closed[:limit]]

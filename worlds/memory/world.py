@@ -134,6 +134,13 @@ class MemoryWorld(ClosesOnExit):
             self._settings.setdefault(key, value)
         return self._settings.get(key)
 
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """See ``World.put_setting``."""
+        if value is None:
+            self._settings.pop(key, None)
+        else:
+            self._settings[key] = value
+
     # ------------------------------------------------------------ helpers
 
     def _write(self, flow: Callable[[MemoryRows], Coroutine[Any, Any, T]]) -> T:
@@ -190,6 +197,12 @@ class MemoryWorld(ClosesOnExit):
     ) -> types.RunRecord | None:
         """See ``World.request_cancel``."""
         return self._write(lambda rows: cancel.request_cancel(rows, run_id, reason, grace_seconds))
+
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, types.RunStatus | None]:
+        """See ``World.cancel_listed``."""
+        return self._write(lambda rows: cancel.cancel_listed(rows, run_ids, reason, grace_seconds))
 
     async def resume_hook(
         self, token: str, payload: bytes, resume_id: str | None = None
@@ -422,6 +435,30 @@ class MemoryWorld(ClosesOnExit):
         return self._write(
             lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
         )
+
+    async def prune_expired(
+        self,
+        keep: Mapping[types.RunStatus, float],
+        limit: int = 1000,
+        *,
+        release_claims: bool = False,
+    ) -> list[str]:
+        """See ``World.prune_expired``."""
+        return self._write(
+            lambda rows: prune.prune_expired(rows, keep, limit, release_claims=release_claims)
+        )
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_listed``."""
+        return self._write(
+            lambda rows: prune.prune_listed(rows, run_ids, release_claims=release_claims)
+        )
+
+    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
+        """See ``World.pin_run``."""
+        return self._write(lambda rows: prune.pin_run(rows, run_id, pinned))
 
     async def release_claim(
         self, key: str, value: types.AttributeValue

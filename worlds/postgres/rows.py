@@ -237,6 +237,9 @@ class PostgresRows:
         ivalues = [index_value(attributes[key]) for key in keys]
         await self._execute(sql.UPSERT_ATTRIBUTES, run_id, keys, ivalues)
 
+    async def drop_attribute(self, run_id: str, key: str) -> None:
+        await self._execute(sql.DROP_ATTRIBUTE, run_id, key)
+
     async def events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
         rows = await self._fetch(sql.READ_EVENTS, run_id, after_seq)
         return [codecs.decode_event(row["data"], row["seq"], row["at"]) for row in rows]
@@ -581,8 +584,12 @@ class PostgresRows:
 
     # ------------------------------------------------------------ retention
 
-    async def prunable(self, closed_before: datetime, limit: int) -> list[str]:
-        return [row["id"] for row in await self._fetch(sql.PRUNABLE_RUNS, closed_before, limit)]
+    async def prunable(
+        self, closed_before: datetime, limit: int, *, status: types.RunStatus | None = None
+    ) -> list[str]:
+        chosen = None if status is None else status.value
+        rows = await self._fetch(sql.PRUNABLE_RUNS, closed_before, limit, chosen)
+        return [row["id"] for row in rows]
 
     async def release_lapsed_claims(self) -> None:
         await self._execute(sql.RELEASE_LAPSED_CLAIMS, self.now)

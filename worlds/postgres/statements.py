@@ -181,10 +181,15 @@ LIST_RUN_HOOKS = f"{_HOOK_COLUMNS} WHERE run_id = $1 ORDER BY created_at, run_id
 # Pruning, in one transaction: the runs to prune (locked; those another
 # transaction holds wait for a later prune), the lapsed claims released, the
 # pruned runs' claims released or tombstoned, then every row of the runs.
+# A pinned run holds the attribute $pinned (worlds._rules.retention.PIN_KEY).
 PRUNABLE_RUNS = """
 SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < $1
-ORDER BY closed_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+AND ($3::text IS NULL OR status = $3::text)
+AND NOT EXISTS (SELECT 1 FROM attributes
+                WHERE attributes.run_id = runs.id AND attributes.key = '$pinned')
+ORDER BY closed_at, id LIMIT $2 FOR UPDATE OF runs SKIP LOCKED
 """
+DROP_ATTRIBUTE = "DELETE FROM attributes WHERE run_id = $1 AND key = $2"
 RELEASE_LAPSED_CLAIMS = """
 UPDATE claims SET run_id = NULL, step = NULL, attempt = NULL, lapses_at = NULL,
     pruned_status = NULL
@@ -573,6 +578,11 @@ NEXT_SCHEDULE_WAKE = (
 )
 GET_SETTING = "SELECT value FROM settings WHERE key = $1"
 PUT_SETTING = "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+REPLACE_SETTING = (
+    "INSERT INTO settings (key, value) VALUES ($1, $2) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+DROP_SETTING = "DELETE FROM settings WHERE key = $1"
 
 # ---------------------------------------------------------------------------- workers
 

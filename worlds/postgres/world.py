@@ -204,6 +204,14 @@ class PostgresWorld(ClosesOnExit):
         recorded = await pool.fetchval(sql.GET_SETTING, key)
         return None if recorded is None else str(recorded)
 
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """See ``World.put_setting``."""
+        pool = await self._connect()
+        if value is None:
+            await pool.execute(sql.DROP_SETTING, key)
+        else:
+            await pool.execute(sql.REPLACE_SETTING, key, value)
+
     # ------------------------------------------------------------------ plumbing
 
     def _check_open(self) -> None:
@@ -448,6 +456,15 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         return await self._write(
             lambda rows: cancel.request_cancel(rows, run_id, reason, grace_seconds)
+        )
+
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, types.RunStatus | None]:
+        """See ``World.cancel_listed``."""
+        self._check_open()
+        return await self._write(
+            lambda rows: cancel.cancel_listed(rows, run_ids, reason, grace_seconds)
         )
 
     async def resume_hook(
@@ -735,6 +752,33 @@ class PostgresWorld(ClosesOnExit):
         return await self._write(
             lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
         )
+
+    async def prune_expired(
+        self,
+        keep: Mapping[types.RunStatus, float],
+        limit: int = 1000,
+        *,
+        release_claims: bool = False,
+    ) -> list[str]:
+        """See ``World.prune_expired``; runs another transaction holds wait for a later one."""
+        self._check_open()
+        return await self._write(
+            lambda rows: prune.prune_expired(rows, keep, limit, release_claims=release_claims)
+        )
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_listed``."""
+        self._check_open()
+        return await self._write(
+            lambda rows: prune.prune_listed(rows, run_ids, release_claims=release_claims)
+        )
+
+    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
+        """See ``World.pin_run``."""
+        self._check_open()
+        return await self._write(lambda rows: prune.pin_run(rows, run_id, pinned))
 
     async def release_claim(
         self, key: str, value: types.AttributeValue

@@ -179,6 +179,9 @@ class SqliteRows:
         terms = [(run_id, key, index_value(value)) for key, value in attributes.items()]
         self.db.executemany(sql.UPSERT_ATTRIBUTE, terms)
 
+    async def drop_attribute(self, run_id: str, key: str) -> None:
+        self.db.execute(sql.DROP_ATTRIBUTE, (run_id, key))
+
     async def events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
         self.flush_events()
         rows = self.db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
@@ -504,8 +507,10 @@ class SqliteRows:
 
     # ------------------------------------------------------------ retention
 
-    async def prunable(self, closed_before: datetime, limit: int) -> list[str]:
-        params = (codecs.to_micros(closed_before), limit)
+    async def prunable(
+        self, closed_before: datetime, limit: int, *, status: types.RunStatus | None = None
+    ) -> list[str]:
+        params = (codecs.to_micros(closed_before), limit, None if status is None else status.value)
         return [row["id"] for row in self.db.execute(sql.PRUNABLE_RUNS, params)]
 
     async def release_lapsed_claims(self) -> None:

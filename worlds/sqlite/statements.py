@@ -133,10 +133,14 @@ RELEASE_LAPSED_CLAIMS = (
     "pruned_status = NULL WHERE lapses_at IS NOT NULL AND lapses_at <= ?"
 )
 
+# A pinned run holds the attribute $pinned (worlds._rules.retention.PIN_KEY).
 PRUNABLE_RUNS = (
-    "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ? "
-    "ORDER BY closed_at, id LIMIT ?"
+    "SELECT id FROM runs WHERE closed_at IS NOT NULL AND closed_at < ?1 "
+    "AND (?3 IS NULL OR status = ?3) AND NOT EXISTS (SELECT 1 FROM attributes "
+    "WHERE attributes.run_id = runs.id AND attributes.key = '$pinned') "
+    "ORDER BY closed_at, id LIMIT ?2"
 )
+DROP_ATTRIBUTE = "DELETE FROM attributes WHERE run_id = ? AND key = ?"
 NEXT_STREAM_SEQ = "SELECT coalesce(max(seq) + 1, 0) FROM streams WHERE run_id = ? AND name = ?"
 INSERT_STREAM = "INSERT INTO streams (run_id, name, seq, data, at) VALUES (?, ?, ?, ?, ?)"
 CLOSE_STREAM = (
@@ -433,3 +437,8 @@ def schedule_leases_end_sql(names: int) -> str:
 
 GET_SETTING = "SELECT value FROM settings WHERE key = ?"
 PUT_SETTING = "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"
+REPLACE_SETTING = (
+    "INSERT INTO settings (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+DROP_SETTING = "DELETE FROM settings WHERE key = ?"

@@ -144,6 +144,18 @@ class SqliteWorld(ClosesOnExit):
 
         return await self._connection.write(put)
 
+    async def put_setting(self, key: str, value: str | None) -> None:
+        """See ``World.put_setting``."""
+        self._connection.check_open()
+
+        def put(rows: SqliteRows) -> None:
+            if value is None:
+                rows.db.execute(sql.DROP_SETTING, (key,))
+            else:
+                rows.db.execute(sql.REPLACE_SETTING, (key, value))
+
+        await self._connection.write(put)
+
     # ------------------------------------------------------------------ runs
 
     async def create_run(self, request: types.CreateRunRequest) -> types.CreateRunResult:
@@ -180,6 +192,15 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
         return await self._connection.write(
             lambda tx: run_sync(cancel.request_cancel(tx, run_id, reason, grace_seconds))
+        )
+
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, types.RunStatus | None]:
+        """See ``World.cancel_listed``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(cancel.cancel_listed(tx, run_ids, reason, grace_seconds))
         )
 
     # ------------------------------------------------------------------ work
@@ -579,6 +600,33 @@ class SqliteWorld(ClosesOnExit):
                 prune.prune_runs(tx, closed_before, limit, release_claims=release_claims)
             )
         )
+
+    async def prune_expired(
+        self,
+        keep: Mapping[types.RunStatus, float],
+        limit: int = 1000,
+        *,
+        release_claims: bool = False,
+    ) -> list[str]:
+        """See ``World.prune_expired``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(prune.prune_expired(tx, keep, limit, release_claims=release_claims))
+        )
+
+    async def prune_listed(
+        self, run_ids: Sequence[str], *, release_claims: bool = False
+    ) -> list[str]:
+        """See ``World.prune_listed``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(prune.prune_listed(tx, run_ids, release_claims=release_claims))
+        )
+
+    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
+        """See ``World.pin_run``."""
+        self._connection.check_open()
+        return await self._connection.write(lambda tx: run_sync(prune.pin_run(tx, run_id, pinned)))
 
     async def release_claim(
         self, key: str, value: types.AttributeValue

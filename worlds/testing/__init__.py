@@ -50,6 +50,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._rates",
     "worlds.testing._reopen",
     "worlds.testing._resume",
+    "worlds.testing._retention",
     "worlds.testing._reuse",
     "worlds.testing._runs",
     "worlds.testing._schedule_model",
@@ -81,6 +82,7 @@ from worlds.testing._prune import PruneConformance  # noqa: E402
 from worlds.testing._rates import PriorityConformance, RateLimitConformance  # noqa: E402
 from worlds.testing._reopen import ReopenConformance  # noqa: E402
 from worlds.testing._resume import ResumeConformance  # noqa: E402
+from worlds.testing._retention import RetentionConformance  # noqa: E402
 from worlds.testing._reuse import DebounceConformance, ReuseConformance  # noqa: E402
 from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._schedule_model import ScheduleModelConformance  # noqa: E402
@@ -106,6 +108,7 @@ class WorldConformance(
     SearchConformance,
     TakeoverConformance,
     PruneConformance,
+    RetentionConformance,
     HookConformance,
     CancelConformance,
     ChildrenConformance,
@@ -146,6 +149,7 @@ class WorldConformance(
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
+    retention per status, listed prunes and pins (``RetentionConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), limited pairs: slots, waiting and promotion
     (``SlotsConformance``), ``hold`` slots inside workflows (``HoldConformance``),

@@ -127,3 +127,26 @@ class CancelConformance(ConformanceBase):
         assert [(i.kind, i.run_id, i.number) for i in items] == [
             ("timer", run_id, RUN_DEADLINE_TIMER)
         ]
+
+    @pytest.mark.anyio
+    async def test_cancel_listed_cancels_many_runs_in_one_operation(self, world: World) -> None:
+        """Each listed run as ``request_cancel``/``cancel_run`` would; a closed or
+        cancelling run unchanged, an unknown one ``None``."""
+        running, _, _ = await run_with_steps(world)  # first: it leases the one workflow item
+        pending = [await create_run(world) for _ in range(4)]
+        listed = [run.id for run in pending[:3]] + [running.id, "no-such-run"]
+        first = await world.cancel_listed(listed, "bulk", 30.0)
+        assert first["no-such-run"] is None
+        assert all(first[run.id] is RunStatus.CANCELLED for run in pending[:3])
+        assert first[running.id] is RunStatus.CANCELLING
+        again = await world.cancel_listed(listed, "bulk", 30.0)
+        assert again == first
+        for run in pending[:3]:
+            events = await world.read_events(run.id)
+            assert sum(isinstance(e, RunCancelled) for e in events) == 1
+        events = await world.read_events(running.id)
+        assert sum(isinstance(e, RunCancelRequested) for e in events) == 1
+        now = await world.cancel_listed([running.id], None, None)
+        assert now == {running.id: RunStatus.CANCELLED}
+        untouched = await world.get_run(pending[3].id)
+        assert untouched is not None and untouched.status is RunStatus.PENDING

@@ -1,0 +1,253 @@
+"""Other workers' commit latency during a 10,000-run bulk cancel, against idle.
+
+A bulk action must not stall the workers that share its world: it acts in
+batches (one recorded step per 500 runs, one short world operation per run),
+never in one long write transaction. This measures it on SQLite and on
+PostgreSQL. For each world:
+
+1. **idle**: a Worker (this process) runs a steady background workload, five
+   one-step-each workflows at a time, each of three steps, for
+   ``--seconds``; every ``commit``/``commit_many`` call it makes is timed
+   (a ``WorldWrapper`` around its world);
+2. **during**: ``--n`` parked runs (each waits on a hook) are created, then
+   another process (``--bulk``: this script) runs ``cancel_runs`` over them
+   while the same background workload runs, timed the same way, until the bulk
+   process exits.
+
+Reported per world: the background's commit latency (p50, p95, p99, max, in
+ms) idle and during the bulk action, their ratios, the background's commits
+per second in both phases, the bulk action's counts and duration, and the
+load average when measured. Writes ``benchmarks/results/bulk_actions.json``.
+Starts a throwaway PostgreSQL server (``tests/pg_server.py``) unless
+``--pg-url`` is given, or ``--worlds sqlite`` skips it.
+
+Usage::
+
+    python benchmarks/bulk_actions.py [--n 10000] [--seconds 10] [--worlds sqlite,postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import worlds  # noqa: E402
+from workflow import Worker, cancel_runs, create_hook, start, step, workflow  # noqa: E402
+from worlds.protocol import World  # noqa: E402
+from worlds.types import CommitRequest, CommitResult  # noqa: E402
+from worlds.wrapper import WorldWrapper  # noqa: E402
+
+IN_FLIGHT = 5
+QUERY = "batch = 'bench'"
+
+
+@step
+async def bench_tick(n: int) -> int:
+    return n + 1
+
+
+@workflow
+async def bench_chain(n: int) -> int:
+    for _ in range(3):
+        n = await bench_tick(n)
+    return n
+
+
+@workflow
+async def bench_parked(n: int) -> int:
+    await create_hook()
+    return n
+
+
+class TimedWorld(WorldWrapper):
+    """Times every commit the background worker makes."""
+
+    def __init__(self, inner: World) -> None:
+        super().__init__(inner)
+        self.latencies: list[float] = []
+
+    async def commit(self, request: CommitRequest) -> CommitResult:
+        began = time.perf_counter()
+        try:
+            return await super().commit(request)
+        finally:
+            self.latencies.append(time.perf_counter() - began)
+
+    async def commit_many(
+        self, requests: Sequence[CommitRequest]
+    ) -> list[CommitResult | Exception]:
+        began = time.perf_counter()
+        try:
+            return await super().commit_many(requests)
+        finally:
+            self.latencies.append(time.perf_counter() - began)
+
+
+async def _background(world: TimedWorld, until: anyio.Event) -> int:
+    """Run chains ``IN_FLIGHT`` at a time until ``until``; the count finished."""
+    finished = 0
+
+    async def lane(lane_no: int) -> None:
+        nonlocal finished
+        n = 0
+        while not until.is_set():
+            run = await start(bench_chain, lane_no * 1_000_000 + n, world=world)
+            await run.result(timeout=120)
+            finished += 1
+            n += 1
+
+    async with Worker(world, [bench_chain]), anyio.create_task_group() as group:
+        for lane_no in range(IN_FLIGHT):
+            group.start_soon(lane, lane_no)
+    return finished
+
+
+def _stats(latencies: list[float], seconds: float) -> dict[str, float]:
+    ordered = sorted(latencies)
+
+    def pct(p: float) -> float:
+        return round(1000 * ordered[min(len(ordered) - 1, int(p * len(ordered)))], 2)
+
+    return {
+        "commits": len(ordered),
+        "commits_per_second": round(len(ordered) / seconds, 1),
+        "p50_ms": pct(0.50),
+        "p95_ms": pct(0.95),
+        "p99_ms": pct(0.99),
+        "max_ms": round(1000 * ordered[-1], 2),
+        "mean_ms": round(1000 * statistics.fmean(ordered), 2),
+    }
+
+
+async def _idle(url: str, seconds: float) -> dict[str, float]:
+    async with worlds.open(url) as inner:
+        timed = TimedWorld(inner)
+        stop = anyio.Event()
+        began = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            group.start_soon(_background, timed, stop)
+            await anyio.sleep(seconds)
+            stop.set()
+        return _stats(timed.latencies, time.perf_counter() - began)
+
+
+async def _during(url: str, n: int) -> dict[str, Any]:
+    async with worlds.open(url) as inner:
+        for k in range(n):
+            await start(bench_parked, k, attributes={"batch": "bench"}, world=inner)
+        timed = TimedWorld(inner)
+        stop = anyio.Event()
+        outcome: dict[str, Any] = {}
+        async with anyio.create_task_group() as group:
+            group.start_soon(_background, timed, stop)
+            await anyio.sleep(1.0)  # the background is in its steady state first
+            timed.latencies.clear()
+            began = time.perf_counter()
+            done = await anyio.run_process(
+                [sys.executable, __file__, "--bulk", url], check=True, cwd=ROOT
+            )
+            elapsed = time.perf_counter() - began
+            stop.set()
+        outcome["bulk"] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        outcome["background"] = _stats(timed.latencies, elapsed)
+        return outcome
+
+
+async def _bulk(url: str) -> None:
+    async with worlds.open(url) as world:
+        began = time.perf_counter()
+        result = await cancel_runs(QUERY, grace=None, world=world)
+        elapsed = time.perf_counter() - began
+    print(
+        json.dumps(
+            {
+                "matched": result.matched,
+                "done": result.done,
+                "failed": result.failed,
+                "seconds": round(elapsed, 2),
+                "runs_per_second": round(result.done / elapsed, 1),
+            }
+        )
+    )
+
+
+def measure(url_idle: str, url_during: str, n: int, seconds: float) -> dict[str, Any]:
+    idle = anyio.run(_idle, url_idle, seconds)
+    during = anyio.run(_during, url_during, n)
+    background = during["background"]
+    return {
+        "idle": idle,
+        "during_bulk_cancel": background,
+        "bulk_cancel": during["bulk"],
+        "ratio_p50": round(background["p50_ms"] / idle["p50_ms"], 2),
+        "ratio_p99": round(background["p99_ms"] / idle["p99_ms"], 2),
+        "ratio_commits_per_second": round(
+            background["commits_per_second"] / idle["commits_per_second"], 2
+        ),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000, help="runs the bulk action cancels")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the idle phase")
+    parser.add_argument("--worlds", default="sqlite,postgres", help="which worlds")
+    parser.add_argument("--pg-url", help="a PostgreSQL URL (default: start a server)")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/bulk_actions.json"))
+    parser.add_argument("--bulk", metavar="URL", help=argparse.SUPPRESS)  # the bulk process
+    args = parser.parse_args()
+    if args.bulk:
+        anyio.run(_bulk, args.bulk)
+        return
+    chosen = [w for w in args.worlds.split(",") if w]
+    results: dict[str, Any] = {"n": args.n, "cpu_count": os.cpu_count()}
+    scratch = Path(tempfile.mkdtemp(prefix="wf-bulk-bench-"))
+    directory = None
+    try:
+        urls: dict[str, tuple[str, str]] = {}
+        if "sqlite" in chosen:
+            urls["sqlite"] = (
+                f"sqlite:///{scratch / 'idle.db'}",
+                f"sqlite:///{scratch / 'bulk.db'}",
+            )
+        if "postgres" in chosen:
+            from tests import pg_server
+
+            if args.pg_url:
+                base = args.pg_url
+            else:
+                directory = tempfile.mkdtemp(prefix="wf-pg-bench-")
+                base = pg_server.start(directory, durable=True).socket_url
+            sep = "&" if "?" in base else "?"
+            urls["postgres"] = (f"{base}{sep}schema=bench_idle", f"{base}{sep}schema=bench_bulk")
+        for kind, (idle_url, bulk_url) in urls.items():
+            results[kind] = measure(idle_url, bulk_url, args.n, args.seconds)
+            print(json.dumps({kind: results[kind]}), file=sys.stderr)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if directory is not None:
+            from tests import pg_server
+
+            pg_server.stop(directory)
+            shutil.rmtree(directory, ignore_errors=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

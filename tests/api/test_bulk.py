@@ -1,0 +1,182 @@
+"""Bulk actions by query (``cancel_runs``, ``retry_runs``, ``prune_runs(query=)``) on
+every world: exact counts, each target acted on once, the ``$bulk`` run visible."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.apps.bulkapp import parked
+from workflow import (
+    BulkResult,
+    QuerySyntaxError,
+    RunStatus,
+    Unique,
+    Worker,
+    cancel_runs,
+    find_run,
+    list_runs,
+    prune_runs,
+    retry_runs,
+    start,
+    workflow,
+)
+from worlds.protocol import World
+from worlds.types import RunCancelled, RunCancelRequested, RunReopened
+
+pytestmark = pytest.mark.anyio
+
+MANY = 1200  # more than two pages of the $bulk workflow (BATCH = 500)
+
+
+@workflow
+async def quick(n: int) -> int:
+    return n
+
+
+async def _park(world: World, count: int, batch: str, first: int = 0) -> list[str]:
+    ids = []
+    for n in range(first, first + count):
+        run = await start(
+            parked, n, attributes={"batch": batch, "order": Unique(f"{batch}-{n}")}, world=world
+        )
+        ids.append(run.id)
+    return ids
+
+
+async def _ids(world: World, query: str) -> set[str]:
+    found: set[str] = set()
+    cursor = None
+    while True:
+        page = await list_runs(query=query, limit=1000, cursor=cursor, world=world)
+        found |= {run.id for run in page}
+        if (cursor := page.next_cursor) is None:
+            return found
+
+
+async def _count(world: World, run_id: str, kind: type) -> int:
+    return sum(isinstance(e, kind) for e in await world.read_events(run_id))
+
+
+async def test_bulk_cancel_acts_on_exactly_the_matching_runs(world: World) -> None:
+    wanted = await _park(world, MANY, "a")
+    others = await _park(world, 30, "b")
+    async with Worker(world, [quick]):
+        done = [await start(quick, n, attributes={"batch": "a"}, world=world) for n in range(20)]
+        for run in done:
+            await run.result(timeout=30)
+    told: list[int] = []
+    result = await cancel_runs(
+        "batch = 'a'", reason="bad deploy", world=world, on_progress=told.append
+    )
+    assert isinstance(result, BulkResult)
+    assert (result.matched, result.done, result.failed) == (MANY + 20, MANY, 20)
+    assert sorted(e.run_id for e in result.errors) == sorted(r.id for r in done)
+    assert all("completed" in e.message for e in result.errors)
+    assert sum(told) == MANY + 20
+    for run_id in wanted:
+        assert (await world.get_run(run_id)).status is RunStatus.CANCELLED  # type: ignore[union-attr]
+        assert await _count(world, run_id, RunCancelled) == 1
+    for run_id in others:
+        assert (await world.get_run(run_id)).status is RunStatus.PENDING  # type: ignore[union-attr]
+    # the bulk action is a run of its own, visible like any other
+    bulk = [run for run in await list_runs(workflow="$bulk", world=world)]
+    assert [run.id for run in bulk] == [result.run_id]
+    assert bulk[0].record is not None and bulk[0].record.attributes["bulk_action"] == "cancel"
+    # again: every target is cancelled already, so done (nothing is cancelled twice)
+    again = await cancel_runs("batch = 'a'", reason="bad deploy", world=world)
+    assert (again.matched, again.done, again.failed) == (MANY + 20, MANY, 20)
+    assert again.run_id != result.run_id
+    for run_id in wanted[:50]:
+        assert await _count(world, run_id, RunCancelled) == 1
+
+
+async def test_bulk_cancel_of_running_runs_asks_them_to_stop(world: World) -> None:
+    async with Worker(world, [parked]):
+        runs = [await start(parked, n, attributes={"batch": "r"}, world=world) for n in range(40)]
+        for run in runs:  # each waits on its hook: its body ran
+            while await run.status() is not RunStatus.RUNNING:
+                await world.wait(f"run:{run.id}", 0.5)
+        result = await cancel_runs("batch = 'r'", grace=5.0, world=world)
+        assert (result.matched, result.done, result.failed) == (40, 40, 0)
+        for run in runs:
+            assert await _count(world, run.id, RunCancelRequested) == 1
+            with pytest.raises(Exception, match="cancelled"):
+                await run.result(timeout=30)
+
+
+async def test_bulk_retry_reopens_each_run_once(world: World) -> None:
+    ids = await _park(world, MANY, "a")
+    await cancel_runs("batch = 'a'", world=world)
+    result = await retry_runs("batch = 'a' AND status = 'cancelled'", world=world)
+    assert (result.matched, result.done, result.failed) == (MANY, MANY, 0)
+    for run_id in ids:
+        assert await _count(world, run_id, RunReopened) == 1
+        events = await world.read_events(run_id)
+        reopened = next(e for e in events if isinstance(e, RunReopened))
+        assert f"bulk run {result.run_id}" in reopened.by
+    # the reopened runs are open now: a second retry reopens none of them
+    again = await retry_runs("batch = 'a'", world=world)
+    assert (again.matched, again.done, again.failed) == (MANY, 0, MANY)
+    assert len(again.errors) == 100  # the first ones, the count stays exact
+    for run_id in ids[:100]:
+        assert await _count(world, run_id, RunReopened) == 1
+
+
+async def test_bulk_prune_deletes_the_closed_matching_runs_but_never_a_pinned_one(
+    world: World,
+) -> None:
+    ids = await _park(world, 600, "a")
+    open_ids = await _park(world, 10, "a", first=600)
+    for run_id in ids:
+        await world.cancel_run(run_id, None)
+    pinned = ids[7]
+    from workflow import get_run
+
+    await get_run(pinned, world=world).pin()
+    result = await prune_runs(query="batch = 'a'", world=world)
+    assert (result.matched, result.done, result.failed) == (600, 599, 1)
+    assert [e.run_id for e in result.errors] == [pinned]
+    assert await _ids(world, "batch = 'a'") == {pinned, *open_ids}
+    # the claims stay as tombstones
+    holder = await find_run("order", "a-3", world=world)
+    assert holder is not None and holder.pruned_status is RunStatus.CANCELLED
+    # closed_before narrows it; the pinned run stays until unpinned
+    await get_run(pinned, world=world).unpin()
+    later = await prune_runs(
+        query="batch = 'a'", closed_before=datetime.now(UTC) - timedelta(days=1), world=world
+    )
+    assert (later.matched, later.done) == (0, 0)
+    last = await prune_runs(query="batch = 'a'", release_claims=True, world=world)
+    assert (last.matched, last.done, last.failed) == (1, 1, 0)
+    assert await find_run("order", "a-3", world=world) is None
+
+
+async def test_bad_queries_are_refused_before_anything_runs(world: World) -> None:
+    await _park(world, 3, "a")
+    with pytest.raises(QuerySyntaxError):
+        await cancel_runs("batch = ", world=world)
+    with pytest.raises(QuerySyntaxError):
+        await retry_runs("status IN (", world=world)
+    with pytest.raises(TypeError):
+        await prune_runs(world=world)  # type: ignore[call-overload]
+    with pytest.raises(ValueError):
+        await cancel_runs("batch = 'a'", grace=-1, world=world)
+    assert len(await list_runs(workflow="$bulk", world=world)) == 0
+    assert len(await _ids(world, "status = 'pending'")) == 3
+
+
+@pytest.mark.slow
+async def test_bulk_cancel_of_ten_thousand_runs(world: World) -> None:
+    count = 10_000
+    await _park(world, count, "big")
+    result = await cancel_runs("batch = 'big'", world=world)
+    assert (result.matched, result.done, result.failed) == (count, count, 0)
+    assert len(await _ids(world, "batch = 'big' AND status = 'cancelled'")) == count
+    again = await retry_runs("batch = 'big'", world=world)
+    assert (again.matched, again.done, again.failed) == (count, count, 0)
+    await cancel_runs("batch = 'big'", grace=None, world=world)
+    pruned = await prune_runs(query="batch = 'big'", world=world)
+    assert (pruned.matched, pruned.done, pruned.failed) == (count, count, 0)
+    assert await _ids(world, "batch = 'big'") == set()
