@@ -16,11 +16,12 @@ method this class does not define. What a backend offers beyond the protocol
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Self
 
+from worlds.archive import DumpRow
 from worlds.protocol import PROTOCOL_VERSION, World
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
@@ -237,6 +238,14 @@ class WorldWrapper:
         return await self.inner.read_stream(run_id, name, start, limit)
 
     # ------------------------------------------------------------------ Index
+
+    def export_rows(self, run_ids: Sequence[str] | None = None) -> AsyncIterator[DumpRow]:
+        """See ``World.export_rows``."""
+        return self.inner.export_rows(run_ids)
+
+    async def import_rows(self, rows: Sequence[DumpRow]) -> None:
+        """See ``World.import_rows``."""
+        await self.inner.import_rows(rows)
 
     async def list_runs(self, query: RunQuery) -> RunPage:
         """See ``World.list_runs``."""
