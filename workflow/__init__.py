@@ -14,6 +14,7 @@
 See the README and ``rfcs/`` for the model.
 """
 
+from workflow._archives import copy_world, export_runs, import_runs
 from workflow._hooks import Hook
 from workflow._log import logger
 from workflow.client import (
@@ -97,15 +98,18 @@ __all__ = [
     "Worker",
     "WorkflowError",
     "continue_as_new",
+    "copy_world",
     "create_hook",
     "decode_history",
     "encode_history",
+    "export_runs",
     "find_run",
     "get_attribute",
     "get_run",
     "get_run_metadata",
     "get_step_metadata",
     "hold",
+    "import_runs",
     "list_attributes",
     "list_hooks",
     "list_runs",

@@ -36,6 +36,7 @@ from __future__ import annotations
 import pytest
 
 pytest.register_assert_rewrite(
+    "worlds.testing._archive",
     "worlds.testing._base",
     "worlds.testing._batches",
     "worlds.testing._cancel",
@@ -62,6 +63,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._work",
 )
 
+from worlds.testing._archive import ArchiveConformance  # noqa: E402
 from worlds.testing._base import WorldFactory  # noqa: E402
 from worlds.testing._batches import BatchCommitConformance  # noqa: E402
 from worlds.testing._cancel import CancelConformance  # noqa: E402
@@ -119,6 +121,7 @@ class WorldConformance(
     BatchCommitConformance,
     ScheduleConformance,
     ScheduleModelConformance,
+    ArchiveConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
@@ -149,6 +152,7 @@ class WorldConformance(
     (``BatchCommitConformance``), schedule storage and leasing
     (``ScheduleConformance``, with a state machine in ``ScheduleModelConformance``),
     child runs and their parents (``ChildrenConformance``), start-or-resume by
-    unique pair (``ResumeConformance``), run streams (``StreamConformance``) and
-    retry and fork (``ReopenConformance``).
+    unique pair (``ResumeConformance``), run streams (``StreamConformance``),
+    retry and fork (``ReopenConformance``) and a world's full dump and load
+    (``ArchiveConformance``).
     """
