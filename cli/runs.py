@@ -30,6 +30,7 @@ from cli._resolve import (
     resolve_run,
 )
 from cli._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
+from cli.archives import export_command, import_command
 from workflow import RunStatus, list_runs, prune_runs
 from workflow.query import And, AttrRef, Compare, Expr, parse
 
@@ -455,3 +456,7 @@ def prune(
         print_json({"pruned": len(pruned), "ids": pruned, "closed_before": cutoff})
     else:
         console.print(f"pruned {len(pruned)} run(s) closed before {cutoff.isoformat()}")
+
+
+app.command("export")(export_command)
+app.command("import")(import_command)

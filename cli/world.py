@@ -10,6 +10,7 @@ from rich.table import Table
 import worlds
 from cli._output import console, print_json, progress, text
 from cli._resolve import WorldOption, execute, open_world
+from cli.archives import copy_command
 
 app = typer.Typer(
     name="world",
@@ -68,3 +69,6 @@ def migrate(world: WorldOption = None) -> None:
 
     version = execute(body)
     console.print(f"schema is at version {version}")
+
+
+app.command("copy")(copy_command)
