@@ -97,7 +97,8 @@ async def start_workload(world: World, *, closed: int, open_runs: int) -> Worklo
     Worker must be serving ``world``. Returns once every run waits or is closed."""
     load = Workload()
     quarter = max(open_runs // 4, 1)
-    kinds = [(napper, quarter), (hooked, quarter), (laned, quarter), (parent, quarter)]
+    # the nappers last, so their timers are still running when the caller moves on
+    kinds = [(hooked, quarter), (laned, quarter), (parent, quarter), (napper, quarter)]
     n = 0
     for fn, count in [(quick, closed), *kinds]:
         for _ in range(count):

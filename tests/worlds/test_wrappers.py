@@ -32,6 +32,7 @@ PARTS = (
     protocol.Streams,
     protocol.Index,
     protocol.Schedules,
+    protocol.Archive,
 )
 
 
