@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 from cryptography.fernet import Fernet
@@ -18,6 +19,7 @@ import worlds
 from examples.fernet_codec import FernetCodec
 from tests.api.archive_workload import (
     FUNCTIONS,
+    bump,
     finish_workload,
     hooked,
     quick,
@@ -35,15 +37,17 @@ from workflow import (
     import_runs,
     prune_runs,
     replay,
+    sleep,
     start,
     step,
     workflow,
 )
 from workflow.schedules import ScheduleExistsError, create_schedule, get_schedule
+from workflow.testing import TestEnvironment
 from worlds.archive import DumpedRun, decode_archived
 from worlds.codec import CodecWorld
 from worlds.protocol import World
-from worlds.types import utcnow
+from worlds.types import WaitCreated, utcnow
 
 pytestmark = pytest.mark.anyio
 
@@ -245,3 +249,35 @@ async def test_copy_world_moves_a_live_sqlite_world_to_postgres(
         assert not still.is_closed
     assert results == {order: wanted[order] for order in results}
     assert len(results) == len(wanted) - len(pruned)
+
+
+@workflow(name="archives-monthly")
+async def monthly(n: int) -> int:
+    await sleep(timedelta(days=30))
+    return n
+
+
+async def test_the_testing_kit_replays_and_continues_exported_runs(
+    open_world: Callable[[str], World],
+) -> None:
+    """An exported run is a history for ``env.replay``, and an exported open run
+    carries on in the environment, on its skipping clock."""
+    source = open_world("sqlite")
+    async with source:
+        async with Worker(source, [quick, monthly, *FUNCTIONS]):
+            done = await start(quick, 1, world=source)
+            assert await done.result(timeout=60) == 2
+            waiting = await start(monthly, 5, world=source)
+            with anyio.fail_after(60):
+                while not any(isinstance(e, WaitCreated) for e in await waiting.events()):
+                    await anyio.sleep(0.05)
+        out = io.BytesIO()
+        assert await export_runs(None, out, world=source) == 2
+    lines = {decode_archived(line).id: line for line in out.getvalue().splitlines()}
+    async with TestEnvironment(workflows=[monthly, quick, bump]) as env:
+        await env.replay(quick, lines[done.id])
+        out.seek(0)
+        loaded = await env.import_runs(out)
+        assert {run.id for run in loaded} == {done.id, waiting.id}
+        with anyio.fail_after(60):
+            assert await get_run(waiting.id, world=env.world).result() == 5
