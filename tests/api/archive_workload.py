@@ -53,22 +53,24 @@ async def napper(n: int) -> int:
     return await bump(n) * 2
 
 
+async def _on_hook(kind: str, n: int) -> str:
+    """What the hook ``{kind}-{n}`` receives, with the run's kind and number."""
+    return f"{kind} {n}:{await create_hook(f'{kind}-{n}')}"
+
+
 @workflow(name="archives-hooked")
 async def hooked(n: int) -> str:
-    payload = await create_hook(f"hooked-{n}")
-    return f"{n}:{payload}"
+    return await _on_hook("hooked", n)
 
 
 @workflow(name="archives-laned")
 async def laned(n: int) -> str:
-    payload = await create_hook(f"laned-{n}")
-    return f"lane {n}:{payload}"
+    return await _on_hook("laned", n)
 
 
 @workflow(name="archives-kid")
 async def kid(n: int) -> str:
-    payload = await create_hook(f"kid-{n}")
-    return f"kid {n}:{payload}"
+    return await _on_hook("kid", n)
 
 
 @workflow(name="archives-parent")

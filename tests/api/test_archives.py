@@ -107,7 +107,7 @@ async def test_export_then_import_keeps_runs_and_logs_identical(
         async with Worker(target, FUNCTIONS):
             results = await finish_workload(target, load)
         assert results[f"o-{1}"] == 2
-        assert results["o-7"] == "7:p-o-7"
+        assert results["o-7"] == "hooked 7:p-o-7"
 
 
 async def test_export_by_query_writes_only_matching_runs(

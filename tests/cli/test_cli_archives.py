@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 import worlds
-from tests.cli.test_cli import ROOT, Result, wf, wf_here
+from tests.cli.test_cli import Result, wf, wf_here
 from workflow import Unique, Worker, get_run, start, step, workflow
 from worlds.archive import decode_archived
 
@@ -53,18 +50,7 @@ def populate(url: str, count: int) -> list[str]:
 
 def wf_plain(*args: str) -> Result:
     """``python -m cli ARGS`` with no ``--world``."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    env.pop("WORKFLOW_WORLD", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return Result(done.returncode, done.stdout, done.stderr)
+    return wf(None, *args)
 
 
 def test_export_then_import_restores_the_runs(tmp_path: Path) -> None:

@@ -13,23 +13,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
+from worlds import archive
 from worlds._flows.rows import DumpSource, LoadRows, Rows
-from worlds._rules import archive
+from worlds._rules import archive as rules
 from worlds._rules.terms import index_value
-from worlds.archive import (
-    DumpedChunk,
-    DumpedClaim,
-    DumpedHook,
-    DumpedRelease,
-    DumpedResume,
-    DumpedRun,
-    DumpedSchedule,
-    DumpedSetting,
-    DumpedSlot,
-    DumpedToken,
-    DumpedWork,
-    DumpRow,
-)
 
 __all__ = ["PAGE", "export_rows", "import_rows"]
 
@@ -39,7 +26,7 @@ PAGE = 200
 
 async def export_rows(
     source: DumpSource, run_ids: Sequence[str] | None = None
-) -> AsyncIterator[DumpRow]:
+) -> AsyncIterator[archive.DumpRow]:
     """See ``World.export_rows``: every row of the world, or of the runs ``run_ids``."""
     if run_ids is not None:
         for start in range(0, len(run_ids), PAGE):
@@ -57,44 +44,44 @@ async def export_rows(
         yield row
 
 
-async def import_rows(rows: Rows, load: LoadRows, batch: Sequence[DumpRow]) -> None:
+async def import_rows(rows: Rows, load: LoadRows, batch: Sequence[archive.DumpRow]) -> None:
     """See ``World.import_rows``: write ``batch`` or, refusing it, nothing."""
-    ordered = archive.check_batch(batch)
+    ordered = rules.check_batch(batch)
 
-    settings = [r for r in ordered if isinstance(r, DumpedSetting)]
-    runs = [r for r in ordered if isinstance(r, DumpedRun)]
-    claims = [r for r in ordered if isinstance(r, DumpedClaim)]
-    released = [r for r in ordered if isinstance(r, DumpedRelease)]
-    hooks = [r for r in ordered if isinstance(r, DumpedHook)]
-    schedules = [r for r in ordered if isinstance(r, DumpedSchedule)]
+    settings = [r for r in ordered if isinstance(r, archive.DumpedSetting)]
+    runs = [r for r in ordered if isinstance(r, archive.DumpedRun)]
+    claims = [r for r in ordered if isinstance(r, archive.DumpedClaim)]
+    released = [r for r in ordered if isinstance(r, archive.DumpedRelease)]
+    hooks = [r for r in ordered if isinstance(r, archive.DumpedHook)]
+    schedules = [r for r in ordered if isinstance(r, archive.DumpedSchedule)]
     present = await rows.existing_runs([r.record.id for r in runs])
-    _refuse(archive.present_refusal("run", present))
+    _refuse(rules.present_refusal("run", present))
     pairs = [(c.claim.key, index_value(c.claim.value)) for c in claims]
     pairs += [(r.key, r.ivalue) for r in released]
     taken = [
         f"{key}={term}" for key, term in pairs if await rows.get_claim((key, term)) is not None
     ]
-    _refuse(archive.present_refusal("the claim of", taken))
+    _refuse(rules.present_refusal("the claim of", taken))
     held = [h.hook.token for h in hooks if await rows.hook_holder(h.hook.token) is not None]
-    _refuse(archive.present_refusal("hook token", held))
+    _refuse(rules.present_refusal("hook token", held))
     existing = [
         s.schedule.id for s in schedules if await rows.get_schedule(s.schedule.id) is not None
     ]
-    _refuse(archive.present_refusal("schedule", existing))
-    fresh: list[DumpedSetting] = []
+    _refuse(rules.present_refusal("schedule", existing))
+    fresh: list[archive.DumpedSetting] = []
     for setting in settings:
         stored = await load.stored_setting(setting.key)
-        _refuse(archive.setting_refusal(setting.key, stored, setting.value))
+        _refuse(rules.setting_refusal(setting.key, stored, setting.value))
         if stored is None:
             fresh.append(setting)
     await load.load_settings(fresh)
     await load.load_runs(runs)
     await load.load_claims(claims, released)
-    await load.load_slots([r for r in ordered if isinstance(r, DumpedSlot)])
-    await load.load_tokens([r for r in ordered if isinstance(r, DumpedToken)])
-    await load.load_hooks(hooks, [r for r in ordered if isinstance(r, DumpedResume)])
-    await load.load_work([r for r in ordered if isinstance(r, DumpedWork)])
-    await load.load_chunks([r for r in ordered if isinstance(r, DumpedChunk)])
+    await load.load_slots([r for r in ordered if isinstance(r, archive.DumpedSlot)])
+    await load.load_tokens([r for r in ordered if isinstance(r, archive.DumpedToken)])
+    await load.load_hooks(hooks, [r for r in ordered if isinstance(r, archive.DumpedResume)])
+    await load.load_work([r for r in ordered if isinstance(r, archive.DumpedWork)])
+    await load.load_chunks([r for r in ordered if isinstance(r, archive.DumpedChunk)])
     await load.load_schedules(schedules)
 
 

@@ -8,21 +8,8 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping, Sequence
 
+from worlds import archive
 from worlds._flows.rows import Token
-from worlds.archive import (
-    DumpedChunk,
-    DumpedClaim,
-    DumpedHook,
-    DumpedRelease,
-    DumpedResume,
-    DumpedRun,
-    DumpedSchedule,
-    DumpedSetting,
-    DumpedSlot,
-    DumpedToken,
-    DumpedWork,
-    DumpRow,
-)
 from worlds.memory.rows import MemoryRows, Tables
 from worlds.memory.work import QueuedItem
 from worlds.protocol import SCHEDULE_TOPIC, WORK_TOPIC
@@ -39,41 +26,45 @@ class MemorySource:
         self._t = tables
         self._settings = settings
 
-    async def dumped_settings(self) -> list[DumpRow]:
-        return [DumpedSetting(k, v) for k, v in sorted(self._settings.items())]
+    async def dumped_settings(self) -> list[archive.DumpRow]:
+        return [archive.DumpedSetting(k, v) for k, v in sorted(self._settings.items())]
 
     async def dumped_run_ids(self, after: str, limit: int) -> list[str]:
         return sorted(run_id for run_id in self._t.runs.runs if run_id > after)[:limit]
 
-    async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[DumpRow]:
+    async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[archive.DumpRow]:
         t, wanted = self._t, set(run_ids)
-        out: list[DumpRow] = []
+        out: list[archive.DumpRow] = []
         for run_id in sorted(wanted):
             stored = t.runs.runs.get(run_id)
             if stored is not None:
-                out.append(DumpedRun(stored.record, list(stored.events)))
-        present = {row.record.id for row in out if isinstance(row, DumpedRun)}
+                out.append(archive.DumpedRun(stored.record, list(stored.events)))
+        present = {row.record.id for row in out if isinstance(row, archive.DumpedRun)}
         claims, _ = t.claims.dump()
         out += [
-            DumpedClaim(c)
+            archive.DumpedClaim(c)
             for c in sorted(claims, key=lambda c: (c.key, index_value(c.value)))
             if c.run_id in present and c.pruned_status is None
         ]
         slots = sorted(t.slots.dump(), key=lambda ps: (ps[0], ps[1].position))
-        out += [DumpedSlot(slot) for _, slot in slots if slot.run_id in present]
+        out += [archive.DumpedSlot(slot) for _, slot in slots if slot.run_id in present]
         tokens = sorted(t.rates.dump(), key=lambda r: (r[0], r[2].at, r[2].run_id, r[1]))
         out += [
-            DumpedToken(pair[0], pair[1], tok.at, tok.run_id, number, tok.limit, tok.per, prio)
+            archive.DumpedToken(
+                pair[0], pair[1], tok.at, tok.run_id, number, tok.limit, tok.per, prio
+            )
             for pair, number, tok, prio in tokens
             if tok.run_id in present
         ]
         hooks = sorted(t.hooks.tokens.values(), key=lambda h: h.token)
-        out += [DumpedHook(h) for h in hooks if h.run_id in present]
+        out += [archive.DumpedHook(h) for h in hooks if h.run_id in present]
         resumes = sorted(t.hooks.resumed.items())
-        out += [DumpedResume(tok, rid, run) for (tok, rid), run in resumes if run in present]
+        out += [
+            archive.DumpedResume(tok, rid, run) for (tok, rid), run in resumes if run in present
+        ]
         items = sorted(t.work.items.values(), key=lambda i: (i.run_id, i.id))
         out += [
-            DumpedWork(
+            archive.DumpedWork(
                 run_id=i.run_id,
                 id=i.id,
                 kind=i.kind,
@@ -90,26 +81,27 @@ class MemorySource:
         ]
         chunks = sorted(t.streams.dump(), key=lambda r: (r[0], r[1], r[2].offset))
         out += [
-            DumpedChunk(run, name, c.offset, c.data, c.at)
+            archive.DumpedChunk(run, name, c.offset, c.data, c.at)
             for run, name, c in chunks
             if run in present
         ]
         return out
 
-    async def dumped_world_rows(self) -> list[DumpRow]:
+    async def dumped_world_rows(self) -> list[archive.DumpRow]:
         claims, released = self._t.claims.dump()
-        out: list[DumpRow] = [
-            DumpedClaim(c)
+        out: list[archive.DumpRow] = [
+            archive.DumpedClaim(c)
             for c in sorted(claims, key=lambda c: (c.key, index_value(c.value)))
             if c.pruned_status is not None
         ]
         out += [
-            DumpedRelease(pair[0], pair[1], generation) for pair, generation in sorted(released)
+            archive.DumpedRelease(pair[0], pair[1], generation)
+            for pair, generation in sorted(released)
         ]
         schedules = self._t.schedules
         after: str | None = None
         while page := schedules.list(after=after, limit=500):
-            out += [DumpedSchedule(record) for record in page]
+            out += [archive.DumpedSchedule(record) for record in page]
             after = page[-1].id
         return out
 
@@ -127,40 +119,40 @@ class MemoryLoad:
     async def stored_setting(self, key: str) -> str | None:
         return self._settings.get(key)
 
-    async def load_settings(self, rows: Sequence[DumpedSetting]) -> None:
+    async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
         for row in rows:
             self._settings.setdefault(row.key, row.value)
 
-    async def load_runs(self, rows: Sequence[DumpedRun]) -> None:
+    async def load_runs(self, rows: Sequence[archive.DumpedRun]) -> None:
         for row in rows:
             self._t.runs.load(row.record, row.events)
 
     async def load_claims(
-        self, claims: Sequence[DumpedClaim], released: Sequence[DumpedRelease]
+        self, claims: Sequence[archive.DumpedClaim], released: Sequence[archive.DumpedRelease]
     ) -> None:
         for claim in claims:
             self._t.claims.load(claim.claim)
         for release in released:
             self._t.claims.load_released((release.key, release.ivalue), release.generation)
 
-    async def load_slots(self, rows: Sequence[DumpedSlot]) -> None:
+    async def load_slots(self, rows: Sequence[archive.DumpedSlot]) -> None:
         for row in rows:
             self._t.slots.load((row.slot.key, index_value(row.slot.value)), row.slot)
 
-    async def load_tokens(self, rows: Sequence[DumpedToken]) -> None:
+    async def load_tokens(self, rows: Sequence[archive.DumpedToken]) -> None:
         for r in rows:
             token = Token(r.at, r.run_id, r.limit, r.per)
             self._t.rates.insert((r.key, r.ivalue), r.run_id, r.number, token, r.priority)
 
     async def load_hooks(
-        self, hooks: Sequence[DumpedHook], resumes: Sequence[DumpedResume]
+        self, hooks: Sequence[archive.DumpedHook], resumes: Sequence[archive.DumpedResume]
     ) -> None:
         for hook in hooks:
             self._t.hooks.load(hook.hook)
         for resume in resumes:
             self._t.hooks.load_resume(resume.token, resume.resume_id, resume.run_id)
 
-    async def load_work(self, rows: Sequence[DumpedWork]) -> None:
+    async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
         for w in rows:
             self._t.work.load(
                 QueuedItem(
@@ -179,11 +171,11 @@ class MemoryLoad:
         if rows:
             self._rows.signals.add(WORK_TOPIC)
 
-    async def load_chunks(self, rows: Sequence[DumpedChunk]) -> None:
+    async def load_chunks(self, rows: Sequence[archive.DumpedChunk]) -> None:
         for c in rows:
             self._t.streams.load(c.run_id, c.name, StreamChunk(offset=c.seq, data=c.data, at=c.at))
 
-    async def load_schedules(self, rows: Sequence[DumpedSchedule]) -> None:
+    async def load_schedules(self, rows: Sequence[archive.DumpedSchedule]) -> None:
         for row in rows:
             self._t.schedules.insert(row.schedule)
         if rows:

@@ -13,21 +13,8 @@ from datetime import datetime
 
 import asyncpg
 
+from worlds import archive
 from worlds._dump_sql import DumpParams, DumpSql
-from worlds.archive import (
-    DumpedChunk,
-    DumpedClaim,
-    DumpedHook,
-    DumpedRelease,
-    DumpedResume,
-    DumpedRun,
-    DumpedSchedule,
-    DumpedSetting,
-    DumpedSlot,
-    DumpedToken,
-    DumpedWork,
-    DumpRow,
-)
 from worlds.postgres import codecs
 from worlds.postgres.rows import PostgresRows
 from worlds.protocol import SCHEDULE_TOPIC, WORK_TOPIC
@@ -65,13 +52,15 @@ class PostgresSource:
     async def _fetch(self, statement: str, *args: object) -> list[asyncpg.Record]:
         return list(await (await self._pool()).fetch(statement, *args))
 
-    async def dumped_settings(self) -> list[DumpRow]:
-        return [DumpedSetting(r["key"], r["value"]) for r in await self._fetch(SQL.settings)]
+    async def dumped_settings(self) -> list[archive.DumpRow]:
+        return [
+            archive.DumpedSetting(r["key"], r["value"]) for r in await self._fetch(SQL.settings)
+        ]
 
     async def dumped_run_ids(self, after: str, limit: int) -> list[str]:
         return [r["id"] for r in await self._fetch(SQL.run_ids, after, limit)]
 
-    async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[DumpRow]:
+    async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[archive.DumpRow]:
         ids = list(run_ids)
         async with (
             (await self._pool()).acquire() as conn,
@@ -81,10 +70,10 @@ class PostgresSource:
             for row in await conn.fetch(_EVENTS, ids):
                 event = codecs.decode_event(row["data"], row["seq"], row["at"])
                 logs.setdefault(row["run_id"], []).append(event)
-            out: list[DumpRow] = []
+            out: list[archive.DumpRow] = []
             for row in await conn.fetch(SQL.runs, ids):
                 record = codecs.columns.run(row)
-                out.append(DumpedRun(record, logs.get(record.id, [])))
+                out.append(archive.DumpedRun(record, logs.get(record.id, [])))
             out += [PARAMS.claim_or_release(r) for r in await conn.fetch(SQL.claims, ids)]
             out += [PARAMS.slot(r) for r in await conn.fetch(SQL.slots, ids)]
             out += [PARAMS.token(r) for r in await conn.fetch(SQL.tokens, ids)]
@@ -94,10 +83,10 @@ class PostgresSource:
             out += [PARAMS.chunk(r) for r in await conn.fetch(SQL.chunks, ids)]
         return out
 
-    async def dumped_world_rows(self) -> list[DumpRow]:
+    async def dumped_world_rows(self) -> list[archive.DumpRow]:
         loose = [PARAMS.claim_or_release(r) for r in await self._fetch(SQL.loose_claims)]
-        out: list[DumpRow] = [row for row in loose if isinstance(row, DumpedClaim)]
-        out += [row for row in loose if isinstance(row, DumpedRelease)]
+        out: list[archive.DumpRow] = [row for row in loose if isinstance(row, archive.DumpedClaim)]
+        out += [row for row in loose if isinstance(row, archive.DumpedRelease)]
         out += [PARAMS.schedule(r) for r in await self._fetch(SQL.schedules)]
         return out
 
@@ -118,10 +107,10 @@ class PostgresLoad:
         value = await self._conn.fetchval("SELECT value FROM settings WHERE key = $1", key)
         return None if value is None else str(value)
 
-    async def load_settings(self, rows: Sequence[DumpedSetting]) -> None:
+    async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
         await self._many(SQL.insert_setting, [(r.key, r.value) for r in rows])
 
-    async def load_runs(self, rows: Sequence[DumpedRun]) -> None:
+    async def load_runs(self, rows: Sequence[archive.DumpedRun]) -> None:
         runs = [(*PARAMS.run(r.record), r.events[-1].at if r.events else None) for r in rows]
         await self._many(_INSERT_RUN, runs)
         terms = [t for r in rows for t in PARAMS.attribute_terms(r.record)]
@@ -134,34 +123,34 @@ class PostgresLoad:
         await self._many(_INSERT_EVENT, events)
 
     async def load_claims(
-        self, claims: Sequence[DumpedClaim], released: Sequence[DumpedRelease]
+        self, claims: Sequence[archive.DumpedClaim], released: Sequence[archive.DumpedRelease]
     ) -> None:
         params = [PARAMS.claim(c) for c in claims] + [PARAMS.release(r) for r in released]
         await self._many(SQL.insert_claim, params)
 
-    async def load_slots(self, rows: Sequence[DumpedSlot]) -> None:
+    async def load_slots(self, rows: Sequence[archive.DumpedSlot]) -> None:
         await self._many(SQL.insert_slot, [PARAMS.slot_row(r) for r in rows])
         if rows:
             await self._conn.execute(_MOVE_POSITIONS)
 
-    async def load_tokens(self, rows: Sequence[DumpedToken]) -> None:
+    async def load_tokens(self, rows: Sequence[archive.DumpedToken]) -> None:
         await self._many(SQL.insert_token, [PARAMS.token_row(r) for r in rows])
 
     async def load_hooks(
-        self, hooks: Sequence[DumpedHook], resumes: Sequence[DumpedResume]
+        self, hooks: Sequence[archive.DumpedHook], resumes: Sequence[archive.DumpedResume]
     ) -> None:
         await self._many(SQL.insert_hook, [PARAMS.hook_row(h) for h in hooks])
         await self._many(SQL.insert_resume, [(r.token, r.resume_id, r.run_id) for r in resumes])
 
-    async def load_work(self, rows: Sequence[DumpedWork]) -> None:
+    async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
         await self._many(SQL.insert_work, [PARAMS.work_row(w) for w in rows])
         if rows:
             self._rows.signals.add(WORK_TOPIC)
 
-    async def load_chunks(self, rows: Sequence[DumpedChunk]) -> None:
+    async def load_chunks(self, rows: Sequence[archive.DumpedChunk]) -> None:
         await self._many(SQL.insert_chunk, [PARAMS.chunk_row(c) for c in rows])
 
-    async def load_schedules(self, rows: Sequence[DumpedSchedule]) -> None:
+    async def load_schedules(self, rows: Sequence[archive.DumpedSchedule]) -> None:
         await self._many(SQL.insert_schedule, [PARAMS.schedule_row(s) for s in rows])
         if rows:
             self._rows.signals.add(SCHEDULE_TOPIC)

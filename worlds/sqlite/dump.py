@@ -11,21 +11,8 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from worlds import archive
 from worlds._dump_sql import DumpParams, DumpSql
-from worlds.archive import (
-    DumpedChunk,
-    DumpedClaim,
-    DumpedHook,
-    DumpedRelease,
-    DumpedResume,
-    DumpedRun,
-    DumpedSchedule,
-    DumpedSetting,
-    DumpedSlot,
-    DumpedToken,
-    DumpedWork,
-    DumpRow,
-)
 from worlds.protocol import SCHEDULE_TOPIC, WORK_TOPIC
 from worlds.sqlite import codecs
 from worlds.sqlite.connection import Connection
@@ -48,9 +35,11 @@ class SqliteSource:
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
 
-    async def dumped_settings(self) -> list[DumpRow]:
-        def body(db: sqlite3.Connection) -> list[DumpRow]:
-            return [DumpedSetting(row["key"], row["value"]) for row in db.execute(SQL.settings)]
+    async def dumped_settings(self) -> list[archive.DumpRow]:
+        def body(db: sqlite3.Connection) -> list[archive.DumpRow]:
+            return [
+                archive.DumpedSetting(row["key"], row["value"]) for row in db.execute(SQL.settings)
+            ]
 
         return await self._connection.read(body)
 
@@ -60,17 +49,17 @@ class SqliteSource:
 
         return await self._connection.read(body)
 
-    async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[DumpRow]:
+    async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[archive.DumpRow]:
         ids = (json.dumps(list(run_ids)),)
 
-        def body(db: sqlite3.Connection) -> list[DumpRow]:
+        def body(db: sqlite3.Connection) -> list[archive.DumpRow]:
             logs: dict[str, list[EventKind]] = {}
             for row in db.execute(_EVENTS, ids):
                 logs.setdefault(row["run_id"], []).append(codecs.decode_event(row["data"]))
-            out: list[DumpRow] = []
+            out: list[archive.DumpRow] = []
             for row in db.execute(SQL.runs, ids):
                 record = codecs.columns.run(row)
-                out.append(DumpedRun(record, logs.get(record.id, [])))
+                out.append(archive.DumpedRun(record, logs.get(record.id, [])))
             out += [PARAMS.claim_or_release(row) for row in db.execute(SQL.claims, ids)]
             out += [PARAMS.slot(row) for row in db.execute(SQL.slots, ids)]
             out += [PARAMS.token(row) for row in db.execute(SQL.tokens, ids)]
@@ -82,11 +71,13 @@ class SqliteSource:
 
         return await self._connection.read(body)
 
-    async def dumped_world_rows(self) -> list[DumpRow]:
-        def body(db: sqlite3.Connection) -> list[DumpRow]:
+    async def dumped_world_rows(self) -> list[archive.DumpRow]:
+        def body(db: sqlite3.Connection) -> list[archive.DumpRow]:
             loose = [PARAMS.claim_or_release(row) for row in db.execute(SQL.loose_claims)]
-            out: list[DumpRow] = [row for row in loose if isinstance(row, DumpedClaim)]
-            out += [row for row in loose if isinstance(row, DumpedRelease)]
+            out: list[archive.DumpRow] = [
+                row for row in loose if isinstance(row, archive.DumpedClaim)
+            ]
+            out += [row for row in loose if isinstance(row, archive.DumpedRelease)]
             out += [PARAMS.schedule(row) for row in db.execute(SQL.schedules)]
             return out
 
@@ -104,10 +95,10 @@ class SqliteLoad:
         row = self._db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    async def load_settings(self, rows: Sequence[DumpedSetting]) -> None:
+    async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
         self._db.executemany(SQL.insert_setting, [(r.key, r.value) for r in rows])
 
-    async def load_runs(self, rows: Sequence[DumpedRun]) -> None:
+    async def load_runs(self, rows: Sequence[archive.DumpedRun]) -> None:
         db = self._db
         db.executemany(SQL.insert_run, [PARAMS.run(r.record) for r in rows])
         db.executemany(
@@ -121,32 +112,32 @@ class SqliteLoad:
         db.executemany("INSERT INTO events (run_id, seq, kind, data) VALUES (?, ?, ?, ?)", events)
 
     async def load_claims(
-        self, claims: Sequence[DumpedClaim], released: Sequence[DumpedRelease]
+        self, claims: Sequence[archive.DumpedClaim], released: Sequence[archive.DumpedRelease]
     ) -> None:
         params = [PARAMS.claim(c) for c in claims] + [PARAMS.release(r) for r in released]
         self._db.executemany(SQL.insert_claim, params)
 
-    async def load_slots(self, rows: Sequence[DumpedSlot]) -> None:
+    async def load_slots(self, rows: Sequence[archive.DumpedSlot]) -> None:
         self._db.executemany(SQL.insert_slot, [PARAMS.slot_row(r) for r in rows])
 
-    async def load_tokens(self, rows: Sequence[DumpedToken]) -> None:
+    async def load_tokens(self, rows: Sequence[archive.DumpedToken]) -> None:
         self._db.executemany(SQL.insert_token, [PARAMS.token_row(r) for r in rows])
 
     async def load_hooks(
-        self, hooks: Sequence[DumpedHook], resumes: Sequence[DumpedResume]
+        self, hooks: Sequence[archive.DumpedHook], resumes: Sequence[archive.DumpedResume]
     ) -> None:
         self._db.executemany(SQL.insert_hook, [PARAMS.hook_row(h) for h in hooks])
         self._db.executemany(SQL.insert_resume, [(r.token, r.resume_id, r.run_id) for r in resumes])
 
-    async def load_work(self, rows: Sequence[DumpedWork]) -> None:
+    async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
         self._db.executemany(SQL.insert_work, [PARAMS.work_row(w) for w in rows])
         if rows:
             self._rows.signals.add(WORK_TOPIC)
 
-    async def load_chunks(self, rows: Sequence[DumpedChunk]) -> None:
+    async def load_chunks(self, rows: Sequence[archive.DumpedChunk]) -> None:
         self._db.executemany(SQL.insert_chunk, [PARAMS.chunk_row(c) for c in rows])
 
-    async def load_schedules(self, rows: Sequence[DumpedSchedule]) -> None:
+    async def load_schedules(self, rows: Sequence[archive.DumpedSchedule]) -> None:
         self._db.executemany(SQL.insert_schedule, [PARAMS.schedule_row(s) for s in rows])
         if rows:
             self._rows.signals.add(SCHEDULE_TOPIC)
