@@ -10,6 +10,7 @@ the results are the same on any world, copied or not.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -28,6 +29,7 @@ from workflow import (
     step,
     workflow,
 )
+from workflow.decorators import WorkflowDefinition
 from worlds.protocol import World
 from worlds.types import WaitCreated
 
@@ -100,7 +102,12 @@ async def start_workload(world: World, *, closed: int, open_runs: int) -> Worklo
     load = Workload()
     quarter = max(open_runs // 4, 1)
     # the nappers last, so their timers are still running when the caller moves on
-    kinds = [(hooked, quarter), (laned, quarter), (parent, quarter), (napper, quarter)]
+    kinds: list[tuple[WorkflowDefinition[..., Any], int]] = [
+        (hooked, quarter),
+        (laned, quarter),
+        (parent, quarter),
+        (napper, quarter),
+    ]
     n = 0
     for fn, count in [(quick, closed), *kinds]:
         for _ in range(count):
