@@ -42,6 +42,7 @@ from ._resolve import (
     resolve_run,
 )
 from ._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
+from .archives import export_command, import_command
 from .updates import update_command
 
 app = typer.Typer(
@@ -580,3 +581,7 @@ def prune(
         print_json({"pruned": len(pruned), "ids": pruned, "closed_before": cutoff})
     else:
         console.print(f"pruned {len(pruned)} run(s) closed before {cutoff.isoformat()}")
+
+
+app.command("export")(export_command)
+app.command("import")(import_command)

@@ -20,6 +20,7 @@ from ._resolve import (
     open_world,
     parse_span,
 )
+from .archives import copy_command
 
 app = typer.Typer(
     name="world",
@@ -134,3 +135,6 @@ def retention(
     else:
         for status, span in shown.items():
             console.print(f"{status}={span}")
+
+
+app.command("copy")(copy_command)

@@ -14,6 +14,7 @@
 See the README and ``rfcs/`` for the model.
 """
 
+from workflow._archives import copy_world, export_runs, import_runs
 from workflow._bulk import BulkResult
 from workflow._hooks import Hook
 from workflow._key_limits import get_key_limit, set_key_limit
@@ -119,9 +120,11 @@ __all__ = [
     "cancel_runs",
     "close_stream",
     "continue_as_new",
+    "copy_world",
     "create_hook",
     "decode_history",
     "encode_history",
+    "export_runs",
     "find_run",
     "get_attribute",
     "get_key_limit",
@@ -131,6 +134,7 @@ __all__ = [
     "get_step_metadata",
     "get_transaction",
     "hold",
+    "import_runs",
     "list_attributes",
     "list_hooks",
     "list_runs",

@@ -147,9 +147,12 @@ class CodecWorld(WorldWrapper):
         "prune_listed cancel_listed release_claim find_claim "
         "run_claims list_slots run_slots create_schedule get_schedule list_schedules "
         "update_schedule delete_schedule lease_schedules register_worker heartbeat "
-        "unregister_worker list_workers stream_closed set_key_limit get_key_limit".split()
+        "unregister_worker list_workers stream_closed set_key_limit get_key_limit "
+        "export_rows import_rows".split()
     )
-    """What carries no payload, forwarded as it is; the rest is overridden below."""
+    """What carries no payload, forwarded as it is; the rest is overridden below.
+    ``export_rows``/``import_rows`` carry payloads as stored, encoded: a dump keeps
+    the codec's bytes (and the codec setting), so it never needs the key."""
 
     def __init__(self, inner: World, codec: PayloadCodec) -> None:
         super().__init__(inner)

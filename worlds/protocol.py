@@ -7,8 +7,8 @@ reads, decides and writes in separate calls where a race could slip in.
 
 ``World`` is the intersection of nine capability protocols, each lining up
 with classes of the conformance kit: ``Lifecycle``, ``Runs``, ``Work``,
-``Liveness``, ``Hooks``, ``Updates``, ``Streams``, ``Index``, ``Schedules`` and
-``Transactions``. A third-party world
+``Liveness``, ``Hooks``, ``Updates``, ``Streams``, ``Index``, ``Schedules``,
+``Transactions`` and ``Archive``. A third-party world
 implements ``World`` (structural typing, no base class to inherit) and proves
 itself with ``worlds.testing``; a world that wraps another subclasses
 ``worlds.wrapper.WorldWrapper``. See ``rfcs/0002-world-protocol.md`` for each
@@ -17,12 +17,13 @@ operation's atomicity and failure modes.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
+from worlds.archive import DumpRow
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
@@ -58,6 +59,7 @@ __all__ = [
     "RUNS_TOPIC",
     "SCHEDULE_TOPIC",
     "WORK_TOPIC",
+    "Archive",
     "Hooks",
     "Index",
     "Isolation",
@@ -742,6 +744,37 @@ class Transactions(Protocol):
 
 
 @runtime_checkable
+class Archive(Protocol):
+    """A world's full dump and load (RFC 0024): the rows of ``worlds.archive``, the
+    same for every backend, so a world's content moves to a world of another
+    backend (``copy_world``) and exported runs go back in (``wf runs import``).
+    Checked by ``ArchiveConformance``.
+    """
+
+    def export_rows(self, run_ids: Sequence[str] | None = None) -> AsyncIterator[DumpRow]:
+        """Every row the world holds, or only those of the runs ``run_ids`` (unknown
+        ids skipped), kinds in ``worlds.archive.ROW_ORDER`` within each page of runs.
+
+        Payloads are the bytes stored (a codec world's stay encoded). Leases and
+        registered workers are not rows: a leased item is dumped as due. Streams
+        its reads a page at a time; a world written to meanwhile may give a dump
+        that is no one moment's (stop the workers first).
+        """
+        ...
+
+    async def import_rows(self, rows: Sequence[DumpRow]) -> None:
+        """Write ``rows`` as they are (ids, generations, positions, versions kept), in
+        one atomic operation; the rows of a run come in the same call as the run.
+
+        Raises:
+            ValueError: the world already holds one of the runs, claimed pairs,
+                hook tokens or schedules, or a setting with another value, or a row
+                names a run not in ``rows``: nothing is written.
+        """
+        ...
+
+
+@runtime_checkable
 class World(
     Lifecycle,
     Runs,
@@ -753,6 +786,7 @@ class World(
     Index,
     Schedules,
     Transactions,
+    Archive,
     Protocol,
 ):
     """A storage backend: every capability above. All timestamps are aware UTC datetimes.

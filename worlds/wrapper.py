@@ -16,12 +16,13 @@ method this class does not define. What a backend offers beyond the protocol
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
+from worlds.archive import DumpRow
 from worlds.protocol import PROTOCOL_VERSION, Isolation, OpenTransaction, World
 from worlds.query import RunPage, RunQuery
 from worlds.types import (
@@ -295,6 +296,14 @@ class WorldWrapper:
         return await self.inner.stream_closed(run_id, name)
 
     # ------------------------------------------------------------------ Index
+
+    def export_rows(self, run_ids: Sequence[str] | None = None) -> AsyncIterator[DumpRow]:
+        """See ``World.export_rows``."""
+        return self.inner.export_rows(run_ids)
+
+    async def import_rows(self, rows: Sequence[DumpRow]) -> None:
+        """See ``World.import_rows``."""
+        await self.inner.import_rows(rows)
 
     async def list_runs(self, query: RunQuery) -> RunPage:
         """See ``World.list_runs``."""

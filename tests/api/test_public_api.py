@@ -61,6 +61,9 @@ def test_workflow_exports_are_pinned() -> None:
         "retry_runs",
         "set_retention",
         "get_retention",
+        "copy_world",
+        "export_runs",
+        "import_runs",
     }
     for name in workflow.__all__:
         assert getattr(workflow, name) is not None

@@ -37,12 +37,13 @@ class Result:
         return json.loads(self.out)
 
 
-def wf(url: str, *args: str) -> Result:
-    """Run ``python -m cli ARGS --world URL`` from the repository root."""
+def wf(url: str | None, *args: str) -> Result:
+    """Run ``python -m cli ARGS --world URL`` (no ``--world`` if ``url`` is None) from
+    the repository root."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     env.pop("WORKFLOW_WORLD", None)
     done = subprocess.run(
-        [sys.executable, "-m", "cli", *args, "--world", url],
+        [sys.executable, "-m", "cli", *args, *(["--world", url] if url is not None else [])],
         cwd=ROOT,
         env=env,
         capture_output=True,

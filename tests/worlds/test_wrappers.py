@@ -34,6 +34,7 @@ PARTS = (
     protocol.Index,
     protocol.Schedules,
     protocol.Transactions,
+    protocol.Archive,
 )
 
 

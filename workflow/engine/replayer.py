@@ -22,6 +22,7 @@ from workflow.decorators import WorkflowDefinition
 from workflow.engine._instance import WorkflowInstance
 from workflow.engine._task import Turn, run_task
 from workflow.errors import NonDeterminismError
+from worlds.archive import ArchivedRun, DumpedRun, decode_archived
 from worlds.semantics import CLOSING_EVENTS
 from worlds.types import EventKind, RunCreated, RunStarted
 
@@ -43,15 +44,17 @@ def decode_history(data: bytes | str) -> list[EventKind]:
 
 async def replay(
     fn: WorkflowDefinition[..., Any],
-    history: Sequence[EventKind] | bytes | str,
+    history: Sequence[EventKind] | ArchivedRun | bytes | str,
     *,
-    run_id: str,
+    run_id: str | None = None,
 ) -> None:
     """Run ``fn`` against ``history`` without any world; raise if they disagree.
 
-    ``history`` is a run's events (``await run.events()``) or what
-    ``encode_history`` made of them. ``run_id`` is the recorded run's id: it
-    seeds ``random()`` and ``uuid4()``.
+    ``history`` is a run's events (``await run.events()``), what
+    ``encode_history`` made of them, or an exported run (``export_runs``: an
+    ``ArchivedRun`` or one line of the file, whose exact log is replayed).
+    ``run_id`` is the recorded run's id: it seeds ``random()`` and ``uuid4()``;
+    an exported run brings its own.
 
     Raises:
         NonDeterminismError: the code issued a different call than the log
@@ -60,6 +63,13 @@ async def replay(
             another workflow, or is bytes ``encode_history`` did not write.
         TypeError: ``history`` is neither events nor encoded events.
     """
+    archived = _archived_of(history)
+    if archived is not None:
+        head = archived.dump()[0]
+        assert isinstance(head, DumpedRun)  # dump() checks it
+        history, run_id = head.events, run_id or archived.id
+    if run_id is None:
+        raise TypeError("replay() needs run_id= unless the history is an exported run")
     events = _events_of(history)
     if not events or not isinstance(events[0], RunCreated):
         raise ValueError("a history starts with RunCreated")
@@ -82,6 +92,17 @@ async def replay(
 
 async def _nowhere(turn: Turn) -> None:
     """A replay writes nothing: the task ends after its first turn."""
+
+
+def _archived_of(history: object) -> ArchivedRun | None:
+    """The exported run ``history`` is (or is one line of), or ``None``."""
+    if isinstance(history, ArchivedRun):
+        return history
+    if isinstance(history, (bytes, bytearray, memoryview, str)):
+        data = history if isinstance(history, str) else bytes(history)
+        if data.lstrip()[:1] in ("{", b"{"):  # a history is a list; an exported run an object
+            return decode_archived(data)
+    return None
 
 
 def _events_of(history: object) -> list[EventKind]:

@@ -24,9 +24,10 @@ from typing import Any, Self, TypeVar
 import anyio
 import anyio.abc
 
-from workflow import Run, Worker, resume_hook, start
+from workflow import Run, Worker, import_runs, replay, resume_hook, start
 from workflow._task_groups import exit_task_group
 from workflow.decorators import StepDefinition, WorkflowDefinition, defined_workflows
+from worlds.archive import DumpedRun
 from worlds.memory import MemoryWorld
 from worlds.semantics import PARENT_KEY
 
@@ -43,6 +44,11 @@ that has just finished may need a moment to commit its outcome."""
 
 _replaced: dict[StepDefinition[..., Any], Callable[..., Any]] = {}
 """Steps replaced by an open environment, with their real bodies."""
+
+
+async def _run_ids(world: MemoryWorld) -> list[str]:
+    """The ids of the runs ``world`` holds, in id order."""
+    return [row.record.id async for row in world.export_rows() if isinstance(row, DumpedRun)]
 
 
 class _Clock:
@@ -232,6 +238,28 @@ class TestEnvironment:
     def register(self, fn: Any) -> None:
         """Let the worker run another ``@workflow``/``@step`` function or module."""
         self.worker.register(fn)
+
+    async def replay(
+        self, fn: WorkflowDefinition[..., Any], history: Any, *, run_id: str | None = None
+    ) -> None:
+        """``workflow.replay``: ``fn`` against a recorded ``history`` (events, an
+        ``encode_history`` log, or an exported run: an ``ArchivedRun`` or one line of
+        ``export_runs``), without any world.
+
+        Raises:
+            NonDeterminismError: today's code makes other calls than the history.
+        """
+        await replay(fn, history, run_id=run_id)
+
+    async def import_runs(self, fp: Any) -> list[Run[Any]]:
+        """Load the runs ``export_runs`` wrote (a file or a path) into this environment's
+        world, ids kept; open ones carry on here, on the virtual clock. Their workflows
+        must be registered (``register``) to run. Returns their handles.
+        """
+        before = set(await _run_ids(self._world))
+        await import_runs(fp, world=self._world)
+        after = await _run_ids(self._world)
+        return [Run(run_id, world=self._world) for run_id in after if run_id not in before]
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
+from worlds import archive
 from worlds._rules.claims import HeldClaim
 from worlds._rules.key_limits import Candidate
 from worlds._rules.liveness import Beat
@@ -52,6 +53,7 @@ __all__ = [
     "ClaimRow",
     "ColumnsByName",
     "DroppedWork",
+    "DumpSource",
     "HeldClaim",
     "HeldLease",
     "HookHolder",
@@ -59,6 +61,7 @@ __all__ = [
     "IdTaken",
     "KeyRow",
     "LeaseRow",
+    "LoadRows",
     "Pair",
     "PairState",
     "PairView",
@@ -577,6 +580,79 @@ class Rows(Protocol):
 
     async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:
         """Which of ``run_ids`` are taken (by a run stored, or pruned and gone: not those)."""
+        ...
+
+
+class DumpSource(Protocol):
+    """A world's rows as its full dump reads them (``worlds._flows.archive``), each
+    list in the order of its table's key."""
+
+    async def dumped_settings(self) -> list[archive.DumpRow]:
+        """Every setting."""
+        ...
+
+    async def dumped_run_ids(self, after: str, limit: int) -> list[str]:
+        """Up to ``limit`` run ids greater than ``after``, in order."""
+        ...
+
+    async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[archive.DumpRow]:
+        """The rows of the runs ``run_ids`` (those stored), kinds in ``ROW_ORDER``: each
+        run with its log, then their claims (not tombstones), slots, rate tokens,
+        hooks, resume ids, work items (without leases) and stream chunks."""
+        ...
+
+    async def dumped_world_rows(self) -> list[archive.DumpRow]:
+        """The rows no stored run owns: tombstones, released pairs, schedules (without
+        leases), in ``ROW_ORDER``."""
+        ...
+
+
+class LoadRows(Protocol):
+    """Writing dumped rows as they are (``worlds._flows.archive``), inside one write
+    transaction, after the flow checked that none of them is taken."""
+
+    async def stored_setting(self, key: str) -> str | None:
+        """The setting ``key``, or ``None``."""
+        ...
+
+    async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
+        """Store the settings."""
+        ...
+
+    async def load_runs(self, rows: Sequence[archive.DumpedRun]) -> None:
+        """Store each run, its attributes' index terms and its whole log."""
+        ...
+
+    async def load_claims(
+        self, claims: Sequence[archive.DumpedClaim], released: Sequence[archive.DumpedRelease]
+    ) -> None:
+        """Store the claims (held and tombstones) and released pairs, generations kept."""
+        ...
+
+    async def load_slots(self, rows: Sequence[archive.DumpedSlot]) -> None:
+        """Store the slot rows, positions kept (later arrivals still come after them)."""
+        ...
+
+    async def load_tokens(self, rows: Sequence[archive.DumpedToken]) -> None:
+        """Store the rate-limit tokens."""
+        ...
+
+    async def load_hooks(
+        self, hooks: Sequence[archive.DumpedHook], resumes: Sequence[archive.DumpedResume]
+    ) -> None:
+        """Store the live hooks and the remembered resume ids."""
+        ...
+
+    async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
+        """Store the work items, unleased, and signal ``WORK_TOPIC``."""
+        ...
+
+    async def load_chunks(self, rows: Sequence[archive.DumpedChunk]) -> None:
+        """Store the stream chunks."""
+        ...
+
+    async def load_schedules(self, rows: Sequence[archive.DumpedSchedule]) -> None:
+        """Store the schedules, versions kept, unleased."""
         ...
 
 

@@ -122,6 +122,20 @@ class ClaimStore:
             if claim.pruned_status is not None:
                 self.release(pair)
 
+    # ------------------------------------------------------------ a full dump and load
+
+    def dump(self) -> tuple[list[Claim], list[tuple[Pair, int]]]:
+        """Every stored claim (tombstones too) and every released pair's generation."""
+        return list(self._claims.values()), list(self._released.items())
+
+    def load(self, claim: Claim) -> None:
+        """Store ``claim`` as it is."""
+        self._journal.put(self._claims, (claim.key, index_value(claim.value)), claim)
+
+    def load_released(self, pair: Pair, generation: int) -> None:
+        """Store ``pair`` as released at ``generation``."""
+        self._journal.put(self._released, pair, generation)
+
     # ------------------------------------------------------------ the world's reads
 
     def find(self, key: str, value: AttributeValue) -> Claim | None:

@@ -52,6 +52,14 @@ class HookStore:
         self._journal.put(self.tokens, hook.token, bound)
         return True
 
+    def load(self, record: HookRecord) -> None:
+        """Store ``record`` as it is."""
+        self._journal.put(self.tokens, record.token, record)
+
+    def load_resume(self, token: str, resume_id: str, run_id: str) -> None:
+        """Remember a delivery by its resume id."""
+        self._journal.put(self.resumed, (token, resume_id), run_id)
+
     def holder(self, token: str) -> HookHolder | None:
         """Who holds ``token``."""
         held = self.tokens.get(token)

@@ -42,6 +42,14 @@ class RateStore:
             if owner == run_id
         ]
 
+    def dump(self) -> list[tuple[Pair, int, Token, int]]:
+        """Every token: its pair, number, the token and its run's start priority."""
+        return [
+            (pair, number, token, self._priorities.get(owner, 0) if number == 0 else 0)
+            for pair, rows in self._pairs.items()
+            for (owner, number), token in rows.items()
+        ]
+
     def drop(self, pair: Pair, run_id: str, number: int) -> None:
         """Drop token ``number`` of ``run_id`` at ``pair``."""
         rows = self._pairs.get(pair)

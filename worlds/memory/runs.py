@@ -53,6 +53,10 @@ class RunStore:
         self._journal.put(self.runs, record.id, StoredRun(record, [created]))
         return True
 
+    def load(self, record: RunRecord, events: Sequence[EventKind]) -> None:
+        """Store a run with its whole log, as they are."""
+        self._journal.put(self.runs, record.id, StoredRun(record, list(events)))
+
     def store(self, record: RunRecord, events: Sequence[EventKind]) -> None:
         """Append ``events`` to the run's log and keep ``record``, the run after them."""
         run = self.runs[record.id]

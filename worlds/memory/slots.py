@@ -29,6 +29,14 @@ class SlotStore:
         self._journal = journal
         self._pairs: dict[Pair, dict[Waiter, Slot]] = {}
         self._positions = itertools.count(1)
+        self._floor = 0
+        """The highest position loaded (``load``): new rows come after it."""
+
+    def _next_position(self) -> int:
+        position = next(self._positions)
+        while position <= self._floor:
+            position = next(self._positions)
+        return position
 
     def _rows(self, pair: Pair) -> dict[Waiter, Slot]:
         rows = self._pairs.get(pair)
@@ -79,12 +87,21 @@ class SlotStore:
                 run_id=slot.run_id,
                 limit=slot.limit,
                 holding=holding,
-                position=next(self._positions),
+                position=self._next_position(),
                 hold=slot.hold,
                 priority=slot.priority,
                 burst=slot.burst,
             )
             self._put(slot.pair, row)
+
+    def dump(self) -> list[tuple[Pair, Slot]]:
+        """Every row, with its pair."""
+        return [(pair, row) for pair, rows in self._pairs.items() for row in rows.values()]
+
+    def load(self, pair: Pair, row: Slot) -> None:
+        """Store ``row`` as it is, its position kept; later arrivals come after it."""
+        self._put(pair, row)
+        self._floor = max(self._floor, row.position)
 
     def drop(self, run_id: str, holds: set[int] | None = None) -> list[Pair]:
         """Drop ``run_id``'s rows (of ``holds`` only, if given); their pairs."""

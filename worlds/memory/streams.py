@@ -41,6 +41,19 @@ class StreamStore:
         """Whether the stream is closed."""
         return (run_id, name) in self._closed
 
+    def dump(self) -> list[tuple[str, str, StreamChunk]]:
+        """Every chunk: its run, its stream's name and the chunk."""
+        return [(run, name, c) for (run, name), chunks in self._streams.items() for c in chunks]
+
+    def load(self, run_id: str, name: str, chunk: StreamChunk) -> None:
+        """Append ``chunk`` (the stream's next offset) as it is."""
+        key = (run_id, name)
+        if key not in self._streams:
+            self._journal.put(self._streams, key, [])
+        stream = self._streams[key]
+        stream.append(chunk)
+        self._journal.record(lambda: stream.__delitem__(slice(len(stream) - 1, None)))
+
     def read(self, run_id: str, name: str, start: int, limit: int) -> list[StreamChunk]:
         """See ``World.read_stream``."""
         stream = self._streams.get((run_id, name), [])

@@ -90,6 +90,10 @@ class WorkQueue:
         )
         self._journal.put(self.items, item.id, item)
 
+    def load(self, item: QueuedItem) -> None:
+        """Store ``item`` as it is."""
+        self._journal.put(self.items, item.id, item)
+
     def update(self, item_id: str, **changes: object) -> None:
         """Change fields of the item."""
         item = self.items[item_id]

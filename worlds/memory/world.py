@@ -8,7 +8,15 @@ so on one event loop each operation is atomic, and a flow that fails is undone
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -17,6 +25,7 @@ import msgspec
 
 from worlds import types
 from worlds._flows import (
+    archive,
     cancel,
     commit,
     create,
@@ -36,8 +45,10 @@ from worlds._flows.rows import Rollback
 from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit
 from worlds._signals import SignalHub
+from worlds.archive import DumpRow
 from worlds.errors import WorldMisconfiguredError
 from worlds.memory.claims import ClaimStore
+from worlds.memory.dump import MemoryLoad, MemorySource
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
 from worlds.memory.key_limits import KeyLimitStore
@@ -168,6 +179,17 @@ class MemoryWorld(ClosesOnExit):
         assert run is not None, "a queued item's run is there"
         record, stored = stamped(run, event, now)
         self._tables.runs.store(record, [stored])
+
+    # ------------------------------------------------------------ archive
+
+    def export_rows(self, run_ids: Sequence[str] | None = None) -> AsyncIterator[DumpRow]:
+        """See ``World.export_rows``."""
+        return archive.export_rows(MemorySource(self._tables, self._settings), run_ids)
+
+    async def import_rows(self, rows: Sequence[DumpRow]) -> None:
+        """See ``World.import_rows``: undone whole if refused."""
+        tables, settings = self._tables, self._settings
+        self._write(lambda tx: archive.import_rows(tx, MemoryLoad(tx, tables, settings), rows))
 
     # ------------------------------------------------------------ runs
 

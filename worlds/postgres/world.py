@@ -11,7 +11,7 @@ options: the package docstring (``worlds.postgres``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -22,6 +22,7 @@ import msgspec
 
 from worlds._columns import key_limit
 from worlds._flows import (
+    archive,
     cancel,
     create,
     hooks,
@@ -38,6 +39,7 @@ from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
 from worlds._quiet import Quiet
 from worlds._urls import redact_url
+from worlds.archive import DumpRow
 from worlds.errors import is_read_only_server
 from worlds.postgres import codecs, filters, schema
 from worlds.postgres import statements as sql
@@ -53,6 +55,7 @@ from worlds.postgres.connection import (
     retry,
     set_keepalive,
 )
+from worlds.postgres.dump import PostgresLoad, PostgresSource
 from worlds.postgres.fast import claiming_params, claiming_result, start_params, start_result
 from worlds.postgres.listening import Listener
 from worlds.postgres.notices import Notices
@@ -786,6 +789,18 @@ class PostgresWorld(ClosesOnExit):
         """See ``World.release_claim``."""
         self._check_open()
         return await self._write(lambda rows: release.release_claim(rows, key, value))
+
+    # ------------------------------------------------------------------ archive
+
+    def export_rows(self, run_ids: Sequence[str] | None = None) -> AsyncIterator[DumpRow]:
+        """See ``World.export_rows``: each page of runs read in one snapshot."""
+        self._check_open()
+        return archive.export_rows(PostgresSource(self._connect), run_ids)
+
+    async def import_rows(self, rows: Sequence[DumpRow]) -> None:
+        """See ``World.import_rows``: one transaction, each kind one pipelined batch."""
+        self._check_open()
+        await self._write(lambda tx: archive.import_rows(tx, PostgresLoad(tx), rows))
 
     # ------------------------------------------------------------------ schedules
 

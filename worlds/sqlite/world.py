@@ -9,7 +9,7 @@ the flow finishes in one step (``run_sync``) inside the write transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ import msgspec
 from worlds import types
 from worlds._columns import key_limit
 from worlds._flows import (
+    archive,
     cancel,
     commit,
     create,
@@ -36,6 +37,7 @@ from worlds._flows.stepper import run_sync
 from worlds._lifecycle import ClosesOnExit, translates_errors
 from worlds._quiet import Quiet
 from worlds._urls import redact_url
+from worlds.archive import DumpRow
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, Isolation, OpenTransaction
 from worlds.query import RunPage, RunQuery
@@ -52,6 +54,7 @@ from worlds.sqlite import codecs
 from worlds.sqlite import schedules as schedule_ops
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
+from worlds.sqlite.dump import SqliteLoad, SqliteSource
 from worlds.sqlite.filters import list_runs_sql, match_counts_sql
 from worlds.sqlite.idle import file_token
 from worlds.sqlite.rows import SqliteRows
@@ -635,6 +638,20 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
         return await self._connection.write(
             lambda tx: run_sync(release.release_claim(tx, key, value))
+        )
+
+    # ------------------------------------------------------------------ archive
+
+    def export_rows(self, run_ids: Sequence[str] | None = None) -> AsyncIterator[DumpRow]:
+        """See ``World.export_rows``: one read per page of runs."""
+        self._connection.check_open()
+        return archive.export_rows(SqliteSource(self._connection), run_ids)
+
+    async def import_rows(self, rows: Sequence[DumpRow]) -> None:
+        """See ``World.import_rows``: one write transaction."""
+        self._connection.check_open()
+        await self._connection.write(
+            lambda tx: run_sync(archive.import_rows(tx, SqliteLoad(tx), rows))
         )
 
     # ------------------------------------------------------------------ schedules

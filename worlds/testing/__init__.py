@@ -36,6 +36,7 @@ from __future__ import annotations
 import pytest
 
 pytest.register_assert_rewrite(
+    "worlds.testing._archive",
     "worlds.testing._base",
     "worlds.testing._batches",
     "worlds.testing._cancel",
@@ -64,6 +65,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._work",
 )
 
+from worlds.testing._archive import ArchiveConformance  # noqa: E402
 from worlds.testing._base import WorldFactory  # noqa: E402
 from worlds.testing._batches import BatchCommitConformance  # noqa: E402
 from worlds.testing._cancel import CancelConformance  # noqa: E402
@@ -132,6 +134,7 @@ class WorldConformance(
     ScheduleConformance,
     ScheduleModelConformance,
     TransactionConformance,
+    ArchiveConformance,
 ):
     """Every conformance test, as methods a ``Test...`` subclass collects.
 
@@ -167,5 +170,6 @@ class WorldConformance(
     unique pair (``ResumeConformance``), updates and update-with-start
     (``UpdateConformance``), run streams (``StreamConformance``), closing them
     (``StreamCloseConformance``), failure handlers started by a failing commit
-    (``FailureHandlerConformance``) and retry and fork (``ReopenConformance``).
+    (``FailureHandlerConformance``), retry and fork (``ReopenConformance``) and a
+    world's full dump and load (``ArchiveConformance``).
     """
