@@ -18,6 +18,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 from workflow import _runtime
 from workflow._attributes import check_text
 from worlds.quoting import quoted
+from worlds.types import Pin
 
 __all__ = [
     "StepDecorator",
@@ -58,11 +59,16 @@ def _check_name(decorator: str, name: object) -> str:
 class WorkflowDefinition(Generic[P, R]):
     """A function decorated with ``@workflow``; start it with ``start(fn, *args)``."""
 
-    def __init__(self, fn: Callable[P, Awaitable[R]], name: str) -> None:
+    def __init__(self, fn: Callable[P, Awaitable[R]], name: str, pin: Pin = "run") -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an async def function, got {quoted(fn)}")
+        if pin not in ("run", "latest"):
+            raise ValueError(f"@workflow(pin=...) is 'run' or 'latest', not {pin!r}")
         self.fn = fn
         self.name = _check_name("@workflow", name)
+        self.pin: Pin = pin
+        """Where a run goes on under build ids (RFC 0025): ``run`` stays on the build
+        that ran its first task, ``latest`` moves to the newest build at its next task."""
         functools.update_wrapper(self, fn)
         _defined.setdefault(self.name, weakref.WeakSet()).add(self)
 
@@ -122,12 +128,16 @@ class StepDefinition(Generic[P, R]):
 def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> WorkflowDefinition[P, R]: ...
 @overload
 def workflow(
-    *, name: str | None = None
+    *, name: str | None = None, pin: Pin = "run"
 ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
 
 
 def workflow(
-    fn: Callable[P, Coroutine[Any, Any, R]] | None = None, /, *, name: str | None = None
+    fn: Callable[P, Coroutine[Any, Any, R]] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    pin: Pin = "run",
 ) -> (
     WorkflowDefinition[P, R]
     | Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]
@@ -136,10 +146,15 @@ def workflow(
 
     The body must be deterministic: do I/O in steps, and use ``now()``,
     ``random()``, ``uuid4()`` and ``sleep()`` from this package for time and chance.
+
+    ``pin`` matters only on workers with a build id (``Worker(build_id=...)``, RFC
+    0025): ``"run"`` (the default) keeps each run on workers of the build that ran
+    its first task; ``"latest"`` moves it to the newest build at its next task (its
+    code then replays the old history: guard changes with ``patched()``).
     """
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> WorkflowDefinition[P, R]:
-        return WorkflowDefinition(f, name or f.__qualname__)
+        return WorkflowDefinition(f, name or f.__qualname__, pin)
 
     return decorate(fn) if fn is not None else decorate
 

@@ -142,7 +142,7 @@ class CodecWorld(WorldWrapper):
         "setting renew_leases release now wait list_hooks prune_runs release_claim find_claim "
         "run_claims list_slots run_slots create_schedule get_schedule list_schedules "
         "update_schedule delete_schedule lease_schedules register_worker heartbeat "
-        "unregister_worker list_workers".split()
+        "unregister_worker list_workers list_deployments".split()
     )
     """What carries no payload, forwarded as it is; the rest is overridden below."""
 

@@ -42,7 +42,9 @@ REFERENCE: tuple[str, ...] = (
         attributes bytea NOT NULL,
         result bytea,
         error bytea,
-        last_at timestamptz
+        last_at timestamptz,
+        build_id text,
+        pin text
     )""",
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
@@ -195,6 +197,16 @@ REFERENCE: tuple[str, ...] = (
         fenced boolean NOT NULL,
         stopped boolean NOT NULL
     )""",
+    # Pinned deployments (RFC 0025): the runs that recorded a build, and each build's
+    # workflows with their pins (``World.register_worker`` with a build id).
+    "CREATE INDEX runs_build ON runs (build_id, status) WHERE build_id IS NOT NULL",
+    """CREATE TABLE deployments (
+        build_id text NOT NULL,
+        workflow text NOT NULL,
+        pin text NOT NULL,
+        registered_at timestamptz NOT NULL,
+        PRIMARY KEY (build_id, workflow)
+    )""",
     # The PL/pgSQL functions (``commit_run``, ``commit_runs``, ``start_run``,
     # ``create_run``): their live text is in ``worlds.postgres.functions``.
 )
@@ -262,7 +274,8 @@ async def migrate(conn: Connection, schema: str, *, create: bool, url: str) -> i
                 f"schema {schema!r} has version {version}; this runtime knows up to "
                 f"{SCHEMA_VERSION}: upgrade the runtime"
             )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
+        # in order of version (numbers are assigned ahead, so a branch may skip some)
+        for target in sorted(v for v in MIGRATIONS if v > version):
             for statement in MIGRATIONS[target]:
                 await conn.execute(statement, timeout=MIGRATION_TIMEOUT)
             await conn.execute(RECORD_VERSION, target)

@@ -32,7 +32,7 @@ PAIR_HELD = "WF001"
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
-    "r.last_seq, r.attributes, r.result, r.error, r.last_at"
+    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.last_at"
 )
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"
 LOCK_RUN = f"{GET_RUN} FOR UPDATE"

@@ -29,7 +29,9 @@ SCHEMA = (
         last_seq INTEGER NOT NULL,
         attributes BLOB NOT NULL,
         result BLOB,
-        error BLOB
+        error BLOB,
+        build_id TEXT,
+        pin TEXT
     )""",
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
@@ -181,6 +183,16 @@ SCHEMA = (
         fenced INTEGER NOT NULL,
         stopped INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    # Pinned deployments (RFC 0025): the runs that recorded a build, and each build's
+    # workflows with their pins (``World.register_worker`` with a build id).
+    "CREATE INDEX runs_build ON runs (build_id, status) WHERE build_id IS NOT NULL",
+    """CREATE TABLE deployments (
+        build_id TEXT NOT NULL,
+        workflow TEXT NOT NULL,
+        pin TEXT NOT NULL,
+        registered_at INTEGER NOT NULL,
+        PRIMARY KEY (build_id, workflow)
+    ) WITHOUT ROWID""",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 
@@ -202,7 +214,8 @@ def apply_schema(db: sqlite3.Connection) -> None:
     if version == 0:
         statements: list[str] = list(SCHEMA)
     else:
-        statements = [s for v in range(version + 1, SCHEMA_VERSION + 1) for s in MIGRATIONS[v]]
+        # in order of version (numbers are assigned ahead, so a branch may skip some)
+        statements = [s for v in sorted(MIGRATIONS) if v > version for s in MIGRATIONS[v]]
     for statement in statements:
         db.execute(statement)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
