@@ -292,7 +292,13 @@ _DEAD = """(h.fenced OR EXISTS (
       AND k.last_beat - greatest(h.last_beat, k.steady_since)
           >= h.liveness * interval '1 second'))"""
 LEASE = f"""
-WITH due AS (
+WITH me AS (
+    SELECT (SELECT build_id FROM workers WHERE id = $4) AS build
+), newest AS (
+    SELECT (SELECT h.build_id FROM workers h
+            WHERE h.build_id IS NOT NULL AND NOT h.stopped AND NOT {_DEAD}
+            ORDER BY h.started_at DESC, h.id DESC LIMIT 1) AS build
+), due AS (
     SELECT w.id, w.owner, r.last_seq, greatest($2, r.last_at) AS at
     FROM work w JOIN runs r ON r.id = w.run_id
     WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
@@ -306,6 +312,12 @@ WITH due AS (
                              AND h.last_beat - greatest(w.expires_at, h.steady_since)
                                  < h.liveness * interval '1 second')))
       AND NOT EXISTS (SELECT 1 FROM workers f WHERE f.id = $4 AND f.fenced)
+      AND CASE WHEN (SELECT build FROM me) IS NULL THEN r.build_id IS NULL
+          WHEN r.build_id IS NULL THEN (SELECT build FROM newest) IS NULL
+               OR (SELECT build FROM newest) = (SELECT build FROM me)
+          WHEN r.pin = 'latest'
+          THEN (SELECT build FROM me) = coalesce((SELECT build FROM newest), r.build_id)
+          ELSE r.build_id = (SELECT build FROM me) END
     ORDER BY w.available_at, w.run_id, w.id
     LIMIT $3
     FOR UPDATE OF w, r SKIP LOCKED
@@ -334,9 +346,19 @@ WITH due AS (
         $6::bytea || int4send(s.number) || $7::bytea || int4send(s.attempt), s.at
     FROM started s
 ), bumped AS (
-    UPDATE runs SET last_seq = m.seq, last_at = m.at
-    FROM (SELECT run_id, max(seq) AS seq, max(at) AS at FROM started GROUP BY run_id) AS m
+    UPDATE runs SET last_seq = coalesce(m.seq, runs.last_seq),
+        last_at = coalesce(m.at, runs.last_at),
+        build_id = coalesce(me.build, runs.build_id),
+        pin = CASE WHEN me.build IS NULL OR runs.build_id IS NOT DISTINCT FROM me.build
+              THEN runs.pin
+              ELSE coalesce((SELECT d.pin FROM deployments d
+                             WHERE d.build_id = me.build AND d.workflow = runs.workflow),
+                            'run') END
+    FROM me, (SELECT l.run_id, max(s.seq) AS seq, max(s.at) AS at
+              FROM (SELECT DISTINCT run_id FROM leased) AS l
+              LEFT JOIN started s ON s.run_id = l.run_id GROUP BY l.run_id) AS m
     WHERE runs.id = m.run_id
+      AND (m.seq IS NOT NULL OR runs.build_id IS DISTINCT FROM me.build)
 )
 SELECT id, run_id, kind, name, number, attempt, payload, token FROM leased
 ORDER BY run_id, id
@@ -522,6 +544,21 @@ ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3, build_id = $4, liveness = $5
     stopped = $11
 """
 DROP_WORKERS = "DELETE FROM workers WHERE last_beat < $1"
+# Pinned deployments (RFC 0025).
+DEPLOYMENT = "SELECT workflow, pin, registered_at FROM deployments WHERE build_id = $1"
+DEPLOYMENTS = "SELECT build_id, workflow, pin, registered_at FROM deployments"
+FIRST_DEPLOYED = "SELECT min(registered_at) FROM deployments WHERE build_id = $1"
+DROP_DEPLOYMENT = "DELETE FROM deployments WHERE build_id = $1"
+PUT_DEPLOYMENT = (
+    "INSERT INTO deployments (build_id, workflow, pin, registered_at) "
+    "SELECT $1, t.workflow, t.pin, $4 FROM unnest($2::text[], $3::text[]) AS t(workflow, pin)"
+)
+RUN_BUILDS = "SELECT id, workflow, build_id, pin FROM runs WHERE id = ANY($1::text[])"
+SET_RUN_BUILD = "UPDATE runs SET build_id = $2, pin = $3 WHERE id = $1"
+OPEN_RUNS_BY_BUILD = (
+    "SELECT build_id, pin, count(*)::integer AS runs FROM runs "
+    "WHERE build_id IS NOT NULL AND status IN ('pending', 'running') GROUP BY build_id, pin"
+)
 REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = $1"
 # A heartbeat, in one statement whatever the worker holds ($1 the worker, $2 its
 # in-flight count, $3/$4 the work channel and topic), stamped with the server's
