@@ -85,8 +85,9 @@ def rights_among(worker_id: str, everyone: Sequence[Beat]) -> BuildRights:
 
 
 async def record_builds(rows: WorkerRows, rights: BuildRights, run_ids: Collection[str]) -> None:
-    """Record the leaser's build on those of ``run_ids`` (runs it just leased items of)
-    that take it: their first task, or a ``latest`` run moving to it."""
+    """Record the leaser's build on those of ``run_ids`` (runs whose workflow items it
+    just leased: a task, not a step) that take it: their first task, or a ``latest``
+    run moving to it."""
     if rights.build is None or not run_ids:
         return
     for run in await rows.run_builds(run_ids):

@@ -352,6 +352,10 @@ class MemoryRows:
         return None if deployed is None else dict(deployed.workflows)
 
     async def put_deployment(self, build_id: str, workflows: Mapping[str, types.Pin]) -> None:
+        if not workflows:  # as a table would: no row, nothing recorded
+            if build_id in self._t.deployments:
+                self._t.journal.pop(self._t.deployments, build_id)
+            return
         old = self._t.deployments.get(build_id)
         since = self.now if old is None else old.registered_at
         deployed = Deployed(build_id, dict(workflows), since)

@@ -250,7 +250,7 @@ class MemoryWorld(ClosesOnExit):
             runnable=runnable,
         )
         self._tables.journal.forget()  # the StepStarted appended: nothing to undo
-        taken = {item.run_id for item in leased}
+        taken = {item.run_id for item in leased if item.kind == "workflow"}
         self._write(lambda rows: deployments.record_builds(rows, builds, taken))
         return leased
 

@@ -285,7 +285,13 @@ LEASE_ONE = (
 # registered, stopped, is dead, or forgot it (its own steady beats reach a window
 # past the lease's end: the server answered it, and it did not renew); the lease
 # that takes a dead holder's item fences it (``fence``) and gives back all its
-# other leases (``revoked``). A fenced worker leases nothing.
+# other leases (``revoked``). A fenced worker leases nothing. Builds (RFC 0025,
+# ``worlds._rules.deployments`` in SQL): ``me`` is the leaser's build, ``newest``
+# the build of the most recently registered live worker with one; an item is due
+# only if its run may run there (``may_lease``), and a workflow item leased by a
+# worker of a build its run did not record (its first task, or a ``latest`` run
+# moving) records that build and the workflow's pin in it (``bumped``, which also
+# moves ``last_seq`` past the StepStarted appended: one UPDATE of each run).
 _DEAD = """(h.fenced OR EXISTS (
     SELECT 1 FROM workers k
     WHERE k.id <> h.id AND k.liveness <= h.liveness
@@ -299,7 +305,7 @@ WITH me AS (
             WHERE h.build_id IS NOT NULL AND NOT h.stopped AND NOT {_DEAD}
             ORDER BY h.started_at DESC, h.id DESC LIMIT 1) AS build
 ), due AS (
-    SELECT w.id, w.owner, r.last_seq, greatest($2, r.last_at) AS at
+    SELECT w.id, w.owner, r.last_seq, greatest($2, r.last_at) AS at, r.build_id AS run_build
     FROM work w JOIN runs r ON r.id = w.run_id
     WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
       AND (w.owner IS NULL OR (w.expires_at <= least($2, statement_timestamp())
@@ -335,7 +341,7 @@ WITH me AS (
         rewake = false, ever_leased = true
     FROM due WHERE w.id = due.id
     RETURNING w.id, w.run_id, w.kind, w.name, w.number, w.attempt, w.payload, w.token,
-        due.last_seq, due.at
+        due.last_seq, due.at, due.run_build
 ), started AS (
     SELECT l.run_id, l.number, l.attempt, l.at,
         l.last_seq + row_number() OVER (PARTITION BY l.run_id ORDER BY l.id)::integer AS seq
@@ -348,17 +354,21 @@ WITH me AS (
 ), bumped AS (
     UPDATE runs SET last_seq = coalesce(m.seq, runs.last_seq),
         last_at = coalesce(m.at, runs.last_at),
-        build_id = coalesce(me.build, runs.build_id),
-        pin = CASE WHEN me.build IS NULL OR runs.build_id IS NOT DISTINCT FROM me.build
-              THEN runs.pin
-              ELSE coalesce((SELECT d.pin FROM deployments d
+        build_id = CASE WHEN m.moves THEN me.build ELSE runs.build_id END,
+        pin = CASE WHEN m.moves
+              THEN coalesce((SELECT d.pin FROM deployments d
                              WHERE d.build_id = me.build AND d.workflow = runs.workflow),
-                            'run') END
-    FROM me, (SELECT l.run_id, max(s.seq) AS seq, max(s.at) AS at
-              FROM (SELECT DISTINCT run_id FROM leased) AS l
-              LEFT JOIN started s ON s.run_id = l.run_id GROUP BY l.run_id) AS m
-    WHERE runs.id = m.run_id
-      AND (m.seq IS NOT NULL OR runs.build_id IS DISTINCT FROM me.build)
+                            'run')
+              ELSE runs.pin END
+    FROM me, (SELECT t.run_id, s.seq, s.at,
+                     t.task AND me.build IS NOT NULL AND t.build IS DISTINCT FROM me.build
+                         AS moves
+              FROM me, (SELECT l.run_id, bool_or(l.kind = 'workflow') AS task,
+                               min(l.run_build) AS build
+                        FROM leased l GROUP BY l.run_id) AS t
+              LEFT JOIN (SELECT run_id, max(seq) AS seq, max(at) AS at FROM started
+                         GROUP BY run_id) AS s ON s.run_id = t.run_id) AS m
+    WHERE runs.id = m.run_id AND (m.seq IS NOT NULL OR m.moves)
 )
 SELECT id, run_id, kind, name, number, attempt, payload, token FROM leased
 ORDER BY run_id, id

@@ -222,7 +222,11 @@ REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = ?
 
 
 # Pinned deployments (RFC 0025).
-BUILDS_IN_USE = "SELECT EXISTS (SELECT 1 FROM deployments)"
+# Whether leases must look at builds: a worker registered with one, or a run recorded one.
+BUILDS_IN_USE = (
+    "SELECT EXISTS (SELECT 1 FROM workers WHERE build_id IS NOT NULL) "
+    "OR EXISTS (SELECT 1 FROM runs INDEXED BY runs_build WHERE build_id IS NOT NULL)"
+)
 DEPLOYMENT = "SELECT workflow, pin, registered_at FROM deployments WHERE build_id = ?"
 DEPLOYMENTS = "SELECT build_id, workflow, pin, registered_at FROM deployments"
 DROP_DEPLOYMENT = "DELETE FROM deployments WHERE build_id = ?"

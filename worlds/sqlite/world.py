@@ -246,7 +246,7 @@ class SqliteWorld(ClosesOnExit):
                 last_seq = bumped["last_seq"]
                 tx.queue_started(run_id, last_seq - len(events), events)
             tx.flush_events()
-            taken = {item.run_id for item in items}
+            taken = {item.run_id for item in items if item.kind == "workflow"}
             run_sync(deployments.record_builds(tx, rights.builds, taken))
             return items
 
