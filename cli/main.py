@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperOption
 
-from cli import attributes, hooks, runs, schedules, workers, world
+from cli import attributes, deployments, hooks, runs, schedules, workers, world
 from cli.start import start_command
 from cli.ui import ui_command
 from cli.worker import worker_command
@@ -54,6 +54,7 @@ app.add_typer(hooks.app, name="hooks")
 app.add_typer(schedules.app, name="schedules")
 app.add_typer(world.app, name="world")
 app.add_typer(workers.app, name="workers")
+app.add_typer(deployments.app, name="deployments")
 
 
 def main() -> None:

@@ -41,7 +41,9 @@ def newest(workers: Iterable[Beat]) -> str | None:
     return latest.info.build_id
 
 
-def may_lease(run_build: str | None, run_pin: Pin | None, build: str | None, top: str | None) -> bool:
+def may_lease(
+    run_build: str | None, run_pin: Pin | None, build: str | None, top: str | None
+) -> bool:
     """Whether a worker of ``build`` (``None``: it has none) may lease an item of a run
     that recorded ``run_build`` and ``run_pin``, ``top`` being the newest build.
 

@@ -262,8 +262,7 @@ def due_work_sql(name_count: int, builds: bool = False) -> tuple[str, str]:
         else ""
     )
     tail = (
-        f"AND name IN ({names}) {allowed}ORDER BY available_at, run_id, id "
-        f"LIMIT ?{name_count + 2}"
+        f"AND name IN ({names}) {allowed}ORDER BY available_at, run_id, id LIMIT ?{name_count + 2}"
     )
     free = f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NULL AND available_at <= ?1 {tail}"
     expired = (

@@ -78,9 +78,7 @@ class DeploymentConformance(ConformanceBase):
     """Build ids pin runs to the code that started them (``worlds._rules.deployments``)."""
 
     @pytest.mark.anyio
-    async def test_a_run_records_its_first_tasks_build_and_stays_on_it(
-        self, world: World
-    ) -> None:
+    async def test_a_run_records_its_first_tasks_build_and_stays_on_it(self, world: World) -> None:
         """The first workflow task's worker gives the run its build; afterwards only
         workers of that build lease its items: not a newer build's, not one without
         a build, whatever is newest."""
