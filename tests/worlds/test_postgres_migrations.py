@@ -38,6 +38,7 @@ FROZEN = {
     11: "cd5ae974b73bf208c6bc8b94ea0a77b8ea06af71c12425ac12f0fe666144d95f",
     12: "7fceb9058010f1fba76eba19a6f4219a580aeed1e31fbbb5aa18cf5333125ec1",
     13: "bda0004de01d1494adbda5f43600832ec23dfaff3e6ee23bd9af02c5ff2b5aed",
+    20: "c11b2e9246fe57d5316d8e901068b403105d1dd4ed67092eb625070a4b81a99a",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 
@@ -112,13 +113,13 @@ async def _at_version(conn: Any, schema: str, version: int) -> None:
         for statement in migration_statements(schema):
             await conn.execute(statement)
         await conn.execute(f"SET LOCAL search_path = {quote(schema)}")
-        for target in range(1, version + 1):
+        for target in (v for v in sorted(MIGRATIONS) if v <= version):
             for statement in MIGRATIONS[target]:
                 await conn.execute(statement)
             await conn.execute(RECORD_VERSION, target)
 
 
-@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+@pytest.mark.parametrize("version", sorted(MIGRATIONS)[:-1])
 async def test_a_schema_at_an_older_version_migrates_to_a_fresh_one(
     postgres_url: str, version: int
 ) -> None:

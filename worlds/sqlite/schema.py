@@ -29,10 +29,8 @@ SCHEMA = (
         last_seq INTEGER NOT NULL,
         attributes BLOB NOT NULL,
         result BLOB,
-        error BLOB,
-        build_id TEXT,
-        pin TEXT
-    )""",
+        error BLOB
+    , build_id TEXT, pin TEXT)""",  # as v17's ALTER TABLE leaves the text (RFC 0025)
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
     # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
