@@ -151,9 +151,10 @@ async def test_runs_stay_on_their_build_and_v1_drains(
         _stop(processes[0])
         await resume_hook("old-0", "go", world=world)
         with anyio.fail_after(PATIENCE):
-            while "waiting for a worker of build v1" not in (
-                shown := _wf(url, "runs", "show", old[0].id)
-            ).stdout:
+            while (
+                "waiting for a worker of build v1"
+                not in (shown := _wf(url, "runs", "show", old[0].id)).stdout
+            ):
                 await anyio.sleep(0.2)
         assert shown.returncode == 0, shown.stderr
         before = len(await old[0].events())
