@@ -43,6 +43,22 @@ async def moving_flow(token: str) -> int:
     return first + await touch(2)
 
 
+GATE: dict[str, anyio.Event] = {}
+"""Per test: set when the gated step may return."""
+
+
+@step
+async def gated(n: int) -> int:
+    await GATE["open"].wait()
+    return n
+
+
+@workflow(name="deploy-api-steps", pin="latest")
+async def steps_flow() -> int:
+    """Two steps back to back: the second is the run's next task after the first."""
+    return await gated(1) + await touch(2)
+
+
 async def _hooked(run: Run[Any]) -> None:
     with anyio.fail_after(60):
         while not any(isinstance(e, HookCreated) for e in await run.events()):
@@ -91,6 +107,29 @@ async def test_two_builds_in_one_world(tmp_path: Path) -> None:
                 ]
         assert (await world.get_run(old.id)).build_id == "v1"  # type: ignore[union-attr]
         assert (await world.get_run(moving.id)).build_id == "v2"  # type: ignore[union-attr]
+
+
+async def test_a_latest_run_moves_between_two_steps(tmp_path: Path) -> None:
+    """A ``pin="latest"`` run whose step finishes on v1 after v2 started continues on
+    v2: v1 neither leases its workflow item back nor runs the next task in the step's
+    own transaction (it would keep the run on v1 step after step)."""
+    GATE["open"] = anyio.Event()
+    fns = [steps_flow]
+    async with worlds.open(f"sqlite:///{tmp_path}/w.db") as world:
+        async with Worker(world, fns, build_id="v1", poll_interval=0.02):
+            run = await start(steps_flow, world=world)
+            with anyio.fail_after(60):
+                while not [e for e in await run.events() if type(e).__name__ == "StepStarted"]:
+                    await anyio.sleep(0.01)
+            async with Worker(world, fns, build_id="v2", poll_interval=0.02):
+                with anyio.fail_after(60):
+                    while not (record := await get_deployment("v2", world=world)) or not (
+                        record.newest
+                    ):
+                        await anyio.sleep(0.01)
+                GATE["open"].set()  # the first step returns on v1
+                assert await run.result(timeout=60) == 3
+        assert await _builds(run) == ["v1", "v2"]
 
 
 async def test_without_a_build_id_nothing_is_pinned(tmp_path: Path) -> None:
