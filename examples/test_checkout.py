@@ -1,6 +1,6 @@
 """Tests of the README's checkout workflow (examples/checkout.py) with ``workflow.testing``.
 
-The README's "Testing your workflows" section shows this file; the suite runs it.
+The testing guide (docs/guides/testing.md) shows this file whole; the suite runs it.
 """
 
 from datetime import timedelta

@@ -1,4 +1,4 @@
-"""The README's snippets are the code the suite runs."""
+"""The guides' snippets (docs/guides/, linked from the README) are the code the suite runs."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_section(title: str) -> str:
-    """The text of README section ``## title``, up to the next ``## `` heading."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+def guide(name: str) -> str:
+    """The text of the guide ``docs/guides/{name}.md`` (the README links to each)."""
+    assert f"(docs/guides/{name}.md)" in (ROOT / "README.md").read_text()
+    return (ROOT / "docs" / "guides" / f"{name}.md").read_text()
 
 
 def python_blocks(section: str) -> list[str]:
@@ -25,12 +23,12 @@ def python_blocks(section: str) -> list[str]:
 
 def test_the_testing_section_shows_the_test_file_the_suite_runs() -> None:
     """examples/test_checkout.py runs in the suite (testpaths); the README shows it whole."""
-    (block,) = python_blocks(readme_section("Testing your workflows"))
+    (block,) = python_blocks(guide("testing"))
     assert block == (ROOT / "examples" / "test_checkout.py").read_text()
 
 
 def test_the_observability_snippets_run_and_print_what_the_readme_says(tmp_path: Path) -> None:
-    section = readme_section("Observability")
+    section = guide("observability")
     program = "\n".join(python_blocks(section))
     (expected,) = re.findall(r"```text\n(.*?)```", section, flags=re.DOTALL)
     (tmp_path / "snippets.py").write_text(program)

@@ -1,4 +1,4 @@
-"""The README's test file passes in a user's project, where anyio also runs it on trio.
+"""The testing guide's test file passes in a user's project, where anyio also runs it on trio.
 
 This repository's conftests pin anyio to asyncio; a user's project has no such
 pin, and anyio's pytest plugin runs each ``pytest.mark.anyio`` test once per
@@ -15,14 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.api.test_readme import ROOT, python_blocks, readme_section
+from tests.api.test_readme import ROOT, guide, python_blocks
 
 
 def test_the_readme_test_file_passes_in_a_fresh_project_on_asyncio_and_trio(
     tmp_path: Path,
 ) -> None:
     assert importlib.util.find_spec("trio") is not None, "the [test] extra installs trio"
-    (test_file,) = python_blocks(readme_section("Testing your workflows"))
+    (test_file,) = python_blocks(guide("testing"))
     project = tmp_path / "project"
     (project / "examples").mkdir(parents=True)
     # the workflow under test, as the README's file imports it; no conftest comes along
