@@ -8,9 +8,10 @@ import anyio
 import typer
 from rich.table import Table
 
+from workflow.deployments import DeploymentRecord, get_deployment, list_deployments
+
 from ._output import console, markup_safe, print_json, text
 from ._resolve import EXIT_ERROR, WorldOption, execute, open_world
-from workflow.deployments import DeploymentRecord, get_deployment, list_deployments
 
 app = typer.Typer(
     name="deployments",
