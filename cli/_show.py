@@ -59,6 +59,11 @@ def render_details(details: Details) -> None:
     note = details.start_note()
     if note is not None:
         console.print(f"[yellow]{markup_safe(note)}[/]")
+    if record.build_id is not None:
+        console.print(f"[bold]build[/] {markup_safe(record.build_id)}  [bold]pin[/] {record.pin}")
+    if details.waiting_for_build is not None:
+        build = markup_safe(details.waiting_for_build)
+        console.print(f"[yellow]waiting for a worker of build {build}[/]")
     for wait in details.waiting:
         console.print(f"[yellow]{markup_safe(wait.reason())}[/]")
 

@@ -15,7 +15,7 @@ from typer.core import TyperOption
 
 import workflow
 
-from . import attributes, hooks, runs, schedules, workers, world
+from . import attributes, deployments, hooks, runs, schedules, workers, world
 from .start import start_command
 from .ui import ui_command
 from .worker import worker_command
@@ -70,6 +70,7 @@ app.add_typer(hooks.app, name="hooks")
 app.add_typer(schedules.app, name="schedules")
 app.add_typer(world.app, name="world")
 app.add_typer(workers.app, name="workers")
+app.add_typer(deployments.app, name="deployments")
 
 
 def main() -> None:

@@ -54,12 +54,24 @@ def worker_command(
         ),
     ] = 10.0,
     codec: CodecOption = None,
+    build_id: Annotated[
+        str | None,
+        typer.Option(
+            "--build-id",
+            help="The build this worker runs (default: $WORKFLOW_BUILD_ID). Runs stay on "
+            "the build that ran their first task unless their workflow is pin='latest'; "
+            "new runs go to the newest build (see wf deployments).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a worker for MODULE until SIGINT or SIGTERM, then shut down gracefully.
 
     Example:
 
         wf worker myapp.workflows --world sqlite:///app.db --concurrency 32
+
+        wf worker myapp.workflows --build-id v2
     """
 
     async def serve() -> None:
@@ -92,11 +104,14 @@ def worker_command(
                         concurrency=concurrency,
                         lease_seconds=lease_seconds,
                         shutdown_grace=grace,
+                        build_id=build_id,
                     )
                     if candidate.names:
                         runner = candidate
+                        build = "" if runner.build_id is None else f" of build {runner.build_id}"
                         typer.echo(
-                            f"worker {runner.worker_id} serving {sorted(runner.names)}", err=True
+                            f"worker {runner.worker_id}{build} serving {sorted(runner.names)}",
+                            err=True,
                         )
                         try:
                             await runner.run()
@@ -104,6 +119,10 @@ def worker_command(
                             problem = f"the world cannot be used: {exc}"
                         except WorkerFencedError as exc:
                             problem = f"{exc}: its work was taken over; start it again"
+                        except ValueError as exc:
+                            if runner.build_id is None:
+                                raise
+                            problem = f"the world refused this worker: {exc}"
                     else:
                         problem = f"{quoted(module)} defines no @workflow or @step"
                 group.cancel_scope.cancel()

@@ -18,6 +18,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 from workflow import _runtime
 from workflow._attributes import check_text
 from worlds.quoting import quoted
+from worlds.types import Pin
 
 __all__ = [
     "StepDecorator",
@@ -63,16 +64,22 @@ class WorkflowDefinition(Generic[P, R]):
         fn: Callable[P, Awaitable[R]],
         name: str,
         on_failure: WorkflowDefinition[..., Any] | None = None,
+        pin: Pin = "run",
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an async def function, got {quoted(fn)}")
         if on_failure is not None:
             _check_failure_handler(on_failure)
+        if pin not in ("run", "latest"):
+            raise ValueError(f"@workflow(pin=...) is 'run' or 'latest', not {pin!r}")
         self.fn = fn
         self.name = _check_name("@workflow", name)
         self.on_failure = on_failure
         """The workflow started as ``on_failure(run_id, error)`` after a run of this one
         fails (``@workflow(on_failure=...)``), or None."""
+        self.pin: Pin = pin
+        """Where a run goes on under build ids (RFC 0025): ``run`` stays on the build
+        that ran its first task, ``latest`` moves to the newest build at its next task."""
         functools.update_wrapper(self, fn)
         _defined.setdefault(self.name, weakref.WeakSet()).add(self)
 
@@ -147,7 +154,10 @@ class StepDefinition(Generic[P, R]):
 def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> WorkflowDefinition[P, R]: ...
 @overload
 def workflow(
-    *, name: str | None = None, on_failure: WorkflowDefinition[..., Any] | None = None
+    *,
+    name: str | None = None,
+    on_failure: WorkflowDefinition[..., Any] | None = None,
+    pin: Pin = "run",
 ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
 
 
@@ -157,6 +167,7 @@ def workflow(
     *,
     name: str | None = None,
     on_failure: WorkflowDefinition[..., Any] | None = None,
+    pin: Pin = "run",
 ) -> (
     WorkflowDefinition[P, R]
     | Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]
@@ -178,12 +189,19 @@ def workflow(
     does a failed handler run (no recursion). A Worker that runs the workflow
     runs its handler too.
 
+    ``pin`` matters only on workers with a build id (``Worker(build_id=...)``, RFC
+    0025): ``"run"`` (the default) keeps each run on workers of the build that ran
+    its first task; ``"latest"`` moves it to the newest build at its next task (its
+    code then replays the old history: guard changes with ``patched()``).
+
     Raises:
         TypeError: ``on_failure`` is not a ``@workflow``.
+        ValueError: ``pin`` is not ``"run"`` or ``"latest"``.
     """
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> WorkflowDefinition[P, R]:
-        return WorkflowDefinition(f, name or f.__qualname__, on_failure)
+
+        return WorkflowDefinition(f, name or f.__qualname__, on_failure, pin)
 
     return decorate(fn) if fn is not None else decorate
 

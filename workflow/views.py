@@ -127,6 +127,8 @@ def run_to_json(record: RunRecord, *, result: bool = True) -> dict[str, Any]:
         out["result"] = decode_payload(record.result)
     if record.error is not None:
         out["error"] = {"type": record.error.type, "message": record.error.message}
+    if record.build_id is not None:  # a run of a worker with a build id (RFC 0025)
+        out["build_id"], out["pin"] = record.build_id, record.pin
     return out
 
 
@@ -340,6 +342,9 @@ class RunDetails:
     (``"delayed"``: ``start(delay=)``; ``"debounced"``: ``start_or_debounce``;
     ``"rate limited by KEY=VALUE"``: its ``RateLimited`` token)."""
     priority: int = 0
+    waiting_for_build: str | None = None
+    """The build an open run waits for: no live worker of the build it is pinned to
+    (RFC 0025), so no other worker leases it until one starts."""
     """``start(..., priority=n)`` (from its ``RunCreated``)."""
 
     def start_note(self) -> str | None:
@@ -367,6 +372,7 @@ class RunDetails:
             "starts_at": None if self.starts_at is None else self.starts_at.isoformat(),
             "start_reason": self.start_reason,
             "priority": self.priority,
+            "waiting_for_build": self.waiting_for_build,
             "parent": self.parent,
             "children": [run_to_json(child) for child in self.children],
             "events": [event_to_json(event) for event in shown],
@@ -444,6 +450,7 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
     parent = await run.parent()
     children = [child.record for child in await run.children() if child.record is not None]
     starts_at, start_reason = _start(record, events)
+    waiting_for_build = await _build_awaited(run, record)
     return RunDetails(
         record,
         claims,
@@ -457,7 +464,20 @@ async def gather_details(run: Run[Any], window: EventWindow | None = None) -> Ru
         starts_at,
         start_reason,
         _priority(events),
+        waiting_for_build,
     )
+
+
+async def _build_awaited(run: Run[Any], record: RunRecord) -> str | None:
+    """The build ``record`` waits for: open, pinned to a build none of whose workers
+    is live (a ``latest`` run waits only while no worker of any build is)."""
+    if record.build_id is None or record.status.is_closed:
+        return None
+    serving = ("live", "silent")  # silent: the world stalled, it may be back
+    live = {w.build_id for w in await run.world.list_workers() if w.status in serving}
+    if record.pin == "latest":
+        return None if live - {None} else record.build_id
+    return None if record.build_id in live else record.build_id
 
 
 def _priority(events: list[EventKind]) -> int:

@@ -107,6 +107,8 @@ class Columns:
             attributes=decode_attributes(row["attributes"]),
             result=row["result"],
             error=None if error is None else _decode_error(error),
+            build_id=row["build_id"],
+            pin=row["pin"],
         )
 
     def worker(self, row: Row) -> Beat:

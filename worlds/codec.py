@@ -148,7 +148,7 @@ class CodecWorld(WorldWrapper):
         "run_claims list_slots run_slots create_schedule get_schedule list_schedules "
         "update_schedule delete_schedule lease_schedules register_worker heartbeat "
         "unregister_worker list_workers stream_closed set_key_limit get_key_limit "
-        "export_rows import_rows".split()
+        "export_rows import_rows list_deployments".split()
     )
     """What carries no payload, forwarded as it is; the rest is overridden below.
     ``export_rows``/``import_rows`` carry payloads as stored, encoded: a dump keeps

@@ -239,11 +239,13 @@ class StepStarted(Event, tag="step_started", frozen=True, kw_only=True):
 
 
 class StepCompleted(Event, tag="step_completed", frozen=True, kw_only=True):
-    """An attempt returned; ``result`` is its msgpack-encoded value."""
+    """An attempt returned; ``result`` is its msgpack-encoded value. ``build_id`` is
+    the build of the worker that ran it (``Worker(build_id=...)``, RFC 0025), if any."""
 
     step: int
     attempt: int
     result: bytes
+    build_id: str | None = None
 
 
 class StepRetrying(Event, tag="step_retrying", frozen=True, kw_only=True):

@@ -33,6 +33,7 @@ from worlds.types import (
     CommitResult,
     CreateRunRequest,
     CreateRunResult,
+    DeploymentRecord,
     EventKind,
     HookDelivery,
     HookRecord,
@@ -381,6 +382,13 @@ class Work(Protocol):
         lease expired. Each lease gets a fresh token; re-leasing a step item
         whose previous lease expired counts a new attempt and the world appends
         ``StepStarted`` for every step attempt it leases.
+
+        Builds (RFC 0025, ``worlds._rules.deployments.may_lease``): a worker
+        registered with a build id leases the items of runs pinned to its build,
+        of new runs and ``pin="latest"`` runs while its build is the newest; a
+        run leased by it the first time (or a ``latest`` run moving to it)
+        records its build. A worker without one leases only runs that recorded
+        no build.
         """
         ...
 
@@ -437,7 +445,9 @@ class Liveness(Protocol):
 
         Registering an id again (a restarted process reusing it) starts it
         afresh, unless the world declared it dead: a fenced id stays dead,
-        ``ValueError``.
+        ``ValueError``. A worker with a ``build_id`` records its build's
+        ``workflows`` (RFC 0025); one whose workflow names differ from those
+        recorded for its build is refused, ``ValueError``, nothing written.
         """
         ...
 
@@ -458,6 +468,12 @@ class Liveness(Protocol):
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker, with its status by the world's clock, by id."""
+        ...
+
+    async def list_deployments(self) -> list[DeploymentRecord]:
+        """Every build id workers registered with (RFC 0025), newest registration
+        first: its workflows, its open runs (and how many of them still need it)
+        and its live workers; which one is the newest build."""
         ...
 
 

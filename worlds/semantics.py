@@ -7,7 +7,8 @@ re-exports the ones a world outside this package needs: ids and cursors, index
 values and query matching, the records a world writes (``new_run``,
 ``created_event``, ``apply_to_run``, ``stale_result``), the column codecs of a
 claim's reuse window, and predicates a world's own queries may evaluate
-(``is_free``, ``schedule_is_due``). The order in which an operation applies the
+(``is_free``, ``schedule_is_due``, and RFC 0025's ``build_may_lease`` and
+``check_build_workflows``). The order in which an operation applies the
 rules is not here: the built-in worlds share it in ``worlds._flows``.
 """
 
@@ -30,6 +31,8 @@ from worlds._rules.claims import (
     on_close,
 )
 from worlds._rules.commits import settled, stale_result
+from worlds._rules.deployments import check_workflows as check_build_workflows
+from worlds._rules.deployments import may_lease as build_may_lease
 from worlds._rules.failures import ON_FAILURE_OF_KEY, handler_run_id
 from worlds._rules.rates import check_rate
 from worlds._rules.reopen import effective_log, reopen_base
@@ -69,7 +72,9 @@ __all__ = [
     "RUN_DEADLINE_TIMER",
     "SELECTIVITY_CAP",
     "apply_to_run",
+    "build_may_lease",
     "carried_payloads",
+    "check_build_workflows",
     "check_isolation",
     "check_rate",
     "check_stream_name",

@@ -79,6 +79,7 @@ __all__ = [
     "CreateRunRequest",
     "CreateRunResult",
     "Debounce",
+    "DeploymentRecord",
     "ErrorInfo",
     "Event",
     "EventKind",
@@ -95,6 +96,7 @@ __all__ = [
     "NewWorkItem",
     "OnFull",
     "PatchMarker",
+    "Pin",
     "Rate",
     "RateTokenRequested",
     "ReuseRule",
@@ -149,6 +151,11 @@ __all__ = [
 # --------------------------------------------------------------------------- records
 
 
+Pin: TypeAlias = Literal["run", "latest"]
+"""Where a run of a workflow goes on once a build ran its first task (RFC 0025):
+``run``: on workers of that build only; ``latest``: on the newest build at each task."""
+
+
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A run as the world stores it (the log holds the details)."""
 
@@ -162,6 +169,12 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     result: bytes | None = None
     error: ErrorInfo | None = None
     last_seq: int = 0
+    build_id: str | None = None
+    """The build whose worker ran the run's first task (``Worker(build_id=...)``);
+    ``None`` when that worker had none: the run is not pinned (RFC 0025)."""
+    pin: Pin | None = None
+    """Where the run's next tasks may run, from its workflow's ``pin`` in that build:
+    ``run`` on workers of ``build_id`` only, ``latest`` on the newest build."""
 
 
 class HookRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -694,6 +707,9 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
     ``liveness_seconds`` is the window: a worker whose heartbeat is older than
     that, while the world has been seen reachable by other workers for that
     long, is dead. It heartbeats well within it (a few times per window).
+    ``workflows`` names the workflows the worker serves with each one's ``Pin``;
+    with a ``build_id`` the world records them for that build (RFC 0025) and
+    refuses a later worker of the same build whose names differ.
     """
 
     id: str
@@ -701,6 +717,26 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
     pid: int
     build_id: str | None = None
     liveness_seconds: float = 10.0
+    workflows: dict[str, Pin] = {}
+
+
+class DeploymentRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A build id as ``World.list_deployments`` returns it (RFC 0025).
+
+    ``open_runs`` counts the open runs whose first task ran on the build (and that
+    did not move since); ``pinned_runs`` those of them that still need it: pinned
+    to it (``pin="run"``), or any of them while it is the newest build.
+    ``live_workers`` counts its registered workers that are neither stopped nor
+    dead; ``newest``: new runs and ``pin="latest"`` runs go to it.
+    """
+
+    build_id: str
+    workflows: tuple[str, ...]
+    registered_at: datetime
+    open_runs: int
+    pinned_runs: int
+    live_workers: int
+    newest: bool
 
 
 class WorkerRecord(msgspec.Struct, frozen=True, kw_only=True):

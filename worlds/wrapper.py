@@ -33,6 +33,7 @@ from worlds.types import (
     CommitResult,
     CreateRunRequest,
     CreateRunResult,
+    DeploymentRecord,
     EventKind,
     HookDelivery,
     HookRecord,
@@ -244,6 +245,10 @@ class WorldWrapper:
     async def list_workers(self) -> list[WorkerRecord]:
         """See ``World.list_workers``."""
         return await self.inner.list_workers()
+
+    async def list_deployments(self) -> list[DeploymentRecord]:
+        """See ``World.list_deployments``."""
+        return await self.inner.list_deployments()
 
     # ------------------------------------------------------------------ Hooks
 

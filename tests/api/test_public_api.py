@@ -169,3 +169,14 @@ def test_ecosystem_packages_are_pinned() -> None:
     assert workflow.sync.__all__ == ["SyncClient", "SyncRun", "SyncRunList"]
     assert workflow.contrib.opentelemetry.__all__ == ["WorkflowInstrumentor"]
     assert worlds.codec.__all__ == ["MARKER", "TEXT_PREFIX", "CodecWorld", "PayloadCodec"]
+
+
+def test_deployments_exports_are_pinned() -> None:
+    import workflow.deployments
+
+    assert workflow.deployments.__all__ == [
+        "DeploymentRecord",
+        "drained",
+        "get_deployment",
+        "list_deployments",
+    ]

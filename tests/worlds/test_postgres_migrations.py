@@ -40,6 +40,7 @@ FROZEN = {
     13: "bda0004de01d1494adbda5f43600832ec23dfaff3e6ee23bd9af02c5ff2b5aed",
     14: "243d5ed219c4e03b01f73e8beb0989bb09b8799b1f324de590dddb8600c8efd6",
     15: "0272b94b13cc51d51775e0aced78c6a44e5df94624d896aeaf09002b99e92051",
+    16: "c11b2e9246fe57d5316d8e901068b403105d1dd4ed67092eb625070a4b81a99a",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 
@@ -114,13 +115,13 @@ async def _at_version(conn: Any, schema: str, version: int) -> None:
         for statement in migration_statements(schema):
             await conn.execute(statement)
         await conn.execute(f"SET LOCAL search_path = {quote(schema)}")
-        for target in range(1, version + 1):
+        for target in (v for v in sorted(MIGRATIONS) if v <= version):
             for statement in MIGRATIONS[target]:
                 await conn.execute(statement)
             await conn.execute(RECORD_VERSION, target)
 
 
-@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+@pytest.mark.parametrize("version", sorted(MIGRATIONS)[:-1])
 async def test_a_schema_at_an_older_version_migrates_to_a_fresh_one(
     postgres_url: str, version: int
 ) -> None:

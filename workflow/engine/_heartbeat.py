@@ -19,11 +19,12 @@ import socket
 from collections.abc import Callable
 
 import anyio
+import msgspec
 
 from workflow.engine._faults import Complaints, is_fatal, riding_out
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import World
-from worlds.types import WorkerInfo
+from worlds.types import Pin, WorkerInfo
 
 __all__ = ["BEATS_PER_WINDOW", "Heartbeat"]
 
@@ -43,6 +44,8 @@ class Heartbeat:
         liveness_seconds: its window: the world declares it dead once it has not
             beaten for this long while other workers were seen beating.
         build_id: the build the worker runs, shown by ``wf workers list``.
+        workflows: the workflows it serves and their pins, read when it registers:
+            with a build id the world records them for the build (RFC 0025).
         complaints: the worker's outage reports (one per worker, whichever loop
             sees it).
         fail: stops the worker when the world cannot be used.
@@ -56,6 +59,7 @@ class Heartbeat:
         *,
         liveness_seconds: float,
         build_id: str | None,
+        workflows: Callable[[], dict[str, Pin]],
         complaints: Complaints,
         fail: Callable[[WorldMisconfiguredError], None],
         fenced: Callable[[], None],
@@ -69,6 +73,7 @@ class Heartbeat:
             liveness_seconds=liveness_seconds,
         )
         self.interval = liveness_seconds / BEATS_PER_WINDOW
+        self._workflows = workflows
         self._complaints = complaints
         self._fail = fail
         self._fenced = fenced
@@ -82,6 +87,8 @@ class Heartbeat:
         if not callable(getattr(self.world, "register_worker", None)):
             log.info("worker %s: this world keeps no registrations", self.info.id)
             return
+        if self.info.build_id is not None:  # a build's workflows, checked by the world
+            self.info = msgspec.structs.replace(self.info, workflows=self._workflows())
         register = functools.partial(self.world.register_worker, self.info)
         await riding_out(register, "register with the world", self._complaints, self.interval)
         self.registered = True

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from workflow.decorators import StepDefinition, WorkflowDefinition
+from worlds.types import Pin
 
 __all__ = ["Registry"]
 
@@ -66,6 +67,15 @@ class Registry:
     def workflow_names(self) -> frozenset[str]:
         """Names of the registered workflows."""
         return frozenset(self._workflows)
+
+    def pins(self) -> dict[str, Pin]:
+        """Each registered workflow's ``pin`` (RFC 0025), by name."""
+        return {name: definition.pin for name, definition in self._workflows.items()}
+
+    @property
+    def moving(self) -> bool:
+        """Whether some registered workflow is ``pin="latest"``."""
+        return any(definition.pin == "latest" for definition in self._workflows.values())
 
     def workflow(self, name: str) -> WorkflowDefinition[..., Any] | None:
         """The workflow registered as ``name``, if any."""

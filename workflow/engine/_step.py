@@ -238,6 +238,7 @@ async def run_step(
     lease_seconds: float,
     wake_eagerly: bool,
     run: RunMetadata | None = None,
+    build_id: str | None = None,
 ) -> CommitRequest:
     """Run one attempt of ``step`` and return the commit that records its outcome.
 
@@ -248,7 +249,8 @@ async def run_step(
     leased to this worker at once, so the run continues without a poll.
 
     Cancellation of ``cancel_scope`` (the run closed) yields a commit whose only
-    effect is a ``StepDiscarded`` entry.
+    effect is a ``StepDiscarded`` entry. ``build_id``, the worker's build, is
+    recorded in the ``StepCompleted``.
     """
     outcome: EventKind | None = None
     retry_at: datetime | None = None
@@ -262,7 +264,7 @@ async def run_step(
                 runtime = StepRuntime(world, worker_id, item, step.name, run)
                 runtime_token = _runtime.installed(runtime)
                 if _observe.current() is None:  # the common case: no second decode
-                    outcome, retry_at = await _attempt(world, item, step, report)
+                    outcome, retry_at = await _attempt(world, item, step, report, build_id)
                 else:
                     attempt = _observe.StepAttempt(
                         run_id=item.run_id,
@@ -273,7 +275,7 @@ async def run_step(
                         headers=decode_headers(item.payload),
                     )
                     with _observe.step_attempt(attempt, report):
-                        outcome, retry_at = await _attempt(world, item, step, report)
+                        outcome, retry_at = await _attempt(world, item, step, report, build_id)
             except Exception as exc:  # the run's metadata could not be read
                 outcome, retry_at = _failure(item, step, exc, report)
     finally:
@@ -351,7 +353,11 @@ def _outcome_commit(
 
 
 async def _attempt(
-    world: World, item: WorkItem, step: StepDefinition[..., Any], report: _observe.AttemptReport
+    world: World,
+    item: WorkItem,
+    step: StepDefinition[..., Any],
+    report: _observe.AttemptReport,
+    build_id: str | None,
 ) -> tuple[EventKind, datetime | None]:
     """Call the step once; return the event that records the outcome, and the retry time."""
     try:
@@ -367,7 +373,10 @@ async def _attempt(
         report.outcome, report.error = "failed", exc
         return StepFailed(step=item.number, attempt=item.attempt, error=error_info(exc)), None
     report.outcome = "completed"
-    return StepCompleted(step=item.number, attempt=item.attempt, result=encoded), None
+    completed = StepCompleted(
+        step=item.number, attempt=item.attempt, result=encoded, build_id=build_id
+    )
+    return completed, None
 
 
 def _failure(

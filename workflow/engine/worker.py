@@ -105,7 +105,11 @@ class Worker:
             beating (a world-wide freeze or outage expires nobody). A worker
             declared dead is fenced: ``run()`` raises ``WorkerFencedError``.
         build_id: the build this worker runs, shown by ``wf workers list``
-            (default: ``$WORKFLOW_BUILD_ID``, if set).
+            (default: ``$WORKFLOW_BUILD_ID``, if set). With one, runs are pinned
+            (RFC 0025): a run records the build that ran its first task and,
+            unless its workflow says ``pin="latest"``, only workers of that build
+            lease its tasks; new runs go to the newest build. The world refuses a
+            worker whose workflows' names differ from those recorded for its build.
         poll_interval: longest idle wait before asking the world for work again.
         shutdown_grace: on close, how long in-flight work may take to finish
             before it is cancelled and its leases released.
@@ -212,13 +216,16 @@ class Worker:
             complaints=self._complaints,
             fail=self._fail,
         )
+        self.build_id = build_id if build_id is not None else os.environ.get("WORKFLOW_BUILD_ID")
+        """The build this worker runs (RFC 0025), or ``None``: its runs are not pinned."""
         self._heartbeat = Heartbeat(
             world,
             self.worker_id,
             liveness_seconds=(
                 max(lease_seconds, LIVENESS_FLOOR) if liveness_seconds is None else liveness_seconds
             ),
-            build_id=build_id if build_id is not None else os.environ.get("WORKFLOW_BUILD_ID"),
+            build_id=self.build_id,
+            workflows=self._registry.pins,
             complaints=self._complaints,
             fail=self._fail,
             fenced=self._on_fenced,
@@ -247,7 +254,9 @@ class Worker:
         _runtime.serve(self.world, self._eager_start)
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._eager_start.open(self._spawn)
+        if self.build_id is None:  # with a build, a run's first task is leased: the
+            # world records its build and sends new runs to the newest one (RFC 0025)
+            self._eager_start.open(self._spawn)
         self._task_group.start_soon(self._dispatch)
         self._task_group.start_soon(self._renew_leases)
         self._task_group.start_soon(self._heartbeat.run, lambda: len(self._capacity.in_flight()))
@@ -506,6 +515,7 @@ class Worker:
             return await self._workflow_tasks.run(item)
         wake_eagerly = not self._capacity.stopping
         if item.kind == "timer":
+            wake_eagerly = wake_eagerly and self._stays(item.run_id)
             request = timer_commit(item, self.worker_id, self.lease_seconds, wake_eagerly)
             if closing_event(request.events) is not None:  # a deadline fails the run
                 definition = self._registry.workflow(item.name)
@@ -527,13 +537,15 @@ class Worker:
             )
             return await self._committer.commit(item, request)
         # the run this step wakes continues in the step's own slot, unless stopping
+        # or it may move to a newer build at its next task
         cached = self._cache.peek(item.run_id)
+        stays = self._stays(item.run_id)
         if isinstance(step, TransactionDefinition):
             return await self._transaction_steps.run(
                 item,
                 step,
                 self._capacity.scope(item),
-                not self._capacity.stopping,
+                stays and not self._capacity.stopping,
                 None if cached is None else cached.run_metadata(),
             )
         request = await run_step(
@@ -543,13 +555,28 @@ class Worker:
             step,
             self._capacity.scope(item),
             self.lease_seconds,
-            not self._capacity.stopping,
+            stays and not self._capacity.stopping,
             None if cached is None else cached.run_metadata(),
+            self.build_id,
         )
-        combined = await self._step_with_workflow.commit(item, request)
+        combined = await self._step_with_workflow.commit(item, request) if stays else None
         if combined is not None:
             return combined
         return await self._committer.commit(item, request)
+
+    def _stays(self, run_id: str) -> bool:
+        """Whether the run a step or timer of ``run_id`` wakes may go on here at once
+        (its workflow item leased back, or run in the step's transaction): not when
+        its workflow is ``pin="latest"`` on a worker with a build id, nor when that
+        is unknown (the run is not cached): its next task is leased, so it moves to
+        the newest build (RFC 0025)."""
+        if self.build_id is None or not self._registry.moving:
+            return True
+        cached = self._cache.peek(run_id)
+        if cached is None:
+            return False
+        definition = self._registry.workflow(cached.run_metadata().workflow)
+        return definition is None or definition.pin == "run"
 
 
 _runtime.provide_worker(Worker)  # the bulk actions drive their $bulk runs with one

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
+from worlds._flows import deployments
+from worlds._flows.deployments import BuildRights
 from worlds._flows.rows import Beat, WorkerRows
 from worlds._rules import liveness
 from worlds.types import WorkerInfo, WorkerRecord
@@ -30,6 +32,7 @@ async def register(rows: WorkerRows, info: WorkerInfo) -> WorkerRecord:
     existing = await rows.worker(info.id)
     if existing is not None and existing.fenced:
         raise ValueError(f"worker {info.id} was declared dead: it stays fenced")
+    await deployments.register(rows, info)
     await rows.drop_workers(rows.now - liveness.RETENTION)
     worker = liveness.register(info, rows.now)
     await rows.put_worker(worker)
@@ -56,10 +59,12 @@ async def unregister(rows: WorkerRows, worker_id: str) -> None:
 
 
 class LeaseRights:
-    """Whose items whose leases ran out a leaser may take (``lease_rights``)."""
+    """Whose items whose leases ran out a leaser may take, and (``builds``) the runs
+    of which builds (``lease_rights``)."""
 
-    def __init__(self, workers: Mapping[str, Beat]) -> None:
+    def __init__(self, workers: Mapping[str, Beat], builds: BuildRights) -> None:
         self._workers = workers
+        self.builds = builds
 
     def may_take(self, owner: str, expired_at: datetime) -> bool:
         """Whether the item ``owner`` holds, whose lease ran out at ``expired_at``, may
@@ -85,7 +90,7 @@ async def lease_rights(
         if liveness.is_dead(held_by, everyone.values()):
             await _fence(rows, held_by)
             everyone[owner] = held_by._replace(fenced=True)
-    return LeaseRights(everyone)
+    return LeaseRights(everyone, await deployments.build_rights(rows, leaser, everyone.values()))
 
 
 def listing(workers: Sequence[Beat], now: datetime) -> list[WorkerRecord]:

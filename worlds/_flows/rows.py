@@ -22,7 +22,7 @@ caller's error).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
@@ -39,6 +39,7 @@ from worlds.types import (
     HookRecord,
     KeyLimit,
     NewWorkItem,
+    Pin,
     ReuseWindow,
     RunCreated,
     RunRecord,
@@ -71,6 +72,7 @@ __all__ = [
     "Retry",
     "Rollback",
     "Rows",
+    "RunBuild",
     "SlotRow",
     "Token",
     "Waiter",
@@ -682,6 +684,32 @@ class WorkerRows(Protocol):
         """Give back every item ``worker_id`` holds (as ``release`` would) and signal
         ``WORK_TOPIC``."""
         ...
+
+    async def deployment(self, build_id: str) -> dict[str, Pin] | None:
+        """The workflows recorded for ``build_id`` with their pins; ``None``: none yet."""
+        ...
+
+    async def put_deployment(self, build_id: str, workflows: Mapping[str, Pin]) -> None:
+        """Record ``workflows`` for ``build_id`` (registered now if it is new), replacing
+        its pins."""
+        ...
+
+    async def run_builds(self, run_ids: Collection[str]) -> list[RunBuild]:
+        """The builds recorded by those of ``run_ids`` that exist."""
+        ...
+
+    async def set_run_build(self, run_id: str, build_id: str, pin: Pin) -> None:
+        """Record that ``run_id`` runs on ``build_id`` with ``pin``."""
+        ...
+
+
+class RunBuild(NamedTuple):
+    """The build a run recorded (RFC 0025): its workflow, build id and pin."""
+
+    run_id: str
+    workflow: str
+    build_id: str | None
+    pin: Pin | None
 
 
 class ColumnsByName(Protocol):

@@ -12,12 +12,15 @@ and no other task sees it half done.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import msgspec
+
 from worlds import types
 from worlds._flows import rows as port
+from worlds._flows.deployments import Deployed
 from worlds.memory.claims import ClaimStore
 from worlds.memory.hooks import HookStore
 from worlds.memory.journal import Journal
@@ -51,6 +54,7 @@ class Tables:
     workers: dict[str, port.Beat] = field(default_factory=dict)
     updates: dict[tuple[str, str], int] = field(default_factory=dict)
     """By (run, update id): the sequence number of the run's ``UpdateReceived``."""
+    deployments: dict[str, Deployed] = field(default_factory=dict)
 
 
 @dataclass
@@ -396,6 +400,33 @@ class MemoryRows:
         for item_id in held:
             self._t.work.update(item_id, owner=None, expires_at=None)
         self.signal(WORK_TOPIC)
+
+    async def deployment(self, build_id: str) -> dict[str, types.Pin] | None:
+        deployed = self._t.deployments.get(build_id)
+        return None if deployed is None else dict(deployed.workflows)
+
+    async def put_deployment(self, build_id: str, workflows: Mapping[str, types.Pin]) -> None:
+        if not workflows:  # as a table would: no row, nothing recorded
+            if build_id in self._t.deployments:
+                self._t.journal.pop(self._t.deployments, build_id)
+            return
+        old = self._t.deployments.get(build_id)
+        since = self.now if old is None else old.registered_at
+        deployed = Deployed(build_id, dict(workflows), since)
+        self._t.journal.put(self._t.deployments, build_id, deployed)
+
+    async def run_builds(self, run_ids: Collection[str]) -> list[port.RunBuild]:
+        found = [self._t.runs.get(run_id) for run_id in run_ids]
+        return [
+            port.RunBuild(run.id, run.workflow, run.build_id, run.pin)
+            for run in found
+            if run is not None
+        ]
+
+    async def set_run_build(self, run_id: str, build_id: str, pin: types.Pin) -> None:
+        run = self._t.runs.get(run_id)
+        if run is not None:
+            self._t.runs.store(msgspec.structs.replace(run, build_id=build_id, pin=pin), [])
 
     # ------------------------------------------------------------ streams
 

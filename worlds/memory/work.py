@@ -154,10 +154,12 @@ class WorkQueue:
         limit: int,
         lease_seconds: float,
         takeable: Callable[[str, datetime], bool],
+        runnable: Callable[[str], bool] = lambda run_id: True,
     ) -> list[WorkItem]:
         """See ``World.lease``: items due at the same time in (run id, item id) order.
         An item whose lease ran out is taken only when ``takeable(owner, expired_at)``
-        (``worlds._flows.liveness.lease_rights``)."""
+        (``worlds._flows.liveness.lease_rights``); an item only when ``runnable(run_id)``
+        (its run's build lets this worker lease it, RFC 0025)."""
         due = [
             item
             for item in self.items.values()
@@ -166,6 +168,7 @@ class WorkQueue:
             and (
                 item.owner is None or (self._expired(item, now) and self._may_take(item, takeable))
             )
+            and runnable(item.run_id)
         ]
         due.sort(key=lambda item: (item.available_at, item.run_id, item.id))
         return [self._lease_item(item, worker_id, now, lease_seconds) for item in due[:limit]]

@@ -29,6 +29,7 @@ from worlds._flows import (
     cancel,
     commit,
     create,
+    deployments,
     hooks,
     key_limits,
     liveness,
@@ -320,6 +321,12 @@ class MemoryWorld(ClosesOnExit):
         )
         if rights is None:  # fenced: declared dead, it leases nothing
             return []
+        runs, builds = self._tables.runs, rights.builds
+
+        def runnable(run_id: str) -> bool:
+            run = runs.get(run_id)
+            return run is None or builds.may_run(run.build_id, run.pin)
+
         leased = work.lease(
             worker_id,
             now,
@@ -327,8 +334,11 @@ class MemoryWorld(ClosesOnExit):
             limit=limit,
             lease_seconds=lease_seconds,
             takeable=rights.may_take,
+            runnable=runnable,
         )
         self._tables.journal.forget()  # the StepStarted appended: nothing to undo
+        taken = {item.run_id for item in leased if item.kind == "workflow"}
+        self._write(lambda rows: deployments.record_builds(rows, builds, taken))
         return leased
 
     async def renew_leases(
@@ -358,6 +368,19 @@ class MemoryWorld(ClosesOnExit):
     async def list_workers(self) -> list[types.WorkerRecord]:
         """See ``World.list_workers``."""
         return liveness.listing(list(self._tables.workers.values()), self._clock())
+
+    async def list_deployments(self) -> list[types.DeploymentRecord]:
+        """See ``World.list_deployments``."""
+        counts: dict[tuple[str, types.Pin | None], int] = {}
+        for run in self._tables.runs:
+            if run.build_id is not None and not run.status.is_closed:
+                group = (run.build_id, run.pin)
+                counts[group] = counts.get(group, 0) + 1
+        return deployments.listing(
+            list(self._tables.deployments.values()),
+            list(self._tables.workers.values()),
+            [deployments.OpenRuns(build, pin, runs) for (build, pin), runs in counts.items()],
+        )
 
     def now(self) -> datetime:
         """See ``World.now``: the clock this world was given."""

@@ -18,7 +18,7 @@ statement (the plain start) is atomic without ``BEGIN`` and ``COMMIT``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -567,6 +567,25 @@ class PostgresRows:
     async def revoke_leases(self, worker_id: str) -> None:
         await self._execute(sql.REVOKE_LEASES, worker_id)
         self.signal(WORK_TOPIC)
+
+    async def deployment(self, build_id: str) -> dict[str, types.Pin] | None:
+        rows = await self._fetch(sql.DEPLOYMENT, build_id)
+        return {row["workflow"]: row["pin"] for row in rows} if rows else None
+
+    async def put_deployment(self, build_id: str, workflows: Mapping[str, types.Pin]) -> None:
+        since = await self._fetchval(sql.FIRST_DEPLOYED, build_id) or self.now
+        await self._execute(sql.DROP_DEPLOYMENT, build_id)
+        names = list(workflows)
+        await self._execute(
+            sql.PUT_DEPLOYMENT, build_id, names, [workflows[name] for name in names], since
+        )
+
+    async def run_builds(self, run_ids: Collection[str]) -> list[port.RunBuild]:
+        rows = await self._fetch(sql.RUN_BUILDS, list(run_ids))
+        return [port.RunBuild(r["id"], r["workflow"], r["build_id"], r["pin"]) for r in rows]
+
+    async def set_run_build(self, run_id: str, build_id: str, pin: types.Pin) -> None:
+        await self._execute(sql.SET_RUN_BUILD, run_id, build_id, pin)
 
     # ------------------------------------------------------------ streams
 

@@ -42,7 +42,9 @@ REFERENCE: tuple[str, ...] = (
         attributes bytea NOT NULL,
         result bytea,
         error bytea,
-        last_at timestamptz
+        last_at timestamptz,
+        build_id text,
+        pin text
     )""",
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
@@ -217,6 +219,16 @@ REFERENCE: tuple[str, ...] = (
         update_id text NOT NULL,
         seq bigint NOT NULL,
         PRIMARY KEY (run_id, update_id)
+    )""",
+    # Pinned deployments (RFC 0025): the runs that recorded a build, and each build's
+    # workflows with their pins (``World.register_worker`` with a build id).
+    "CREATE INDEX runs_build ON runs (build_id, status) WHERE build_id IS NOT NULL",
+    """CREATE TABLE deployments (
+        build_id text NOT NULL,
+        workflow text NOT NULL,
+        pin text NOT NULL,
+        registered_at timestamptz NOT NULL,
+        PRIMARY KEY (build_id, workflow)
     )""",
     # The PL/pgSQL functions (``commit_run``, ``commit_runs``, ``start_run``,
     # ``create_run``): their live text is in ``worlds.postgres.functions``.

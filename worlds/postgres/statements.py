@@ -32,7 +32,7 @@ PAIR_HELD = "WF001"
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
-    "r.last_seq, r.attributes, r.result, r.error, r.last_at"
+    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.last_at"
 )
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"
 LOCK_RUN = f"{GET_RUN} FOR UPDATE"
@@ -304,15 +304,27 @@ LEASE_ONE = (
 # registered, stopped, is dead, or forgot it (its own steady beats reach a window
 # past the lease's end: the server answered it, and it did not renew); the lease
 # that takes a dead holder's item fences it (``fence``) and gives back all its
-# other leases (``revoked``). A fenced worker leases nothing.
+# other leases (``revoked``). A fenced worker leases nothing. Builds (RFC 0025,
+# ``worlds._rules.deployments`` in SQL): ``me`` is the leaser's build, ``newest``
+# the build of the most recently registered live worker with one; an item is due
+# only if its run may run there (``may_lease``), and a workflow item leased by a
+# worker of a build its run did not record (its first task, or a ``latest`` run
+# moving) records that build and the workflow's pin in it (``bumped``, which also
+# moves ``last_seq`` past the StepStarted appended: one UPDATE of each run).
 _DEAD = """(h.fenced OR EXISTS (
     SELECT 1 FROM workers k
     WHERE k.id <> h.id AND k.liveness <= h.liveness
       AND k.last_beat - greatest(h.last_beat, k.steady_since)
           >= h.liveness * interval '1 second'))"""
 LEASE = f"""
-WITH due AS (
-    SELECT w.id, w.owner, r.last_seq, greatest($2, r.last_at) AS at
+WITH me AS (
+    SELECT (SELECT build_id FROM workers WHERE id = $4) AS build
+), newest AS (
+    SELECT (SELECT h.build_id FROM workers h
+            WHERE h.build_id IS NOT NULL AND NOT h.stopped AND NOT {_DEAD}
+            ORDER BY h.started_at DESC, h.id DESC LIMIT 1) AS build
+), due AS (
+    SELECT w.id, w.owner, r.last_seq, greatest($2, r.last_at) AS at, r.build_id AS run_build
     FROM work w JOIN runs r ON r.id = w.run_id
     WHERE w.name = ANY($1::text[]) AND w.available_at <= least($2, statement_timestamp())
       AND (w.owner IS NULL OR (w.expires_at <= least($2, statement_timestamp())
@@ -325,6 +337,12 @@ WITH due AS (
                              AND h.last_beat - greatest(w.expires_at, h.steady_since)
                                  < h.liveness * interval '1 second')))
       AND NOT EXISTS (SELECT 1 FROM workers f WHERE f.id = $4 AND f.fenced)
+      AND CASE WHEN (SELECT build FROM me) IS NULL THEN r.build_id IS NULL
+          WHEN r.build_id IS NULL THEN (SELECT build FROM newest) IS NULL
+               OR (SELECT build FROM newest) = (SELECT build FROM me)
+          WHEN r.pin = 'latest'
+          THEN (SELECT build FROM me) = coalesce((SELECT build FROM newest), r.build_id)
+          ELSE r.build_id = (SELECT build FROM me) END
     ORDER BY w.available_at, w.run_id, w.id
     LIMIT $3
     FOR UPDATE OF w, r SKIP LOCKED
@@ -342,7 +360,7 @@ WITH due AS (
         rewake = false, ever_leased = true
     FROM due WHERE w.id = due.id
     RETURNING w.id, w.run_id, w.kind, w.name, w.number, w.attempt, w.payload, w.token,
-        due.last_seq, due.at
+        due.last_seq, due.at, due.run_build
 ), started AS (
     SELECT l.run_id, l.number, l.attempt, l.at,
         l.last_seq + row_number() OVER (PARTITION BY l.run_id ORDER BY l.id)::integer AS seq
@@ -353,9 +371,23 @@ WITH due AS (
         $6::bytea || int4send(s.number) || $7::bytea || int4send(s.attempt), s.at
     FROM started s
 ), bumped AS (
-    UPDATE runs SET last_seq = m.seq, last_at = m.at
-    FROM (SELECT run_id, max(seq) AS seq, max(at) AS at FROM started GROUP BY run_id) AS m
-    WHERE runs.id = m.run_id
+    UPDATE runs SET last_seq = coalesce(m.seq, runs.last_seq),
+        last_at = coalesce(m.at, runs.last_at),
+        build_id = CASE WHEN m.moves THEN me.build ELSE runs.build_id END,
+        pin = CASE WHEN m.moves
+              THEN coalesce((SELECT d.pin FROM deployments d
+                             WHERE d.build_id = me.build AND d.workflow = runs.workflow),
+                            'run')
+              ELSE runs.pin END
+    FROM me, (SELECT t.run_id, s.seq, s.at,
+                     t.task AND me.build IS NOT NULL AND t.build IS DISTINCT FROM me.build
+                         AS moves
+              FROM me, (SELECT l.run_id, bool_or(l.kind = 'workflow') AS task,
+                               min(l.run_build) AS build
+                        FROM leased l GROUP BY l.run_id) AS t
+              LEFT JOIN (SELECT run_id, max(seq) AS seq, max(at) AS at FROM started
+                         GROUP BY run_id) AS s ON s.run_id = t.run_id) AS m
+    WHERE runs.id = m.run_id AND (m.seq IS NOT NULL OR m.moves)
 )
 SELECT id, run_id, kind, name, number, attempt, payload, token FROM leased
 ORDER BY run_id, id
@@ -595,6 +627,21 @@ ON CONFLICT (id) DO UPDATE SET host = $2, pid = $3, build_id = $4, liveness = $5
     stopped = $11
 """
 DROP_WORKERS = "DELETE FROM workers WHERE last_beat < $1"
+# Pinned deployments (RFC 0025).
+DEPLOYMENT = "SELECT workflow, pin, registered_at FROM deployments WHERE build_id = $1"
+DEPLOYMENTS = "SELECT build_id, workflow, pin, registered_at FROM deployments"
+FIRST_DEPLOYED = "SELECT min(registered_at) FROM deployments WHERE build_id = $1"
+DROP_DEPLOYMENT = "DELETE FROM deployments WHERE build_id = $1"
+PUT_DEPLOYMENT = (
+    "INSERT INTO deployments (build_id, workflow, pin, registered_at) "
+    "SELECT $1, t.workflow, t.pin, $4 FROM unnest($2::text[], $3::text[]) AS t(workflow, pin)"
+)
+RUN_BUILDS = "SELECT id, workflow, build_id, pin FROM runs WHERE id = ANY($1::text[])"
+SET_RUN_BUILD = "UPDATE runs SET build_id = $2, pin = $3 WHERE id = $1"
+OPEN_RUNS_BY_BUILD = (
+    "SELECT build_id, pin, count(*)::integer AS runs FROM runs "
+    "WHERE build_id IS NOT NULL AND status IN ('pending', 'running') GROUP BY build_id, pin"
+)
 REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = $1"
 # A heartbeat, in one statement whatever the worker holds ($1 the worker, $2 its
 # in-flight count, $3/$4 the work channel and topic), stamped with the server's

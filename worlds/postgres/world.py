@@ -25,6 +25,7 @@ from worlds._flows import (
     archive,
     cancel,
     create,
+    deployments,
     hooks,
     key_limits,
     liveness,
@@ -659,6 +660,25 @@ class PostgresWorld(ClosesOnExit):
         rows = await pool.fetch(sql.WORKERS)
         workers = [codecs.columns.worker(row) for row in rows]
         return liveness.listing(workers, self._clock.now())
+
+    async def list_deployments(self) -> list[types.DeploymentRecord]:
+        """See ``World.list_deployments``."""
+        self._check_open()
+        pool = await self._connect()
+        async with pool.acquire() as conn, conn.transaction(readonly=True):
+            builds: dict[str, deployments.Deployed] = {}
+            for row in await conn.fetch(sql.DEPLOYMENTS):
+                build = builds.setdefault(
+                    row["build_id"],
+                    deployments.Deployed(row["build_id"], {}, row["registered_at"]),
+                )
+                build.workflows[row["workflow"]] = row["pin"]
+            workers = [codecs.columns.worker(row) for row in await conn.fetch(sql.WORKERS)]
+            counts = [
+                deployments.OpenRuns(row["build_id"], row["pin"], row["runs"])
+                for row in await conn.fetch(sql.OPEN_RUNS_BY_BUILD)
+            ]
+        return deployments.listing(list(builds.values()), workers, counts)
 
     def now(self) -> datetime:
         """See ``World.now``: this process's clock corrected to the server's."""

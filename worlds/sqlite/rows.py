@@ -13,7 +13,7 @@ so no method needs a lock of its own.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -488,6 +488,26 @@ class SqliteRows:
     async def revoke_leases(self, worker_id: str) -> None:
         self.db.execute(sql.REVOKE_LEASES, (worker_id,))
         self.signal(WORK_TOPIC)
+
+    async def deployment(self, build_id: str) -> dict[str, types.Pin] | None:
+        rows = self.db.execute(sql.DEPLOYMENT, (build_id,)).fetchall()
+        return {row["workflow"]: row["pin"] for row in rows} if rows else None
+
+    async def put_deployment(self, build_id: str, workflows: Mapping[str, types.Pin]) -> None:
+        first = self.db.execute(sql.DEPLOYMENT, (build_id,)).fetchone()
+        since = self.now_us if first is None else first["registered_at"]
+        self.db.execute(sql.DROP_DEPLOYMENT, (build_id,))
+        self.db.executemany(
+            sql.PUT_DEPLOYMENT, [(build_id, name, pin, since) for name, pin in workflows.items()]
+        )
+
+    async def run_builds(self, run_ids: Collection[str]) -> list[port.RunBuild]:
+        wanted = list(run_ids)
+        rows = self.db.execute(sql.run_builds_sql(len(wanted)), wanted) if wanted else []
+        return [port.RunBuild(r["id"], r["workflow"], r["build_id"], r["pin"]) for r in rows]
+
+    async def set_run_build(self, run_id: str, build_id: str, pin: types.Pin) -> None:
+        self.db.execute(sql.SET_RUN_BUILD, (build_id, pin, run_id))
 
     # ------------------------------------------------------------ streams
 

@@ -30,7 +30,7 @@ SCHEMA = (
         attributes BLOB NOT NULL,
         result BLOB,
         error BLOB
-    )""",
+    , build_id TEXT, pin TEXT)""",  # as v17's ALTER TABLE leaves the text (RFC 0025)
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
     # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
@@ -203,6 +203,16 @@ SCHEMA = (
         update_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
         PRIMARY KEY (run_id, update_id)
+    ) WITHOUT ROWID""",
+    # Pinned deployments (RFC 0025): the runs that recorded a build, and each build's
+    # workflows with their pins (``World.register_worker`` with a build id).
+    "CREATE INDEX runs_build ON runs (build_id, status) WHERE build_id IS NOT NULL",
+    """CREATE TABLE deployments (
+        build_id TEXT NOT NULL,
+        workflow TEXT NOT NULL,
+        pin TEXT NOT NULL,
+        registered_at INTEGER NOT NULL,
+        PRIMARY KEY (build_id, workflow)
     ) WITHOUT ROWID""",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""

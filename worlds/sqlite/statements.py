@@ -10,7 +10,7 @@ import functools
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
-    "r.last_seq, r.attributes, r.result, r.error"
+    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin"
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
@@ -238,13 +238,49 @@ DROP_WORKERS = "DELETE FROM workers WHERE last_beat < ?"
 REVOKE_LEASES = "UPDATE work SET owner = NULL, expires_at = NULL WHERE owner = ?"
 
 
-def due_work_sql(name_count: int) -> tuple[str, str]:
+# Pinned deployments (RFC 0025).
+# Whether leases must look at builds: a worker registered with one, or a run recorded one.
+BUILDS_IN_USE = (
+    "SELECT EXISTS (SELECT 1 FROM workers WHERE build_id IS NOT NULL) "
+    "OR EXISTS (SELECT 1 FROM runs INDEXED BY runs_build WHERE build_id IS NOT NULL)"
+)
+DEPLOYMENT = "SELECT workflow, pin, registered_at FROM deployments WHERE build_id = ?"
+DEPLOYMENTS = "SELECT build_id, workflow, pin, registered_at FROM deployments"
+DROP_DEPLOYMENT = "DELETE FROM deployments WHERE build_id = ?"
+PUT_DEPLOYMENT = "INSERT INTO deployments VALUES (?, ?, ?, ?)"
+SET_RUN_BUILD = "UPDATE runs SET build_id = ?, pin = ? WHERE id = ?"
+OPEN_RUNS_BY_BUILD = (
+    "SELECT build_id, pin, count(*) AS runs FROM runs INDEXED BY runs_build "
+    "WHERE build_id IS NOT NULL AND status IN ('pending', 'running') GROUP BY build_id, pin"
+)
+
+
+def run_builds_sql(count: int) -> str:
+    """The builds ``count`` runs recorded (``*run_ids``)."""
+    marks = ", ".join("?" * count)
+    return f"SELECT id, workflow, build_id, pin FROM runs WHERE id IN ({marks})"
+
+
+def due_work_sql(name_count: int, builds: bool = False) -> tuple[str, str]:
     """The two lease scans: free items due by ``available_at``, and expired leases.
 
-    Each takes ``(now, *names, limit)`` and returns rows in lease order.
+    Each takes ``(now, *names, limit)`` and returns rows in lease order; with
+    ``builds``, also ``(build, newest)``: only items of runs a worker of ``build``
+    may lease (``worlds._rules.deployments.may_lease`` in SQL, RFC 0025).
     """
     names = ", ".join(f"?{n}" for n in range(2, name_count + 2))
-    tail = f"AND name IN ({names}) ORDER BY available_at, run_id, id LIMIT ?{name_count + 2}"
+    build, top = f"?{name_count + 3}", f"?{name_count + 4}"
+    allowed = (
+        f"AND (SELECT CASE WHEN {build} IS NULL THEN r.build_id IS NULL "
+        f"WHEN r.build_id IS NULL THEN {top} IS NULL OR {top} = {build} "
+        f"WHEN r.pin = 'latest' THEN {build} = coalesce({top}, r.build_id) "
+        f"ELSE r.build_id = {build} END FROM runs r WHERE r.id = work.run_id) "
+        if builds
+        else ""
+    )
+    tail = (
+        f"AND name IN ({names}) {allowed}ORDER BY available_at, run_id, id LIMIT ?{name_count + 2}"
+    )
     free = f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NULL AND available_at <= ?1 {tail}"
     expired = (
         f"SELECT {_DUE_COLUMNS} FROM work WHERE owner IS NOT NULL AND expires_at <= ?1 "

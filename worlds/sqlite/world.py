@@ -23,6 +23,7 @@ from worlds._flows import (
     cancel,
     commit,
     create,
+    deployments,
     hooks,
     key_limits,
     liveness,
@@ -224,10 +225,22 @@ class SqliteWorld(ClosesOnExit):
         if self._quiet.quiet(poll, token):
             return []  # nothing was due, nothing written since, nothing due yet
 
+        def builds(db: sqlite3.Connection) -> tuple[str | None, str | None] | None:
+            # once a build registered, scans keep to the runs this worker's build
+            # may lease (RFC 0025); before, no run recorded one: nothing to filter
+            if not db.execute(sql.BUILDS_IN_USE).fetchone()[0]:
+                return None
+            everyone = [codecs.columns.worker(row) for row in db.execute(sql.WORKERS)]
+            rights = deployments.rights_among(worker_id, everyone)
+            return rights.build, rights.top
+
         def due(db: sqlite3.Connection, now_us: int) -> list[sqlite3.Row]:
-            params = (now_us, *wanted, limit)
-            rows = db.execute(free_sql, params).fetchall()
-            rows += db.execute(expired_sql, params).fetchall()
+            params: tuple[object, ...] = (now_us, *wanted, limit)
+            scans = (free_sql, expired_sql)
+            if (build := builds(db)) is not None:
+                params, scans = (*params, *build), sql.due_work_sql(len(wanted), builds=True)
+            rows = db.execute(scans[0], params).fetchall()
+            rows += db.execute(scans[1], params).fetchall()
             rows.sort(key=lambda row: (row["available_at"], row["run_id"], row["id"]))
             return rows[:limit]
 
@@ -263,6 +276,8 @@ class SqliteWorld(ClosesOnExit):
                 last_seq = bumped["last_seq"]
                 tx.queue_started(run_id, last_seq - len(events), events)
             tx.flush_events()
+            taken = {item.run_id for item in items if item.kind == "workflow"}
+            run_sync(deployments.record_builds(tx, rights.builds, taken))
             return items
 
         def look(db: sqlite3.Connection) -> tuple[bool, float | None]:
@@ -342,6 +357,27 @@ class SqliteWorld(ClosesOnExit):
         def body(db: sqlite3.Connection) -> list[types.WorkerRecord]:
             workers = [codecs.columns.worker(row) for row in db.execute(sql.WORKERS)]
             return liveness.listing(workers, types.utcnow())
+
+        return await self._connection.read(body)
+
+    async def list_deployments(self) -> list[types.DeploymentRecord]:
+        """See ``World.list_deployments``."""
+        self._connection.check_open()
+
+        def body(db: sqlite3.Connection) -> list[types.DeploymentRecord]:
+            builds: dict[str, deployments.Deployed] = {}
+            for row in db.execute(sql.DEPLOYMENTS):
+                since = codecs.from_micros(row["registered_at"])
+                build = builds.setdefault(
+                    row["build_id"], deployments.Deployed(row["build_id"], {}, since)
+                )
+                build.workflows[row["workflow"]] = row["pin"]
+            workers = [codecs.columns.worker(row) for row in db.execute(sql.WORKERS)]
+            counts = [
+                deployments.OpenRuns(row["build_id"], row["pin"], row["runs"])
+                for row in db.execute(sql.OPEN_RUNS_BY_BUILD)
+            ]
+            return deployments.listing(list(builds.values()), workers, counts)
 
         return await self._connection.read(body)
 

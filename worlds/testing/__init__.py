@@ -73,6 +73,7 @@ from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
+from worlds.testing._deployments import DeploymentConformance  # noqa: E402
 from worlds.testing._failures import FailureHandlerConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
@@ -106,6 +107,7 @@ class WorldConformance(
     RunsConformance,
     WorkConformance,
     LivenessConformance,
+    DeploymentConformance,
     ClaimsConformance,
     SearchConformance,
     TakeoverConformance,
@@ -148,7 +150,9 @@ class WorldConformance(
     sequence (``LifecycleConformance``), runs and their logs (``RunsConformance``),
     the work queue and ``wait`` (``WorkConformance``), worker liveness:
     heartbeats, takeover after death, no takeover in a world-wide stall, fencing
-    (``LivenessConformance``), unique claims
+    (``LivenessConformance``), pinned deployments: leasing by build id, new runs
+    on the newest build, ``pin="latest"``, a build's workflow names
+    (``DeploymentConformance``), unique claims
     (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),

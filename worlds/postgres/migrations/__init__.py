@@ -29,6 +29,7 @@ from worlds.postgres.migrations import (
     v13_workers,
     v14_key_limits,
     v15_updates,
+    v16_deployments,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -49,5 +50,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     13: v13_workers.STATEMENTS,
     14: v14_key_limits.STATEMENTS,
     15: v15_updates.STATEMENTS,
+    16: v16_deployments.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

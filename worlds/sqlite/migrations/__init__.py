@@ -25,6 +25,7 @@ from worlds.sqlite.migrations import (
     v10_workers,
     v11_key_limits,
     v12_updates,
+    v13_deployments,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -42,5 +43,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     10: v10_workers.STATEMENTS,
     11: v11_key_limits.STATEMENTS,
     12: v12_updates.STATEMENTS,
+    13: v13_deployments.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
