@@ -17,6 +17,7 @@ from workflow.query import And, AttrRef, Compare, Expr, parse
 from workflow.query import format as format_query
 from workflow.ui._context import PAGE_SIZE, Ui
 from workflow.ui._paths import app_url
+from workflow.ui._waterfall import layout, svg_context
 from workflow.views import (
     EventWindow,
     RunDetails,
@@ -271,9 +272,18 @@ async def run_page(ui: Ui, request: Request) -> Response:
                 "gap_before": omitted is not None and event.seq == omitted[1] + 1,
             }
         )
+    page_text = request.query_params.get("wpage", "0")
+    waterfall = layout(
+        details.events,
+        record.created_at,
+        ui.world.now(),
+        page=int(page_text) if page_text.isdigit() else 0,
+    )
     return ui.page(
         request,
         "run.html",
+        waterfall=waterfall,
+        **svg_context(waterfall),
         details=details,
         record=record,
         claims=claims,
