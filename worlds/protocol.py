@@ -21,7 +21,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from worlds.query import RunPage, RunQuery
+from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -473,6 +473,23 @@ class Index(Protocol):
 
     async def run_slots(self, run_id: str) -> list[Slot]:
         """The limited pairs run ``run_id`` holds a slot of or waits in, by key then value."""
+        ...
+
+    async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
+        """The rows of every limited pair of ``key``, at most ``limit``: by value (in
+        ``index_value`` order), each pair's rows as ``list_slots`` orders them."""
+        ...
+
+    async def count_runs(
+        self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """Runs matching ``query`` (its cursor and limit aside) whose ``field`` time
+        is in ``[since, until)``, counted per bucket of ``width`` seconds from
+        ``since`` and per status, by bucket then status; empty buckets are absent.
+
+        The window and buckets are ``worlds.semantics.check_window`` and
+        ``bucket_of``. Bad input raises as ``check_window`` does.
+        """
         ...
 
 

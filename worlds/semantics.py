@@ -30,6 +30,7 @@ from worlds._rules.claims import (
     on_close,
 )
 from worlds._rules.commits import settled, stale_result
+from worlds._rules.counts import MAX_BUCKETS, bucket_of, check_window
 from worlds._rules.rates import check_rate
 from worlds._rules.reopen import effective_log, reopen_base
 from worlds._rules.runs import (
@@ -57,15 +58,18 @@ from worlds.types import EventKind, HookReceived, HookRecord, NewWorkItem, RunCo
 __all__ = [
     "CANCEL_DEADLINE_TIMER",
     "CLOSING_EVENTS",
+    "MAX_BUCKETS",
     "ON_PARENT_CLOSE",
     "ON_PARENT_CLOSE_KEY",
     "PARENT_KEY",
     "RUN_DEADLINE_TIMER",
     "SELECTIVITY_CAP",
     "apply_to_run",
+    "bucket_of",
     "carried_payloads",
     "check_rate",
     "check_stream_name",
+    "check_window",
     "created_event",
     "deadline_item",
     "decode_cursor",

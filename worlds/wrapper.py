@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Self
 
 from worlds.protocol import PROTOCOL_VERSION, World
-from worlds.query import RunPage, RunQuery
+from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -257,6 +257,16 @@ class WorldWrapper:
     async def run_slots(self, run_id: str) -> list[Slot]:
         """See ``World.run_slots``."""
         return await self.inner.run_slots(run_id)
+
+    async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
+        """See ``World.list_key_slots``."""
+        return await self.inner.list_key_slots(key, limit)
+
+    async def count_runs(
+        self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """See ``World.count_runs``."""
+        return await self.inner.count_runs(query, field, since, until, width)
 
     # ------------------------------------------------------------------ Schedules
 

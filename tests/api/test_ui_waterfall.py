@@ -63,7 +63,9 @@ def _event(kind: str, n: int, seconds: float, seq: int) -> EventKind:
         "slot_requested": SlotRequested(
             seq=seq, at=at, hold=n, key="k", value="v", limit=1, acquired=n % 2 == 0
         ),
-        "slot_refused": SlotRequested(seq=seq, at=at, hold=n, key="k", value="v", limit=1, refused=1),
+        "slot_refused": SlotRequested(
+            seq=seq, at=at, hold=n, key="k", value="v", limit=1, refused=1
+        ),
         "slot_acquired": SlotAcquired(seq=seq, at=at, hold=n),
         "slot_released": SlotReleased(seq=seq, at=at, hold=n),
         "child_started": ChildStarted(seq=seq, at=at, child=n, run_id=child, workflow="c"),
@@ -109,7 +111,7 @@ def test_every_bar_is_inside_the_axis_and_every_event_is_drawn(
             assert 0 <= segment.start <= segment.end <= waterfall.span
     for bar in draw(waterfall):
         assert bar.width >= 0
-        assert LABEL <= bar.x and bar.x + bar.width <= LABEL + AXIS + 1e-9
+        assert bar.x >= LABEL and bar.x + bar.width <= LABEL + AXIS + 1e-9
 
 
 def test_retries_are_separate_segments_and_failures_are_marked() -> None:

@@ -49,8 +49,8 @@ from worlds.types import (
 __all__ = [
     "AXIS",
     "LABEL",
-    "ROW_HEIGHT",
     "ROWS_PER_PAGE",
+    "ROW_HEIGHT",
     "Bar",
     "Mark",
     "Row",
@@ -325,7 +325,9 @@ def layout(
     """
     if rows_per_page < 1:
         raise ValueError(f"rows_per_page must be at least 1, got {rows_per_page}")
-    closed = any(isinstance(e, (RunCompleted, RunFailed, RunCancelled, RunContinued)) for e in events)
+    closed = any(
+        isinstance(e, (RunCompleted, RunFailed, RunCancelled, RunContinued)) for e in events
+    )
     last = max((e.at for e in events), default=origin)
     end_at = last if closed else max(last, now)
     span = max((end_at - origin).total_seconds(), 0.0)
@@ -392,7 +394,10 @@ def svg_context(waterfall: Waterfall, ticks: int = 6) -> dict[str, object]:
     """What ``templates/waterfall.html`` draws: the bars, the axis ticks, the sizes."""
     height = max(len(waterfall.rows), 1) * ROW_HEIGHT
     marks = [
-        {"x": round(_x(waterfall, waterfall.span * n / ticks), 2), "seconds": waterfall.span * n / ticks}
+        {
+            "x": round(_x(waterfall, waterfall.span * n / ticks), 2),
+            "seconds": waterfall.span * n / ticks,
+        }
         for n in range(ticks + 1)
     ]
     return {

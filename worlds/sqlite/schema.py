@@ -35,6 +35,7 @@ SCHEMA = (
     "CREATE INDEX runs_status ON runs (status, id)",
     # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
     "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL",
+    "CREATE INDEX runs_created ON runs (created_at)",
     """CREATE TABLE events (
         run_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
@@ -202,7 +203,8 @@ def apply_schema(db: sqlite3.Connection) -> None:
     if version == 0:
         statements: list[str] = list(SCHEMA)
     else:
-        statements = [s for v in range(version + 1, SCHEMA_VERSION + 1) for s in MIGRATIONS[v]]
+        # in version order; a number not (yet) merged is skipped, not a KeyError
+        statements = [s for v in sorted(MIGRATIONS) if v > version for s in MIGRATIONS[v]]
     for statement in statements:
         db.execute(statement)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -43,6 +43,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._claims",
     "worlds.testing._clock",
     "worlds.testing._conditional",
+    "worlds.testing._counts",
     "worlds.testing._hooks",
     "worlds.testing._liveness",
     "worlds.testing._model",
@@ -69,6 +70,7 @@ from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
+from worlds.testing._counts import CountConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
@@ -99,6 +101,7 @@ class WorldConformance(
     LivenessConformance,
     ClaimsConformance,
     SearchConformance,
+    CountConformance,
     TakeoverConformance,
     PruneConformance,
     HookConformance,
@@ -133,7 +136,8 @@ class WorldConformance(
     the work queue and ``wait`` (``WorkConformance``), worker liveness:
     heartbeats, takeover after death, no takeover in a world-wide stall, fencing
     (``LivenessConformance``), unique claims
-    (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
+    (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), ``count_runs``
+    and ``list_key_slots`` (``CountConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines

@@ -27,6 +27,7 @@ from worlds.postgres.migrations import (
     v11_settings,
     v12_rate_limits,
     v13_workers,
+    v21_ui_indexes,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -45,5 +46,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     11: v11_settings.STATEMENTS,
     12: v12_rate_limits.STATEMENTS,
     13: v13_workers.STATEMENTS,
+    21: v21_ui_indexes.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

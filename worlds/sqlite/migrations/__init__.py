@@ -23,6 +23,7 @@ from worlds.sqlite.migrations import (
     v08_settings,
     v09_rate_limits,
     v10_workers,
+    v18_ui_indexes,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -38,5 +39,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     8: v08_settings.STATEMENTS,
     9: v09_rate_limits.STATEMENTS,
     10: v10_workers.STATEMENTS,
+    18: v18_ui_indexes.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
