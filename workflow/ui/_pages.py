@@ -48,6 +48,8 @@ __all__ = [
     "workers_page",
 ]
 
+CHART_WINDOWS = ("hour", "day")
+"""The windows the list's charts offer (``_chart_pages.WINDOWS``)."""
 CHAIN_SHOWN = 20
 """Runs of a continue-as-new chain the detail page follows before it stops."""
 RESULT_SHOWN = 20_000
@@ -138,6 +140,7 @@ async def _select(ui: Ui, chosen: Filter, limit: int = PAGE_SIZE) -> RunList | s
 async def runs_page(ui: Ui, request: Request) -> Response:
     """``/``: runs, newest first, filtered by ``q``, ``status`` and ``workflow``."""
     chosen = Filter.of(request)
+    window = request.query_params.get("window", "hour")
     selected = await _select(ui, chosen)
     page, error = (None, selected) if isinstance(selected, str) else (selected, None)
     records = [run.record for run in page or [] if run.record is not None]
@@ -150,6 +153,8 @@ async def runs_page(ui: Ui, request: Request) -> Response:
         error=error,
         next_url=chosen.url(cursor=page.next_cursor) if page and page.next_cursor else None,
         statuses=[status.value for status in RunStatus],
+        chart_windows=CHART_WINDOWS,
+        chart_window=window if window in CHART_WINDOWS else "hour",
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from worlds.types import (
     AttributeConflict,
@@ -390,7 +391,7 @@ def draw(waterfall: Waterfall) -> list[Bar]:
     return bars
 
 
-def svg_context(waterfall: Waterfall, ticks: int = 6) -> dict[str, object]:
+def svg_context(waterfall: Waterfall, ticks: int = 6) -> dict[str, Any]:
     """What ``templates/waterfall.html`` draws: the bars, the axis ticks, the sizes."""
     height = max(len(waterfall.rows), 1) * ROW_HEIGHT
     marks = [

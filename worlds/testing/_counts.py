@@ -13,6 +13,7 @@ from worlds.query import matches as filter_matches
 from worlds.semantics import bucket_of, matches, new_run_id
 from worlds.testing._base import ConformanceBase, create_run
 from worlds.types import (
+    AttributeValue,
     CommitRequest,
     CreateRunRequest,
     Limit,
@@ -46,7 +47,7 @@ class CountConformance(ConformanceBase):
     async def _populate(self, world: World) -> list[RunRecord]:
         runs = []
         for n in range(9):
-            attributes = {"tenant": f"t{n % 3}", "n": n}
+            attributes: dict[str, AttributeValue] = {"tenant": f"t{n % 3}", "n": n}
             runs.append(await create_run(world, workflow=f"w{n % 2}", attributes=attributes))
         for run in runs[:4]:
             done = CommitRequest(

@@ -1,0 +1,155 @@
+"""The chart pages: runs started and closed per minute (a fragment of the list), and
+the flow-control view (holders and waiters per value of a limited key)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from workflow.errors import QuerySyntaxError
+from workflow.query import parse
+from workflow.ui._charts import CHART_HEIGHT, CHART_WIDTH, bucket_totals, levels, stacked
+from workflow.ui._context import COUNTS_FRESH, COUNTS_REUSE, Ui
+from workflow.ui._pages import Filter
+from worlds.query import CountField, RunCount, RunQuery
+from worlds.types import RunStatus
+
+__all__ = ["WINDOWS", "ChartCache", "flow_page", "runs_chart"]
+
+WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 60)}
+"""The chart windows the list offers: their length and bucket width in seconds."""
+VALUES_SHOWN = 200
+"""Values of a limited key the flow view draws."""
+SLOTS_READ = 5000
+"""Slot rows of one key the flow view reads."""
+
+
+@dataclass(frozen=True)
+class _Key:
+    filter: Filter
+    window: str
+    field: CountField
+    minute: int
+
+
+class ChartCache:
+    """Counts reused like ``Ui.counts``: for ``COUNTS_REUSE`` times as long as they took,
+    at least ``COUNTS_FRESH`` seconds, so tabs polling every 2 s cost one count between
+    them. Keyed by filter, window, field and the minute the window ends at."""
+
+    def __init__(self) -> None:
+        self._entries: dict[_Key, tuple[float, list[RunCount]]] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(
+        self, ui: Ui, key: _Key, query: RunQuery, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """The counts of ``key``, from the cache or the world."""
+        async with self._lock:
+            now = time.monotonic()
+            found = self._entries.get(key)
+            if found is not None and now < found[0]:
+                return found[1]
+            counts = await ui.world.count_runs(query, key.field, since, until, width)
+            took = time.monotonic() - now
+            if len(self._entries) > 256:  # old minutes and filters: forget them all
+                self._entries.clear()
+            self._entries[key] = (now + max(COUNTS_FRESH, COUNTS_REUSE * took), counts)
+            return counts
+
+
+_CACHE = ChartCache()
+
+
+def _query(chosen: Filter) -> RunQuery:
+    """The ``RunQuery`` of the list's filters (as ``list_runs`` builds it).
+
+    Raises:
+        QuerySyntaxError: the query text is malformed.
+        ValueError: an unknown status.
+    """
+    return RunQuery(
+        workflow=chosen.workflow or None,
+        statuses=frozenset({RunStatus(chosen.status)}) if chosen.status else None,
+        where=parse(chosen.q) if chosen.q else None,
+    )
+
+
+async def runs_chart(ui: Ui, request: Request) -> Response:
+    """``/fragments/chart``: runs started and closed per minute, by status, for the
+    list's filters over the last hour (``window=hour``) or day (``window=day``)."""
+    chosen = Filter.of(request)
+    window = request.query_params.get("window", "hour")
+    if window not in WINDOWS:
+        return ui.error(request, 400, f"window must be one of {sorted(WINDOWS)}, got {window!r}")
+    try:
+        query = _query(chosen)
+    except (QuerySyntaxError, ValueError) as exc:
+        return ui.page(request, "chart.html", 200, charts=[], error=str(exc), window=window)
+    length, width = WINDOWS[window]
+    now = ui.world.now().astimezone(UTC)
+    until = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    since = until - length
+    buckets = int(length.total_seconds()) // width
+    charts = []
+    found: dict[str, list[RunCount]] = {}
+    for field in ("created", "closed"):
+        key = _Key(chosen, window, field, int(until.timestamp()) // 60)
+        try:
+            found[field] = await _CACHE.get(ui, key, query, since, until, width)
+        except NotImplementedError as exc:
+            return ui.page(request, "chart.html", 200, charts=[], error=str(exc), window=window)
+    top = max(max(bucket_totals(counts).values(), default=0) for counts in found.values())
+    for field, title in (("created", "started"), ("closed", "closed")):
+        counts = found[field]
+        charts.append(
+            {
+                "field": field,
+                "title": title,
+                "total": sum(c.count for c in counts),
+                "bars": stacked(counts, buckets, f"{title} in this minute", top=top),
+                "statuses": sorted({c.status.value for c in counts}),
+            }
+        )
+    return ui.page(
+        request,
+        "chart.html",
+        charts=charts,
+        error=None,
+        window=window,
+        top=top,
+        since=since,
+        until=until,
+        width=CHART_WIDTH,
+        height=CHART_HEIGHT,
+        filter=chosen,
+        windows=list(WINDOWS),
+    )
+
+
+async def flow_page(ui: Ui, request: Request) -> Response:
+    """``/flow?key=K``: for limited key ``K``, holders and waiters per value, now.
+
+    The world keeps no history of slots, so this shows the current state (the
+    page refreshes live); how it changed over time is not stored.
+    """
+    key = request.query_params.get("key", "").strip()
+    if not key:
+        return ui.page(request, "flow.html", key="", levels=[], bars=[], height=0, more=False)
+    slots = await ui.world.list_key_slots(key, SLOTS_READ)
+    found, bars = levels(slots, VALUES_SHOWN)
+    return ui.page(
+        request,
+        "flow.html",
+        key=key,
+        levels=found,
+        bars=bars,
+        width=CHART_WIDTH,
+        height=max(len(found), 1) * 20 + 4,
+        more=len(slots) >= SLOTS_READ,
+    )
