@@ -60,7 +60,15 @@ def start_browser(width: int = 1280, height: int = 900) -> webdriver.Chrome:
         f"--window-size={width},{height}",
     ):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # for csp_violations
     return webdriver.Chrome(options=options, service=Service(executable_path=driver))
+
+
+def csp_violations(driver: webdriver.Chrome) -> list[str]:
+    """The Content-Security-Policy violations Chromium reported to the console since the
+    last call (reading the browser log empties it)."""
+    messages = [str(entry.get("message", "")) for entry in driver.get_log("browser")]
+    return [m for m in messages if "Content Security Policy" in m or "Refused to" in m]
 
 
 @pytest.fixture(scope="session")
