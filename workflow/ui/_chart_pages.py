@@ -3,10 +3,7 @@ the flow-control view (holders and waiters per value of a limited key)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -14,56 +11,21 @@ from starlette.responses import Response
 from workflow.errors import QuerySyntaxError
 from workflow.query import parse
 from workflow.ui._charts import CHART_HEIGHT, CHART_WIDTH, bucket_totals, levels, stacked
-from workflow.ui._context import COUNTS_FRESH, COUNTS_REUSE, Ui
+from workflow.ui._context import Ui
 from workflow.ui._pages import Filter
 from worlds.query import CountField, RunCount, RunQuery
 from worlds.types import RunStatus
 
-__all__ = ["WINDOWS", "ChartCache", "flow_page", "runs_chart"]
+__all__ = ["WINDOWS", "flow_page", "runs_chart"]
 
 WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 60)}
 """The chart windows the list offers: their length and bucket width in seconds."""
+FIELDS: tuple[tuple[CountField, str], ...] = (("created", "started"), ("closed", "closed"))
+"""The two charts of the list: the time each counts runs by, and its title."""
 VALUES_SHOWN = 200
 """Values of a limited key the flow view draws."""
 SLOTS_READ = 5000
 """Slot rows of one key the flow view reads."""
-
-
-@dataclass(frozen=True)
-class _Key:
-    filter: Filter
-    window: str
-    field: CountField
-    minute: int
-
-
-class ChartCache:
-    """Counts reused like ``Ui.counts``: for ``COUNTS_REUSE`` times as long as they took,
-    at least ``COUNTS_FRESH`` seconds, so tabs polling every 2 s cost one count between
-    them. Keyed by filter, window, field and the minute the window ends at."""
-
-    def __init__(self) -> None:
-        self._entries: dict[_Key, tuple[float, list[RunCount]]] = {}
-        self._lock = asyncio.Lock()
-
-    async def get(
-        self, ui: Ui, key: _Key, query: RunQuery, since: datetime, until: datetime, width: int
-    ) -> list[RunCount]:
-        """The counts of ``key``, from the cache or the world."""
-        async with self._lock:
-            now = time.monotonic()
-            found = self._entries.get(key)
-            if found is not None and now < found[0]:
-                return found[1]
-            counts = await ui.world.count_runs(query, key.field, since, until, width)
-            took = time.monotonic() - now
-            if len(self._entries) > 256:  # old minutes and filters: forget them all
-                self._entries.clear()
-            self._entries[key] = (now + max(COUNTS_FRESH, COUNTS_REUSE * took), counts)
-            return counts
-
-
-_CACHE = ChartCache()
 
 
 def _query(chosen: Filter) -> RunQuery:
@@ -97,15 +59,19 @@ async def runs_chart(ui: Ui, request: Request) -> Response:
     since = until - length
     buckets = int(length.total_seconds()) // width
     charts = []
-    found: dict[str, list[RunCount]] = {}
-    for field in ("created", "closed"):
-        key = _Key(chosen, window, field, int(until.timestamp()) // 60)
+    found: dict[CountField, list[RunCount]] = {}
+    for field, _ in FIELDS:
+        key = ("chart", chosen, window, field, until)
+
+        async def count(field: CountField = field) -> list[RunCount]:
+            return await ui.world.count_runs(query, field, since, until, width)
+
         try:
-            found[field] = await _CACHE.get(ui, key, query, since, until, width)
+            found[field] = await ui.reuse(key, count)
         except NotImplementedError as exc:
             return ui.page(request, "chart.html", 200, charts=[], error=str(exc), window=window)
     top = max(max(bucket_totals(counts).values(), default=0) for counts in found.values())
-    for field, title in (("created", "started"), ("closed", "closed")):
+    for field, title in FIELDS:
         counts = found[field]
         charts.append(
             {
