@@ -1,5 +1,5 @@
 """The ``wf`` command line (typer): ``wf --help`` lists the commands."""
 
-from cli.main import app, main
+from .main import app, main
 
 __all__ = ["app", "main"]

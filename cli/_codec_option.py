@@ -12,11 +12,12 @@ from typing import Annotated
 
 import typer
 
-from cli._modules import load_module
-from cli._resolve import EXIT_USAGE, CliError
 from worlds.codec import CODEC_SETTING, CodecWorld, PayloadCodec
 from worlds.protocol import World
 from worlds.quoting import quoted
+
+from ._modules import load_module
+from ._resolve import EXIT_USAGE, CliError
 
 __all__ = ["CodecOption", "load_codec", "note_codec", "with_codec"]
 

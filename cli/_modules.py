@@ -26,8 +26,9 @@ import types
 from collections.abc import Callable
 from pathlib import Path
 
-from cli._resolve import EXIT_ERROR, EXIT_USAGE, CliError
 from worlds.quoting import quoted
+
+from ._resolve import EXIT_ERROR, EXIT_USAGE, CliError
 
 __all__ = ["load_module", "looks_like_path"]
 

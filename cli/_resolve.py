@@ -20,12 +20,13 @@ import anyio
 import typer
 
 import worlds
-from cli._output import err_console, markup_safe
 from workflow import Run, RunNotFoundError, WorkflowError, find_run, get_run, list_runs
 from workflow.query import QuerySyntaxError
 from worlds import World
 from worlds.errors import WorldError, as_world_error
 from worlds.quoting import quoted
+
+from ._output import err_console, markup_safe
 
 __all__ = [
     "EXIT_ERROR",

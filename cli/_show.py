@@ -10,7 +10,11 @@ import json
 
 from rich.table import Table
 
-from cli._output import (
+from workflow.views import EVENTS_SHOWN, EventWindow, gather_details
+from workflow.views import RunDetails as Details
+from workflow.views import event_summary as _summary
+
+from ._output import (
     console,
     decode_payload,
     format_duration,
@@ -19,9 +23,6 @@ from cli._output import (
     status_text,
     text,
 )
-from workflow.views import EVENTS_SHOWN, EventWindow, gather_details
-from workflow.views import RunDetails as Details
-from workflow.views import event_summary as _summary
 
 __all__ = ["EVENTS_SHOWN", "Details", "EventWindow", "gather_details", "render_details"]
 

@@ -16,12 +16,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from cli._output import console, err_console, format_value, markup_safe, print_json, progress, text
-from cli._resolve import WorldOption, execute, open_world, parse_value, usage_errors
 from workflow import find_run, list_runs, release_claims
 from workflow.query import AttrRef, Expr, IsNull, parse
 from worlds import World
 from worlds.types import AttributeValue, Claim, RunRecord
+
+from ._output import console, err_console, format_value, markup_safe, print_json, progress, text
+from ._resolve import WorldOption, execute, open_world, parse_value, usage_errors
 
 app = typer.Typer(
     name="attributes",

@@ -8,12 +8,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from cli._codec_option import CodecOption, with_codec
-from cli._output import attributes_text, console, format_age, print_json, text
-from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
 from workflow import list_hooks, resume_hook
 from worlds.quoting import quoted
 from worlds.types import HookRecord
+
+from ._codec_option import CodecOption, with_codec
+from ._output import attributes_text, console, format_age, print_json, text
+from ._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, resolve_run
 
 app = typer.Typer(
     name="hooks",

@@ -13,10 +13,12 @@ from typing import Any
 import typer
 from typer.core import TyperOption
 
-from cli import attributes, hooks, runs, schedules, workers, world
-from cli.start import start_command
-from cli.ui import ui_command
-from cli.worker import worker_command
+import workflow
+
+from . import attributes, hooks, runs, schedules, workers, world
+from .start import start_command
+from .ui import ui_command
+from .worker import worker_command
 
 _display_type_rich = TyperOption.display_type_rich
 
@@ -40,8 +42,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"wf (attribute-workflows) {workflow.__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
     """Durable workflows: run workers, start runs, find and manage them by attribute."""
 
 
@@ -57,5 +73,5 @@ app.add_typer(workers.app, name="workers")
 
 
 def main() -> None:
-    """Entry point for ``python -m cli``."""
+    """Entry point for ``python -m workflow.cli`` (``python -m cli`` in a checkout)."""
     app()

@@ -8,8 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from cli._codec_option import CodecOption, note_codec, with_codec
-from cli._output import (
+from workflow import RunStatus, list_runs, prune_runs
+from workflow.query import And, AttrRef, Compare, Expr, parse
+
+from ._codec_option import CodecOption, note_codec, with_codec
+from ._output import (
     console,
     err_console,
     event_to_json,
@@ -19,7 +22,7 @@ from cli._output import (
     run_to_json,
     runs_table,
 )
-from cli._resolve import (
+from ._resolve import (
     EXIT_USAGE,
     CliError,
     WorldOption,
@@ -29,9 +32,7 @@ from cli._resolve import (
     parse_time,
     resolve_run,
 )
-from cli._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
-from workflow import RunStatus, list_runs, prune_runs
-from workflow.query import And, AttrRef, Compare, Expr, parse
+from ._show import EVENTS_SHOWN, EventWindow, gather_details, render_details
 
 app = typer.Typer(
     name="runs",

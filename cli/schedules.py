@@ -13,10 +13,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cli._codec_option import CodecOption, with_codec
-from cli._output import attributes_text, console, format_value, print_json, text, visible
-from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_time
 from workflow.schedules import Overlap, Schedule, ScheduleInfo, get_schedule, list_schedules
+
+from ._codec_option import CodecOption, with_codec
+from ._output import attributes_text, console, format_value, print_json, text, visible
+from ._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world, parse_time
 
 app = typer.Typer(
     name="schedules",

@@ -8,10 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from cli._codec_option import CodecOption, with_codec
-from cli._modules import load_module
-from cli._output import err_console, print_json, progress, run_to_json
-from cli._resolve import (
+from workflow import Limited, Run, RunCancelledError, RunFailedError, Unique, start
+from workflow.policies import ConflictPolicy, ReusePolicy, start_with_policy
+from worlds.quoting import quoted
+
+from ._codec_option import CodecOption, with_codec
+from ._modules import load_module
+from ._output import err_console, print_json, progress, run_to_json
+from ._resolve import (
     EXIT_USAGE,
     CliError,
     WorldOption,
@@ -20,9 +24,6 @@ from cli._resolve import (
     parse_pair,
     usage_errors,
 )
-from workflow import Limited, Run, RunCancelledError, RunFailedError, Unique, start
-from workflow.policies import ConflictPolicy, ReusePolicy, start_with_policy
-from worlds.quoting import quoted
 
 __all__ = ["POLICIES", "start_command"]
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli._output import err_console, markup_safe
-from cli._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world
+from ._output import err_console, markup_safe
+from ._resolve import EXIT_USAGE, CliError, WorldOption, execute, open_world
 
 __all__ = ["ui_command"]
 

@@ -17,13 +17,14 @@ from typing import Annotated
 import anyio
 import typer
 
-from cli._codec_option import CodecOption, with_codec
-from cli._modules import load_module
-from cli._resolve import EXIT_ERROR, CliError, WorldOption, execute, open_world
 from workflow import Worker
 from workflow.errors import WorkerFencedError
 from worlds.errors import WorldMisconfiguredError
 from worlds.quoting import quoted
+
+from ._codec_option import CodecOption, with_codec
+from ._modules import load_module
+from ._resolve import EXIT_ERROR, CliError, WorldOption, execute, open_world
 
 __all__ = ["worker_command"]
 

@@ -7,10 +7,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli._output import console, format_age, print_json, text
-from cli._resolve import WorldOption, execute, open_world
 from workflow import list_workers
 from worlds.types import WorkerRecord
+
+from ._output import console, format_age, print_json, text
+from ._resolve import WorldOption, execute, open_world
 
 app = typer.Typer(
     name="workers",

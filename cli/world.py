@@ -8,8 +8,9 @@ import typer
 from rich.table import Table
 
 import worlds
-from cli._output import console, print_json, progress, text
-from cli._resolve import WorldOption, execute, open_world
+
+from ._output import console, print_json, progress, text
+from ._resolve import WorldOption, execute, open_world
 
 app = typer.Typer(
     name="world",

@@ -16,6 +16,7 @@ See the README and ``rfcs/`` for the model.
 
 from workflow._hooks import Hook
 from workflow._log import logger
+from workflow._version import VERSION
 from workflow.client import (
     Run,
     RunList,
@@ -68,6 +69,8 @@ from workflow.errors import (
 )
 from workflow.types import Limited, RateLimited, RunMetadata, StepMetadata, Unique
 from worlds.types import RunStatus
+
+__version__ = VERSION
 
 __all__ = [
     "AttributeConflictError",

@@ -394,9 +394,10 @@ async def create_schedule(
             most this old; older ones are passed over. A window under one
             second counts as one second, so a fire handled a moment late runs.
         attributes: put on every run it starts (not unique: use key/value).
-        key, value: a unique business pair the schedule's runs claim, shared
-            with ordinary starts (``start_with_policy(key=, value=)``), so the
-            overlap rule also covers them.
+        key: the key of a unique business pair the schedule's runs claim,
+            shared with ordinary starts (``start_with_policy(key=, value=)``),
+            so the overlap rule also covers them.
+        value: that pair's value.
         paused: create it paused (``note`` says why).
         world: the world; default the configured one.
         fall_back: for a cron schedule, a local time a daylight-saving
