@@ -24,23 +24,18 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
-import shutil
 import statistics
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import anyio
 
 import worlds
-from benchmarks.ui_list import App, fill, order_flow, request
+from benchmarks.ui_list import App, cli, fill, order_flow, request
 from workflow import Limited, list_runs, start
 from workflow.query import parse
 from workflow.ui import create_app
@@ -156,39 +151,7 @@ async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1_000_000)
-    parser.add_argument("--samples", type=int, default=20)
-    parser.add_argument("--db", type=Path, help="keep (or reuse) the world in this file")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument(
-        "--postgres",
-        action="store_true",
-        help="measure a PostgreSQL world on a throwaway server (tests/pg_server.py) instead",
-    )
-    args = parser.parse_args()
-    if args.postgres:
-        from tests import pg_server
-
-        directory = tempfile.mkdtemp(prefix="wf-pg-ui-charts-")
-        try:
-            server = pg_server.start(directory)
-            report = anyio.run(measure, server.socket_url, args.runs, args.samples)
-        finally:
-            pg_server.stop(directory)
-            shutil.rmtree(directory, ignore_errors=True)
-        report["world"] = "postgresql"
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            db = args.db or Path(tmp) / "ui.db"
-            report = anyio.run(measure, f"sqlite:///{db}", args.runs, args.samples)
-        report["world"] = "sqlite"
-    report["load_after"] = os.getloadavg()[0]
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    cli(__doc__, measure, samples=20)
 
 
 if __name__ == "__main__":

@@ -162,10 +162,16 @@ async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+Measure = Callable[[str, int, int], Awaitable[dict[str, Any]]]
+"""``measure(world_url, runs, samples)``: a UI benchmark's report over one world."""
+
+
+def cli(doc: str | None, measure: Measure, *, samples: int) -> None:
+    """The command line of a UI benchmark: ``--runs``, ``--samples``, ``--db`` (keep or
+    reuse the SQLite file), ``--postgres`` (a throwaway server instead), ``--out``."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=1_000_000)
-    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--samples", type=int, default=samples)
     parser.add_argument("--db", type=Path, help="keep (or reuse) the world in this file")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -190,11 +196,16 @@ def main() -> None:
             db = args.db or Path(tmp) / "ui.db"
             report = anyio.run(measure, f"sqlite:///{db}", args.runs, args.samples)
         report["world"] = "sqlite"
+    report["load_after"] = os.getloadavg()[0]  # the shared machine's 1-minute load
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
+
+
+def main() -> None:
+    cli(__doc__, measure, samples=100)
 
 
 if __name__ == "__main__":

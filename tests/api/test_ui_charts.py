@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.api.test_ui import served, ui_url
 from tests.apps.uiapp import approval, checkout
-from tests.conftest import world_url
 from tests.ui_server import UiServer
 from workflow import Limited, start
 from workflow.schedules import create_schedule, get_schedule
@@ -24,18 +22,7 @@ from workflow.ui._charts import CHART_HEIGHT, CHART_WIDTH, stacked
 from worlds.query import RunCount
 from worlds.types import RunStatus
 
-
-@pytest.fixture
-def ui_url(world_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if world_kind == "postgres":
-        return str(request.getfixturevalue("postgres_world_url"))
-    return world_url(world_kind, tmp_path)
-
-
-@pytest.fixture
-def served(ui_url: str) -> Iterator[UiServer]:
-    with UiServer(ui_url) as server:
-        yield server
+__all__ = ["served", "ui_url"]
 
 
 def _csrf(page: str) -> str:

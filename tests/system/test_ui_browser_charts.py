@@ -10,28 +10,20 @@ when the test itself breaks the rule, so the check can fail).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from tests.apps.uiapp import approval, checkout, fanout, pipeline
-from tests.browser import browser, csp_violations, wait
-from tests.system.test_ui_browser import _follow, ui_url
+from tests.browser import browser, csp_violations, follow, wait
+from tests.system.test_ui_browser import served, ui_url
 from tests.ui_server import UiServer
 from workflow import Limited, list_hooks, start
 from workflow.schedules import create_schedule, get_schedule
 
-__all__ = ["browser", "ui_url"]
-
-
-@pytest.fixture
-def served(ui_url: str) -> Iterator[UiServer]:
-    with UiServer(ui_url) as server:
-        yield server
+__all__ = ["browser", "served", "ui_url"]
 
 
 def _tones(driver: webdriver.Chrome, selector: str) -> list[str]:
@@ -84,7 +76,7 @@ def test_the_waterfall_charts_and_schedules_render_without_csp_violations(
     }
     assert "completed" in statuses
     day = browser.find_element(By.CSS_SELECTOR, "#chart-windows a[data-window='day']")
-    _follow(browser, day)
+    follow(browser, day)
     wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-created rect"))
     assert "last day" in browser.find_element(By.ID, "chart-created").text
 
@@ -103,7 +95,7 @@ def test_the_waterfall_charts_and_schedules_render_without_csp_violations(
     svg = browser.find_element(By.ID, "waterfall-svg")
     assert svg.get_attribute("data-total-rows") == "150"
     assert int(svg.get_attribute("data-rows") or 0) == 61  # 60 rows and the folded rest
-    _follow(browser, browser.find_element(By.ID, "wf-next"))
+    follow(browser, browser.find_element(By.ID, "wf-next"))
     folded = _texts(browser, "#waterfall text.row-label.folded")
     assert folded == ["60 rows before", "30 rows after"]
 
@@ -118,17 +110,17 @@ def test_the_waterfall_charts_and_schedules_render_without_csp_violations(
     browser.get(served.base + "/schedules")
     schedule = browser.find_element(By.CSS_SELECTOR, "tr.schedule[data-schedule='nightly']")
     assert schedule.find_elements(By.CSS_SELECTOR, ".fires .time")
-    _follow(browser, schedule.find_element(By.CSS_SELECTOR, "button.schedule-pause"))
+    follow(browser, schedule.find_element(By.CSS_SELECTOR, "button.schedule-pause"))
     assert browser.find_element(By.TAG_NAME, "h1").text == "Pause schedule nightly?"
-    _follow(browser, browser.find_element(By.ID, "confirm-button"))
+    follow(browser, browser.find_element(By.ID, "confirm-button"))
     wait(browser, ignored=[StaleElementReferenceException]).until(
         lambda d: (
             d.find_element(By.CSS_SELECTOR, "tr.schedule").get_attribute("data-paused") == "yes"
         )
     )
     assert served.call(get_schedule("nightly", world=world).describe()).paused
-    _follow(browser, browser.find_element(By.CSS_SELECTOR, "button.schedule-trigger"))
-    _follow(browser, browser.find_element(By.ID, "confirm-button"))
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "button.schedule-trigger"))
+    follow(browser, browser.find_element(By.ID, "confirm-button"))
     assert "/runs/" in browser.current_url  # the run the fire started
     wait(browser, ignored=[StaleElementReferenceException]).until(
         lambda d: d.find_element(By.ID, "run-status").text.strip() == "completed"
