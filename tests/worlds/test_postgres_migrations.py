@@ -38,7 +38,7 @@ FROZEN = {
     11: "cd5ae974b73bf208c6bc8b94ea0a77b8ea06af71c12425ac12f0fe666144d95f",
     12: "7fceb9058010f1fba76eba19a6f4219a580aeed1e31fbbb5aa18cf5333125ec1",
     13: "bda0004de01d1494adbda5f43600832ec23dfaff3e6ee23bd9af02c5ff2b5aed",
-    21: "e3f1c9938a415e9196a3dcc3fbbcee8904e85eeac36b4980ddccfc123578f987",
+    21: "e95a82edf50b8991c507367973b5e6fef8028e0e015fb392f428d9f31ab482a3",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

@@ -66,7 +66,7 @@ FROZEN = {
     8: "04fcbc7e55b2ba23dbf54f0b0bff8e0505fd503e5dafbddf9b37e2336663d795",
     9: "e62bfd99479b63e774790baa1968fe3b49a2824e0cc0325b003007c442d5d077",
     10: "9a1a42c9847997b1ce41852ec0b251c5be3088d7d2529fe138f5c4a764aac73e",
-    18: "e3f1c9938a415e9196a3dcc3fbbcee8904e85eeac36b4980ddccfc123578f987",
+    18: "e95a82edf50b8991c507367973b5e6fef8028e0e015fb392f428d9f31ab482a3",
 }
 """sha256 of each migration's statements: a file at version v ran exactly these."""
 

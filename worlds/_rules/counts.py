@@ -10,9 +10,10 @@ integer division in every world's SQL (times are microseconds in SQLite,
 
 A chart must stay cheap, so a window holds at most ``MAX_BUCKETS`` buckets.
 
-Both times are indexed in every built-in world (``runs_created``,
-``runs_closed``), so a count reads the window's runs only; other filters of
-the query are tests on the rows found.
+Both times are indexed in every built-in world (``runs_created`` and
+``runs_closed_status``, covering the status too), so a count reads the
+window's index entries only; other filters of the query are tests on the
+rows found.
 """
 
 from __future__ import annotations

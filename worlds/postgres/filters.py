@@ -89,9 +89,9 @@ def count_runs_sql(
     """The statement counting runs matching ``query`` per bucket and status
     (``World.count_runs``).
 
-    The window is a range of the ``runs_created`` or ``runs_closed`` index. The
-    bucket is whole seconds from ``since`` (``floor`` of the epoch difference,
-    which is exact to the microsecond in ``numeric``). Other filters are tests
+    The window is a range of the ``runs_created`` or ``runs_closed_status``
+    index (covering: no row is read for its status). The bucket is whole
+    seconds from ``since`` (``floor`` of the epoch difference, which is exact to the microsecond in ``numeric``). Other filters are tests
     on the rows found; attribute ones are ``EXISTS`` probes of ``attributes_value``.
 
     Raises:

@@ -84,9 +84,9 @@ def count_runs_sql(
     """The statement counting runs matching ``query`` per bucket and status
     (``World.count_runs``).
 
-    The window is a range of the ``runs_created`` or ``runs_closed`` index;
-    the first attribute filter is a join the planner may drive from
-    ``attributes_value`` instead (a selective pair: 276 ms against 2.4 s for
+    The window is a range of the ``runs_created`` or ``runs_closed_status``
+    index (covering: no row is read for its status); the first attribute
+    filter is a join the planner may drive from ``attributes_value`` instead (a selective pair: 276 ms against 2.4 s for
     ``tenant = 't-50'`` over 125,000 runs in the window, under load 24); the
     other filters are tests on the rows found.
     """
