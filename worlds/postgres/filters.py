@@ -91,8 +91,9 @@ def count_runs_sql(
 
     The window is a range of the ``runs_created`` or ``runs_closed_status``
     index (covering: no row is read for its status). The bucket is whole
-    seconds from ``since`` (``floor`` of the epoch difference, which is exact to the microsecond in ``numeric``). Other filters are tests
-    on the rows found; attribute ones are ``EXISTS`` probes of ``attributes_value``.
+    seconds from ``since`` (``floor`` of the epoch difference, exact to the
+    microsecond in ``numeric``). Other filters are tests on the rows found;
+    attribute ones are ``EXISTS`` probes the planner may turn into joins.
 
     Raises:
         ValueError: ``query.where`` is not a well-formed filter.
