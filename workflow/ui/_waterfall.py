@@ -163,10 +163,12 @@ class _Builder:
         return found
 
     def begin(self, row: _Open, at: float, seqs: Sequence[int]) -> None:
-        """Open a span on ``row`` at ``at`` (closing one still open there as ``open``)."""
+        """Open a span on ``row`` at ``at``; one still open there was cut short (an
+        attempt whose worker was lost, started again) and closes as a retry."""
         if row.started is not None:
             start = min(row.started, at)
-            row.segments.append(Segment(start, at, "open", "open", tuple(row.start_seqs)))
+            cut = Segment(start, at, "retry", "interrupted, started again", tuple(row.start_seqs))
+            row.segments.append(cut)
         row.started = at
         row.start_seqs = [*row.pending, *seqs]
         row.pending = []
