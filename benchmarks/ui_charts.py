@@ -35,7 +35,7 @@ from urllib.parse import urlencode
 import anyio
 
 import worlds
-from benchmarks.ui_list import App, cli, fill, order_flow, request
+from benchmarks.ui_list import App, cli, filled, order_flow, request
 from workflow import Limited, list_runs, start
 from workflow.query import parse
 from workflow.ui import create_app
@@ -127,10 +127,7 @@ async def _limited(world: worlds.World, i: int) -> None:
 async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
     world = worlds.open(url)
     async with world:
-        existing = await list_runs(limit=1, world=world)
-        fill_seconds = None if existing.runs else round(await fill(world, runs), 1)
-        facts = await world.info()
-        total = sum(int(v) for k, v in facts.items() if str(k).startswith("runs."))
+        fill_seconds, total = await filled(world, runs)
         if not (await world.list_key_slots("pool", 1)):
             async with anyio.create_task_group() as group:
                 for i in range(1000):  # 10 values of 100 runs, 5 slots each

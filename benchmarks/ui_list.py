@@ -65,6 +65,15 @@ async def fill(world: worlds.World, runs: int) -> float:
     return time.perf_counter() - began
 
 
+async def filled(world: worlds.World, runs: int) -> tuple[float | None, int]:
+    """Fill an empty world with ``runs`` runs (a world with runs is reused as it is):
+    the seconds filling took (None if reused), and the runs the world now holds."""
+    existing = await list_runs(limit=1, world=world)
+    fill_seconds = None if existing.runs else round(await fill(world, runs), 1)
+    facts = await world.info()
+    return fill_seconds, sum(int(v) for k, v in facts.items() if str(k).startswith("runs."))
+
+
 async def _start(world: worlds.World, i: int) -> None:
     attributes = {"tenant": f"t-{i % 100}", "customer": f"c-{i % 5000}", "order": Unique(f"o-{i}")}
     run = await start(order_flow, i, attributes=attributes, world=world)
@@ -125,10 +134,7 @@ async def timed(app: App, path: str, samples: int) -> dict[str, Any]:
 async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
     world = worlds.open(url)
     async with world:
-        existing = await list_runs(limit=1, world=world)
-        fill_seconds = None if existing.runs else round(await fill(world, runs), 1)
-        facts = await world.info()
-        total = sum(int(v) for k, v in facts.items() if str(k).startswith("runs."))
+        fill_seconds, total = await filled(world, runs)
         app: App = create_app(world, live_seconds=0)
         newest = (await list_runs(limit=1, world=world)).runs[0].id
         second = (await list_runs(limit=50, world=world)).next_cursor
