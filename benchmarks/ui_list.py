@@ -65,6 +65,15 @@ async def fill(world: worlds.World, runs: int) -> float:
     return time.perf_counter() - began
 
 
+async def filled(world: worlds.World, runs: int) -> tuple[float | None, int]:
+    """Fill an empty world with ``runs`` runs (a world with runs is reused as it is):
+    the seconds filling took (None if reused), and the runs the world now holds."""
+    existing = await list_runs(limit=1, world=world)
+    fill_seconds = None if existing.runs else round(await fill(world, runs), 1)
+    facts = await world.info()
+    return fill_seconds, sum(int(v) for k, v in facts.items() if str(k).startswith("runs."))
+
+
 async def _start(world: worlds.World, i: int) -> None:
     attributes = {"tenant": f"t-{i % 100}", "customer": f"c-{i % 5000}", "order": Unique(f"o-{i}")}
     run = await start(order_flow, i, attributes=attributes, world=world)
@@ -125,10 +134,7 @@ async def timed(app: App, path: str, samples: int) -> dict[str, Any]:
 async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
     world = worlds.open(url)
     async with world:
-        existing = await list_runs(limit=1, world=world)
-        fill_seconds = None if existing.runs else round(await fill(world, runs), 1)
-        facts = await world.info()
-        total = sum(int(v) for k, v in facts.items() if str(k).startswith("runs."))
+        fill_seconds, total = await filled(world, runs)
         app: App = create_app(world, live_seconds=0)
         newest = (await list_runs(limit=1, world=world)).runs[0].id
         second = (await list_runs(limit=50, world=world)).next_cursor
@@ -162,10 +168,16 @@ async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+Measure = Callable[[str, int, int], Awaitable[dict[str, Any]]]
+"""``measure(world_url, runs, samples)``: a UI benchmark's report over one world."""
+
+
+def cli(doc: str | None, measure: Measure, *, samples: int) -> None:
+    """The command line of a UI benchmark: ``--runs``, ``--samples``, ``--db`` (keep or
+    reuse the SQLite file), ``--postgres`` (a throwaway server instead), ``--out``."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=1_000_000)
-    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--samples", type=int, default=samples)
     parser.add_argument("--db", type=Path, help="keep (or reuse) the world in this file")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
@@ -190,11 +202,16 @@ def main() -> None:
             db = args.db or Path(tmp) / "ui.db"
             report = anyio.run(measure, f"sqlite:///{db}", args.runs, args.samples)
         report["world"] = "sqlite"
+    report["load_after"] = os.getloadavg()[0]  # the shared machine's 1-minute load
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
+
+
+def main() -> None:
+    cli(__doc__, measure, samples=100)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ from collections.abc import Iterable, Iterator
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -60,7 +63,15 @@ def start_browser(width: int = 1280, height: int = 900) -> webdriver.Chrome:
         f"--window-size={width},{height}",
     ):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # for csp_violations
     return webdriver.Chrome(options=options, service=Service(executable_path=driver))
+
+
+def csp_violations(driver: webdriver.Chrome) -> list[str]:
+    """The Content-Security-Policy violations Chromium reported to the console since the
+    last call (reading the browser log empties it)."""
+    messages = [str(entry.get("message", "")) for entry in driver.get_log("browser")]
+    return [m for m in messages if "Content Security Policy" in m or "Refused to" in m]
 
 
 @pytest.fixture(scope="session")
@@ -73,3 +84,24 @@ def browser() -> Iterator[webdriver.Chrome]:
         yield driver
     finally:
         driver.quit()
+
+
+def follow(driver: webdriver.Chrome, element: WebElement) -> None:
+    """Click ``element`` and wait until the page it loads has replaced this one."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    wait(driver).until(lambda _: is_gone(page))
+
+
+def is_gone(page: WebElement) -> bool:
+    """Whether ``page`` left the document. Chromium says so either as a stale element or,
+    when the old document is torn down mid-question, as an inspector error naming it."""
+    try:
+        page.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from worlds.archive import DumpRow
-from worlds.query import RunPage, RunQuery
+from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -614,6 +614,23 @@ class Index(Protocol):
     async def get_key_limit(self, key: str) -> KeyLimit | None:
         """The limit of ``key`` (``World.set_key_limit``) with ``held``, the start-time
         slots of its values held now; ``None`` when it has none."""
+        ...
+
+    async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
+        """The rows of every limited pair of ``key``, at most ``limit``: by value (in
+        ``index_value`` order), each pair's rows as ``list_slots`` orders them."""
+        ...
+
+    async def count_runs(
+        self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """Runs matching ``query`` (its cursor and limit aside) whose ``field`` time
+        is in ``[since, until)``, counted per bucket of ``width`` seconds from
+        ``since`` and per status, by bucket then status; empty buckets are absent.
+
+        The window and buckets are ``worlds.semantics.check_window`` and
+        ``bucket_of``. Bad input raises as ``check_window`` does.
+        """
         ...
 
 

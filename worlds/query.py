@@ -43,6 +43,7 @@ __all__ = [
     "AttrRef",
     "Compare",
     "CompareOp",
+    "CountField",
     "Expr",
     "FieldName",
     "FieldRef",
@@ -51,6 +52,7 @@ __all__ = [
     "Not",
     "Operand",
     "Or",
+    "RunCount",
     "RunPage",
     "RunQuery",
     "StartsWith",
@@ -154,6 +156,19 @@ class RunQuery(msgspec.Struct, frozen=True, kw_only=True):
     limit: int = 100
     cursor: str | None = None
     where: Expr | None = None
+
+
+CountField: TypeAlias = Literal["created", "closed"]
+"""The time ``World.count_runs`` buckets runs by: ``created_at`` or ``closed_at``."""
+
+
+class RunCount(msgspec.Struct, frozen=True, kw_only=True):
+    """Of ``World.count_runs``: ``count`` runs of ``status`` fell in bucket ``bucket``
+    (bucket ``n`` spans ``since + n * width`` to ``since + (n + 1) * width``)."""
+
+    bucket: int
+    status: RunStatus
+    count: int
 
 
 class RunPage(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,6 +31,7 @@ from worlds._rules.claims import (
     on_close,
 )
 from worlds._rules.commits import settled, stale_result
+from worlds._rules.counts import MAX_BUCKETS, bucket_of, check_window
 from worlds._rules.deployments import check_workflows as check_build_workflows
 from worlds._rules.deployments import may_lease as build_may_lease
 from worlds._rules.failures import ON_FAILURE_OF_KEY, handler_run_id
@@ -64,6 +65,7 @@ __all__ = [
     "CANCEL_DEADLINE_TIMER",
     "CLOSED_STATUSES",
     "CLOSING_EVENTS",
+    "MAX_BUCKETS",
     "ON_FAILURE_OF_KEY",
     "ON_PARENT_CLOSE",
     "ON_PARENT_CLOSE_KEY",
@@ -72,12 +74,14 @@ __all__ = [
     "RUN_DEADLINE_TIMER",
     "SELECTIVITY_CAP",
     "apply_to_run",
+    "bucket_of",
     "build_may_lease",
     "carried_payloads",
     "check_build_workflows",
     "check_isolation",
     "check_rate",
     "check_stream_name",
+    "check_window",
     "created_event",
     "deadline_item",
     "decode_cursor",

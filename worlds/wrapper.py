@@ -24,7 +24,7 @@ from typing import Any, Self
 
 from worlds.archive import DumpRow
 from worlds.protocol import PROTOCOL_VERSION, Isolation, OpenTransaction, World
-from worlds.query import RunPage, RunQuery
+from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
     AttributeValue,
     Claim,
@@ -333,6 +333,16 @@ class WorldWrapper:
     async def get_key_limit(self, key: str) -> KeyLimit | None:
         """See ``World.get_key_limit``."""
         return await self.inner.get_key_limit(key)
+
+    async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
+        """See ``World.list_key_slots``."""
+        return await self.inner.list_key_slots(key, limit)
+
+    async def count_runs(
+        self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """See ``World.count_runs``."""
+        return await self.inner.count_runs(query, field, since, until, width)
 
     # ------------------------------------------------------------------ Schedules
 

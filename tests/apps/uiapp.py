@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from workflow import (
     FatalError,
     RetryableError,
     continue_as_new,
     create_hook,
     get_step_metadata,
+    hold,
     set_attribute,
     sleep,
+    start,
     step,
     workflow,
 )
@@ -62,4 +66,30 @@ async def countdown(n: int) -> int:
     return n
 
 
-WORKFLOWS = [checkout, approval, countdown, refund]
+@step
+async def unit(n: int) -> int:
+    return n
+
+
+@workflow
+async def fanout(n: int) -> int:
+    """``n`` steps, in batches of 50: a waterfall with many rows."""
+    total = 0
+    for first in range(0, n, 50):
+        total += sum(await asyncio.gather(*(unit(i) for i in range(first, min(n, first + 50)))))
+    return total
+
+
+@workflow
+async def pipeline(order: str) -> object:
+    """Every kind of bar: a retried step, a timer, a hold, a child run, then a hook."""
+    await charge(order, 1)
+    await sleep(0.05)
+    async with hold("warehouse", "w-1", limit=1):
+        await ship(order)
+    child = await start(countdown, 0)
+    await child.result()
+    return await create_hook(f"pipeline-{order}")
+
+
+WORKFLOWS = [checkout, approval, countdown, refund, fanout, pipeline]

@@ -19,13 +19,13 @@ from selenium import webdriver
 from selenium.common.exceptions import (
     NoAlertPresentException,
     StaleElementReferenceException,
-    WebDriverException,
 )
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
 from tests.apps.uiapp import approval, checkout, countdown
 from tests.browser import WAIT, browser, wait
+from tests.browser import follow as _follow
 from tests.conftest import world_url
 from tests.ui_server import UiServer
 from workflow import Run, RunStatus, Unique, get_run, start
@@ -63,27 +63,6 @@ def _wait_text(driver: webdriver.Chrome, element_id: str, text: str) -> None:
     wait(driver, ignored=[StaleElementReferenceException]).until(
         lambda d: d.find_element(By.ID, element_id).text.strip() == text
     )
-
-
-def _follow(driver: webdriver.Chrome, element: WebElement) -> None:
-    """Click ``element`` and wait until the page it loads has replaced this one."""
-    page = driver.find_element(By.TAG_NAME, "html")
-    element.click()
-    wait(driver).until(lambda _: _is_gone(page))
-
-
-def _is_gone(page: WebElement) -> bool:
-    """Whether ``page`` left the document. Chromium says so either as a stale element or,
-    when the old document is torn down mid-question, as an inspector error naming it."""
-    try:
-        page.is_enabled()
-    except StaleElementReferenceException:
-        return True
-    except WebDriverException as exc:
-        if "does not belong to the document" in str(exc):
-            return True
-        raise
-    return False
 
 
 def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.Chrome) -> None:

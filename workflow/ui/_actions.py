@@ -15,12 +15,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from workflow.client import get_run, resume_hook
-from workflow.errors import HookNotFoundError
+from workflow.errors import HookNotFoundError, ScheduleNotFoundError
+from workflow.schedules import get_schedule
 from workflow.ui._context import Ui
 from workflow.ui._paths import app_url, root_path
 from workflow.ui._security import COOKIE
 
-__all__ = ["cancel", "login_page", "logout", "resume"]
+__all__ = ["SCHEDULE_ACTIONS", "cancel", "login_page", "logout", "resume", "schedule_action"]
 
 MAX_FORM = 256 * 1024
 """The largest form body accepted, in bytes (a hook payload is the big one)."""
@@ -103,6 +104,46 @@ async def resume(ui: Ui, request: Request) -> Response:
     except (TypeError, ValueError) as exc:
         return ui.error(request, 400, str(exc))
     return RedirectResponse(app_url(request.scope, f"/runs/{quote(holder.id, safe='')}"), 303)
+
+
+SCHEDULE_ACTIONS = {
+    "pause": "It stops firing until it is resumed.",
+    "unpause": "It fires again; fires missed while paused run only within its catchup window.",
+    "trigger": "It fires once now, under its overlap rule (also while paused).",
+}
+"""What each schedule action does, as the confirmation page says it."""
+
+
+async def schedule_action(ui: Ui, request: Request) -> Response:
+    """``POST /schedules/{id}/{action}``: pause, unpause or trigger a schedule, confirmed."""
+    form = await _checked_form(ui, request)
+    if isinstance(form, Response):
+        return form
+    action = request.path_params["action"]
+    if action not in SCHEDULE_ACTIONS:
+        return ui.error(request, 404, f"no schedule action {action!r}")
+    schedule = get_schedule(request.path_params["schedule_id"], world=ui.world)
+    try:
+        info = await schedule.describe()
+    except ScheduleNotFoundError:
+        return ui.error(request, 404, f"no schedule {schedule.id!r} in this world")
+    if form.get("confirm") != "yes":
+        return ui.page(
+            request,
+            "confirm_schedule.html",
+            info=info,
+            action=action,
+            effect=SCHEDULE_ACTIONS[action],
+        )
+    if action == "pause":
+        await schedule.pause("paused from wf ui")
+    elif action == "unpause":
+        await schedule.unpause()
+    else:
+        run = await schedule.trigger()
+        if run is not None:
+            return RedirectResponse(app_url(request.scope, f"/runs/{quote(run.id, safe='')}"), 303)
+    return RedirectResponse(app_url(request.scope, "/schedules"), 303)
 
 
 def _safe_next(target: str) -> str:

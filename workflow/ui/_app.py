@@ -12,7 +12,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from workflow.errors import RunNotFoundError
-from workflow.ui import _actions, _pages
+from workflow.ui import _actions, _chart_pages, _pages, _schedules
 from workflow.ui._context import Ui
 from workflow.ui._security import LOOPBACK, Guard, SecurityMiddleware
 from worlds.errors import WorldError, as_world_error
@@ -74,6 +74,9 @@ def create_app(
         Route("/", bind(_pages.runs_page)),
         Route("/fragments/counts", bind(_pages.counts_fragment)),
         Route("/workers", bind(_pages.workers_page)),
+        Route("/fragments/chart", bind(_chart_pages.runs_chart)),
+        Route("/flow", bind(_chart_pages.flow_page)),
+        Route("/schedules", bind(_schedules.schedules_page)),
         Route("/runs/by/{key}/{value:path}", bind(_pages.run_by_pair)),
         Route("/runs/{run_id}", bind(_pages.run_page)),
         Route("/api/runs", bind(_pages.runs_json)),
@@ -86,6 +89,11 @@ def create_app(
         routes += [
             Route("/runs/{run_id}/cancel", bind(_actions.cancel), methods=["POST"]),
             Route("/hooks/resume", bind(_actions.resume), methods=["POST"]),
+            Route(
+                "/schedules/{schedule_id}/{action}",
+                bind(_actions.schedule_action),
+                methods=["POST"],
+            ),
         ]
     hosts = (
         frozenset(h.lower() for h in allowed_hosts)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Hashable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 import jinja2
@@ -25,7 +26,7 @@ from workflow.views import format_duration, format_value
 from worlds.protocol import World
 from worlds.types import RunStatus
 
-__all__ = ["COUNTS_FRESH", "COUNTS_REUSE", "PAGE_SIZE", "Ui"]
+__all__ = ["COUNTS_FRESH", "COUNTS_REUSE", "PAGE_SIZE", "REUSED_KEPT", "Ui"]
 
 _TEMPLATES = Path(__file__).parent / "templates"
 PAGE_SIZE = 50
@@ -34,6 +35,9 @@ COUNTS_FRESH = 2.0
 """Seconds a count of runs per status is reused, at least."""
 COUNTS_REUSE = 30
 """A count is reused for this many times as long as it took to make."""
+REUSED_KEPT = 256
+"""Answers ``Ui.reuse`` keeps at most (charts of different filters and minutes)."""
+T = TypeVar("T")
 
 
 class Verbatim(str):
@@ -79,6 +83,8 @@ class Ui:
         self.templates.filters["pathpart"] = lambda text: quote(str(text), safe="")
         self._counts: tuple[float, dict[str, int]] | None = None
         self._counts_lock = asyncio.Lock()
+        self._reused: dict[Hashable, tuple[float, Any]] = {}
+        self._reused_lock = asyncio.Lock()
         url = getattr(world, "url", None)
         self.world_name = worlds.redact_url(url) if isinstance(url, str) else type(world).__name__
 
@@ -113,6 +119,21 @@ class Ui:
             counts = {s.value: int(facts.get(f"runs.{s.value}", 0)) for s in RunStatus}
             self._counts = (now + max(COUNTS_FRESH, COUNTS_REUSE * took), counts)
             return counts
+
+    async def reuse(self, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
+        """``make()``'s answer for ``key``, reused as ``counts`` is: for ``COUNTS_REUSE``
+        times as long as it took, at least ``COUNTS_FRESH`` seconds (the charts' counts)."""
+        async with self._reused_lock:
+            now = time.monotonic()
+            found = self._reused.get(key)
+            if found is not None and now < found[0]:
+                return cast(T, found[1])
+            made = await make()
+            took = time.monotonic() - now
+            if len(self._reused) >= REUSED_KEPT:  # old minutes and filters: forget them
+                self._reused.clear()
+            self._reused[key] = (now + max(COUNTS_FRESH, COUNTS_REUSE * took), made)
+            return made
 
     def json(self, data: Any, status: int = 200) -> Response:
         """``data`` as the JSON API writes it: ``workflow.shown.json_dumps``, like

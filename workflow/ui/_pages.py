@@ -17,6 +17,7 @@ from workflow.query import And, AttrRef, Compare, Expr, parse
 from workflow.query import format as format_query
 from workflow.ui._context import PAGE_SIZE, Ui
 from workflow.ui._paths import app_url
+from workflow.ui._waterfall import layout, svg_context
 from workflow.views import (
     EventWindow,
     RunDetails,
@@ -47,6 +48,8 @@ __all__ = [
     "workers_page",
 ]
 
+CHART_WINDOWS = ("hour", "day")
+"""The windows the list's charts offer (``_chart_pages.WINDOWS``)."""
 CHAIN_SHOWN = 20
 """Runs of a continue-as-new chain the detail page follows before it stops."""
 RESULT_SHOWN = 20_000
@@ -137,6 +140,7 @@ async def _select(ui: Ui, chosen: Filter, limit: int = PAGE_SIZE) -> RunList | s
 async def runs_page(ui: Ui, request: Request) -> Response:
     """``/``: runs, newest first, filtered by ``q``, ``status`` and ``workflow``."""
     chosen = Filter.of(request)
+    window = request.query_params.get("window", "hour")
     selected = await _select(ui, chosen)
     page, error = (None, selected) if isinstance(selected, str) else (selected, None)
     records = [run.record for run in page or [] if run.record is not None]
@@ -149,6 +153,8 @@ async def runs_page(ui: Ui, request: Request) -> Response:
         error=error,
         next_url=chosen.url(cursor=page.next_cursor) if page and page.next_cursor else None,
         statuses=[status.value for status in RunStatus],
+        chart_windows=CHART_WINDOWS,
+        chart_window=window if window in CHART_WINDOWS else "hour",
     )
 
 
@@ -271,9 +277,18 @@ async def run_page(ui: Ui, request: Request) -> Response:
                 "gap_before": omitted is not None and event.seq == omitted[1] + 1,
             }
         )
+    page_text = request.query_params.get("wpage", "0")
+    waterfall = layout(
+        details.events,
+        record.created_at,
+        ui.world.now(),
+        page=int(page_text) if page_text.isdigit() else 0,
+    )
     return ui.page(
         request,
         "run.html",
+        waterfall=waterfall,
+        **svg_context(waterfall),
         details=details,
         record=record,
         claims=claims,

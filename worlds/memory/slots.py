@@ -175,6 +175,15 @@ class SlotStore:
         holders = sorted((row for row in rows.values() if row.holding), key=_by_position)
         return holders + self._line(rows)
 
+    def of_key(self, key: str, limit: int) -> list[Slot]:
+        """See ``World.list_key_slots``."""
+        found: list[Slot] = []
+        for pair_key, ivalue in sorted(pair for pair in self._pairs if pair[0] == key):
+            rows = self._pairs[(pair_key, ivalue)]
+            found += sorted((row for row in rows.values() if row.holding), key=_by_position)
+            found += self._line(rows)
+        return found[:limit]
+
     def of_run(self, run_id: str) -> list[Slot]:
         """See ``World.run_slots``."""
         found = [row for _, row in self._of(run_id)]

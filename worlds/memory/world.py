@@ -8,6 +8,7 @@ so on one event loop each operation is atomic, and a flow that fails is undone
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -67,10 +68,17 @@ from worlds.protocol import (
     Isolation,
     OpenTransaction,
 )
-from worlds.query import FieldRef, In, RunPage, RunQuery
+from worlds.query import CountField, FieldRef, In, RunCount, RunPage, RunQuery
 from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
-from worlds.semantics import decode_cursor, encode_cursor, matches, stamped
+from worlds.semantics import (
+    bucket_of,
+    check_window,
+    decode_cursor,
+    encode_cursor,
+    matches,
+    stamped,
+)
 
 __all__ = ["MemoryWorld"]
 
@@ -466,6 +474,32 @@ class MemoryWorld(ClosesOnExit):
     async def run_slots(self, run_id: str) -> list[types.Slot]:
         """See ``World.run_slots``."""
         return self._tables.slots.of_run(run_id)
+
+    async def list_key_slots(self, key: str, limit: int = 1000) -> list[types.Slot]:
+        """See ``World.list_key_slots``."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        return self._tables.slots.of_key(key, limit)
+
+    async def count_runs(
+        self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """See ``World.count_runs``: a scan of every run (a memory world is small)."""
+        check_window(since, until, width)
+        where = query.where
+        if where is not None:
+            check_filter(where)
+        counts: Counter[tuple[int, types.RunStatus]] = Counter()
+        for record in self._tables.runs:
+            moment = record.created_at if field == "created" else record.closed_at
+            if moment is None or not since <= moment < until or not matches(record, query):
+                continue
+            if where is None or filter_matches(record, where):
+                counts[(bucket_of(moment, since, width), record.status)] += 1
+        return [
+            RunCount(bucket=bucket, status=status, count=count)
+            for (bucket, status), count in sorted(counts.items())
+        ]
 
     async def run_claims(self, run_id: str) -> list[types.Claim]:
         """See ``World.run_claims``."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from decimal import Decimal
 
 from worlds.postgres.statements import RUN_COLUMNS
 from worlds.query import (
     And,
     Compare,
+    CountField,
     Expr,
     FieldRef,
     In,
@@ -79,6 +81,57 @@ def list_runs_sql(query: RunQuery, before_id: str | None) -> tuple[str, list[obj
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     limit = param(query.limit + 1)
     return f"SELECT {RUN_COLUMNS} FROM {source}{clause} ORDER BY {order} DESC LIMIT {limit}", params
+
+
+def count_runs_sql(
+    query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+) -> tuple[str, list[object]]:
+    """The statement counting runs matching ``query`` per bucket and status
+    (``World.count_runs``).
+
+    The window is a range of the ``runs_created`` or ``runs_closed_status``
+    index (covering: no row is read for its status). The bucket is whole
+    seconds from ``since`` (``floor`` of the epoch difference, exact to the
+    microsecond in ``numeric``). Other filters are tests on the rows found;
+    attribute ones are ``EXISTS`` probes the planner may turn into joins.
+
+    Raises:
+        ValueError: ``query.where`` is not a well-formed filter.
+    """
+    params: list[object] = []
+
+    def param(value: object) -> str:
+        params.append(value)
+        return f"${len(params)}"
+
+    column = "r.created_at" if field == "created" else "r.closed_at"
+    start = param(since)
+    bucket = f"floor(extract(epoch FROM {column} - {start}::timestamptz) / {param(width)})::bigint"
+    where = [f"{column} >= {start}", f"{column} < {param(until)}"]
+    attributes, rest = dict(query.attributes), query.where
+    if rest is not None:
+        attributes, rest = index_terms(
+            attributes, rest, indexable=lambda key, value: not _unstorable(key, index_value(value))
+        )
+    if query.workflow is not None:
+        where.append(f"r.workflow = {param(query.workflow)}")
+    if query.statuses is not None:
+        where.append(f"r.status = ANY({param(sorted(s.value for s in query.statuses))}::text[])")
+    if query.created_after is not None:
+        where.append(f"r.created_at >= {param(query.created_after)}")
+    if query.created_before is not None:
+        where.append(f"r.created_at < {param(query.created_before)}")
+    for key, value in attributes.items():
+        where.append(
+            "EXISTS (SELECT 1 FROM attributes b WHERE b.run_id = r.id "
+            f"AND b.key = {param(key)} AND b.ivalue = {param(index_value(value))})"
+        )
+    if rest is not None:
+        where.append(where_sql(rest, params))
+    return (
+        f"SELECT {bucket} AS bucket, r.status AS status, count(*) AS n FROM runs r "
+        f"WHERE {' AND '.join(where)} GROUP BY 1, 2 ORDER BY 1, 2"
+    ), params
 
 
 # PostgreSQL text cannot hold NUL, so no stored key or value contains one: a

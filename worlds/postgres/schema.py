@@ -49,6 +49,8 @@ REFERENCE: tuple[str, ...] = (
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
     "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL",
+    "CREATE INDEX runs_created ON runs (created_at, status)",
+    "CREATE INDEX runs_closed_status ON runs (closed_at, status) WHERE closed_at IS NOT NULL",
     # A run's log; rows stored with seq 0 in ``data`` take ``seq`` and ``at``.
     """CREATE TABLE events (
         run_id text NOT NULL,

@@ -507,6 +507,10 @@ LIST_SLOTS = (
     "ORDER BY holding DESC, CASE WHEN holding THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = $1 ORDER BY key, ivalue, hold"
+KEY_SLOTS = (
+    f'SELECT {_SLOT_COLUMNS} FROM slots WHERE key = $1 ORDER BY ivalue COLLATE "C", holding DESC, '
+    "CASE WHEN holding THEN 0 ELSE priority END, position LIMIT $2"
+)
 
 # ---------------------------------------------------------------------------- key limits
 

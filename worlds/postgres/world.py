@@ -65,6 +65,7 @@ from worlds.postgres.schedules import ScheduleStore
 from worlds.postgres.steps import open_transaction
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, Isolation, OpenTransaction
 from worlds.semantics import (
+    check_window,
     decode_cursor,
     encode_cursor,
     index_value,
@@ -76,7 +77,7 @@ from worlds.semantics import (
 if TYPE_CHECKING:
     from worlds.postgres.connection import Connection, Pool
 from worlds import types
-from worlds.query import RunPage, RunQuery
+from worlds.query import CountField, RunCount, RunPage, RunQuery
 
 __all__ = ["PostgresWorld", "WorldClosedError"]
 
@@ -753,6 +754,31 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         rows = await (await self._connect()).fetch(sql.LIST_SLOTS, key, index_value(value))
         return [codecs.columns.slot(row) for row in rows]
+
+    async def list_key_slots(self, key: str, limit: int = 1000) -> list[types.Slot]:
+        """See ``World.list_key_slots``: the slot indexes lead with the key."""
+        self._check_open()
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        if "\0" in key:
+            return []  # PostgreSQL text holds no NUL, so no pair has this key
+        rows = await (await self._connect()).fetch(sql.KEY_SLOTS, key, limit)
+        return [codecs.columns.slot(row) for row in rows]
+
+    async def count_runs(
+        self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """See ``World.count_runs``: one grouped read (``filters.count_runs_sql``)."""
+        self._check_open()
+        check_window(since, until, width)
+        statement, params = filters.count_runs_sql(query, field, since, until, width)
+        rows = await (await self._connect()).fetch(statement, *params)
+        return [
+            RunCount(
+                bucket=int(row["bucket"]), status=types.RunStatus(row["status"]), count=row["n"]
+            )
+            for row in rows
+        ]
 
     async def run_slots(self, run_id: str) -> list[types.Slot]:
         """See ``World.run_slots``."""

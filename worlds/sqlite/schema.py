@@ -35,6 +35,8 @@ SCHEMA = (
     "CREATE INDEX runs_status ON runs (status, id)",
     # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
     "CREATE INDEX runs_closed ON runs (closed_at, id) WHERE closed_at IS NOT NULL",
+    "CREATE INDEX runs_created ON runs (created_at, status)",
+    "CREATE INDEX runs_closed_status ON runs (closed_at, status) WHERE closed_at IS NOT NULL",
     """CREATE TABLE events (
         run_id TEXT NOT NULL,
         seq INTEGER NOT NULL,

@@ -377,6 +377,10 @@ LIST_SLOTS = (
     "ORDER BY holding DESC, CASE WHEN holding = 1 THEN 0 ELSE priority END, position"
 )
 RUN_SLOTS = f"SELECT {_SLOT_COLUMNS} FROM slots WHERE run_id = ? ORDER BY key, ivalue, hold"
+KEY_SLOTS = (
+    f"SELECT {_SLOT_COLUMNS} FROM slots WHERE key = ? ORDER BY ivalue, holding DESC, "
+    "CASE WHEN holding = 1 THEN 0 ELSE priority END, position LIMIT ?"
+)
 
 # --------------------------------------------------------------------------- key limits
 

@@ -41,8 +41,9 @@ from worlds._urls import redact_url
 from worlds.archive import DumpRow
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, Isolation, OpenTransaction
-from worlds.query import RunPage, RunQuery
+from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.semantics import (
+    check_window,
     decode_cursor,
     encode_cursor,
     index_terms,
@@ -56,7 +57,7 @@ from worlds.sqlite import schedules as schedule_ops
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.dump import SqliteLoad, SqliteSource
-from worlds.sqlite.filters import list_runs_sql, match_counts_sql
+from worlds.sqlite.filters import count_runs_sql, list_runs_sql, match_counts_sql
 from worlds.sqlite.idle import file_token
 from worlds.sqlite.rows import SqliteRows
 from worlds.sqlite.schema import SCHEMA_VERSION
@@ -613,6 +614,35 @@ class SqliteWorld(ClosesOnExit):
 
         def body(db: sqlite3.Connection) -> list[types.Slot]:
             return [codecs.columns.slot(row) for row in db.execute(sql.LIST_SLOTS, pair)]
+
+        return await self._connection.read(body)
+
+    async def list_key_slots(self, key: str, limit: int = 1000) -> list[types.Slot]:
+        """See ``World.list_key_slots``: the ``slots_holding`` and ``slots_waiting``
+        indexes lead with the key."""
+        self._connection.check_open()
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+
+        def body(db: sqlite3.Connection) -> list[types.Slot]:
+            rows = db.execute(sql.KEY_SLOTS, (key, limit))
+            return [codecs.columns.slot(row) for row in rows]
+
+        return await self._connection.read(body)
+
+    async def count_runs(
+        self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
+    ) -> list[RunCount]:
+        """See ``World.count_runs``: one grouped read (``filters.count_runs_sql``)."""
+        self._connection.check_open()
+        check_window(since, until, width)
+        statement, params = count_runs_sql(query, field, since, until, width)
+
+        def body(db: sqlite3.Connection) -> list[RunCount]:
+            return [
+                RunCount(bucket=int(bucket), status=types.RunStatus(status), count=int(n))
+                for bucket, status, n in db.execute(statement, params)
+            ]
 
         return await self._connection.read(body)
 

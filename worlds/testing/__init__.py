@@ -44,6 +44,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._claims",
     "worlds.testing._clock",
     "worlds.testing._conditional",
+    "worlds.testing._counts",
     "worlds.testing._hooks",
     "worlds.testing._liveness",
     "worlds.testing._model",
@@ -73,6 +74,7 @@ from worlds.testing._children import ChildrenConformance  # noqa: E402
 from worlds.testing._claims import ClaimsConformance  # noqa: E402
 from worlds.testing._clock import ClockConformance, SkewedWorldFactory  # noqa: E402
 from worlds.testing._conditional import ConditionalCommitConformance  # noqa: E402
+from worlds.testing._counts import CountConformance  # noqa: E402
 from worlds.testing._deployments import DeploymentConformance  # noqa: E402
 from worlds.testing._failures import FailureHandlerConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
@@ -110,6 +112,7 @@ class WorldConformance(
     DeploymentConformance,
     ClaimsConformance,
     SearchConformance,
+    CountConformance,
     TakeoverConformance,
     PruneConformance,
     RetentionConformance,
@@ -153,7 +156,8 @@ class WorldConformance(
     (``LivenessConformance``), pinned deployments: leasing by build id, new runs
     on the newest build, ``pin="latest"``, a build's workflow names
     (``DeploymentConformance``), unique claims
-    (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), policy
+    (``ClaimsConformance``), ``list_runs`` (``SearchConformance``), ``count_runs``
+    and ``list_key_slots`` (``CountConformance``), policy
     takeovers, fencing, continue-as-new and pruning (``TakeoverConformance``),
     what pruning deletes, releases and keeps, in which order (``PruneConformance``),
     retention per status, listed prunes and pins (``RetentionConformance``),

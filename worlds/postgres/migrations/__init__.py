@@ -30,6 +30,7 @@ from worlds.postgres.migrations import (
     v14_key_limits,
     v15_updates,
     v16_deployments,
+    v17_ui_indexes,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -51,5 +52,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     14: v14_key_limits.STATEMENTS,
     15: v15_updates.STATEMENTS,
     16: v16_deployments.STATEMENTS,
+    17: v17_ui_indexes.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

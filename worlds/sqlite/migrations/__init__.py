@@ -26,6 +26,7 @@ from worlds.sqlite.migrations import (
     v11_key_limits,
     v12_updates,
     v13_deployments,
+    v14_ui_indexes,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -44,5 +45,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     11: v11_key_limits.STATEMENTS,
     12: v12_updates.STATEMENTS,
     13: v13_deployments.STATEMENTS,
+    14: v14_ui_indexes.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
