@@ -141,7 +141,8 @@ class CodecWorld(WorldWrapper):
         "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
         "setting renew_leases release now wait list_hooks prune_runs release_claim find_claim "
         "run_claims list_slots run_slots set_key_limit get_key_limit create_schedule "
-        "get_schedule list_schedules update_schedule delete_schedule lease_schedules register_worker heartbeat "
+        "get_schedule list_schedules update_schedule delete_schedule lease_schedules "
+        "register_worker heartbeat "
         "unregister_worker list_workers".split()
     )
     """What carries no payload, forwarded as it is; the rest is overridden below."""
