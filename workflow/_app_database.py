@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import asyncpg
 
 from worlds.errors import TransactionConflictError
 from worlds.protocol import Isolation
@@ -38,11 +37,20 @@ _CREATE = (
 _RECORDED = f"SELECT output FROM {OUTPUTS_TABLE} WHERE run_id = $1 AND step = $2"
 _RECORD = f"INSERT INTO {OUTPUTS_TABLE} (run_id, step, output) VALUES ($1, $2, $3)"
 
-_CONFLICTS = (
-    asyncpg.exceptions.SerializationError,
-    asyncpg.exceptions.DeadlockDetectedError,
-    asyncpg.exceptions.UniqueViolationError,  # another attempt recorded the output first
-)
+if TYPE_CHECKING:
+    import asyncpg
+
+
+def _conflicts() -> tuple[type[Exception], ...]:
+    """The errors that undo a try (asyncpg is an extra: imported only when used)."""
+    import asyncpg
+
+    return (
+        asyncpg.exceptions.SerializationError,
+        asyncpg.exceptions.DeadlockDetectedError,
+        asyncpg.exceptions.UniqueViolationError,  # another attempt recorded the output first
+    )
+
 
 _ready: set[str] = set()
 """The databases whose outputs table this process has made sure of."""
@@ -87,7 +95,7 @@ class AppTransaction:
         """One statement (``$1`` parameters); its rows as tuples."""
         try:
             return [tuple(record) for record in await self._conn.fetch(sql, *params)]
-        except _CONFLICTS as exc:
+        except _conflicts() as exc:
             self._conflicted = True
             raise _conflict(exc) from exc
 
@@ -100,7 +108,7 @@ class AppTransaction:
         """Record the step's encoded result in the transaction."""
         try:
             await self._conn.execute(_RECORD, run_id, step, output)
-        except _CONFLICTS as exc:
+        except _conflicts() as exc:
             self._conflicted = True
             raise _conflict(exc) from exc
 
@@ -112,6 +120,8 @@ async def open_app_transaction(
     """A transaction on ``database`` at ``isolation``: committed when the block ends
     without an exception, else rolled back. ``TransactionConflictError`` when the
     database undid it (try again)."""
+    import asyncpg
+
     conn: asyncpg.Connection[Any] = await asyncpg.connect(database, timeout=commit_timeout)
     try:
         if database not in _ready:
@@ -131,7 +141,7 @@ async def open_app_transaction(
             raise
         try:
             await transaction.commit()
-        except _CONFLICTS as exc:
+        except _conflicts() as exc:
             raise _conflict(exc) from exc
     finally:
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
