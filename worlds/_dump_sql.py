@@ -33,13 +33,14 @@ from worlds.types import RunRecord
 __all__ = ["DumpParams", "DumpSql"]
 
 _RUN_COLUMNS = (
-    "id, workflow, status, created_at, started_at, closed_at, last_seq, attributes, result, error"
+    "id, workflow, status, created_at, started_at, closed_at, last_seq, attributes, result, "
+    "error, build_id, pin"
 )
 _CLAIM_COLUMNS = (
     "key, ivalue, value, run_id, generation, step, attempt, ttl, release_on, lapses_at, "
     "pruned_status"
 )
-_SLOT_COLUMNS = "key, ivalue, position, run_id, value, lim, holding, hold, priority"
+_SLOT_COLUMNS = "key, ivalue, position, run_id, value, lim, holding, hold, priority, burst"
 _TOKEN_COLUMNS = "key, ivalue, at, run_id, number, lim, per, priority"
 _HOOK_COLUMNS = "token, run_id, hook, attributes, created_at"
 _RESUME_COLUMNS = "token, resume_id, run_id"
@@ -211,6 +212,8 @@ class DumpParams:
             encode(run.attributes),
             run.result,
             error,
+            run.build_id,
+            run.pin,
         )
 
     def attribute_terms(self, run: RunRecord) -> list[tuple[object, ...]]:
@@ -264,6 +267,7 @@ class DumpParams:
             s.holding,
             s.hold,
             s.priority,
+            s.burst,
         )
 
     def token_row(self, t: DumpedToken) -> tuple[object, ...]:
