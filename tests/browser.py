@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import pytest
 from selenium import webdriver
@@ -34,6 +35,23 @@ def wait(
 ) -> WebDriverWait[webdriver.Chrome]:
     """A ``WebDriverWait`` of ``WAIT`` seconds that checks every ``POLL`` seconds."""
     return WebDriverWait(driver, WAIT, poll_frequency=POLL, ignored_exceptions=list(ignored))
+
+
+T = TypeVar("T")
+
+
+def read(driver: webdriver.Chrome, question: Callable[[webdriver.Chrome], T]) -> T:
+    """Answer ``question`` about the page, asked again when a live update re-rendered
+    an element between finding it and reading it (seen under load: the list's rows are
+    replaced by the live fragment while a test reads their attributes)."""
+    answers: list[T] = []
+
+    def asked(d: webdriver.Chrome) -> bool:
+        answers.append(question(d))
+        return True
+
+    wait(driver, ignored=[StaleElementReferenceException]).until(asked)
+    return answers[-1]
 
 
 def _find(names: tuple[str, ...]) -> str | None:

@@ -24,7 +24,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
 from tests.apps.uiapp import approval, checkout, countdown
-from tests.browser import WAIT, browser, wait
+from tests.browser import WAIT, browser, read, wait
 from tests.browser import follow as _follow
 from tests.conftest import world_url
 from tests.ui_server import UiServer
@@ -50,6 +50,14 @@ def served(ui_url: str) -> Iterator[UiServer]:
 
 def _rows(driver: webdriver.Chrome) -> list[WebElement]:
     return driver.find_elements(By.CSS_SELECTOR, "#runs tr.run")
+
+
+def _row_ids(driver: webdriver.Chrome) -> list[str | None]:
+    return read(driver, lambda d: [row.get_attribute("data-run") for row in _rows(d)])
+
+
+def _row_texts(driver: webdriver.Chrome) -> list[str]:
+    return read(driver, lambda d: [row.text for row in _rows(d)])
 
 
 def _search(driver: webdriver.Chrome, query: str) -> None:
@@ -92,17 +100,21 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
 
     # The list: every run, newest first, with counts per status.
     browser.get(served.base + "/")
-    assert len(_rows(browser)) == 8  # three runs of the countdown chain
-    assert _rows(browser)[0].get_attribute("data-run") == ids["o-2"]
+    listed = _row_ids(browser)
+    assert len(listed) == 8  # three runs of the countdown chain
+    assert listed[0] == ids["o-2"]
     wait(browser).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#counts a[data-status='completed'] .count")
     )
-    completed = browser.find_element(By.CSS_SELECTOR, "#counts a[data-status='completed'] .count")
-    assert completed.text == "4"  # the chain's first two runs are "continued"
+    completed = read(
+        browser,
+        lambda d: d.find_element(By.CSS_SELECTOR, "#counts a[data-status='completed'] .count").text,
+    )
+    assert completed == "4"  # the chain's first two runs are "continued"
 
     # A query filters the rows, and lands in the URL (bookmarkable).
     _search(browser, "customer = 'c-2'")
-    assert [row.get_attribute("data-run") for row in _rows(browser)] == [ids["c-2"]]
+    assert _row_ids(browser) == [ids["c-2"]]
     assert parse_qs(urlsplit(browser.current_url).query)["q"] == ["customer = 'c-2'"]
 
     # A malformed query shows the caret error in the page.
@@ -110,27 +122,38 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
     error = browser.find_element(By.ID, "query-error").text
     assert "malformed query" in error
     assert error.splitlines()[-1].strip() == "^"
-    assert not _rows(browser)
+    assert not _row_ids(browser)
 
     # A hostile attribute value is shown as text, never run.
     _search(browser, "tier = 2")
-    (row,) = _rows(browser)
-    assert HOSTILE in row.text
+    (row_text,) = _row_texts(browser)
+    assert HOSTILE in row_text
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018 - reading it is the check
     assert browser.find_elements(By.CSS_SELECTOR, "#runs script") == []
 
     # A chip adds its pair to the query.
     browser.get(served.base + "/")
-    chip = next(
-        c for c in browser.find_elements(By.CSS_SELECTOR, "a.chip") if c.text == "customer=c-1"
+    chip = read(
+        browser,
+        lambda d: next(
+            c.get_attribute("href")
+            for c in d.find_elements(By.CSS_SELECTOR, "a.chip")
+            if c.text == "customer=c-1"
+        ),
     )
-    _follow(browser, chip)
-    assert [row.get_attribute("data-run") for row in _rows(browser)] == [ids["c-1"]]
+    assert chip is not None
+    browser.get(chip)  # the chip's link (read, not clicked: a live update may replace it)
+    assert _row_ids(browser) == [ids["c-1"]]
     assert parse_qs(urlsplit(browser.current_url).query)["q"] == ["customer = 'c-1'"]
 
     # A run's page: its timeline shows the retry with its error, the timer, the result.
-    _follow(browser, _rows(browser)[0].find_element(By.CSS_SELECTOR, "a.run-link"))
+    link = read(
+        browser,
+        lambda d: _rows(d)[0].find_element(By.CSS_SELECTOR, "a.run-link").get_attribute("href"),
+    )
+    assert link is not None
+    browser.get(link)
     assert browser.find_element(By.ID, "run-status").text == "completed"
     kinds = [
         e.get_attribute("data-kind") for e in browser.find_elements(By.CSS_SELECTOR, "tr.event")
