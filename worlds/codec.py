@@ -137,19 +137,30 @@ async def codec_required(world: World) -> CodecRequiredError:
     )
 
 
+def _decoding_record(name: str) -> Any:
+    """A ``CodecWorld`` method forwarding ``name`` and decoding the run record it returns
+    (its result and error); these methods take no payload in."""
+
+    async def forward(self: CodecWorld, *args: Any, **kwargs: Any) -> RunRecord | None:
+        return self._payloads.record_out(await getattr(self.inner, name)(*args, **kwargs))
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = f"See ``World.{name}``; the record's result and error are decoded."
+    return forward
+
+
 class CodecWorld(WorldWrapper):
     """A world storing in ``inner`` (any world) every payload through ``codec`` (a
     ``PayloadCodec``: ``encode``/``decode`` of bytes)."""
 
     CLEAR = frozenset(
-        "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
-        "setting put_setting renew_leases release now wait list_hooks prune_runs prune_expired "
-        "prune_listed cancel_listed release_claim find_claim "
-        "run_claims list_slots run_slots list_key_slots count_runs create_schedule get_schedule "
-        "list_schedules "
+        "protocol_version url __aenter__ __aexit__ close migrate info setting put_setting "  # noqa: SIM905
+        "renew_leases release now wait list_hooks prune_runs prune_expired prune_listed "
+        "cancel_listed release_claim find_claim run_claims list_slots run_slots "
+        "list_key_slots count_runs create_schedule get_schedule list_schedules "
         "update_schedule delete_schedule lease_schedules register_worker heartbeat "
-        "unregister_worker list_workers stream_closed set_key_limit get_key_limit "
-        "export_rows import_rows list_deployments".split()
+        "unregister_worker list_workers stream_closed set_key_limit get_key_limit export_rows "
+        "import_rows list_deployments".split()
     )
     """What carries no payload, forwarded as it is; the rest is overridden below.
     ``export_rows``/``import_rows`` carry payloads as stored, encoded: a dump keeps
@@ -162,31 +173,39 @@ class CodecWorld(WorldWrapper):
         """What the world records as its codec (``codec_id``)."""
         self._recorded = False
 
-    async def _record(self) -> None:
-        """Record this codec as the world's (first write only), or refuse another's."""
-        recorded = await self.inner.setting(CODEC_SETTING, self.codec_id)
-        if recorded != self.codec_id:
-            assert recorded is not None  # a setting given a value is never None
-            raise CodecRequiredError(
-                f"this world's payloads are encoded with the codec {recorded!r}, not "
-                f"{self.codec_id!r}: open it with that codec; nothing was written",
-                recorded,
-            )
-        self._recorded = True
+    async def _writing(self) -> Payloads:
+        """Before the first write: record this codec as the world's, or refuse
+        another's. The payload codec, for the write to encode with."""
+        if not self._recorded:
+            recorded = await self.inner.setting(CODEC_SETTING, self.codec_id)
+            if recorded != self.codec_id:
+                assert recorded is not None  # a setting given a value is never None
+                raise CodecRequiredError(
+                    f"this world's payloads are encoded with the codec {recorded!r}, not "
+                    f"{self.codec_id!r}: open it with that codec; nothing was written",
+                    recorded,
+                )
+            self._recorded = True
+        return self._payloads
+
+    # Writes: payloads in are encoded, what comes back is decoded.
 
     async def create_run(self, request: CreateRunRequest) -> CreateRunResult:
         """See ``World.create_run``; the arguments (and a first task's payloads) are encoded."""
-        if not self._recorded:
-            await self._record()
-        created = await self.inner.create_run(self._payloads.create_in(request))
-        return self._payloads.created_out(created)
+        p = await self._writing()
+        return p.created_out(await self.inner.create_run(p.create_in(request)))
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         """See ``World.commit``; payloads in events and scheduled work are encoded."""
-        if not self._recorded:
-            await self._record()
-        committed = await self.inner.commit(self._payloads.commit_in(request))
-        return self._payloads.commit_out(committed)
+        p = await self._writing()
+        return p.commit_out(await self.inner.commit(p.commit_in(request)))
+
+    async def commit_many(
+        self, requests: Sequence[CommitRequest]
+    ) -> list[CommitResult | Exception]:
+        """See ``World.commit_many``; each request as ``commit`` encodes it."""
+        p = await self._writing()
+        return p.outcomes_out(await self.inner.commit_many([p.commit_in(r) for r in requests]))
 
     @contextlib.asynccontextmanager
     async def transaction(
@@ -194,103 +213,66 @@ class CodecWorld(WorldWrapper):
     ) -> AsyncIterator[OpenTransaction]:
         """See ``World.transaction``; the step's outcome is encoded as ``commit``
         encodes it (the statements run as they are)."""
-        if not self._recorded:
-            await self._record()
+        p = await self._writing()
         async with self.inner.transaction(lease, worker_id, isolation) as inner:
-            yield _EncodingTransaction(inner, self._payloads)
-
-    async def commit_many(
-        self, requests: Sequence[CommitRequest]
-    ) -> list[CommitResult | Exception]:
-        """See ``World.commit_many``; each request as ``commit`` encodes it."""
-        if not self._recorded:
-            await self._record()
-        encoded = [self._payloads.commit_in(request) for request in requests]
-        return self._payloads.outcomes_out(await self.inner.commit_many(encoded))
+            yield _EncodingTransaction(inner, p)
 
     async def fire_schedules(
         self, fires: Sequence[ScheduleFire]
     ) -> list[ScheduleRecord | Exception | None]:
         """See ``World.fire_schedules``; every start's arguments are encoded."""
-        if not self._recorded:
-            await self._record()
-        return await self.inner.fire_schedules(self._payloads.fires_in(fires))
+        p = await self._writing()
+        return await self.inner.fire_schedules(p.fires_in(fires))
 
     async def start_or_resume_hook(
         self, request: CreateRunRequest, delivery: HookDelivery
     ) -> HookStartResult:
         """See ``World.start_or_resume_hook``; the arguments and the payload are encoded."""
-        if not self._recorded:
-            await self._record()
-        p = self._payloads
+        p = await self._writing()
         started = await self.inner.start_or_resume_hook(
             p.create_in(request), p.delivery_in(delivery)
         )
         return p.hook_started_out(started)
 
+    async def resume_hook(
+        self, token: str, payload: bytes, resume_id: str | None = None
+    ) -> str | None:
+        """See ``World.resume_hook``; the payload is encoded."""
+        p = await self._writing()
+        return await self.inner.resume_hook(token, p.in_(payload), resume_id)
+
     async def send_update(self, run_id: str, delivery: UpdateDelivery) -> UpdateOutcome:
         """See ``World.send_update``; the payload is encoded, a known reply decoded."""
-        if not self._recorded:
-            await self._record()
-        p = self._payloads
+        p = await self._writing()
         return p.outcome_out(await self.inner.send_update(run_id, p.update_in(delivery)))
-
-    async def update_outcome(self, run_id: str, update_id: str) -> UpdateOutcome | None:
-        """See ``World.update_outcome``; the reply is decoded."""
-        outcome = await self.inner.update_outcome(run_id, update_id)
-        return None if outcome is None else self._payloads.outcome_out(outcome)
 
     async def update_with_start(
         self, request: CreateRunRequest, delivery: UpdateDelivery
     ) -> UpdateStartResult:
         """See ``World.update_with_start``; the arguments and the payload are encoded."""
-        if not self._recorded:
-            await self._record()
-        p = self._payloads
+        p = await self._writing()
         started = await self.inner.update_with_start(p.create_in(request), p.update_in(delivery))
         return p.update_started_out(started)
 
-    async def resume_hook(
-        self, token: str, payload: bytes, resume_id: str | None = None
-    ) -> str | None:
-        """See ``World.resume_hook``; the payload is encoded."""
-        if not self._recorded:
-            await self._record()
-        return await self.inner.resume_hook(token, self._payloads.in_(payload), resume_id)
+    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
+        """See ``World.append_stream``; each chunk is encoded."""
+        p = await self._writing()
+        return await self.inner.append_stream(run_id, name, [p.in_(chunk) for chunk in chunks])
 
-    async def cancel_run(self, run_id: str, reason: str | None) -> RunRecord | None:
-        """See ``World.cancel_run`` (the reason stays in clear)."""
-        return self._payloads.record_out(await self.inner.cancel_run(run_id, reason))
+    # Reads: what comes back is decoded.
 
-    async def request_cancel(
-        self, run_id: str, reason: str | None, grace_seconds: float
-    ) -> RunRecord | None:
-        """See ``World.request_cancel`` (the reason stays in clear)."""
-        cancelled = await self.inner.request_cancel(run_id, reason, grace_seconds)
-        return self._payloads.record_out(cancelled)
+    get_run = _decoding_record("get_run")
+    cancel_run = _decoding_record("cancel_run")  # the reason stays in clear
+    request_cancel = _decoding_record("request_cancel")
+    reopen_run = _decoding_record("reopen_run")
+    fork_run = _decoding_record("fork_run")
+    move_start = _decoding_record("move_start")
+    pin_run = _decoding_record("pin_run")
 
-    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
-        """See ``World.reopen_run``."""
-        return self._payloads.record_out(await self.inner.reopen_run(run_id, by))
-
-    async def fork_run(
-        self, source_run_id: str, run_id: str, from_step: int, by: str
-    ) -> RunRecord | None:
-        """See ``World.fork_run``."""
-        forked = await self.inner.fork_run(source_run_id, run_id, from_step, by)
-        return self._payloads.record_out(forked)
-
-    async def move_start(self, run_id: str, delay: float | None) -> RunRecord | None:
-        """See ``World.move_start``."""
-        return self._payloads.record_out(await self.inner.move_start(run_id, delay))
-
-    async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
-        """See ``World.pin_run``; the result and error are decoded."""
-        return self._payloads.record_out(await self.inner.pin_run(run_id, pinned))
-
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        """See ``World.get_run``; the result and error are decoded."""
-        return self._payloads.record_out(await self.inner.get_run(run_id))
+    async def update_outcome(self, run_id: str, update_id: str) -> UpdateOutcome | None:
+        """See ``World.update_outcome``; the reply is decoded."""
+        outcome = await self.inner.update_outcome(run_id, update_id)
+        return None if outcome is None else self._payloads.outcome_out(outcome)
 
     async def read_events(self, run_id: str, after_seq: int = 0) -> list[EventKind]:
         """See ``World.read_events``; payloads are decoded."""
@@ -299,13 +281,6 @@ class CodecWorld(WorldWrapper):
     async def list_runs(self, query: RunQuery) -> RunPage:
         """See ``World.list_runs``; results and errors are decoded."""
         return self._payloads.page_out(await self.inner.list_runs(query))
-
-    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
-        """See ``World.append_stream``; each chunk is encoded."""
-        if not self._recorded:
-            await self._record()
-        encoded = [self._payloads.in_(chunk) for chunk in chunks]
-        return await self.inner.append_stream(run_id, name, encoded)
 
     async def read_stream(
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
