@@ -23,6 +23,15 @@
    ``set_key_limit("tenant", --key-limit)`` (default 64, the worker's
    concurrency); the ratio to part 1's limited run (goal >= 0.8).
 
+6. Promotion latency at a limited key: ``set_key_limit("tenant", 1)`` with V
+   values waiting (3 runs each, ``Limited(v, 3)``) for each V in
+   ``--key-values``; each sample commits the holder's completion (the world
+   frees the key slot and promotes the key's next value, weighted round-robin,
+   in that transaction) and leases the promoted run: p50 and p99 of that time
+   per V. Flat means the key's line is read at its head, not value by value.
+
+``--parts`` picks parts (``throughput,promotion,tombstones,fairness,keyed,
+key_promotion``); the machine's load average is recorded before and after.
 Runs on SQLite by default; ``--world postgresql://...`` runs it there too
 (a fresh schema per part). Prints one JSON object; ``--out`` writes it.
 
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sqlite3
 import statistics
 import tempfile
@@ -138,6 +148,65 @@ async def promotion(url: str, queue: int, samples: int) -> dict[str, float]:
         return {
             "median_ms": round(statistics.median(times), 3),
             "p95_ms": round(times[int(0.95 * len(times)) - 1], 3),
+            "p50_ms": _quantile(times, 0.5),
+            "p99_ms": _quantile(times, 0.99),
+        }
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``ordered`` (nearest rank)."""
+    return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 3)
+
+
+async def key_promotion(url: str, values: int, per_value: int, samples: int) -> dict[str, Any]:
+    """Promotion latency at a limited key: ``values`` values with ``per_value`` waiting
+    runs each (``Limited(v, 3)``) under ``set_key_limit(key, 1)``; each sample closes
+    the key's holder (``commit`` of its completion: the world frees the slot and
+    promotes the key's next value in that transaction) and leases the run promoted.
+    The time from the close's call to the lease's return, p50 and p99."""
+    async with worlds.open(url) as world:
+        name = f"kp-{uuid.uuid4().hex[:8]}"
+        await world.set_key_limit("tenant", 1)
+
+        async def create(value: str) -> None:
+            request = CreateRunRequest(
+                run_id=uuid.uuid4().hex,
+                workflow=name,
+                args=b"",
+                attributes={"tenant": value},
+                limits={"tenant": Limit(limit=3)},
+            )
+            created = await world.create_run(request)
+            assert created.run is not None
+
+        starts = [f"v-{n % values}" for n in range(max(values * per_value, samples + 1))]
+        batch = 50
+        for first in range(0, len(starts), batch):
+            async with anyio.create_task_group() as group:
+                for value in starts[first : first + batch]:
+                    group.start_soon(create, value)
+        (item,) = await world.lease("bench", names={name}, limit=10, lease_seconds=60)
+        holder = item.run_id
+        times: list[float] = []
+        for _ in range(samples):
+            began = time.perf_counter()
+            done = RunCompleted(result=b"")
+            closed = await world.commit(
+                CommitRequest(run_id=holder, worker_id="bench", events=(done,))
+            )
+            assert closed.ok
+            leased = await world.lease("bench", names={name}, limit=10, lease_seconds=60)
+            times.append((time.perf_counter() - began) * 1000)
+            assert len(leased) == 1, leased  # the key admits one at a time
+            holder = leased[0].run_id
+        times.sort()
+        return {
+            "values_waiting": values,
+            "runs_waiting": len(starts) - 1,
+            "key_limit": 1,
+            "samples": samples,
+            "p50_ms": _quantile(times, 0.5),
+            "p99_ms": _quantile(times, 0.99),
         }
 
 
@@ -266,6 +335,12 @@ def _each_url(base: str | None, tmp: str) -> Callable[[str], str]:
     return make
 
 
+def _load() -> list[float]:
+    """The machine's load averages (1, 5, 15 minutes): the figures' context."""
+    with open("/proc/loadavg") as file:
+        return [float(part) for part in file.read().split()[:3]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20_000)
@@ -275,35 +350,56 @@ def main() -> None:
     parser.add_argument("--tombstones", type=int, default=5_000)
     parser.add_argument("--skew", type=int, default=5_000)
     parser.add_argument("--key-limit", type=int, default=64)
+    parser.add_argument("--key-values", type=str, default="10,100,1000")
+    parser.add_argument(
+        "--parts",
+        type=str,
+        default="throughput,promotion,tombstones,fairness,keyed,key_promotion",
+        help="which parts to run (comma-separated)",
+    )
     parser.add_argument("--world", type=str, default=None, help="a postgresql:// URL")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = _each_url(args.world, tmp)
-        plain = anyio.run(throughput, url("plain"), args.runs, args.pairs, False)
-        limited = anyio.run(throughput, url("limited"), args.runs, args.pairs, True)
-        queues = [int(q) for q in args.queues.split(",")]
-        latency = {
-            str(q): anyio.run(promotion, url(f"promotion{q}"), q, args.samples) for q in queues
-        }
-        stones = anyio.run(tombstones, url("tombstones"), args.tombstones)
-        fair = anyio.run(fairness, url("fairness"), args.skew)
-        keyed = anyio.run(throughput, url("keyed"), args.runs, args.pairs, True, args.key_limit)
-    report = {
+    parts = set(args.parts.split(","))
+    report: dict[str, Any] = {
         "world": "sqlite" if args.world is None else "postgresql",
         "pairs": args.pairs,
         "limit": 3,
-        "without_limits": plain,
-        "with_limits": limited,
-        "throughput_ratio": round(limited["runs_per_second"] / plain["runs_per_second"], 2),
-        "promotion_latency_by_queue_length": latency,
-        "tombstones": stones,
-        "fairness_under_skew": fair,
-        "with_key_limit": {**keyed, "key_limit": args.key_limit},
-        "key_limit_throughput_ratio": round(
-            keyed["runs_per_second"] / limited["runs_per_second"], 2
-        ),
+        "load_average": _load(),
     }
+    with tempfile.TemporaryDirectory() as tmp:
+        url = _each_url(args.world, tmp)
+        limited: dict[str, Any] | None = None
+        if parts & {"throughput", "keyed"}:
+            limited = anyio.run(throughput, url("limited"), args.runs, args.pairs, True)
+            report["with_limits"] = limited
+        if "throughput" in parts and limited is not None:
+            plain = anyio.run(throughput, url("plain"), args.runs, args.pairs, False)
+            report["without_limits"] = plain
+            report["throughput_ratio"] = round(
+                limited["runs_per_second"] / plain["runs_per_second"], 2
+            )
+        if "promotion" in parts:
+            report["promotion_latency_by_queue_length"] = {
+                q: anyio.run(promotion, url(f"promotion{q}"), int(q), args.samples)
+                for q in args.queues.split(",")
+            }
+        if "tombstones" in parts:
+            report["tombstones"] = anyio.run(tombstones, url("tombstones"), args.tombstones)
+        if "fairness" in parts:
+            report["fairness_under_skew"] = anyio.run(fairness, url("fairness"), args.skew)
+        if "keyed" in parts and limited is not None:
+            keyed = anyio.run(throughput, url("keyed"), args.runs, args.pairs, True, args.key_limit)
+            report["with_key_limit"] = {**keyed, "key_limit": args.key_limit}
+            report["key_limit_throughput_ratio"] = round(
+                keyed["runs_per_second"] / limited["runs_per_second"], 2
+            )
+        if "key_promotion" in parts:
+            report["key_promotion_latency_by_values_waiting"] = {
+                v: anyio.run(key_promotion, url(f"keyprom{v}"), int(v), 3, args.samples)
+                for v in args.key_values.split(",")
+            }
+    report["load_average_after"] = _load()
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
