@@ -153,6 +153,20 @@ async def promotion(url: str, queue: int, samples: int) -> dict[str, float]:
         }
 
 
+async def _tenant_run(world: worlds.World, name: str, value: str, limit: int) -> str:
+    """Create a run of workflow ``name`` holding ``tenant=Limited(value, limit)``; its id."""
+    request = CreateRunRequest(
+        run_id=uuid.uuid4().hex,
+        workflow=name,
+        args=b"",
+        attributes={"tenant": value},
+        limits={"tenant": Limit(limit=limit)},
+    )
+    created = await world.create_run(request)
+    assert created.run is not None
+    return request.run_id
+
+
 def _quantile(ordered: list[float], q: float) -> float:
     """The ``q`` quantile of sorted ``ordered`` (nearest rank)."""
     return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 3)
@@ -169,15 +183,7 @@ async def key_promotion(url: str, values: int, per_value: int, samples: int) -> 
         await world.set_key_limit("tenant", 1)
 
         async def create(value: str) -> None:
-            request = CreateRunRequest(
-                run_id=uuid.uuid4().hex,
-                workflow=name,
-                args=b"",
-                attributes={"tenant": value},
-                limits={"tenant": Limit(limit=3)},
-            )
-            created = await world.create_run(request)
-            assert created.run is not None
+            await _tenant_run(world, name, value, 3)
 
         starts = [f"v-{n % values}" for n in range(max(values * per_value, samples + 1))]
         batch = 50
@@ -269,17 +275,7 @@ async def fairness(url: str, skew: int) -> dict[str, Any]:
         value_of: dict[str, str] = {}
 
         async def create(value: str) -> None:
-            run_id = uuid.uuid4().hex
-            request = CreateRunRequest(
-                run_id=run_id,
-                workflow=name,
-                args=b"",
-                attributes={"tenant": value},
-                limits={"tenant": Limit(limit=10)},
-            )
-            created = await world.create_run(request)
-            assert created.run is not None
-            value_of[run_id] = value
+            value_of[await _tenant_run(world, name, value, 10)] = value
 
         values = ["big"] * skew + [f"small-{n}" for n in range(9) for _ in range(10)]
         batch = 200

@@ -26,14 +26,8 @@ import asyncpg
 import msgspec
 
 from worlds import types
-from worlds._columns import (
-    claim_params,
-    encode,
-    key_candidate,
-    key_line_entry,
-    key_row,
-    worker_params,
-)
+from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
+from worlds._columns import key_line_entry
 from worlds._flows import rows as port
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql

@@ -18,14 +18,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from worlds import types
-from worlds._columns import (
-    claim_params,
-    encode,
-    key_candidate,
-    key_line_entry,
-    key_row,
-    worker_params,
-)
+from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
+from worlds._columns import key_line_entry
 from worlds._flows import rows as port
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import (
