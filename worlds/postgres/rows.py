@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import asyncpg
 import msgspec
 
+from worlds import _columns as columns
 from worlds import types
 from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
-from worlds._columns import key_line_entry
 from worlds._flows import rows as port
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
@@ -446,7 +446,7 @@ class PostgresRows:
     ) -> list[port.LineEntry]:
         share, ivalue = after if after is not None else (-1.0, "")
         found = await self._fetch(sql.KEY_LINE, key, share, ivalue, count)
-        return [key_line_entry(row) for row in found]
+        return [columns.key_line_entry(row) for row in found]
 
     async def key_pass(self, key: str, ivalue: str) -> tuple[float, bool]:
         row = await self._fetchrow(sql.KEY_PASS, key, ivalue)

@@ -17,9 +17,9 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+from worlds import _columns as columns
 from worlds import types
 from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
-from worlds._columns import key_line_entry
 from worlds._flows import rows as port
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import (
@@ -377,7 +377,7 @@ class SqliteRows:
     ) -> list[port.LineEntry]:
         share, ivalue = after if after is not None else (-1.0, "")
         found = self.db.execute(sql.KEY_LINE, (key, share, ivalue, count)).fetchall()
-        return [key_line_entry(row) for row in found]
+        return [columns.key_line_entry(row) for row in found]
 
     async def key_pass(self, key: str, ivalue: str) -> tuple[float, bool]:
         row = self.db.execute(sql.KEY_PASS, (key, ivalue)).fetchone()
