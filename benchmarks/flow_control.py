@@ -30,8 +30,13 @@
    in that transaction) and leases the promoted run: p50 and p99 of that time
    per V. Flat means the key's line is read at its head, not value by value.
 
+7. Admission accuracy of a rate limit: 200 starts of one pair at
+   ``RateLimited("v", 20, per=0.5)`` while a Worker (concurrency 32) runs them;
+   from the logs, the most admissions (``RunCreated``'s ``start_at``, else its
+   time) and the most ``RunStarted`` in any 0.5 s window, against 20.
+
 ``--parts`` picks parts (``throughput,promotion,tombstones,fairness,keyed,
-key_promotion``); the machine's load average is recorded before and after.
+key_promotion,rates``); the machine's load average is recorded before and after.
 Runs on SQLite by default; ``--world postgresql://...`` runs it there too
 (a fresh schema per part). Prints one JSON object; ``--out`` writes it.
 
@@ -58,7 +63,18 @@ from typing import Any
 import anyio
 
 import worlds
-from workflow import Limited, Unique, Worker, get_run, set_key_limit, start, step, workflow
+from workflow import (
+    Limited,
+    RateLimited,
+    Unique,
+    Worker,
+    get_run,
+    set_key_limit,
+    start,
+    step,
+    workflow,
+)
+from worlds.events import RunCreated, RunStarted
 from worlds.types import CommitRequest, CreateRunRequest, Limit, RunCompleted
 
 
@@ -216,6 +232,58 @@ async def key_promotion(url: str, values: int, per_value: int, samples: int) -> 
         }
 
 
+def _most_in_window(times: list[datetime], per: float) -> int:
+    """The most of ``times`` in any half-open window ``[t, t + per)``."""
+    ordered = sorted(times)
+    most, first = 0, 0
+    for last, at in enumerate(ordered):
+        while (at - ordered[first]).total_seconds() >= per:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+async def rate_accuracy(url: str, starts: int, limit: int, per: float) -> dict[str, Any]:
+    """``starts`` starts of one pair at ``RateLimited(v, limit, per)`` while a Worker
+    runs them; the most admissions (``RunCreated``: its ``start_at``, else its time)
+    and the most ``RunStarted`` in any window of ``per`` seconds, from the logs."""
+    async with worlds.open(url) as world:
+        began = time.perf_counter()
+        ids: list[str] = []
+
+        async def one(n: int) -> None:
+            rated = RateLimited("v", limit, per=per)
+            run = await start(limited_job, n, attributes={"customer": rated}, world=world)
+            ids.append(run.id)
+
+        async with Worker(world, [limited_job], concurrency=32, poll_interval=0.05):
+            async with anyio.create_task_group() as group:
+                for n in range(starts):
+                    group.start_soon(one, n)
+            for run_id in ids:
+                await get_run(run_id, world=world).result(timeout=600)
+        seconds = time.perf_counter() - began
+        admitted: list[datetime] = []
+        started: list[datetime] = []
+        for run_id in ids:
+            for event in await world.read_events(run_id):
+                if isinstance(event, RunCreated):
+                    admitted.append(event.start_at or event.at)
+                elif isinstance(event, RunStarted):
+                    started.append(event.at)
+        span = (max(admitted) - min(admitted)).total_seconds()
+        return {
+            "starts": len(ids),
+            "limit": limit,
+            "per_seconds": per,
+            "most_admissions_in_a_window": _most_in_window(admitted, per),
+            "most_run_started_in_a_window": _most_in_window(started, per),
+            "admission_span_seconds": round(span, 2),
+            "ideal_span_seconds": round(per * (starts / limit - 1), 2),
+            "seconds": round(seconds, 1),
+        }
+
+
 async def tombstones(url: str, count: int) -> dict[str, Any]:
     """Bytes per claims row once ``count`` unique holders were closed and pruned."""
     async with worlds.open(url) as world:
@@ -350,7 +418,7 @@ def main() -> None:
     parser.add_argument(
         "--parts",
         type=str,
-        default="throughput,promotion,tombstones,fairness,keyed,key_promotion",
+        default="throughput,promotion,tombstones,fairness,keyed,key_promotion,rates",
         help="which parts to run (comma-separated)",
     )
     parser.add_argument("--world", type=str, default=None, help="a postgresql:// URL")
@@ -389,6 +457,10 @@ def main() -> None:
             report["with_key_limit"] = {**keyed, "key_limit": args.key_limit}
             report["key_limit_throughput_ratio"] = round(
                 keyed["runs_per_second"] / limited["runs_per_second"], 2
+            )
+        if "rates" in parts:
+            report["rate_limit_admission_accuracy"] = anyio.run(
+                rate_accuracy, url("rates"), 200, 20, 0.5
             )
         if "key_promotion" in parts:
             report["key_promotion_latency_by_values_waiting"] = {
