@@ -23,6 +23,20 @@
    ``set_key_limit("tenant", --key-limit)`` (default 64, the worker's
    concurrency); the ratio to part 1's limited run (goal >= 0.8).
 
+6. Promotion latency at a limited key: ``set_key_limit("tenant", 1)`` with V
+   values waiting (3 runs each, ``Limited(v, 3)``) for each V in
+   ``--key-values``; each sample commits the holder's completion (the world
+   frees the key slot and promotes the key's next value, weighted round-robin,
+   in that transaction) and leases the promoted run: p50 and p99 of that time
+   per V. Flat means the key's line is read at its head, not value by value.
+
+7. Admission accuracy of a rate limit: 200 starts of one pair at
+   ``RateLimited("v", 20, per=0.5)`` while a Worker (concurrency 32) runs them;
+   from the logs, the most admissions (``RunCreated``'s ``start_at``, else its
+   time) and the most ``RunStarted`` in any 0.5 s window, against 20.
+
+``--parts`` picks parts (``throughput,promotion,tombstones,fairness,keyed,
+key_promotion,rates``); the machine's load average is recorded before and after.
 Runs on SQLite by default; ``--world postgresql://...`` runs it there too
 (a fresh schema per part). Prints one JSON object; ``--out`` writes it.
 
@@ -35,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sqlite3
 import statistics
 import tempfile
@@ -48,7 +63,18 @@ from typing import Any
 import anyio
 
 import worlds
-from workflow import Limited, Unique, Worker, get_run, set_key_limit, start, step, workflow
+from workflow import (
+    Limited,
+    RateLimited,
+    Unique,
+    Worker,
+    get_run,
+    set_key_limit,
+    start,
+    step,
+    workflow,
+)
+from worlds.events import RunCreated, RunStarted
 from worlds.types import CommitRequest, CreateRunRequest, Limit, RunCompleted
 
 
@@ -138,6 +164,123 @@ async def promotion(url: str, queue: int, samples: int) -> dict[str, float]:
         return {
             "median_ms": round(statistics.median(times), 3),
             "p95_ms": round(times[int(0.95 * len(times)) - 1], 3),
+            "p50_ms": _quantile(times, 0.5),
+            "p99_ms": _quantile(times, 0.99),
+        }
+
+
+async def _tenant_run(world: worlds.World, name: str, value: str, limit: int) -> str:
+    """Create a run of workflow ``name`` holding ``tenant=Limited(value, limit)``; its id."""
+    request = CreateRunRequest(
+        run_id=uuid.uuid4().hex,
+        workflow=name,
+        args=b"",
+        attributes={"tenant": value},
+        limits={"tenant": Limit(limit=limit)},
+    )
+    created = await world.create_run(request)
+    assert created.run is not None
+    return request.run_id
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``ordered`` (nearest rank)."""
+    return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 3)
+
+
+async def key_promotion(url: str, values: int, per_value: int, samples: int) -> dict[str, Any]:
+    """Promotion latency at a limited key: ``values`` values with ``per_value`` waiting
+    runs each (``Limited(v, 3)``) under ``set_key_limit(key, 1)``; each sample closes
+    the key's holder (``commit`` of its completion: the world frees the slot and
+    promotes the key's next value in that transaction) and leases the run promoted.
+    The time from the close's call to the lease's return, p50 and p99."""
+    async with worlds.open(url) as world:
+        name = f"kp-{uuid.uuid4().hex[:8]}"
+        await world.set_key_limit("tenant", 1)
+
+        async def create(value: str) -> None:
+            await _tenant_run(world, name, value, 3)
+
+        starts = [f"v-{n % values}" for n in range(max(values * per_value, samples + 1))]
+        batch = 50
+        for first in range(0, len(starts), batch):
+            async with anyio.create_task_group() as group:
+                for value in starts[first : first + batch]:
+                    group.start_soon(create, value)
+        (item,) = await world.lease("bench", names={name}, limit=10, lease_seconds=60)
+        holder = item.run_id
+        times: list[float] = []
+        for _ in range(samples):
+            began = time.perf_counter()
+            done = RunCompleted(result=b"")
+            closed = await world.commit(
+                CommitRequest(run_id=holder, worker_id="bench", events=(done,))
+            )
+            assert closed.ok
+            leased = await world.lease("bench", names={name}, limit=10, lease_seconds=60)
+            times.append((time.perf_counter() - began) * 1000)
+            assert len(leased) == 1, leased  # the key admits one at a time
+            holder = leased[0].run_id
+        times.sort()
+        return {
+            "values_waiting": values,
+            "runs_waiting": len(starts) - 1,
+            "key_limit": 1,
+            "samples": samples,
+            "p50_ms": _quantile(times, 0.5),
+            "p99_ms": _quantile(times, 0.99),
+        }
+
+
+def _most_in_window(times: list[datetime], per: float) -> int:
+    """The most of ``times`` in any half-open window ``[t, t + per)``."""
+    ordered = sorted(times)
+    most, first = 0, 0
+    for last, at in enumerate(ordered):
+        while (at - ordered[first]).total_seconds() >= per:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+async def rate_accuracy(url: str, starts: int, limit: int, per: float) -> dict[str, Any]:
+    """``starts`` starts of one pair at ``RateLimited(v, limit, per)`` while a Worker
+    runs them; the most admissions (``RunCreated``: its ``start_at``, else its time)
+    and the most ``RunStarted`` in any window of ``per`` seconds, from the logs."""
+    async with worlds.open(url) as world:
+        began = time.perf_counter()
+        ids: list[str] = []
+
+        async def one(n: int) -> None:
+            rated = RateLimited("v", limit, per=per)
+            run = await start(limited_job, n, attributes={"customer": rated}, world=world)
+            ids.append(run.id)
+
+        async with Worker(world, [limited_job], concurrency=32, poll_interval=0.05):
+            async with anyio.create_task_group() as group:
+                for n in range(starts):
+                    group.start_soon(one, n)
+            for run_id in ids:
+                await get_run(run_id, world=world).result(timeout=600)
+        seconds = time.perf_counter() - began
+        admitted: list[datetime] = []
+        started: list[datetime] = []
+        for run_id in ids:
+            for event in await world.read_events(run_id):
+                if isinstance(event, RunCreated):
+                    admitted.append(event.start_at or event.at)
+                elif isinstance(event, RunStarted):
+                    started.append(event.at)
+        span = (max(admitted) - min(admitted)).total_seconds()
+        return {
+            "starts": len(ids),
+            "limit": limit,
+            "per_seconds": per,
+            "most_admissions_in_a_window": _most_in_window(admitted, per),
+            "most_run_started_in_a_window": _most_in_window(started, per),
+            "admission_span_seconds": round(span, 2),
+            "ideal_span_seconds": round(per * (starts / limit - 1), 2),
+            "seconds": round(seconds, 1),
         }
 
 
@@ -200,17 +343,7 @@ async def fairness(url: str, skew: int) -> dict[str, Any]:
         value_of: dict[str, str] = {}
 
         async def create(value: str) -> None:
-            run_id = uuid.uuid4().hex
-            request = CreateRunRequest(
-                run_id=run_id,
-                workflow=name,
-                args=b"",
-                attributes={"tenant": value},
-                limits={"tenant": Limit(limit=10)},
-            )
-            created = await world.create_run(request)
-            assert created.run is not None
-            value_of[run_id] = value
+            value_of[await _tenant_run(world, name, value, 10)] = value
 
         values = ["big"] * skew + [f"small-{n}" for n in range(9) for _ in range(10)]
         batch = 200
@@ -266,6 +399,12 @@ def _each_url(base: str | None, tmp: str) -> Callable[[str], str]:
     return make
 
 
+def _load() -> list[float]:
+    """The machine's load averages (1, 5, 15 minutes): the figures' context."""
+    with open("/proc/loadavg") as file:
+        return [float(part) for part in file.read().split()[:3]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20_000)
@@ -275,35 +414,60 @@ def main() -> None:
     parser.add_argument("--tombstones", type=int, default=5_000)
     parser.add_argument("--skew", type=int, default=5_000)
     parser.add_argument("--key-limit", type=int, default=64)
+    parser.add_argument("--key-values", type=str, default="10,100,1000")
+    parser.add_argument(
+        "--parts",
+        type=str,
+        default="throughput,promotion,tombstones,fairness,keyed,key_promotion,rates",
+        help="which parts to run (comma-separated)",
+    )
     parser.add_argument("--world", type=str, default=None, help="a postgresql:// URL")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        url = _each_url(args.world, tmp)
-        plain = anyio.run(throughput, url("plain"), args.runs, args.pairs, False)
-        limited = anyio.run(throughput, url("limited"), args.runs, args.pairs, True)
-        queues = [int(q) for q in args.queues.split(",")]
-        latency = {
-            str(q): anyio.run(promotion, url(f"promotion{q}"), q, args.samples) for q in queues
-        }
-        stones = anyio.run(tombstones, url("tombstones"), args.tombstones)
-        fair = anyio.run(fairness, url("fairness"), args.skew)
-        keyed = anyio.run(throughput, url("keyed"), args.runs, args.pairs, True, args.key_limit)
-    report = {
+    parts = set(args.parts.split(","))
+    report: dict[str, Any] = {
         "world": "sqlite" if args.world is None else "postgresql",
         "pairs": args.pairs,
         "limit": 3,
-        "without_limits": plain,
-        "with_limits": limited,
-        "throughput_ratio": round(limited["runs_per_second"] / plain["runs_per_second"], 2),
-        "promotion_latency_by_queue_length": latency,
-        "tombstones": stones,
-        "fairness_under_skew": fair,
-        "with_key_limit": {**keyed, "key_limit": args.key_limit},
-        "key_limit_throughput_ratio": round(
-            keyed["runs_per_second"] / limited["runs_per_second"], 2
-        ),
+        "load_average": _load(),
     }
+    with tempfile.TemporaryDirectory() as tmp:
+        url = _each_url(args.world, tmp)
+        limited: dict[str, Any] | None = None
+        if parts & {"throughput", "keyed"}:
+            limited = anyio.run(throughput, url("limited"), args.runs, args.pairs, True)
+            report["with_limits"] = limited
+        if "throughput" in parts and limited is not None:
+            plain = anyio.run(throughput, url("plain"), args.runs, args.pairs, False)
+            report["without_limits"] = plain
+            report["throughput_ratio"] = round(
+                limited["runs_per_second"] / plain["runs_per_second"], 2
+            )
+        if "promotion" in parts:
+            report["promotion_latency_by_queue_length"] = {
+                q: anyio.run(promotion, url(f"promotion{q}"), int(q), args.samples)
+                for q in args.queues.split(",")
+            }
+        if "tombstones" in parts:
+            report["tombstones"] = anyio.run(tombstones, url("tombstones"), args.tombstones)
+        if "fairness" in parts:
+            report["fairness_under_skew"] = anyio.run(fairness, url("fairness"), args.skew)
+        if "keyed" in parts and limited is not None:
+            keyed = anyio.run(throughput, url("keyed"), args.runs, args.pairs, True, args.key_limit)
+            report["with_key_limit"] = {**keyed, "key_limit": args.key_limit}
+            report["key_limit_throughput_ratio"] = round(
+                keyed["runs_per_second"] / limited["runs_per_second"], 2
+            )
+        if "rates" in parts:
+            report["rate_limit_admission_accuracy"] = anyio.run(
+                rate_accuracy, url("rates"), 200, 20, 0.5
+            )
+        if "key_promotion" in parts:
+            report["key_promotion_latency_by_values_waiting"] = {
+                v: anyio.run(key_promotion, url(f"keyprom{v}"), int(v), 3, args.samples)
+                for v in args.key_values.split(",")
+            }
+    report["load_average_after"] = _load()
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:

@@ -17,7 +17,15 @@ from typing import Any, Protocol
 
 import msgspec
 
-from worlds._flows.rows import Beat, Candidate, ClaimRow, HeldClaim, KeyRow, QueuedWork
+from worlds._flows.rows import (
+    Beat,
+    Candidate,
+    ClaimRow,
+    HeldClaim,
+    KeyRow,
+    LineEntry,
+    QueuedWork,
+)
 from worlds.semantics import decode_release_on, encode_release_on
 from worlds.types import (
     AttributeValue,
@@ -42,6 +50,7 @@ __all__ = [
     "encode",
     "key_candidate",
     "key_limit",
+    "key_line_entry",
     "key_row",
     "worker_params",
 ]
@@ -228,6 +237,15 @@ def key_row(row: Row) -> KeyRow:
 def key_limit(row: Row) -> KeyLimit:
     """The ``KeyLimit`` a ``KEY_ROW`` row stores, with ``held`` from its ``holding``."""
     return msgspec.structs.replace(_decode_key_limit(row["spec"]), held=row["holding"])
+
+
+def key_line_entry(row: Row) -> LineEntry:
+    """A ``LineEntry`` from a ``KEY_LINE`` row: the value, its pass and, unless its
+    ``run_id`` is NULL (nobody in line at its pair), its ``Candidate``."""
+    share = float(row["share"])
+    if row["run_id"] is None:
+        return LineEntry(row["ivalue"], share, None)
+    return LineEntry(row["ivalue"], share, key_candidate(row, row["ivalue"]))
 
 
 def key_candidate(row: Row, ivalue: str) -> Candidate:

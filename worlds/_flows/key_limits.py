@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from worlds._flows import keys as keys_flow
 from worlds._flows import slots
 from worlds._flows.rows import Rows
 from worlds._flows.tx import Tx
@@ -36,6 +37,7 @@ async def set_key_limit(rows: Rows, key: str, limit: KeyLimit | None) -> KeyLimi
         await rows.drop_key_limit(key)
     else:
         await rows.put_key_limit(limit)
+        await keys_flow.enter_all(tx, key)
     waiting = [(key, c.ivalue) for c in await rows.key_waiting(key)]
     await slots.promote(tx, [key_limits.key_pair(key), *waiting])
     return limit

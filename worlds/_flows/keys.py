@@ -1,10 +1,17 @@
 """Key limits inside slot admission and promotion, for every backend.
 
-``worlds._rules.key_limits`` decides (``pick``, ``pair_cap``, ``served``); this
-module reads the key rows those need: a limited key's state (locked), the
-values waiting in it, and it stores a served value's share. The slots flow
-(``worlds._flows.slots``) calls it where a run meets its limited pairs and
-wherever ``promote_flow`` asks about a key's own line.
+``worlds._rules.key_limits`` decides (``pick``, ``decided``, ``entry``,
+``pair_cap``, ``served``); this module reads the key rows those need: a limited
+key's state (locked), the head of its line of values waiting, and it stores a
+served or entering value's pass. The slots flow (``worlds._flows.slots``) calls
+it where a run meets its limited pairs and wherever ``promote_flow`` asks about
+a key's own line.
+
+The line is read from its head a page at a time until ``decided``: a promotion
+reads the few values ahead of the one it admits, not every value waiting. A
+value whose pair has no row in line any more is taken out as the walk meets it
+(the line is tidied lazily, so closing or cancelling a waiter writes nothing
+here).
 """
 
 from __future__ import annotations
@@ -17,7 +24,22 @@ from worlds._rules import key_limits
 from worlds._rules.key_limits import Candidate, KeyState
 from worlds._rules.slots import PairView, Waiter
 
-__all__ = ["Choices", "choose", "defers", "head", "lines", "serve", "state", "states", "views"]
+__all__ = [
+    "Choices",
+    "choose",
+    "defers",
+    "enter",
+    "enter_all",
+    "head",
+    "lines",
+    "serve",
+    "state",
+    "states",
+    "views",
+]
+
+PAGE = 8
+"""Values read from a key's line at a time: the head and the few a full pair skips."""
 
 
 async def state(tx: Tx, key: str) -> KeyState | None:
@@ -51,11 +73,47 @@ async def choose(
     if found is not None and key_limits.full(found):
         chosen = found, None  # nobody: the values waiting need not be read
     elif found is not None:
-        waiting = [c for c in await tx.rows.key_waiting(key) if key_limits.needs_key(c.head[1])]
-        chosen = found, key_limits.pick(found, waiting)
+        chosen = found, key_limits.pick(found, await _walk(tx, key))
     if choices is not None:
         choices[key] = chosen
     return chosen
+
+
+async def _walk(tx: Tx, key: str) -> list[Candidate]:
+    """The head of the line of ``key``, up to where ``key_limits.decided`` (or its end):
+    the candidates ``pick`` chooses from. Values with nothing in line leave it."""
+    out: list[Candidate] = []
+    after: tuple[float, str] | None = None
+    while True:
+        page = await tx.rows.key_line(key, after, PAGE)
+        for entry in page:
+            if entry.candidate is None:
+                await tx.rows.leave_key_line(key, entry.ivalue)
+            elif key_limits.needs_key(entry.candidate.head[1]):
+                out.append(entry.candidate)
+        if len(page) < PAGE or key_limits.decided(out):
+            return out
+        after = (page[-1].share, page[-1].ivalue)
+
+
+async def enter(tx: Tx, key: str, ivalue: str, *, line_empty: bool) -> None:
+    """A run that needs a slot of limited ``key`` joins the line of value ``ivalue``
+    (``line_empty``: nobody was in line there): the value takes its place in the
+    key's line (``key_limits.entry``); nothing when ``key`` has no limit."""
+    found = await state(tx, key)
+    if found is None:
+        return
+    share, queued = await tx.rows.key_pass(key, ivalue)
+    placed = key_limits.entry(share, queued, found.vtime, line_empty)
+    if placed is not None:
+        await tx.rows.put_key_pass(key, ivalue, placed)
+
+
+async def enter_all(tx: Tx, key: str) -> None:
+    """Every value of ``key`` with runs in line takes its place in the key's line (a
+    limit was set): one read of every waiting value, as setting a limit is rare."""
+    for found in await tx.rows.key_waiting(key):
+        await enter(tx, key, found.ivalue, line_empty=False)
 
 
 async def head(tx: Tx, key: str, choices: Choices | None = None) -> Waiter | None:

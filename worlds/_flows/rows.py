@@ -62,6 +62,7 @@ __all__ = [
     "IdTaken",
     "KeyRow",
     "LeaseRow",
+    "LineEntry",
     "LoadRows",
     "Pair",
     "PairState",
@@ -126,6 +127,15 @@ class SlotRow(NamedTuple):
     """Waiters are promoted lowest ``priority`` first, then by arrival."""
     burst: int = 0
     """Slots above ``limit`` the pair may take while its key limit has room."""
+
+
+class LineEntry(NamedTuple):
+    """A value in a limited key's line (``Rows.key_line``): its pass and, while its
+    pair has rows in line, its ``Candidate``."""
+
+    ivalue: str
+    share: float
+    candidate: Candidate | None
 
 
 class KeyRow(NamedTuple):
@@ -429,6 +439,29 @@ class Rows(Protocol):
 
     async def key_share(self, key: str, ivalue: str) -> float:
         """The stored share (pass) of value ``ivalue`` of ``key`` (0 when none)."""
+        ...
+
+    async def key_line(
+        self, key: str, after: tuple[float, str] | None, count: int
+    ) -> list[LineEntry]:
+        """The next ``count`` values in the line of ``key`` (values marked in line by
+        ``put_key_pass`` and not taken out by ``leave_key_line``), by (pass, value
+        index text; binary order) after ``after`` (``None``: from the head); each with
+        its pair's ``Candidate`` as ``key_waiting`` gives it, ``None`` when its pair
+        has no row in line. One indexed range read, however many values wait."""
+        ...
+
+    async def key_pass(self, key: str, ivalue: str) -> tuple[float, bool]:
+        """The stored share (pass) of value ``ivalue`` of ``key`` (0 when none) and
+        whether the value is marked in the key's line."""
+        ...
+
+    async def put_key_pass(self, key: str, ivalue: str, share: float) -> None:
+        """Store the value's share and mark it in the key's line."""
+        ...
+
+    async def leave_key_line(self, key: str, ivalue: str) -> None:
+        """Take value ``ivalue`` out of the line of ``key`` (its share stays)."""
         ...
 
     async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:

@@ -52,6 +52,10 @@ async def admit(tx: Tx, request: CreateRunRequest) -> str | ClaimConflict:
     if verdict == "hold":
         served = [key_limits.key_pair(key) for key, found in limited.items() if found is not None]
         await keys_flow.serve(tx, [*pairs, *served])
+    elif verdict == "wait":  # its values join their keys' lines
+        for (key, ivalue), pair_state in zip(pairs, states, strict=True):
+            if limited[key] is not None:
+                await keys_flow.enter(tx, key, ivalue, line_empty=pair_state.waiting == 0)
     return verdict
 
 
@@ -99,7 +103,8 @@ async def retake(tx: Tx, run: RunRecord, log: Sequence[EventKind]) -> RunRecord 
     if not need.held:
         return await _enter(tx, run, need)
     pairs = [(n.key, index_value(n.value)) for n in need.held]
-    enters = slots.enters_again(need.held, await tx.rows.slot_states(pairs))
+    pair_states = await tx.rows.slot_states(pairs)
+    enters = slots.enters_again(need.held, pair_states)
     keyed = await keys_flow.states(tx, [n.key for n in need.held if n.hold == 0])
     if enters and not any(key_limits.full(found) for found in keyed.values()):
         return await _enter(tx, run, need)
@@ -107,6 +112,9 @@ async def retake(tx: Tx, run: RunRecord, log: Sequence[EventKind]) -> RunRecord 
     for pair, n in zip(pairs, need.held, strict=True):
         row = SlotRow(pair, n.value, run.id, n.limit, slots.REOPENING, n.priority)
         line.setdefault(pair, row)
+    for (key, ivalue), pair_state in zip(pairs, pair_states, strict=True):
+        if keyed.get(key) is not None:  # its values join their keys' lines
+            await keys_flow.enter(tx, key, ivalue, line_empty=pair_state.waiting == 0)
     await tx.rows.insert_slots(list(line.values()), holding=False)
     return None
 

@@ -11,13 +11,20 @@ only when the key has a free slot and it is the key's choice.
 
 **Fair shares.** When key slots free, the values with runs waiting are served
 weighted round-robin by stride scheduling: each value has a stored ``share``
-(its pass); the candidate with the smallest ``max(share, vtime)`` goes first
-(``vtime``: the key's virtual time, the pass of the last value served), and
-serving it moves its pass on by ``1 / weight`` (``served``). A value with
-10,000 waiting runs and a value with one therefore alternate, and a weight-2
-value is served twice as often as a weight-1 value while both wait. A value
-that was idle starts at ``vtime``: it does not hoard credit for the time it
-waited for nothing.
+(its pass); the candidate with the smallest pass goes first, and serving it
+moves its pass on by ``1 / weight`` from ``max(share, vtime)`` (``served``;
+``vtime``: the key's virtual time, the pass of the last value served). A
+value with 10,000 waiting runs and a value with one therefore alternate, and
+a weight-2 value is served twice as often as a weight-1 value while both
+wait. A value that was idle enters the key's line at ``max(share, vtime)``
+(``entry``): it does not hoard credit for the time it waited for nothing.
+
+**The line.** The values waiting are kept in the key's line, ordered by
+(pass, value): a store indexes it, so the key's next value is read from its
+head (``decided`` says when a prefix of the line is enough) instead of every
+value waiting being read at each promotion. Equal passes go by value index
+text, not by the first waiters' priorities: priority orders a value's own
+runs; across values, the shares decide.
 
 **Burst.** ``Limited(value, limit, burst=m)`` lets its pair hold up to
 ``limit + m`` slots while the key has free capacity (``pair_cap``); ``pick``
@@ -46,6 +53,8 @@ __all__ = [
     "KeyState",
     "admit",
     "check_key_limit",
+    "decided",
+    "entry",
     "full",
     "is_key_pair",
     "key_pair",
@@ -191,17 +200,31 @@ def admit(
 def pick(state: KeyState, candidates: Sequence[Candidate]) -> Candidate | None:
     """The waiter the key admits next, if its pair has room: values under their own
     limit before those that would take a burst slot, then the smallest pass (weighted
-    round-robin), then their first waiters' priority, then the value."""
+    round-robin), then the value (``state`` is the key's, for callers' symmetry)."""
     room = [c for c in candidates if c.holding < c.limit + c.burst]
     if not room:
         return None
 
-    def order(c: Candidate) -> tuple[bool, float, int, str]:
-        # Positions count per pair in SQL worlds, so they order one line only: equal
-        # passes go by priority, then by value, the same on every world.
-        return (c.holding >= c.limit, max(c.share, state.vtime), c.priority, c.ivalue)
+    def order(c: Candidate) -> tuple[bool, float, str]:
+        return (c.holding >= c.limit, c.share, c.ivalue)
 
     return min(room, key=order)
+
+
+def decided(candidates: Sequence[Candidate]) -> bool:
+    """Whether ``candidates``, a prefix of the key's line in (pass, value) order, holds
+    ``pick``'s choice over the whole line: it does once one of them is under its own
+    limit (nobody later in the line goes before it)."""
+    return any(c.holding < c.limit for c in candidates)
+
+
+def entry(share: float, queued: bool, vtime: float, line_empty: bool) -> float | None:
+    """The pass a value of a limited key takes as a run joins its line (``None``: it
+    keeps its place): a value whose line was empty enters at ``max(share, vtime)``,
+    a value in line already keeps its pass."""
+    if line_empty:
+        return max(share, vtime)
+    return None if queued else share
 
 
 def served(state: KeyState, ivalue: str, share: float) -> tuple[float, float]:

@@ -22,6 +22,8 @@ class KeyLimitStore:
         self._journal = journal
         self._limits: dict[str, tuple[KeyLimit, float]] = {}
         self._shares: dict[tuple[str, str], float] = {}
+        self._queued: dict[tuple[str, str], bool] = {}
+        """The values in their key's line (a dict so the journal can undo it)."""
 
     def get(self, key: str) -> tuple[KeyLimit, float] | None:
         """The key's limit and virtual time, or ``None``."""
@@ -37,6 +39,8 @@ class KeyLimitStore:
         self._journal.pop(self._limits, key)
         for pair in [pair for pair in self._shares if pair[0] == key]:
             self._journal.pop(self._shares, pair)
+        for pair in [pair for pair in self._queued if pair[0] == key]:
+            self._journal.pop(self._queued, pair)
 
     def share(self, key: str, ivalue: str) -> float:
         """The value's share (0 when none)."""
@@ -48,6 +52,30 @@ class KeyLimitStore:
         found = self._limits.get(key)
         if found is not None:
             self._journal.put(self._limits, key, (found[0], vtime))
+
+    def queued(self, key: str, ivalue: str) -> bool:
+        """Whether the value is in its key's line."""
+        return (key, ivalue) in self._queued
+
+    def enqueue(self, key: str, ivalue: str, share: float) -> None:
+        """Store the value's share and put it in its key's line."""
+        self._journal.put(self._shares, (key, ivalue), share)
+        self._journal.put(self._queued, (key, ivalue), True)
+
+    def leave(self, key: str, ivalue: str) -> None:
+        """Take the value out of its key's line (its share stays)."""
+        if (key, ivalue) in self._queued:
+            self._journal.pop(self._queued, (key, ivalue))
+
+    def line(
+        self, key: str, after: tuple[float, str] | None, count: int
+    ) -> list[tuple[str, float]]:
+        """The next ``count`` values in the line of ``key`` after ``after``, by
+        (pass, value index text), with their passes."""
+        line = sorted((self.share(k, ivalue), ivalue) for k, ivalue in self._queued if k == key)
+        if after is not None:
+            line = [entry for entry in line if entry > after]
+        return [(ivalue, share) for share, ivalue in line[:count]]
 
     def all(self) -> list[KeyLimit]:
         """Every stored key limit, by key."""

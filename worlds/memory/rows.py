@@ -287,6 +287,32 @@ class MemoryRows:
     async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
         self._t.key_limits.put_share(key, ivalue, share, vtime)
 
+    async def key_line(
+        self, key: str, after: tuple[float, str] | None, count: int
+    ) -> list[port.LineEntry]:
+        out = []
+        for ivalue, share in self._t.key_limits.line(key, after, count):
+            found = self._t.slots.head_at((key, ivalue))
+            candidate = None
+            if found is not None:
+                row, holding = found
+                head = (row.run_id, row.hold)
+                candidate = port.Candidate(
+                    ivalue, head, row.limit, row.burst, holding, row.priority, row.position, share
+                )
+            out.append(port.LineEntry(ivalue, share, candidate))
+        return out
+
+    async def key_pass(self, key: str, ivalue: str) -> tuple[float, bool]:
+        store = self._t.key_limits
+        return store.share(key, ivalue), store.queued(key, ivalue)
+
+    async def put_key_pass(self, key: str, ivalue: str, share: float) -> None:
+        self._t.key_limits.enqueue(key, ivalue, share)
+
+    async def leave_key_line(self, key: str, ivalue: str) -> None:
+        self._t.key_limits.leave(key, ivalue)
+
     async def put_key_limit(self, limit: types.KeyLimit) -> None:
         self._t.key_limits.put(limit)
 

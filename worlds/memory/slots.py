@@ -167,6 +167,15 @@ class SlotStore:
                 found.append((ivalue, line[0], sum(1 for row in rows.values() if row.holding)))
         return found
 
+    def head_at(self, pair: Pair) -> tuple[Slot, int] | None:
+        """The first row in line at ``pair`` and the slots held there (``None``: nobody
+        is in line)."""
+        rows = self._pairs.get(pair, {})
+        line = self._line(rows)
+        if not line:
+            return None
+        return line[0], sum(1 for row in rows.values() if row.holding)
+
     # ------------------------------------------------------------ the world's reads
 
     def at_pair(self, key: str, value: AttributeValue) -> list[Slot]:

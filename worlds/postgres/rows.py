@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import asyncpg
 import msgspec
 
+from worlds import _columns as columns
 from worlds import types
 from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
 from worlds._flows import rows as port
@@ -439,6 +440,23 @@ class PostgresRows:
 
     async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
         await self._execute(sql.PUT_KEY_SHARE, key, ivalue, share, vtime)
+
+    async def key_line(
+        self, key: str, after: tuple[float, str] | None, count: int
+    ) -> list[port.LineEntry]:
+        share, ivalue = after if after is not None else (-1.0, "")
+        found = await self._fetch(sql.KEY_LINE, key, share, ivalue, count)
+        return [columns.key_line_entry(row) for row in found]
+
+    async def key_pass(self, key: str, ivalue: str) -> tuple[float, bool]:
+        row = await self._fetchrow(sql.KEY_PASS, key, ivalue)
+        return (0.0, False) if row is None else (float(row["share"]), bool(row["queued"]))
+
+    async def put_key_pass(self, key: str, ivalue: str, share: float) -> None:
+        await self._execute(sql.PUT_KEY_PASS, key, ivalue, share)
+
+    async def leave_key_line(self, key: str, ivalue: str) -> None:
+        await self._execute(sql.LEAVE_KEY_LINE, key, ivalue)
 
     async def put_key_limit(self, limit: types.KeyLimit) -> None:
         await self._lock_pairs([(limit.key, KEY_LOCK)])

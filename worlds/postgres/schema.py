@@ -156,8 +156,11 @@ REFERENCE: tuple[str, ...] = (
         key text NOT NULL,
         ivalue text NOT NULL,
         share double precision NOT NULL,
+        queued boolean NOT NULL DEFAULT false,
         PRIMARY KEY (key, ivalue)
     )""",
+    # A limited key's line of values waiting: by pass, then value (the next to serve).
+    'CREATE INDEX key_shares_line ON key_shares (key, share, ivalue COLLATE "C") WHERE queued',
     # The tokens rate-limited pairs handed out; a pair's newest end its key range.
     """CREATE TABLE rate_tokens (
         key text NOT NULL,

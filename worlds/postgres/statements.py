@@ -543,6 +543,29 @@ FROM v CROSS JOIN LATERAL (
 WHERE v.iv IS NOT NULL ORDER BY v.iv
 """
 KEY_SHARE = "SELECT share FROM key_shares WHERE key = $1 AND ivalue = $2"
+# The next values of a key's line after (pass, value): a range of ``key_shares_line``,
+# each with its pair's first in line (as FIRST_WAITER; NULLs when nobody is) and the
+# slots held there: a few index seeks per value read, however many values wait.
+KEY_LINE = """
+SELECT q.ivalue, q.share, w.run_id, w.hold, w.lim, w.burst, w.priority, w.position,
+    (SELECT count(*) FROM slots h WHERE h.key = $1 AND h.ivalue = q.ivalue AND h.holding)
+        AS holding
+FROM (
+    SELECT ivalue, share FROM key_shares
+    WHERE key = $1 AND queued AND (share, ivalue COLLATE "C") > ($2::float8, $3::text)
+    ORDER BY share, ivalue COLLATE "C" LIMIT $4
+) q LEFT JOIN LATERAL (
+    SELECT run_id, hold, lim, burst, priority, position FROM slots
+    WHERE key = $1 AND ivalue = q.ivalue AND NOT holding ORDER BY priority, position LIMIT 1
+) w ON true
+ORDER BY q.share, q.ivalue COLLATE "C"
+"""
+KEY_PASS = "SELECT share, queued FROM key_shares WHERE key = $1 AND ivalue = $2"
+PUT_KEY_PASS = (
+    "INSERT INTO key_shares (key, ivalue, share, queued) VALUES ($1, $2, $3, true) "
+    "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share, queued = true"
+)
+LEAVE_KEY_LINE = "UPDATE key_shares SET queued = false WHERE key = $1 AND ivalue = $2"
 HAS_KEY_LIMIT = "SELECT 1 FROM key_limits WHERE key = $1"
 PUT_KEY_SHARE = """
 WITH share AS (

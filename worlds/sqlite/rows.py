@@ -17,6 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+from worlds import _columns as columns
 from worlds import types
 from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
 from worlds._flows import rows as port
@@ -370,6 +371,23 @@ class SqliteRows:
     async def put_key_share(self, key: str, ivalue: str, share: float, vtime: float) -> None:
         self.db.execute(sql.PUT_KEY_SHARE, (key, ivalue, share))
         self.db.execute(sql.PUT_KEY_VTIME, (vtime, key))
+
+    async def key_line(
+        self, key: str, after: tuple[float, str] | None, count: int
+    ) -> list[port.LineEntry]:
+        share, ivalue = after if after is not None else (-1.0, "")
+        found = self.db.execute(sql.KEY_LINE, (key, share, ivalue, count)).fetchall()
+        return [columns.key_line_entry(row) for row in found]
+
+    async def key_pass(self, key: str, ivalue: str) -> tuple[float, bool]:
+        row = self.db.execute(sql.KEY_PASS, (key, ivalue)).fetchone()
+        return (0.0, False) if row is None else (float(row["share"]), bool(row["queued"]))
+
+    async def put_key_pass(self, key: str, ivalue: str, share: float) -> None:
+        self.db.execute(sql.PUT_KEY_PASS, (key, ivalue, share))
+
+    async def leave_key_line(self, key: str, ivalue: str) -> None:
+        self.db.execute(sql.LEAVE_KEY_LINE, (key, ivalue))
 
     async def put_key_limit(self, limit: types.KeyLimit) -> None:
         self.db.execute(sql.PUT_KEY_LIMIT, (limit.key, limit.limit, encode(limit)))

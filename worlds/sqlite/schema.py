@@ -140,8 +140,11 @@ SCHEMA = (
         key TEXT NOT NULL,
         ivalue TEXT NOT NULL,
         share REAL NOT NULL,
+        queued INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (key, ivalue)
     ) WITHOUT ROWID""",
+    # A limited key's line of values waiting: by pass, then value (the next to serve).
+    "CREATE INDEX key_shares_line ON key_shares (key, share, ivalue) WHERE queued = 1",
     # The tokens rate-limited pairs handed out; a pair's newest are its last rows.
     """CREATE TABLE rate_tokens (
         key TEXT NOT NULL,

@@ -413,6 +413,27 @@ KEY_WAITING = (
     "ORDER BY h.iv"
 )
 KEY_SHARE = "SELECT share FROM key_shares WHERE key = ? AND ivalue = ?"
+# The next values of a key's line after (pass, value): a range of ``key_shares_line``,
+# each with its pair's first in line (as FIRST_WAITER; NULL when nobody is) and the
+# slots held there: a few index seeks per value read, however many values wait.
+KEY_LINE = (
+    "SELECT q.ivalue, q.share, w.run_id, w.hold, w.lim, w.burst, w.priority, w.position, "
+    "(SELECT count(*) FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = q.ivalue AND holding = 1) AS holding "
+    "FROM (SELECT ivalue, share FROM key_shares INDEXED BY key_shares_line "
+    "WHERE key = ?1 AND queued = 1 AND (share, ivalue) > (?2, ?3) "
+    "ORDER BY share, ivalue LIMIT ?4) q "
+    "LEFT JOIN slots w ON w.key = ?1 AND w.ivalue = q.ivalue AND w.position = ("
+    "SELECT position FROM slots INDEXED BY slots_queue WHERE key = ?1 AND ivalue = q.ivalue "
+    "AND holding = 0 ORDER BY priority, position LIMIT 1) "
+    "ORDER BY q.share, q.ivalue"
+)
+KEY_PASS = "SELECT share, queued FROM key_shares WHERE key = ? AND ivalue = ?"
+PUT_KEY_PASS = (
+    "INSERT INTO key_shares (key, ivalue, share, queued) VALUES (?, ?, ?, 1) "
+    "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share, queued = 1"
+)
+LEAVE_KEY_LINE = "UPDATE key_shares SET queued = 0 WHERE key = ? AND ivalue = ?"
 PUT_KEY_SHARE = (
     "INSERT INTO key_shares (key, ivalue, share) VALUES (?, ?, ?) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share"

@@ -105,6 +105,29 @@ class KeyLimitConformance(ConformanceBase):
         assert await _admissions(world, runs, 6) == ["b", "a", "a", "a", "a", "a"]
 
     @pytest.mark.anyio
+    async def test_the_keys_line_passes_full_pairs_and_drops_values_gone(
+        self, world: World
+    ) -> None:
+        """The key's next value is read from the head of its line: values whose pairs
+        are full are passed over however many are ahead (more than one page of the
+        line), and a value whose waiters all left takes no turn."""
+        await world.set_key_limit("tenant", 20)
+        values = [f"v{n:02}" for n in range(12)]
+        first = {value: await _run(world, value, 1) for value in values}
+        second = {value: await _run(world, value, 1) for value in values}
+        assert await _held(world, list(first.values())) == set(first.values())
+        await _close(world, first["v11"])
+        assert (await _holding(world, ["v11"]))["v11"] == [second["v11"]]
+        await world.cancel_run(second["v00"], "kit")
+        await _close(world, first["v00"])
+        assert (await _holding(world, values[:2])) == {"v00": [], "v01": [first["v01"]]}
+        assert await _held(world, list(second.values())) == {second["v11"]}
+        again = await _run(world, "v00", 1)
+        assert await _held(world, [again]) == {again}
+        await _close(world, first["v05"])
+        assert await _held(world, list(second.values())) == {second["v11"], second["v05"]}
+
+    @pytest.mark.anyio
     async def test_weights_order_admissions(self, world: World) -> None:
         """A value of weight 2 is served twice as often as one of weight 1 while both
         wait (stride scheduling; equal passes go by value)."""

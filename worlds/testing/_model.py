@@ -176,7 +176,9 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
         def move_up(self, key: int) -> None:
             """Waiters of ``key`` take the slots free now: first in first out per pair;
             for ``lk2`` under a key limit, values by weighted round-robin (those under
-            their own limit before a burst slot; equal passes by index text)."""
+            their own limit before a burst slot, then by pass: a value entered the
+            line at the key's virtual time or its own pass, whichever is later;
+            equal passes by index text)."""
             if key != _KEYED or self.key_limit is None:
                 for (k, _), waiters in self.waiters.items():
                     holders = self.holders[(k, _)]
@@ -195,7 +197,7 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                     room,
                     key=lambda v: (
                         len(self.holders[(key, v)]) >= _LIMITS[key],
-                        max(self.passes.get(v, 0.0), self.vtime),
+                        self.passes.get(v, 0.0),
                         index_value(_VALUES[v]),
                     ),
                 )
@@ -249,6 +251,8 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
                     assert result.conflict.limit == self.key_limit
                 return
             assert result.conflict is None and result.run is not None, result
+            if keyed and full and not waiters:  # the value enters the key's line
+                self.passes[value] = max(self.passes.get(value, 0.0), self.vtime)
             (waiters if full else holders).append(run_id)
             if keyed and not full:
                 self.serve(value)
