@@ -268,3 +268,27 @@ async def world(make_world: Callable[[], World]) -> AsyncIterator[World]:
     opened = make_world()
     async with opened:
         yield opened
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Make ``xdist_group`` group again in the xdist workers.
+
+    pytest-xdist (3.8) names a grouped test ``nodeid@group`` by setting ``item._nodeid``, but
+    pytest 9.2 reads a node's id from ``item._id``: the name stayed as it was, so
+    ``--dist loadgroup`` sent each grouped test out alone, and a module fixture that
+    a group shares (a docs build, a wheel, a server of its own) was built once per worker
+    and again at each switch between modules. This sets the name where pytest reads it; a
+    pytest-xdist that does so already leaves nothing to do here.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        node_id = getattr(item, "_id", None)
+        if not names or node_id is None or "@" in item.nodeid:
+            continue
+        item._id = type(node_id).parse(f"{item.nodeid}@{'_'.join(sorted(names))}")

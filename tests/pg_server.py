@@ -27,6 +27,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -356,16 +357,22 @@ def server_pids(directory: str | os.PathLike[str]) -> list[int]:
 
 def freeze(directory: str | os.PathLike[str]) -> list[int]:
     """Stop every process of the server in ``directory`` (SIGSTOP); return their ids."""
-    pids = server_pids(directory)
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+    pids = []
+    for pid in server_pids(directory):
+        # A backend that exits between the listing and its signal needs no stopping.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+            pids.append(pid)
     return pids
 
 
 def thaw(directory: str | os.PathLike[str]) -> None:
     """Resume every process of the server in ``directory`` (SIGCONT)."""
     for pid in server_pids(directory):
-        os.kill(pid, signal.SIGCONT)
+        # The postmaster, resumed first, may reap a listed backend (one whose client went
+        # away) before it is signalled: a process that is gone needs no resuming.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def main(argv: list[str]) -> int:

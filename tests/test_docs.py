@@ -16,6 +16,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Its module fixture (the site, a mkdocs build of 15-20 s) is built once per worker that runs one
+# of its tests, and again whenever that worker moves between modules: the group keeps the module
+# on one worker, in a row (rfcs/0020-test-suite.md).
+pytestmark = pytest.mark.xdist_group("docs_site")
+
 # The modules whose ``__all__`` the reference must cover, whole.
 DOCUMENTED = [
     "workflow",

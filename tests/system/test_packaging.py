@@ -19,6 +19,11 @@ import pytest
 import workflow
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# Its module fixture (the wheel and sdist and a virtualenv, 35-55 s) is built once per worker that
+# runs one of its tests, and again whenever that worker moves between modules: the group keeps the
+# module on one worker, in a row (rfcs/0020-test-suite.md).
+pytestmark = pytest.mark.xdist_group("packaging")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 

@@ -17,7 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+# Its module fixture (an interpreter holding the built package) is built once per worker that runs
+# one of its tests, and again whenever that worker moves between modules: the group keeps the
+# module on one worker, in a row (rfcs/0020-test-suite.md).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("typed_package")]
 
 GOOD = """
 from workflow import Run, Unique, Worker, start, step, workflow

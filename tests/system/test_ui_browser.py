@@ -226,7 +226,11 @@ def test_a_browser_logs_in_with_the_token(ui_url: str, browser: webdriver.Chrome
         assert "not the token" in browser.find_element(By.ID, "login-error").text
         browser.find_element(By.ID, "token").send_keys("open-sesame")
         _follow(browser, browser.find_element(By.ID, "login-button"))
-        assert browser.find_element(By.ID, "run-id").text == run.id  # back where it started
+        # back where it started; the live run page may re-render its header between a
+        # lookup and the read (seen under load), so the element is looked up again
+        wait(browser, ignored=[StaleElementReferenceException]).until(
+            lambda _: browser.find_element(By.ID, "run-id").text == run.id
+        )
         session = browser.get_cookie("wf_ui_session")
         assert session is not None and session["httpOnly"] and session["sameSite"] == "Strict"
         assert browser.execute_script("return document.cookie") == ""  # scripts cannot read it

@@ -30,7 +30,10 @@ from worlds.sqlite import SqliteWorld
 from worlds.testing._base import WF, create_run, lease_all
 from worlds.types import CommitRequest, CreateRunRequest, RunStarted, StepCreated, WorkItem
 
-pytestmark = pytest.mark.anyio
+# Its module fixture (a PostgreSQL server of its own) is built once per worker that runs one of
+# its tests, and again whenever that worker moves between modules: the group keeps the module on
+# one worker, in a row (rfcs/0020-test-suite.md).
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("world_faults")]
 
 
 @pytest.fixture(scope="module")
