@@ -214,6 +214,7 @@ async def test_a_transaction_step_records_the_workers_build(
     async with Worker(world, [pay], build_id="b-7"):
         run = await start(pay, "alice", [1, 2], world=world)
         assert await run.result(timeout=60) == [99, 97]
+    assert await database.run("SELECT balance FROM accounts WHERE id = ?", "alice") == [(97,)]
     events = await world.read_events(run.id)
     assert [e.build_id for e in events if isinstance(e, StepCompleted)] == ["b-7", "b-7"]
 
