@@ -3,10 +3,10 @@
 Every run debits the bank's account once through a ``@transaction`` step;
 worker processes are killed with SIGKILL over and over (40 times in about a
 minute with ``WORKFLOW_TEST_FULL=1``; fewer if every debit landed first), often
-while a debit's transaction is open. However many times the function ran, each run's debit is applied
-exactly once: the balance, the ``debits`` rows and the recorded results agree,
-on a shared SQLite file and on PostgreSQL, and in an application database
-(``@transaction(database=...)``) beside an SQLite world.
+while a debit's transaction is open. However many times the function ran, each
+run's debit is applied exactly once: the balance, the ``debits`` rows and the
+recorded results agree, on a shared SQLite file and on PostgreSQL, and in an
+application database (``@transaction(database=...)``) beside an SQLite world.
 """
 
 from __future__ import annotations
