@@ -33,9 +33,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,36 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import worlds  # noqa: E402
+from benchmarks.bulk_actions import TimedWorld  # noqa: E402
+from benchmarks.transactions import pg_execute, with_database  # noqa: E402
 from workflow import Worker, get_transaction, start, step, transaction, workflow  # noqa: E402
-from worlds.types import CommitRequest, CommitResult  # noqa: E402
-from worlds.wrapper import WorldWrapper  # noqa: E402
 
 HOLD = {"seconds": 1.0}
 """How long a holder's transaction sleeps with its locks held (``--hold``)."""
-
-
-class TimedWorld(WorldWrapper):
-    """A world that records how long each of its commits took, in seconds."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.latencies: list[float] = []
-
-    async def commit(self, request: CommitRequest) -> CommitResult:
-        began = time.perf_counter()
-        try:
-            return await super().commit(request)
-        finally:
-            self.latencies.append(time.perf_counter() - began)
-
-    async def commit_many(
-        self, requests: Sequence[CommitRequest]
-    ) -> list[CommitResult | Exception]:
-        began = time.perf_counter()
-        try:
-            return await super().commit_many(requests)
-        finally:
-            self.latencies.append(time.perf_counter() - began)
 
 
 @transaction(name="locks_hold")
@@ -169,12 +143,6 @@ async def measure(url: str, n: int, concurrency: int, holders: int) -> dict[str,
     }
 
 
-def _with_database(url: str, name: str) -> str:
-    base, sep, query = url.partition("?")
-    rest = base.split("://", 1)[1].rsplit("/", 1)[0]
-    return f"postgresql://{rest}/{name}{sep}{query}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300)
@@ -185,8 +153,6 @@ def main() -> None:
     parser.add_argument("--pg-url", default=None)
     args = parser.parse_args()
     HOLD["seconds"] = args.hold
-
-    import asyncpg
 
     from tests import pg_server
 
@@ -206,20 +172,12 @@ def main() -> None:
         }
         for _ in range(args.repeat):
             name = f"locks_{uuid.uuid4().hex[:8]}"
-
-            async def admin(statement: str) -> None:
-                conn = await asyncpg.connect(server)
-                try:
-                    await conn.execute(statement)
-                finally:
-                    await conn.close()
-
-            asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+            pg_execute(server, f'CREATE DATABASE "{name}"')
             try:
-                url = _with_database(server, name)
+                url = with_database(server, name)
                 result = asyncio.run(measure(url, args.n, args.concurrency, args.holders))
             finally:
-                asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                pg_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             report["runs"].append(result)
             print(json.dumps(result))
         for phase in ("idle", "held"):

@@ -276,7 +276,8 @@ def _side(argv: list[str]) -> dict[str, Any]:
     return result
 
 
-def _pg(url: str, statement: str) -> None:
+def pg_execute(url: str, statement: str) -> None:
+    """Run one ``statement`` on the PostgreSQL server at ``url`` (its own connection)."""
     import asyncpg
 
     async def run() -> None:
@@ -294,7 +295,8 @@ def _database_of(url: str) -> str:
     return url.partition("?")[0].rsplit("/", 1)[1]
 
 
-def _with_database(url: str, name: str, scheme: str = "postgresql") -> str:
+def with_database(url: str, name: str, scheme: str = "postgresql") -> str:
+    """``url`` naming database ``name`` instead (and the URL scheme ``scheme``)."""
     base, sep, query = url.partition("?")
     rest = base.split("://", 1)[1].rsplit("/", 1)[0]
     return f"{scheme}://{rest}/{name}{sep}{query}"
@@ -331,9 +333,9 @@ def _measure(
     tag = uuid.uuid4().hex[:8]
     names = [f"ours_{tag}", f"sys_{tag}", f"app_{tag}"]
     for name in names:
-        _pg(server, f'CREATE DATABASE "{name}"')
+        pg_execute(server, f'CREATE DATABASE "{name}"')
     try:
-        ours_url = _with_database(server, names[0])
+        ours_url = with_database(server, names[0])
         ours_url += ("&" if "?" in ours_url else "?") + "command_timeout=60"
         mine = _side(["--side", "ours", "--world", ours_url, *common])
         theirs = _side(
@@ -341,16 +343,16 @@ def _measure(
                 "--side",
                 "dbos",
                 "--system",
-                _with_database(server, names[1]),
+                with_database(server, names[1]),
                 "--app",
-                _with_database(server, names[2], "postgresql+asyncpg"),
+                with_database(server, names[2], "postgresql+asyncpg"),
                 *common,
             ]
         )
         return {"ours": mine, "dbos": theirs}
     finally:
         for name in names:
-            _pg(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            pg_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main() -> None:
@@ -398,7 +400,7 @@ def main() -> None:
             server = pg_server.start(
                 directory, settings={"shared_preload_libraries": "pg_stat_statements"}
             ).socket_url
-            _pg(server, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            pg_execute(server, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             count = True
         report: dict[str, Any] = {
             "n": args.n,
