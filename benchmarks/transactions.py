@@ -55,8 +55,11 @@ WARMUP = 20
 # ------------------------------------------------------------------ ours
 
 
-async def ours(url: str, n: int, concurrency: int, app_sql: str) -> float:
-    """Seconds for ``n`` workflows through our runtime on world ``url``."""
+async def ours(
+    url: str, n: int, concurrency: int, app_sql: str, counter: Counter | None = None
+) -> float:
+    """Seconds for ``n`` workflows through our runtime on world ``url``; ``counter``
+    counts the database's transactions and statements over them."""
     sys.path.insert(0, str(ROOT))
     import worlds
     from workflow import Worker, get_transaction, start, transaction, workflow
@@ -81,9 +84,14 @@ async def ours(url: str, n: int, concurrency: int, app_sql: str) -> float:
         await _create_accounts(world, sqlite, app_sql)
         async with Worker(world, [pay], concurrency=concurrency):
             await _drive(lambda i: _ours_one(start, pay, world, i), WARMUP, concurrency)
+            if counter is not None:
+                await counter.begin()
             began = time.perf_counter()
             await _drive(lambda i: _ours_one(start, pay, world, i), n, concurrency)
-            return time.perf_counter() - began
+            seconds = time.perf_counter() - began
+            if counter is not None:
+                await counter.end(n)
+            return seconds
 
 
 async def _ours_one(start: Any, pay: Any, world: Any, i: int) -> None:
@@ -114,9 +122,11 @@ async def _create_accounts(world: Any, sqlite: bool, app_sql: str) -> None:
 # ------------------------------------------------------------------ DBOS
 
 
-async def dbos(system_url: str, app_url: str, n: int, concurrency: int) -> float:
+async def dbos(
+    system_url: str, app_url: str, n: int, concurrency: int, counter: Counter | None = None
+) -> float:
     """Seconds for ``n`` workflows through DBOS (system database ``system_url``,
-    datasource ``app_url``)."""
+    datasource ``app_url``); ``counter`` as for ``ours``."""
     import sqlalchemy as sa
     from dbos import DBOS, AsyncSQLAlchemyDatasource, DBOSConfig
 
@@ -158,12 +168,89 @@ async def dbos(system_url: str, app_url: str, n: int, concurrency: int) -> float
     DBOS.launch()
     try:
         await _drive(one, WARMUP, concurrency)
+        if counter is not None:
+            await counter.begin()
         began = time.perf_counter()
         await _drive(one, n, concurrency)
-        return time.perf_counter() - began
+        seconds = time.perf_counter() - began
+        if counter is not None:
+            await counter.end(n)
+        return seconds
     finally:
         DBOS.destroy(destroy_registry=True)
         await ds.engine.dispose()
+
+
+# ------------------------------------------------------------------ counting
+
+
+class Counter:
+    """Transactions and statements the server ran for some databases over the timed
+    workflows (``pg_stat_database``; ``pg_stat_statements``, top-level statements,
+    ``BEGIN``/``COMMIT`` included), per workflow: each workflow is one transaction
+    step, so these are the costs of one transaction step with its workflow."""
+
+    def __init__(self, admin_url: str, databases: list[str], labels: list[str]) -> None:
+        self.admin_url = admin_url
+        self.databases = databases
+        self.labels = labels
+        self.report: dict[str, Any] = {}
+        self._before: dict[str, int] = {}
+
+    async def _transactions(self) -> dict[str, int]:
+        import asyncpg
+
+        await asyncio.sleep(1.5)  # backends flush their statistics about once a second
+        conn = await asyncpg.connect(self.admin_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT datname, xact_commit + xact_rollback AS n FROM pg_stat_database"
+                " WHERE datname = ANY($1::text[])",
+                self.databases,
+            )
+        finally:
+            await conn.close()
+        return {row["datname"]: int(row["n"]) for row in rows}
+
+    async def begin(self) -> None:
+        import asyncpg
+
+        self._before = await self._transactions()
+        conn = await asyncpg.connect(self.admin_url)
+        try:
+            await conn.execute("SELECT pg_stat_statements_reset()")
+        finally:
+            await conn.close()
+
+    async def end(self, n: int) -> None:
+        import asyncpg
+
+        after = await self._transactions()
+        conn = await asyncpg.connect(self.admin_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT d.datname, s.query, s.calls FROM pg_stat_statements s"
+                " JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = ANY($1::text[])"
+                " AND s.toplevel ORDER BY s.calls DESC",
+                self.databases,
+            )
+        finally:
+            await conn.close()
+        statements = sum(int(row["calls"]) for row in rows)
+        self.report = {
+            "transactions_per_workflow": round(
+                sum(after[d] - self._before.get(d, 0) for d in after) / n, 2
+            ),
+            "statements_per_workflow": round(statements / n, 2),
+            "top_statements": [
+                {
+                    "database": self.labels[self.databases.index(row["datname"])],
+                    "per_workflow": round(int(row["calls"]) / n, 2),
+                    "query": " ".join(str(row["query"]).split())[:160],
+                }
+                for row in rows[:30]
+            ],
+        }
 
 
 # ------------------------------------------------------------------ driver
@@ -189,7 +276,8 @@ def _side(argv: list[str]) -> dict[str, Any]:
     return result
 
 
-def _pg(url: str, statement: str) -> None:
+def pg_execute(url: str, statement: str) -> None:
+    """Run one ``statement`` on the PostgreSQL server at ``url`` (its own connection)."""
     import asyncpg
 
     async def run() -> None:
@@ -202,14 +290,23 @@ def _pg(url: str, statement: str) -> None:
     asyncio.run(run())
 
 
-def _with_database(url: str, name: str, scheme: str = "postgresql") -> str:
+def _database_of(url: str) -> str:
+    """The database name in a PostgreSQL URL."""
+    return url.partition("?")[0].rsplit("/", 1)[1]
+
+
+def with_database(url: str, name: str, scheme: str = "postgresql") -> str:
+    """``url`` naming database ``name`` instead (and the URL scheme ``scheme``)."""
     base, sep, query = url.partition("?")
     rest = base.split("://", 1)[1].rsplit("/", 1)[0]
     return f"{scheme}://{rest}/{name}{sep}{query}"
 
 
-def _measure(kind: str, server: str | None, n: int, concurrency: int, tmp: Path) -> dict[str, Any]:
-    """One measurement of each side on database ``kind``."""
+def _measure(
+    kind: str, server: str | None, n: int, concurrency: int, tmp: Path, count: bool
+) -> dict[str, Any]:
+    """One measurement of each side on database ``kind``; with ``count`` (PostgreSQL
+    with ``pg_stat_statements``) the transactions and statements of each side."""
     common = ["--n", str(n), "--concurrency", str(concurrency)]
     if kind == "sqlite":
         ours_dir, dbos_dir = tmp / f"o-{uuid.uuid4().hex[:6]}", tmp / f"d-{uuid.uuid4().hex[:6]}"
@@ -231,12 +328,14 @@ def _measure(kind: str, server: str | None, n: int, concurrency: int, tmp: Path)
         )
         return {"ours": mine, "dbos": theirs}
     assert server is not None
+    if count:
+        common += ["--count-admin", server]
     tag = uuid.uuid4().hex[:8]
     names = [f"ours_{tag}", f"sys_{tag}", f"app_{tag}"]
     for name in names:
-        _pg(server, f'CREATE DATABASE "{name}"')
+        pg_execute(server, f'CREATE DATABASE "{name}"')
     try:
-        ours_url = _with_database(server, names[0])
+        ours_url = with_database(server, names[0])
         ours_url += ("&" if "?" in ours_url else "?") + "command_timeout=60"
         mine = _side(["--side", "ours", "--world", ours_url, *common])
         theirs = _side(
@@ -244,16 +343,16 @@ def _measure(kind: str, server: str | None, n: int, concurrency: int, tmp: Path)
                 "--side",
                 "dbos",
                 "--system",
-                _with_database(server, names[1]),
+                with_database(server, names[1]),
                 "--app",
-                _with_database(server, names[2], "postgresql+asyncpg"),
+                with_database(server, names[2], "postgresql+asyncpg"),
                 *common,
             ]
         )
         return {"ours": mine, "dbos": theirs}
     finally:
         for name in names:
-            _pg(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            pg_execute(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main() -> None:
@@ -267,17 +366,25 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pg-url", default=None)
     parser.add_argument("--only", choices=["sqlite", "postgres"], default=None)
+    parser.add_argument("--count-admin", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    if args.side == "ours":
-        seconds = asyncio.run(ours(args.world, args.n, args.concurrency, ""))
-        print(json.dumps({"seconds": seconds, "per_second": args.n / seconds}))
-        return
-    if args.side == "dbos":
-        real_stdout, sys.stdout = sys.stdout, sys.stderr
-        seconds = asyncio.run(dbos(args.system, args.app, args.n, args.concurrency))
+    if args.side is not None:
+        urls = [args.world] if args.side == "ours" else [args.system, args.app]
+        counter = None
+        if args.count_admin:
+            labels = ["world"] if args.side == "ours" else ["system", "datasource"]
+            counter = Counter(args.count_admin, [_database_of(url) for url in urls], labels)
+        real_stdout, sys.stdout = sys.stdout, sys.stderr  # DBOS prints on stdout
+        if args.side == "ours":
+            seconds = asyncio.run(ours(args.world, args.n, args.concurrency, "", counter))
+        else:
+            seconds = asyncio.run(dbos(args.system, args.app, args.n, args.concurrency, counter))
         sys.stdout = real_stdout
-        print(json.dumps({"seconds": seconds, "per_second": args.n / seconds}))
+        line: dict[str, Any] = {"seconds": seconds, "per_second": args.n / seconds}
+        if counter is not None:
+            line.update(counter.report)
+        print(json.dumps(line))
         return
 
     sys.path.insert(0, str(ROOT))
@@ -287,9 +394,14 @@ def main() -> None:
     directory = None
     server = args.pg_url
     try:
+        count = False
         if server is None and args.only != "sqlite":
             directory = tempfile.mkdtemp(prefix="tx-bench-pg-")
-            server = pg_server.start(directory).socket_url
+            server = pg_server.start(
+                directory, settings={"shared_preload_libraries": "pg_stat_statements"}
+            ).socket_url
+            pg_execute(server, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            count = True
         report: dict[str, Any] = {
             "n": args.n,
             "concurrency": args.concurrency,
@@ -298,7 +410,8 @@ def main() -> None:
         kinds = [args.only] if args.only else ["sqlite", "postgres"]
         for kind in kinds:
             runs = [
-                _measure(kind, server, args.n, args.concurrency, tmp) for _ in range(args.repeat)
+                _measure(kind, server, args.n, args.concurrency, tmp, count)
+                for _ in range(args.repeat)
             ]
             ours_rate = statistics.median(r["ours"]["per_second"] for r in runs)
             dbos_rate = statistics.median(r["dbos"]["per_second"] for r in runs)
@@ -312,6 +425,19 @@ def main() -> None:
                 f"{kind}: ours {ours_rate:.0f}/s, DBOS {dbos_rate:.0f}/s,"
                 f" ratio {ours_rate / dbos_rate:.2f} (n={args.n}, C={args.concurrency})"
             )
+            for side in ("ours", "dbos"):
+                if "statements_per_workflow" in runs[0][side]:
+                    report[kind][f"{side}_transactions_per_workflow"] = statistics.median(
+                        r[side]["transactions_per_workflow"] for r in runs
+                    )
+                    report[kind][f"{side}_statements_per_workflow"] = statistics.median(
+                        r[side]["statements_per_workflow"] for r in runs
+                    )
+                    print(
+                        f"  {side}: {report[kind][f'{side}_transactions_per_workflow']}"
+                        f" transactions, {report[kind][f'{side}_statements_per_workflow']}"
+                        " statements per workflow (one transaction step)"
+                    )
         report["load_after"] = os.getloadavg()[0]
         out = ROOT / "benchmarks" / "results" / "transactions.json"
         out.write_text(json.dumps(report, indent=2) + "\n")

@@ -205,6 +205,20 @@ async def test_the_writes_commit_with_the_result(setup: tuple[World, Database]) 
     assert [e.step for e in events if isinstance(e, StepCompleted)] == [1, 2, 3]
 
 
+async def test_a_transaction_step_records_the_workers_build(
+    setup: tuple[World, Database],
+) -> None:
+    """Like an ordinary step's, each ``StepCompleted`` names the build that ran it
+    (RFC 0025), whether it committed with the workflow's next commands or alone."""
+    world, database = setup
+    async with Worker(world, [pay], build_id="b-7"):
+        run = await start(pay, "alice", [1, 2], world=world)
+        assert await run.result(timeout=60) == [99, 97]
+    assert await database.run("SELECT balance FROM accounts WHERE id = ?", "alice") == [(97,)]
+    events = await world.read_events(run.id)
+    assert [e.build_id for e in events if isinstance(e, StepCompleted)] == ["b-7", "b-7"]
+
+
 async def test_a_raise_rolls_the_writes_back_and_the_step_is_retried(
     setup: tuple[World, Database],
 ) -> None:
@@ -368,6 +382,17 @@ async def test_an_output_recorded_before_a_crash_is_copied_not_run_again(app_db:
             assert await run.result(timeout=60) == [77]
     assert CALLS == []
     assert await _app_rows(app_db, "SELECT balance FROM accounts") == [(100,)]
+
+
+async def test_an_application_database_step_records_the_workers_build(app_db: str) -> None:
+    """Run or copied from a recorded output, the step's ``StepCompleted`` names the
+    build of the worker that committed it to the log."""
+    world = worlds.open("memory://")
+    async with world, Worker(world, [app_pay], build_id="b-8"):
+        run = await start(app_pay, "bob", [10], world=world)
+        assert await run.result(timeout=60) == [90]
+    events = await world.read_events(run.id)
+    assert [e.build_id for e in events if isinstance(e, StepCompleted)] == ["b-8"]
 
 
 def test_an_application_database_must_be_postgresql() -> None:

@@ -300,11 +300,19 @@ def failed_commit(
 
 
 def completed_commit(
-    item: WorkItem, result: bytes, worker_id: str, lease_seconds: float, wake_eagerly: bool
+    item: WorkItem,
+    result: bytes,
+    worker_id: str,
+    lease_seconds: float,
+    wake_eagerly: bool,
+    build_id: str | None = None,
 ) -> CommitRequest:
     """The commit of an attempt of ``item``'s step that returned ``result`` (encoded)
-    without running here: an output an earlier attempt recorded elsewhere."""
-    outcome = StepCompleted(step=item.number, attempt=item.attempt, result=result)
+    without running here: an output an earlier attempt recorded elsewhere, copied by
+    a worker of ``build_id``."""
+    outcome = StepCompleted(
+        step=item.number, attempt=item.attempt, result=result, build_id=build_id
+    )
     return _outcome_commit(item, worker_id, outcome, None, lease_seconds, wake_eagerly)
 
 

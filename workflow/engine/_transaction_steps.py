@@ -95,8 +95,12 @@ class TransactionSteps:
         committer: Committer,
         step_with_workflow: StepWithWorkflow,
         lease_seconds: float,
+        build_id: str | None = None,
     ) -> None:
         self._world = world
+        self._build_id = build_id
+        """The worker's build, recorded in each ``StepCompleted`` like an ordinary
+        step's (RFC 0025)."""
         self._committer = committer
         self._step_with_workflow = step_with_workflow
         self._lease_seconds = lease_seconds
@@ -184,6 +188,7 @@ class TransactionSteps:
                 self._lease_seconds,
                 attempt.wake_eagerly,
                 attempt.run,
+                self._build_id,
             )
         if conflicted():
             raise _Again
@@ -223,6 +228,7 @@ class TransactionSteps:
                     self._committer.worker_id,
                     self._lease_seconds,
                     attempt.wake_eagerly,
+                    self._build_id,
                 )
         combined = await self._step_with_workflow.commit(item, request)
         if combined is not None:

@@ -157,6 +157,8 @@ class Worker:
         """The error that stopped this worker, if the world cannot be used."""
         self.fenced = False
         """Whether the world declared this worker dead (and it stopped)."""
+        self.build_id = build_id if build_id is not None else os.environ.get("WORKFLOW_BUILD_ID")
+        """The build this worker runs (RFC 0025), or ``None``: its runs are not pinned."""
         self._registry = Registry()
         for fn in functions:
             self._registry.register(fn)
@@ -187,7 +189,7 @@ class Worker:
             world, self._cache, self._capacity, eager, self._committer
         )
         self._transaction_steps = TransactionSteps(
-            world, self._committer, self._step_with_workflow, lease_seconds
+            world, self._committer, self._step_with_workflow, lease_seconds, self.build_id
         )
         self._eager_start = EagerStart(
             world,
@@ -216,8 +218,6 @@ class Worker:
             complaints=self._complaints,
             fail=self._fail,
         )
-        self.build_id = build_id if build_id is not None else os.environ.get("WORKFLOW_BUILD_ID")
-        """The build this worker runs (RFC 0025), or ``None``: its runs are not pinned."""
         self._heartbeat = Heartbeat(
             world,
             self.worker_id,
