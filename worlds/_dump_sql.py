@@ -66,7 +66,10 @@ NOT_CARRIED_TABLES: dict[str, str] = {
         "the target, and a copied liveness row would make a stopped worker look alive "
         "or fence a live id"
     ),
-    "schema_version": "the schema's own version, written by the target's migrations",
+    "schema_migrations": (
+        "PostgreSQL's record of the migrations applied: the target's own, written by its "
+        "migrations (SQLite keeps it in PRAGMA user_version, not a table)"
+    ),
 }
 """Each table of a SQL world a dump leaves out, and why."""
 
