@@ -28,13 +28,14 @@ import anyio
 
 __all__ = ["GAP_FACTOR", "HOLD", "MAX_GAP", "MIN_GAP", "Pacer"]
 
-HOLD = 0.004
+HOLD = 0.01
 """Seconds one paced operation aims to take (and so to hold a write lock)."""
-GAP_FACTOR = 4.0
+GAP_FACTOR = 1.5
 """The pause after an operation, as a multiple of the time it took."""
-MIN_GAP = 0.02
-"""Shortest pause after an operation, in seconds."""
-MAX_GAP = 1.0
+MIN_GAP = 0.025
+"""Shortest pause after an operation, in seconds: a commit that waited out the
+busy handler's first sleeps (1 + 2 + 5 + 10 ms) wakes within it."""
+MAX_GAP = 0.25
 """Longest pause after an operation, in seconds."""
 
 T = TypeVar("T")
