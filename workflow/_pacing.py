@@ -15,7 +15,10 @@ each operation short and the world free long enough after it:
   the operation took, at least ``MIN_GAP`` (longer than the busy handler's
   first sleeps add up to, so a waiting commit finds the lock free on its next
   try) and at most ``MAX_GAP``. An operation that took long because others
-  held the world (the commit latency it observed) pauses longer in turn.
+  held the world (the commit latency it observed) pauses longer in turn. The
+  floor is itself tied to what an operation takes (at most ``FLOOR_FACTOR``
+  times it): a world whose operations take microseconds (the memory world)
+  has no lock to free and is not slowed to ``MIN_GAP`` an operation.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import TypeVar
 
 import anyio
 
-__all__ = ["GAP_FACTOR", "HOLD", "MAX_GAP", "MIN_GAP", "Pacer"]
+__all__ = ["FLOOR_FACTOR", "GAP_FACTOR", "HOLD", "MAX_GAP", "MIN_GAP", "Pacer", "gap"]
 
 HOLD = 0.01
 """Seconds one paced operation aims to take (and so to hold a write lock)."""
@@ -37,6 +40,8 @@ MIN_GAP = 0.025
 busy handler's first sleeps (1 + 2 + 5 + 10 ms) wakes within it."""
 MAX_GAP = 0.25
 """Longest pause after an operation, in seconds."""
+FLOOR_FACTOR = 10.0
+"""The floor of the pause is at most this many times what the operation took."""
 
 T = TypeVar("T")
 
@@ -64,5 +69,11 @@ class Pacer:
         per_run = took / max(1, runs)
         aimed = self._most if per_run <= 0 else int(HOLD / per_run)
         self.size = max(1, min(self._most, aimed, 2 * self.size))
-        await anyio.sleep(min(max(GAP_FACTOR * took, MIN_GAP), MAX_GAP))
+        await anyio.sleep(gap(took))
         return result
+
+
+def gap(took: float) -> float:
+    """Seconds to pause after an operation that took ``took`` seconds."""
+    floor = min(MIN_GAP, FLOOR_FACTOR * took)
+    return min(max(GAP_FACTOR * took, floor), MAX_GAP)
