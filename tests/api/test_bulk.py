@@ -193,10 +193,10 @@ class _CountingWorld(WorldWrapper):
         self.chunks: list[int] = []
 
     async def cancel_listed(
-        self, run_ids: Sequence[str], reason: str | None, grace: float | None
-    ) -> dict[str, RunStatus]:
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, RunStatus | None]:
         self.chunks.append(len(run_ids))
-        return await super().cancel_listed(run_ids, reason, grace)
+        return await super().cancel_listed(run_ids, reason, grace_seconds)
 
 
 async def test_a_bulk_cancel_sizes_its_transactions_by_what_they_take() -> None:
