@@ -24,6 +24,11 @@ Starts a throwaway PostgreSQL server (``tests/pg_server.py``) unless
 Usage::
 
     python benchmarks/bulk_actions.py [--n 10000] [--seconds 10] [--worlds sqlite,postgres]
+        [--repeat 3]
+
+The machine's load moves between minutes, so with ``--repeat R`` each world is
+measured R times, idle and bulk back to back each time (fresh worlds), and the
+report gives every round's ratios and their medians.
 """
 
 from __future__ import annotations
@@ -186,6 +191,7 @@ async def _bulk(url: str) -> None:
 
 
 def measure(url_idle: str, url_during: str, n: int, seconds: float) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     idle = anyio.run(_idle, url_idle, seconds)
     during = anyio.run(_during, url_during, n)
     background = during["background"]
@@ -198,7 +204,42 @@ def measure(url_idle: str, url_during: str, n: int, seconds: float) -> dict[str,
         "ratio_commits_per_second": round(
             background["commits_per_second"] / idle["commits_per_second"], 2
         ),
+        "load_average_1m_before": round(load_before, 2),
         "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def _round_urls(kind: str, idle: str, bulk: str, round_no: int) -> tuple[str, str]:
+    """The worlds of round ``round_no``: fresh ones each round (a file or a schema)."""
+    if round_no == 0:
+        return idle, bulk
+    if kind == "sqlite":
+        return idle.replace(".db", f"{round_no}.db"), bulk.replace(".db", f"{round_no}.db")
+    return f"{idle}_{round_no}", f"{bulk}_{round_no}"
+
+
+def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median round's figures, each round's ratios and load, and the medians."""
+    ratios = [r["ratio_p99"] for r in rounds]
+    middle = sorted(range(len(rounds)), key=lambda i: ratios[i])[len(rounds) // 2]
+    return {
+        **rounds[middle],
+        "rounds": [
+            {
+                k: r[k]
+                for k in (
+                    "ratio_p50",
+                    "ratio_p99",
+                    "ratio_commits_per_second",
+                    "load_average_1m_before",
+                    "load_average_1m",
+                )
+            }
+            | {"idle_p99_ms": r["idle"]["p99_ms"], "bulk_p99_ms": r["during_bulk_cancel"]["p99_ms"]}
+            for r in rounds
+        ],
+        "median_ratio_p99": statistics.median(ratios),
+        "median_ratio_p50": statistics.median(r["ratio_p50"] for r in rounds),
     }
 
 
@@ -207,6 +248,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000, help="runs the bulk action cancels")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the idle phase")
     parser.add_argument("--worlds", default="sqlite,postgres", help="which worlds")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of idle + bulk")
     parser.add_argument("--pg-url", help="a PostgreSQL URL (default: start a server)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/bulk_actions.json"))
     parser.add_argument("--bulk", metavar="URL", help=argparse.SUPPRESS)  # the bulk process
@@ -236,8 +278,12 @@ def main() -> None:
             sep = "&" if "?" in base else "?"
             urls["postgres"] = (f"{base}{sep}schema=bench_idle", f"{base}{sep}schema=bench_bulk")
         for kind, (idle_url, bulk_url) in urls.items():
-            results[kind] = measure(idle_url, bulk_url, args.n, args.seconds)
-            print(json.dumps({kind: results[kind]}), file=sys.stderr)
+            rounds = []
+            for round_no in range(args.repeat):
+                idle_r, bulk_r = _round_urls(kind, idle_url, bulk_url, round_no)
+                rounds.append(measure(idle_r, bulk_r, args.n, args.seconds))
+                print(json.dumps({kind: rounds[-1]}), file=sys.stderr)
+            results[kind] = _summary(rounds)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if directory is not None:

@@ -10,9 +10,9 @@ crash of the process running it and never acts on a run twice:
   pages it had listed and carries on from the recorded cursor;
 * each page is acted on by a second step (``$bulk.act``) whose result, the
   counts and the first errors, is recorded; one step per page, one world
-  operation per target run (a prune: one per ``PRUNE_CHUNK`` runs), so no
-  write transaction lasts longer than one small operation and other workers'
-  commits go between them;
+  operation per target run (a cancel or a prune: one per chunk of runs, sized
+  and spaced by ``workflow._pacing.Pacer``), so no write transaction lasts
+  longer than a few milliseconds and other workers' commits go between them;
 * a step the crash interrupted runs again on the same ids, and each action is
   idempotent on its target: a cancelled or cancelling run is not cancelled
   again, a run whose log records this bulk run's ``RunReopened`` is not
@@ -32,15 +32,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import anyio
+from typing import Any
 
 from workflow import _runtime
 from workflow._lookups import list_runs
+from workflow._pacing import Pacer
 from workflow._run import Run
 from workflow._start import start
 from workflow._world_resolution import resolve_world
@@ -69,17 +67,14 @@ BULK_WORKFLOW = "$bulk"
 BATCH = 500
 """Run ids listed per page (one ``$bulk.page`` step, then one ``$bulk.act`` step)."""
 PRUNE_CHUNK = 100
-"""Runs deleted per ``World.prune_listed`` transaction."""
+"""The most runs deleted per ``World.prune_listed`` transaction (paced as cancels)."""
 CANCEL_CHUNK = 25
-"""Runs cancelled per ``World.cancel_listed`` transaction."""
+"""The most runs cancelled per ``World.cancel_listed`` transaction (a ``Pacer`` cuts
+the chunk so a transaction stays short: ``workflow._pacing``)."""
 MAX_ERRORS = 100
 """Errors kept in a ``BulkResult`` (the counts stay exact past it)."""
-MAX_PAUSE = 1.0
-"""Longest pause after one world operation (see ``_paced``)."""
 DRIVER_LEASE = 10.0
 """Lease seconds of the in-process worker: a crashed driver's run resumes this soon."""
-
-T = TypeVar("T")
 
 Progress = Callable[[int], None]
 """Told how many more target runs were handled (done or failed) in this process."""
@@ -122,21 +117,26 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
     watcher = _watchers.get(bulk_id)
     done, errors = 0, []
     if action in ("prune", "cancel"):
-        size = PRUNE_CHUNK if action == "prune" else CANCEL_CHUNK
-        for first in range(0, len(ids), size):
-            chunk = ids[first : first + size]
+        pacer = Pacer(PRUNE_CHUNK if action == "prune" else CANCEL_CHUNK)
+        first = 0
+        while first < len(ids):
+            chunk = ids[first : first + pacer.size]
+            first += len(chunk)
             if action == "prune":
-                failures = await _paced(_prune(world, chunk, bool(order["release_claims"])))
+                pruning = _prune(world, chunk, bool(order["release_claims"]))
+                failures = await pacer.paced(pruning, len(chunk))
             else:
-                failures = await _paced(_cancel(world, chunk, order["reason"], order["grace"]))
+                cancelling = _cancel(world, chunk, order["reason"], order["grace"])
+                failures = await pacer.paced(cancelling, len(chunk))
             done += len(chunk) - len(failures)
             errors += failures
             if watcher is not None:
                 watcher(len(chunk))
     else:
         by = f"{order.get('by')} (bulk run {bulk_id})"
+        pacer = Pacer(1)
         for run_id in ids:
-            error = await _paced(_retry(world, run_id, by))
+            error = await pacer.paced(_retry(world, run_id, by))
             if error is None:
                 done += 1
             else:
@@ -144,22 +144,6 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
             if watcher is not None:
                 watcher(1)
     return {"done": done, "failed": len(errors), "errors": errors[:MAX_ERRORS]}
-
-
-async def _paced(operation: Awaitable[T]) -> T:
-    """``operation``, then a pause as long as it took (at most ``MAX_PAUSE`` s).
-
-    A bulk action writes as fast as the world lets it, and on SQLite every
-    write takes the one write lock: without a pause, other processes' commits
-    wait in the lock's busy handler while the bulk action takes it again and
-    again. Pausing as long as each operation took leaves the world free at
-    least half the time; cancels and prunes act on chunks of runs
-    (``CANCEL_CHUNK``, ``PRUNE_CHUNK``), so the lock is taken once per chunk.
-    """
-    began = time.monotonic()
-    result = await operation
-    await anyio.sleep(min(time.monotonic() - began, MAX_PAUSE))
-    return result
 
 
 async def _cancel(

@@ -68,6 +68,13 @@ _decode_attributes = msgspec.msgpack.Decoder(dict[str, Any]).decode
 _decode_error = msgspec.msgpack.Decoder(ErrorInfo).decode
 _decode_value = msgspec.msgpack.Decoder(Any).decode
 _decode_key_limit = msgspec.msgpack.Decoder(KeyLimit).decode
+
+
+def decode_key_limit(data: bytes) -> KeyLimit:
+    """The ``KeyLimit`` a ``key_limits.spec`` blob stores."""
+    return _decode_key_limit(data)
+
+
 _STATUS = {status.value: status for status in RunStatus}
 
 

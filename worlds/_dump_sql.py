@@ -15,22 +15,63 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, cast
 
-from worlds._columns import Columns, Row, decode_value, encode
+from worlds._columns import Columns, Row, decode_key_limit, decode_value, encode
 from worlds.archive import (
     DumpedChunk,
     DumpedClaim,
+    DumpedDeployment,
     DumpedHook,
+    DumpedKeyLimit,
+    DumpedKeyShare,
     DumpedRelease,
     DumpedResume,
     DumpedSchedule,
     DumpedSlot,
     DumpedToken,
+    DumpedUpdate,
     DumpedWork,
 )
 from worlds.semantics import encode_release_on, index_value
 from worlds.types import RunRecord
 
-__all__ = ["DumpParams", "DumpSql"]
+__all__ = ["CARRIED_TABLES", "NOT_CARRIED_TABLES", "DumpParams", "DumpSql"]
+
+CARRIED_TABLES: dict[str, str] = {
+    "settings": "setting",
+    "runs": "run",
+    "events": "run",
+    "attributes": "run",
+    "claims": "claim",
+    "slots": "slot",
+    "rate_tokens": "rate_token",
+    "hooks": "hook",
+    "hook_resumes": "hook_resume",
+    "updates": "update",
+    "work": "work",
+    "streams": "stream",
+    "schedules": "schedule",
+    "key_limits": "key_limit",
+    "key_shares": "key_share",
+    "deployments": "deployment",
+}
+"""Each table of both SQL worlds that a dump carries, with the tag of the dumped row
+(``worlds.archive``) that carries it: ``events`` travel in their run's row and
+``attributes`` (the index terms of ``runs.attributes``) are rebuilt from it;
+``claims`` rows without a run are ``released`` rows. A migration that adds a
+table adds it here or to ``NOT_CARRIED_TABLES`` (a test enumerates the tables)."""
+
+NOT_CARRIED_TABLES: dict[str, str] = {
+    "workers": (
+        "registered workers are processes of the source world: they register again on "
+        "the target, and a copied liveness row would make a stopped worker look alive "
+        "or fence a live id"
+    ),
+    "schema_migrations": (
+        "PostgreSQL's record of the migrations applied: the target's own, written by its "
+        "migrations (SQLite keeps it in PRAGMA user_version, not a table)"
+    ),
+}
+"""Each table of a SQL world a dump leaves out, and why."""
 
 _RUN_COLUMNS = (
     "id, workflow, status, created_at, started_at, closed_at, last_seq, attributes, result, "
@@ -49,6 +90,10 @@ _WORK_COLUMNS = (
     "expires_at, rewake, ever_leased"
 )
 _CHUNK_COLUMNS = "run_id, name, seq, data, at"
+_UPDATE_COLUMNS = "run_id, update_id, seq"
+_KEY_LIMIT_COLUMNS = "key, lim, spec, vtime"
+_KEY_SHARE_COLUMNS = "key, ivalue, share"
+_DEPLOYMENT_COLUMNS = "build_id, workflow, pin, registered_at"
 _SCHEDULE_COLUMNS = (
     "id, workflow, spec, paused, note, next_fire_at, buffered_at, wake_at, version, "
     "created_at, updated_at, leased_until"
@@ -98,6 +143,15 @@ class DumpSql:
             f"SELECT {_CHUNK_COLUMNS} FROM streams WHERE {among('run_id')} "
             "ORDER BY run_id, name, seq"
         )
+        self.updates = (
+            f"SELECT {_UPDATE_COLUMNS} FROM updates WHERE {among('run_id')} "
+            "ORDER BY run_id, update_id"
+        )
+        self.key_limits = f"SELECT {_KEY_LIMIT_COLUMNS} FROM key_limits ORDER BY key"
+        self.key_shares = f"SELECT {_KEY_SHARE_COLUMNS} FROM key_shares ORDER BY key, ivalue"
+        self.deployments = (
+            f"SELECT {_DEPLOYMENT_COLUMNS} FROM deployments ORDER BY build_id, workflow"
+        )
         self.loose_claims = (
             f"SELECT {_CLAIM_COLUMNS} FROM claims "
             "WHERE run_id IS NULL OR pruned_status IS NOT NULL ORDER BY key, ivalue"
@@ -114,6 +168,10 @@ class DumpSql:
         self.insert_chunk = _insert("streams", _CHUNK_COLUMNS, mark)
         self.insert_schedule = _insert("schedules", _SCHEDULE_COLUMNS, mark)
         self.insert_attribute = _insert("attributes", "run_id, key, ivalue", mark)
+        self.insert_update = _insert("updates", _UPDATE_COLUMNS, mark)
+        self.insert_key_limit = _insert("key_limits", _KEY_LIMIT_COLUMNS, mark)
+        self.insert_key_share = _insert("key_shares", _KEY_SHARE_COLUMNS, mark)
+        self.insert_deployment = _insert("deployments", _DEPLOYMENT_COLUMNS, mark)
 
 
 class DumpParams:
@@ -192,6 +250,25 @@ class DumpParams:
     def schedule(self, row: Row) -> DumpedSchedule:
         """A schedules row, its lease left out."""
         return DumpedSchedule(self.columns.schedule(row))
+
+    def update(self, row: Row) -> DumpedUpdate:
+        """An updates row."""
+        return DumpedUpdate(row["run_id"], row["update_id"], row["seq"])
+
+    def key_limit(self, row: Row) -> DumpedKeyLimit:
+        """A key_limits row (``spec``: the stored ``KeyLimit``, its weights)."""
+        return DumpedKeyLimit(decode_key_limit(bytes(row["spec"])), float(row["vtime"]))
+
+    def key_share(self, row: Row) -> DumpedKeyShare:
+        """A key_shares row."""
+        return DumpedKeyShare(row["key"], row["ivalue"], float(row["share"]))
+
+    def deployment(self, row: Row) -> DumpedDeployment:
+        """A deployments row."""
+        pin = cast(Any, row["pin"])
+        return DumpedDeployment(
+            row["build_id"], row["workflow"], pin, self._read(row["registered_at"])
+        )
 
     # ------------------------------------------------------------ writing
 
@@ -300,6 +377,22 @@ class DumpParams:
     def chunk_row(self, c: DumpedChunk) -> tuple[object, ...]:
         """``insert_chunk``'s parameters."""
         return (c.run_id, c.name, c.seq, c.data, self._store(c.at))
+
+    def update_row(self, u: DumpedUpdate) -> tuple[object, ...]:
+        """``insert_update``'s parameters."""
+        return (u.run_id, u.update_id, u.seq)
+
+    def key_limit_row(self, k: DumpedKeyLimit) -> tuple[object, ...]:
+        """``insert_key_limit``'s parameters (the limit stored as ``put_key_limit`` does)."""
+        return (k.limit.key, k.limit.limit, encode(k.limit), k.vtime)
+
+    def key_share_row(self, k: DumpedKeyShare) -> tuple[object, ...]:
+        """``insert_key_share``'s parameters."""
+        return (k.key, k.ivalue, k.share)
+
+    def deployment_row(self, d: DumpedDeployment) -> tuple[object, ...]:
+        """``insert_deployment``'s parameters."""
+        return (d.build_id, d.workflow, d.pin, self._store(d.registered_at))
 
     def schedule_row(self, row: DumpedSchedule) -> tuple[object, ...]:
         """``insert_schedule``'s parameters, unleased."""

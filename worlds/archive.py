@@ -27,6 +27,8 @@ from worlds.types import (
     Claim,
     EventKind,
     HookRecord,
+    KeyLimit,
+    Pin,
     RunRecord,
     ScheduleRecord,
     Slot,
@@ -41,7 +43,10 @@ __all__ = [
     "DumpRow",
     "DumpedChunk",
     "DumpedClaim",
+    "DumpedDeployment",
     "DumpedHook",
+    "DumpedKeyLimit",
+    "DumpedKeyShare",
     "DumpedRelease",
     "DumpedResume",
     "DumpedRun",
@@ -49,6 +54,7 @@ __all__ = [
     "DumpedSetting",
     "DumpedSlot",
     "DumpedToken",
+    "DumpedUpdate",
     "DumpedWork",
     "archive_run",
     "decode_archived",
@@ -58,8 +64,9 @@ __all__ = [
     "row_run_id",
 ]
 
-ARCHIVE_FORMAT = 1
-"""The version of ``ArchivedRun`` lines this runtime writes and reads."""
+ARCHIVE_FORMAT = 2
+"""The version of ``ArchivedRun`` lines this runtime writes and reads (2: a run's
+rows may hold ``DumpedUpdate`` rows, which a format-1 reader cannot decode)."""
 
 
 class DumpedSetting(msgspec.Struct, frozen=True, tag="setting"):
@@ -126,6 +133,15 @@ class DumpedResume(msgspec.Struct, frozen=True, tag="hook_resume"):
     run_id: str
 
 
+class DumpedUpdate(msgspec.Struct, frozen=True, tag="update"):
+    """An update id a run accepted, with the ``seq`` of its ``UpdateReceived``: the
+    same id sent again after a move answers the one recorded outcome (RFC 0021)."""
+
+    run_id: str
+    update_id: str
+    seq: int
+
+
 class DumpedWork(msgspec.Struct, frozen=True, tag="work"):
     """A queued work item, without its lease: a leased item is due at once where
     it is loaded, as if its lease had run out."""
@@ -158,6 +174,34 @@ class DumpedSchedule(msgspec.Struct, frozen=True, tag="schedule"):
     schedule: ScheduleRecord
 
 
+class DumpedKeyLimit(msgspec.Struct, frozen=True, tag="key_limit"):
+    """A key's limit over all its values, with its weights (``held`` is 0: what is
+    held is the slots' business), and ``vtime``, the pass of the value served last
+    (the weighted round-robin carries on where it was)."""
+
+    limit: KeyLimit
+    vtime: float
+
+
+class DumpedKeyShare(msgspec.Struct, frozen=True, tag="key_share"):
+    """A limited key's value's pass in the weighted round-robin (``ivalue``: the
+    value's index term)."""
+
+    key: str
+    ivalue: str
+    share: float
+
+
+class DumpedDeployment(msgspec.Struct, frozen=True, tag="deployment"):
+    """A workflow a build's workers registered, with its pin, and when the build was
+    first registered (RFC 0025): a moved run stays on its build."""
+
+    build_id: str
+    workflow: str
+    pin: Pin
+    registered_at: datetime
+
+
 DumpRow: TypeAlias = (
     DumpedSetting
     | DumpedRun
@@ -167,9 +211,13 @@ DumpRow: TypeAlias = (
     | DumpedToken
     | DumpedHook
     | DumpedResume
+    | DumpedUpdate
     | DumpedWork
     | DumpedChunk
     | DumpedSchedule
+    | DumpedKeyLimit
+    | DumpedKeyShare
+    | DumpedDeployment
 )
 """Any row of a dump."""
 
@@ -182,13 +230,18 @@ ROW_ORDER: tuple[type[DumpRow], ...] = (
     DumpedToken,
     DumpedHook,
     DumpedResume,
+    DumpedUpdate,
     DumpedWork,
     DumpedChunk,
     DumpedSchedule,
+    DumpedKeyLimit,
+    DumpedKeyShare,
+    DumpedDeployment,
 )
 """The order of the kinds in a dump, and in which ``import_rows`` writes a batch:
 settings first (a codec world's bytes need its codec), then each run before the
-rows that name it."""
+rows that name it, then the world's own rows (schedules, key limits and their
+shares, deployments)."""
 
 _rows_encoder = msgspec.msgpack.Encoder()
 _rows_decoder = msgspec.msgpack.Decoder(list[DumpRow])
@@ -209,7 +262,8 @@ def decode_rows(data: bytes) -> list[DumpRow]:
 
 def row_run_id(row: DumpRow) -> str | None:
     """The run a row belongs to; ``None`` for the world's own rows (settings,
-    schedules, released pairs, tombstones of pruned runs)."""
+    schedules, released pairs, tombstones of pruned runs, key limits and shares,
+    deployments)."""
     match row:
         case DumpedRun(record=record):
             return record.id
@@ -219,9 +273,16 @@ def row_run_id(row: DumpRow) -> str | None:
             return slot.run_id
         case DumpedHook(hook=hook):
             return hook.run_id
-        case DumpedToken() | DumpedResume() | DumpedWork() | DumpedChunk():
+        case DumpedToken() | DumpedResume() | DumpedUpdate() | DumpedWork() | DumpedChunk():
             return row.run_id
-        case DumpedSetting() | DumpedRelease() | DumpedSchedule():
+        case (
+            DumpedSetting()
+            | DumpedRelease()
+            | DumpedSchedule()
+            | DumpedKeyLimit()
+            | DumpedKeyShare()
+            | DumpedDeployment()
+        ):
             return None
 
 

@@ -3,10 +3,12 @@ every world: exact counts, each target acted on once, the ``$bulk`` run visible.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import worlds
 from tests.apps.bulkapp import parked
 from tests.conftest import full_size
 from workflow import (
@@ -25,6 +27,7 @@ from workflow import (
 )
 from worlds.protocol import World
 from worlds.types import RunCancelled, RunCancelRequested, RunReopened
+from worlds.wrapper import WorldWrapper
 
 pytestmark = pytest.mark.anyio
 
@@ -184,3 +187,30 @@ async def test_bulk_cancel_retry_and_prune_at_scale(world: World) -> None:
     pruned = await prune_runs(query="batch = 'big'", world=world)
     assert (pruned.matched, pruned.done, pruned.failed) == (count, count, 0)
     assert await _ids(world, "batch = 'big'") == set()
+
+
+class _CountingWorld(WorldWrapper):
+    """Records how many runs each ``cancel_listed`` transaction acted on."""
+
+    def __init__(self, inner: World) -> None:
+        super().__init__(inner)
+        self.chunks: list[int] = []
+
+    async def cancel_listed(
+        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
+    ) -> dict[str, RunStatus | None]:
+        self.chunks.append(len(run_ids))
+        return await super().cancel_listed(run_ids, reason, grace_seconds)
+
+
+async def test_a_bulk_cancel_sizes_its_transactions_by_what_they_take() -> None:
+    """The pacer starts at one run a transaction and grows while transactions stay
+    short (the memory world's take microseconds), never past 25 runs (RFC 0023)."""
+    counting = _CountingWorld(worlds.open("memory://"))
+    async with counting:
+        await _park(counting, 300, "paced")
+        result = await cancel_runs("batch = 'paced'", grace=None, world=counting)
+    assert (result.matched, result.done, result.failed) == (300, 300, 0)
+    assert sum(counting.chunks) == 300
+    assert counting.chunks[0] == 1 and 1 < max(counting.chunks) <= 25
+    assert len(counting.chunks) < 300 // 5

@@ -3,10 +3,11 @@
 Exporting reads the world in one order: its settings, then its runs a page at
 a time (each page's runs with their logs, then every row that names them, as
 ``worlds.archive.ROW_ORDER`` lists the kinds), then the rows no stored run
-owns (tombstones, released pairs, schedules). Leases and registered workers
-are left out. Importing writes one batch in one transaction: the batch is
-checked (``worlds._rules.archive``), refused whole if the world holds any of
-its runs, pairs, hook tokens or schedules, then written kind by kind.
+owns (tombstones, released pairs, schedules, key limits and their shares,
+deployments). Leases and registered workers are left out. Importing writes one
+batch in one transaction: the batch is checked (``worlds._rules.archive``),
+refused whole if the world holds any of its runs, pairs, hook tokens,
+schedules, key limits or deployed workflows, then written kind by kind.
 """
 
 from __future__ import annotations
@@ -68,6 +69,20 @@ async def import_rows(rows: Rows, load: LoadRows, batch: Sequence[archive.DumpRo
         s.schedule.id for s in schedules if await rows.get_schedule(s.schedule.id) is not None
     ]
     _refuse(rules.present_refusal("schedule", existing))
+    limits = [r for r in ordered if isinstance(r, archive.DumpedKeyLimit)]
+    shares = [r for r in ordered if isinstance(r, archive.DumpedKeyShare)]
+    limited = [
+        key
+        for key in {r.limit.key for r in limits} | {r.key for r in shares}
+        if await rows.key_row(key) is not None
+    ]
+    _refuse(rules.present_refusal("the key limit of", limited))
+    deployed = [r for r in ordered if isinstance(r, archive.DumpedDeployment)]
+    builds = {r.build_id: await load.stored_deployment(r.build_id) for r in deployed}
+    present_builds = [
+        f"{r.build_id}/{r.workflow}" for r in deployed if r.workflow in (builds[r.build_id] or {})
+    ]
+    _refuse(rules.present_refusal("the deployment", present_builds))
     fresh: list[archive.DumpedSetting] = []
     for setting in settings:
         stored = await load.stored_setting(setting.key)
@@ -80,9 +95,12 @@ async def import_rows(rows: Rows, load: LoadRows, batch: Sequence[archive.DumpRo
     await load.load_slots([r for r in ordered if isinstance(r, archive.DumpedSlot)])
     await load.load_tokens([r for r in ordered if isinstance(r, archive.DumpedToken)])
     await load.load_hooks(hooks, [r for r in ordered if isinstance(r, archive.DumpedResume)])
+    await load.load_updates([r for r in ordered if isinstance(r, archive.DumpedUpdate)])
     await load.load_work([r for r in ordered if isinstance(r, archive.DumpedWork)])
     await load.load_chunks([r for r in ordered if isinstance(r, archive.DumpedChunk)])
     await load.load_schedules(schedules)
+    await load.load_key_limits(limits, shares)
+    await load.load_deployments(deployed)
 
 
 def _refuse(error: str | None) -> None:

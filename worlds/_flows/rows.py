@@ -633,12 +633,13 @@ class DumpSource(Protocol):
     async def dumped_run_rows(self, run_ids: Sequence[str]) -> list[archive.DumpRow]:
         """The rows of the runs ``run_ids`` (those stored), kinds in ``ROW_ORDER``: each
         run with its log, then their claims (not tombstones), slots, rate tokens,
-        hooks, resume ids, work items (without leases) and stream chunks."""
+        hooks, resume ids, accepted update ids, work items (without leases) and
+        stream chunks."""
         ...
 
     async def dumped_world_rows(self) -> list[archive.DumpRow]:
         """The rows no stored run owns: tombstones, released pairs, schedules (without
-        leases), in ``ROW_ORDER``."""
+        leases), key limits, their values' shares and deployments, in ``ROW_ORDER``."""
         ...
 
 
@@ -648,6 +649,10 @@ class LoadRows(Protocol):
 
     async def stored_setting(self, key: str) -> str | None:
         """The setting ``key``, or ``None``."""
+        ...
+
+    async def stored_deployment(self, build_id: str) -> dict[str, Pin] | None:
+        """The workflows recorded for build ``build_id`` with their pins, or ``None``."""
         ...
 
     async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
@@ -678,6 +683,10 @@ class LoadRows(Protocol):
         """Store the live hooks and the remembered resume ids."""
         ...
 
+    async def load_updates(self, rows: Sequence[archive.DumpedUpdate]) -> None:
+        """Store the update ids the runs accepted, with their events' ``seq``."""
+        ...
+
     async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
         """Store the work items, unleased, and signal ``WORK_TOPIC``."""
         ...
@@ -688,6 +697,16 @@ class LoadRows(Protocol):
 
     async def load_schedules(self, rows: Sequence[archive.DumpedSchedule]) -> None:
         """Store the schedules, versions kept, unleased."""
+        ...
+
+    async def load_key_limits(
+        self, limits: Sequence[archive.DumpedKeyLimit], shares: Sequence[archive.DumpedKeyShare]
+    ) -> None:
+        """Store the key limits (weights and virtual time kept) and their values' shares."""
+        ...
+
+    async def load_deployments(self, rows: Sequence[archive.DumpedDeployment]) -> None:
+        """Store the deployments' rows, pins and registration times kept."""
         ...
 
 

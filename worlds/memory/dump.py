@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import MutableMapping, Sequence
 
 from worlds import archive
+from worlds._flows.deployments import Deployed
 from worlds._flows.rows import Token
 from worlds.memory.rows import MemoryRows, Tables
 from worlds.memory.work import QueuedItem
 from worlds.protocol import SCHEDULE_TOPIC, WORK_TOPIC
 from worlds.semantics import index_value
-from worlds.types import StreamChunk
+from worlds.types import Pin, StreamChunk
 
 __all__ = ["MemoryLoad", "MemorySource"]
 
@@ -62,6 +63,11 @@ class MemorySource:
         out += [
             archive.DumpedResume(tok, rid, run) for (tok, rid), run in resumes if run in present
         ]
+        out += [
+            archive.DumpedUpdate(run, update_id, seq)
+            for (run, update_id), seq in sorted(t.updates.items())
+            if run in present
+        ]
         items = sorted(t.work.items.values(), key=lambda i: (i.run_id, i.id))
         out += [
             archive.DumpedWork(
@@ -103,6 +109,14 @@ class MemorySource:
         while page := schedules.list(after=after, limit=500):
             out += [archive.DumpedSchedule(record) for record in page]
             after = page[-1].id
+        limits, shares = self._t.key_limits.dump()
+        out += [archive.DumpedKeyLimit(limit, vtime) for limit, vtime in limits]
+        out += [archive.DumpedKeyShare(key, ivalue, share) for key, ivalue, share in shares]
+        out += [
+            archive.DumpedDeployment(build.build_id, workflow, pin, build.registered_at)
+            for _, build in sorted(self._t.deployments.items())
+            for workflow, pin in sorted(build.workflows.items())
+        ]
         return out
 
 
@@ -118,6 +132,9 @@ class MemoryLoad:
 
     async def stored_setting(self, key: str) -> str | None:
         return self._settings.get(key)
+
+    async def stored_deployment(self, build_id: str) -> dict[str, Pin] | None:
+        return await self._rows.deployment(build_id)
 
     async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
         for row in rows:
@@ -152,6 +169,10 @@ class MemoryLoad:
         for resume in resumes:
             self._t.hooks.load_resume(resume.token, resume.resume_id, resume.run_id)
 
+    async def load_updates(self, rows: Sequence[archive.DumpedUpdate]) -> None:
+        for u in rows:
+            self._t.journal.put(self._t.updates, (u.run_id, u.update_id), u.seq)
+
     async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
         for w in rows:
             self._t.work.load(
@@ -180,3 +201,22 @@ class MemoryLoad:
             self._t.schedules.insert(row.schedule)
         if rows:
             self._rows.signals.add(SCHEDULE_TOPIC)
+
+    async def load_key_limits(
+        self, limits: Sequence[archive.DumpedKeyLimit], shares: Sequence[archive.DumpedKeyShare]
+    ) -> None:
+        for k in limits:
+            self._t.key_limits.load(k.limit, k.vtime)
+        for share in shares:
+            self._t.key_limits.load_share(share.key, share.ivalue, share.share)
+
+    async def load_deployments(self, rows: Sequence[archive.DumpedDeployment]) -> None:
+        for d in rows:
+            found = self._t.deployments.get(d.build_id)
+            workflows = {} if found is None else dict(found.workflows)
+            workflows[d.workflow] = d.pin
+            # a build's first registration is the earliest of its rows (as SQL's min)
+            since = d.registered_at if found is None else min(found.registered_at, d.registered_at)
+            self._t.journal.put(
+                self._t.deployments, d.build_id, Deployed(d.build_id, workflows, since)
+            )

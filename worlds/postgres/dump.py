@@ -18,7 +18,7 @@ from worlds._dump_sql import DumpParams, DumpSql
 from worlds.postgres import codecs
 from worlds.postgres.rows import PostgresRows
 from worlds.protocol import SCHEDULE_TOPIC, WORK_TOPIC
-from worlds.types import EventKind
+from worlds.types import EventKind, Pin
 
 __all__ = ["PostgresLoad", "PostgresSource"]
 
@@ -80,6 +80,7 @@ class PostgresSource:
             out += [PARAMS.token(r) for r in await conn.fetch(SQL.tokens, ids)]
             out += [PARAMS.hook(r) for r in await conn.fetch(SQL.hooks, ids)]
             out += [PARAMS.resume(r) for r in await conn.fetch(SQL.resumes, ids)]
+            out += [PARAMS.update(r) for r in await conn.fetch(SQL.updates, ids)]
             out += [PARAMS.work(r) for r in await conn.fetch(SQL.work, ids)]
             out += [PARAMS.chunk(r) for r in await conn.fetch(SQL.chunks, ids)]
         return out
@@ -89,6 +90,9 @@ class PostgresSource:
         out: list[archive.DumpRow] = [row for row in loose if isinstance(row, archive.DumpedClaim)]
         out += [row for row in loose if isinstance(row, archive.DumpedRelease)]
         out += [PARAMS.schedule(r) for r in await self._fetch(SQL.schedules)]
+        out += [PARAMS.key_limit(r) for r in await self._fetch(SQL.key_limits)]
+        out += [PARAMS.key_share(r) for r in await self._fetch(SQL.key_shares)]
+        out += [PARAMS.deployment(r) for r in await self._fetch(SQL.deployments)]
         return out
 
 
@@ -107,6 +111,9 @@ class PostgresLoad:
     async def stored_setting(self, key: str) -> str | None:
         value = await self._conn.fetchval("SELECT value FROM settings WHERE key = $1", key)
         return None if value is None else str(value)
+
+    async def stored_deployment(self, build_id: str) -> dict[str, Pin] | None:
+        return await self._rows.deployment(build_id)
 
     async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
         await self._many(SQL.insert_setting, [(r.key, r.value) for r in rows])
@@ -143,6 +150,9 @@ class PostgresLoad:
         await self._many(SQL.insert_hook, [PARAMS.hook_row(h) for h in hooks])
         await self._many(SQL.insert_resume, [(r.token, r.resume_id, r.run_id) for r in resumes])
 
+    async def load_updates(self, rows: Sequence[archive.DumpedUpdate]) -> None:
+        await self._many(SQL.insert_update, [PARAMS.update_row(u) for u in rows])
+
     async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
         await self._many(SQL.insert_work, [PARAMS.work_row(w) for w in rows])
         if rows:
@@ -155,3 +165,12 @@ class PostgresLoad:
         await self._many(SQL.insert_schedule, [PARAMS.schedule_row(s) for s in rows])
         if rows:
             self._rows.signals.add(SCHEDULE_TOPIC)
+
+    async def load_key_limits(
+        self, limits: Sequence[archive.DumpedKeyLimit], shares: Sequence[archive.DumpedKeyShare]
+    ) -> None:
+        await self._many(SQL.insert_key_limit, [PARAMS.key_limit_row(k) for k in limits])
+        await self._many(SQL.insert_key_share, [PARAMS.key_share_row(k) for k in shares])
+
+    async def load_deployments(self, rows: Sequence[archive.DumpedDeployment]) -> None:
+        await self._many(SQL.insert_deployment, [PARAMS.deployment_row(d) for d in rows])

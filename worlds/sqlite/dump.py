@@ -17,7 +17,7 @@ from worlds.protocol import SCHEDULE_TOPIC, WORK_TOPIC
 from worlds.sqlite import codecs
 from worlds.sqlite.connection import Connection
 from worlds.sqlite.rows import SqliteRows
-from worlds.types import EventKind
+from worlds.types import EventKind, Pin
 
 __all__ = ["SqliteLoad", "SqliteSource"]
 
@@ -65,6 +65,7 @@ class SqliteSource:
             out += [PARAMS.token(row) for row in db.execute(SQL.tokens, ids)]
             out += [PARAMS.hook(row) for row in db.execute(SQL.hooks, ids)]
             out += [PARAMS.resume(row) for row in db.execute(SQL.resumes, ids)]
+            out += [PARAMS.update(row) for row in db.execute(SQL.updates, ids)]
             out += [PARAMS.work(row) for row in db.execute(SQL.work, ids)]
             out += [PARAMS.chunk(row) for row in db.execute(SQL.chunks, ids)]
             return out
@@ -79,6 +80,9 @@ class SqliteSource:
             ]
             out += [row for row in loose if isinstance(row, archive.DumpedRelease)]
             out += [PARAMS.schedule(row) for row in db.execute(SQL.schedules)]
+            out += [PARAMS.key_limit(row) for row in db.execute(SQL.key_limits)]
+            out += [PARAMS.key_share(row) for row in db.execute(SQL.key_shares)]
+            out += [PARAMS.deployment(row) for row in db.execute(SQL.deployments)]
             return out
 
         return await self._connection.read(body)
@@ -94,6 +98,9 @@ class SqliteLoad:
     async def stored_setting(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+    async def stored_deployment(self, build_id: str) -> dict[str, Pin] | None:
+        return await self._rows.deployment(build_id)
 
     async def load_settings(self, rows: Sequence[archive.DumpedSetting]) -> None:
         self._db.executemany(SQL.insert_setting, [(r.key, r.value) for r in rows])
@@ -129,6 +136,9 @@ class SqliteLoad:
         self._db.executemany(SQL.insert_hook, [PARAMS.hook_row(h) for h in hooks])
         self._db.executemany(SQL.insert_resume, [(r.token, r.resume_id, r.run_id) for r in resumes])
 
+    async def load_updates(self, rows: Sequence[archive.DumpedUpdate]) -> None:
+        self._db.executemany(SQL.insert_update, [PARAMS.update_row(u) for u in rows])
+
     async def load_work(self, rows: Sequence[archive.DumpedWork]) -> None:
         self._db.executemany(SQL.insert_work, [PARAMS.work_row(w) for w in rows])
         if rows:
@@ -141,3 +151,12 @@ class SqliteLoad:
         self._db.executemany(SQL.insert_schedule, [PARAMS.schedule_row(s) for s in rows])
         if rows:
             self._rows.signals.add(SCHEDULE_TOPIC)
+
+    async def load_key_limits(
+        self, limits: Sequence[archive.DumpedKeyLimit], shares: Sequence[archive.DumpedKeyShare]
+    ) -> None:
+        self._db.executemany(SQL.insert_key_limit, [PARAMS.key_limit_row(k) for k in limits])
+        self._db.executemany(SQL.insert_key_share, [PARAMS.key_share_row(k) for k in shares])
+
+    async def load_deployments(self, rows: Sequence[archive.DumpedDeployment]) -> None:
+        self._db.executemany(SQL.insert_deployment, [PARAMS.deployment_row(d) for d in rows])

@@ -30,6 +30,8 @@ from worlds.types import (
     RunCompleted,
     ScheduleRecord,
     StartPolicy,
+    UpdateDelivery,
+    WorkerInfo,
     utcnow,
 )
 
@@ -42,11 +44,15 @@ async def fill_world(world: World) -> dict[str, str]:
     A running run holding a unique pair and a leased step item, a stream; a
     slot holder and a waiter; a rate-limited start; a run holding an unbound
     hook token with its payload and resume id; a tombstone; a released pair; a
-    schedule; a setting.
+    schedule; a setting; a pending update of the running run; a key limit with
+    weights whose second value was served from the key's line (its share); a
+    build's deployment.
     """
     await world.setting("archive-conformance", "1")
     running, _, _ = await run_with_steps(world, steps=1, lease_steps=True)
     assert await world.append_stream(running.id, "out", [b"\x00one", b"two"]) == 0
+    update = UpdateDelivery(name="rename", update_id="u-1", payload=b"\x01new")
+    assert (await world.send_update(running.id, update)).state == "pending"
     claimed = await create_run(world, attributes={"order": "o-1", "n": 7}, unique=["order"])
     limited = {"lane": Limit(limit=1)}
     holder = CreateRunRequest(
@@ -87,6 +93,27 @@ async def fill_world(world: World) -> dict[str, str]:
         CommitRequest(run_id=pruned.id, worker_id="w", events=(RunCompleted(result=b"r"),))
     )
     assert await world.prune_runs(utcnow() + timedelta(seconds=1)) == [pruned.id]
+    await world.set_key_limit("tenant", 1, {"gold": 3.0})
+    tenant = {"tenant": Limit(limit=5)}
+    first = CreateRunRequest(
+        run_id=new_run_id(), workflow=WF, args=b"", attributes={"tenant": "gold"}, limits=tenant
+    )
+    second = CreateRunRequest(
+        run_id=new_run_id(), workflow=WF, args=b"", attributes={"tenant": "gold"}, limits=tenant
+    )
+    for request in (first, second):
+        assert (await world.create_run(request)).run is not None
+    await world.commit(
+        CommitRequest(run_id=first.run_id, worker_id="w", events=(RunCompleted(result=b""),))
+    )
+    build = WorkerInfo(
+        id=f"archive-{new_run_id()}",
+        host="archive-host",
+        pid=1,
+        build_id="build-1",
+        workflows={WF: "run", STEP: "latest"},
+    )
+    await world.register_worker(build)
     record = ScheduleRecord(
         id="nightly", workflow=WF, spec=b"\x01spec", next_fire_at=soon(3600), wake_at=soon(3600)
     )
@@ -99,6 +126,7 @@ async def fill_world(world: World) -> dict[str, str]:
         "rated": rated.run_id,
         "hooked": hooked.run_id,
         "pruned": pruned.id,
+        "served": second.run_id,
     }
 
 
@@ -158,7 +186,7 @@ class ArchiveConformance(ConformanceBase):
             if isinstance(r, archive.DumpedClaim) and not r.claim.pruned_status
         ]
         assert await world.find_claim("order", "o-1") in held
-        slots = [r.slot for r in rows if isinstance(r, archive.DumpedSlot)]
+        slots = [r.slot for r in rows if isinstance(r, archive.DumpedSlot) and r.slot.key == "lane"]
         assert slots == await world.list_slots("lane", "a")
         work = [r for r in rows if isinstance(r, archive.DumpedWork) and r.name == STEP]
         assert len(work) == 1 and work[0].run_id == ids["running"]
@@ -210,6 +238,20 @@ class ArchiveConformance(ConformanceBase):
         assert line == [ids["holder"], ids["waiter"], late.run_id]
         assert await world.resume_hook("cart-c-1", b"again", resume_id="r-1") == ids["hooked"]
         assert await world.get_schedule("nightly") == await reference.get_schedule("nightly")
+        # the update id is remembered (sent again: its one outcome, nothing appended)
+        running = await world.get_run(ids["running"])
+        assert running is not None
+        again = UpdateDelivery(name="rename", update_id="u-1", payload=b"\x01new")
+        assert (await world.send_update(ids["running"], again)).state == "pending"
+        after = await world.get_run(ids["running"])
+        assert after is not None and after.last_seq == running.last_seq
+        assert await world.get_key_limit("tenant") == await reference.get_key_limit("tenant")
+        deployed = await world.list_deployments()
+        assert [(d.build_id, sorted(d.workflows)) for d in deployed] == [
+            ("build-1", sorted([WF, STEP]))
+        ]
+        wanted = await reference.list_deployments()
+        assert deployed[0].registered_at == wanted[0].registered_at
 
     @pytest.mark.anyio
     async def test_rows_it_holds_are_refused_and_nothing_written(self, world: World) -> None:
@@ -223,5 +265,9 @@ class ArchiveConformance(ConformanceBase):
             await world.import_rows(orphan)
         with pytest.raises(ValueError, match="setting"):
             await world.import_rows([archive.DumpedSetting("archive-conformance", "2")])
+        for kind in (archive.DumpedKeyLimit, archive.DumpedKeyShare, archive.DumpedDeployment):
+            held = [row for row in rows if isinstance(row, kind)]
+            with pytest.raises(ValueError, match="already in this world"):
+                await world.import_rows(held)
         assert same_rows(await dump(world), rows)
         assert runs
