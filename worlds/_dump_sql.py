@@ -92,7 +92,7 @@ _WORK_COLUMNS = (
 _CHUNK_COLUMNS = "run_id, name, seq, data, at"
 _UPDATE_COLUMNS = "run_id, update_id, seq"
 _KEY_LIMIT_COLUMNS = "key, lim, spec, vtime"
-_KEY_SHARE_COLUMNS = "key, ivalue, share"
+_KEY_SHARE_COLUMNS = "key, ivalue, share, queued"
 _DEPLOYMENT_COLUMNS = "build_id, workflow, pin, registered_at"
 _SCHEDULE_COLUMNS = (
     "id, workflow, spec, paused, note, next_fire_at, buffered_at, wake_at, version, "
@@ -261,7 +261,7 @@ class DumpParams:
 
     def key_share(self, row: Row) -> DumpedKeyShare:
         """A key_shares row."""
-        return DumpedKeyShare(row["key"], row["ivalue"], float(row["share"]))
+        return DumpedKeyShare(row["key"], row["ivalue"], float(row["share"]), bool(row["queued"]))
 
     def deployment(self, row: Row) -> DumpedDeployment:
         """A deployments row."""
@@ -388,7 +388,7 @@ class DumpParams:
 
     def key_share_row(self, k: DumpedKeyShare) -> tuple[object, ...]:
         """``insert_key_share``'s parameters."""
-        return (k.key, k.ivalue, k.share)
+        return (k.key, k.ivalue, k.share, k.queued)
 
     def deployment_row(self, d: DumpedDeployment) -> tuple[object, ...]:
         """``insert_deployment``'s parameters."""

@@ -185,11 +185,14 @@ class DumpedKeyLimit(msgspec.Struct, frozen=True, tag="key_limit"):
 
 class DumpedKeyShare(msgspec.Struct, frozen=True, tag="key_share"):
     """A limited key's value's pass in the weighted round-robin (``ivalue``: the
-    value's index term)."""
+    value's index term) and whether it waits in the key's line."""
 
     key: str
     ivalue: str
     share: float
+    queued: bool = False
+    """Whether the value waits in its key's line (absent from archives written before
+    the line was indexed: an importing world then finds no value waiting)."""
 
 
 class DumpedDeployment(msgspec.Struct, frozen=True, tag="deployment"):

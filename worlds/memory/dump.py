@@ -111,7 +111,10 @@ class MemorySource:
             after = page[-1].id
         limits, shares = self._t.key_limits.dump()
         out += [archive.DumpedKeyLimit(limit, vtime) for limit, vtime in limits]
-        out += [archive.DumpedKeyShare(key, ivalue, share) for key, ivalue, share in shares]
+        out += [
+            archive.DumpedKeyShare(key, ivalue, share, queued)
+            for key, ivalue, share, queued in shares
+        ]
         out += [
             archive.DumpedDeployment(build.build_id, workflow, pin, build.registered_at)
             for _, build in sorted(self._t.deployments.items())
@@ -208,7 +211,7 @@ class MemoryLoad:
         for k in limits:
             self._t.key_limits.load(k.limit, k.vtime)
         for share in shares:
-            self._t.key_limits.load_share(share.key, share.ivalue, share.share)
+            self._t.key_limits.load_share(share.key, share.ivalue, share.share, share.queued)
 
     async def load_deployments(self, rows: Sequence[archive.DumpedDeployment]) -> None:
         for d in rows:

@@ -81,17 +81,25 @@ class KeyLimitStore:
         """Every stored key limit, by key."""
         return [limit for _, (limit, _) in sorted(self._limits.items())]
 
-    def dump(self) -> tuple[list[tuple[KeyLimit, float]], list[tuple[str, str, float]]]:
-        """Every limit with its key's virtual time, by key, and every value's share,
-        by (key, value index text): what a full dump holds."""
+    def dump(
+        self,
+    ) -> tuple[list[tuple[KeyLimit, float]], list[tuple[str, str, float, bool]]]:
+        """Every limit with its key's virtual time, by key, and every value's share
+        and whether it is in the line, by (key, value index text): what a full dump
+        holds."""
         limits = [found for _, found in sorted(self._limits.items())]
-        shares = [(key, ivalue, share) for (key, ivalue), share in sorted(self._shares.items())]
+        shares = [
+            (key, ivalue, share, (key, ivalue) in self._queued)
+            for (key, ivalue), share in sorted(self._shares.items())
+        ]
         return limits, shares
 
     def load(self, limit: KeyLimit, vtime: float) -> None:
         """Store a dumped limit with its virtual time."""
         self._journal.put(self._limits, limit.key, (limit, vtime))
 
-    def load_share(self, key: str, ivalue: str, share: float) -> None:
-        """Store a dumped value's share."""
+    def load_share(self, key: str, ivalue: str, share: float, queued: bool) -> None:
+        """Store a dumped value's share, in its key's line when ``queued``."""
         self._journal.put(self._shares, (key, ivalue), share)
+        if queued:
+            self._journal.put(self._queued, (key, ivalue), True)
