@@ -44,7 +44,9 @@ from worlds.types import (
     ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
+    SLOT_HISTORY_KEEP,
     Slot,
+    SlotSample,
     StreamChunk,
     UpdateDelivery,
     UpdateOutcome,
@@ -342,6 +344,16 @@ class Runs(Protocol):
         """
         ...
 
+    async def prune_slot_history(
+        self, keep: float = SLOT_HISTORY_KEEP, limit: int = 1000
+    ) -> int:
+        """Delete up to ``limit`` slot samples (``slot_history``) older than ``keep``
+        seconds by the world's clock, atomically; each pair's newest sample stays
+        unless it shows the pair empty (it is the level the pair still stands at).
+        ``ValueError`` for a negative ``keep``. Returns how many went.
+        """
+        ...
+
     async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
         """Pin (``pinned``) or unpin the run, atomically: a pinned run's attributes
         hold ``$pinned = True`` (``worlds.semantics.PIN_KEY``) and no prune deletes
@@ -619,6 +631,15 @@ class Index(Protocol):
     async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
         """The rows of every limited pair of ``key``, at most ``limit``: by value (in
         ``index_value`` order), each pair's rows as ``list_slots`` orders them."""
+        ...
+
+    async def slot_history(self, key: str, since: datetime, until: datetime) -> list[SlotSample]:
+        """The samples of every limited pair of ``key`` (``SlotSample``) whose minute
+        is in ``[since, until)``, and each pair's newest sample before ``since`` (the
+        level it stood at when the window opens), by value (``index_value`` order)
+        then minute. ``ValueError`` unless ``since < until``, both timezone-aware.
+        Checked by ``SlotHistoryConformance``.
+        """
         ...
 
     async def count_runs(

@@ -43,8 +43,10 @@ from worlds.types import (
     RunStatus,
     ScheduleFire,
     ScheduleLease,
+    SLOT_HISTORY_KEEP,
     ScheduleRecord,
     Slot,
+    SlotSample,
     StreamChunk,
     UpdateDelivery,
     UpdateOutcome,
@@ -192,6 +194,10 @@ class WorldWrapper:
         """See ``World.prune_listed``."""
         return await self.inner.prune_listed(run_ids, release_claims=release_claims)
 
+    async def prune_slot_history(self, keep: float = SLOT_HISTORY_KEEP, limit: int = 1000) -> int:
+        """See ``World.prune_slot_history``."""
+        return await self.inner.prune_slot_history(keep, limit)
+
     async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
         """See ``World.pin_run``."""
         return await self.inner.pin_run(run_id, pinned)
@@ -337,6 +343,10 @@ class WorldWrapper:
     async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
         """See ``World.list_key_slots``."""
         return await self.inner.list_key_slots(key, limit)
+
+    async def slot_history(self, key: str, since: datetime, until: datetime) -> list[SlotSample]:
+        """See ``World.slot_history``."""
+        return await self.inner.slot_history(key, since, until)
 
     async def count_runs(
         self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int

@@ -432,6 +432,38 @@ SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) A
         (SELECT lim FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
          ORDER BY position LIMIT 1)) AS lim
 """
+# Pairs' holders and waiters now, as their samples of minute $3 (peaks kept).
+SAMPLE_SLOTS = """
+INSERT INTO slot_samples AS s (key, ivalue, minute, holders, waiters, peak_holders, peak_waiters)
+SELECT p.k, p.v, $3, h.n, w.n, h.n, w.n
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS p(k, v, o)
+CROSS JOIN LATERAL (SELECT count(*)::integer AS n FROM slots
+    WHERE key = p.k AND ivalue = p.v AND holding) AS h
+CROSS JOIN LATERAL (SELECT count(*)::integer AS n FROM slots
+    WHERE key = p.k AND ivalue = p.v AND NOT holding) AS w
+ORDER BY p.o
+ON CONFLICT (key, ivalue, minute) DO UPDATE SET holders = excluded.holders,
+    waiters = excluded.waiters, peak_holders = greatest(s.peak_holders, excluded.holders),
+    peak_waiters = greatest(s.peak_waiters, excluded.waiters)
+"""
+# Samples before $1, oldest first, at most $2, but a pair's newest unless it is empty.
+DROP_SLOT_SAMPLES = """
+DELETE FROM slot_samples WHERE (key, ivalue, minute) IN (
+    SELECT key, ivalue, minute FROM slot_samples AS s WHERE minute < $1
+    AND (holders = 0 AND waiters = 0 OR EXISTS (SELECT 1 FROM slot_samples AS n
+        WHERE n.key = s.key AND n.ivalue = s.ivalue AND n.minute > s.minute))
+    ORDER BY minute LIMIT $2 FOR UPDATE SKIP LOCKED)
+"""
+# A key's samples in [$2, $3), and each of its pairs' newest before $2.
+SLOT_HISTORY = """
+SELECT key, ivalue, minute, holders, waiters, peak_holders, peak_waiters
+FROM slot_samples WHERE key = $1 AND minute >= $2 AND minute < $3
+UNION ALL
+SELECT * FROM (SELECT DISTINCT ON (ivalue) key, ivalue, minute, holders, waiters,
+    peak_holders, peak_waiters FROM slot_samples WHERE key = $1 AND minute < $2
+    ORDER BY ivalue, minute DESC) AS before
+ORDER BY 2, 3
+"""
 INSERT_SLOTS = """
 INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, priority, burst)
 SELECT k, v, nextval('slot_positions'), $4, d, l, $6, $7, b

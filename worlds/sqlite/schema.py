@@ -216,6 +216,19 @@ SCHEMA = (
         registered_at INTEGER NOT NULL,
         PRIMARY KEY (build_id, workflow)
     ) WITHOUT ROWID""",
+    # Slot history (``World.slot_history``): a sample per limited pair and minute it changed.
+    """CREATE TABLE slot_samples (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        minute INTEGER NOT NULL,
+        holders INTEGER NOT NULL,
+        waiters INTEGER NOT NULL,
+        peak_holders INTEGER NOT NULL,
+        peak_waiters INTEGER NOT NULL,
+        PRIMARY KEY (key, ivalue, minute)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX slot_samples_key ON slot_samples (key, minute)",
+    "CREATE INDEX slot_samples_minute ON slot_samples (minute)",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

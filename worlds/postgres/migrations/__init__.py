@@ -31,6 +31,7 @@ from worlds.postgres.migrations import (
     v15_updates,
     v16_deployments,
     v17_ui_indexes,
+    v21_slot_history,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -53,5 +54,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     15: v15_updates.STATEMENTS,
     16: v16_deployments.STATEMENTS,
     17: v17_ui_indexes.STATEMENTS,
+    21: v21_slot_history.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

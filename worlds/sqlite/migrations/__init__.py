@@ -27,6 +27,7 @@ from worlds.sqlite.migrations import (
     v12_updates,
     v13_deployments,
     v14_ui_indexes,
+    v18_slot_history,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -46,5 +47,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     12: v12_updates.STATEMENTS,
     13: v13_deployments.STATEMENTS,
     14: v14_ui_indexes.STATEMENTS,
+    18: v18_slot_history.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""
