@@ -49,6 +49,7 @@ def check_keep(keep: float) -> None:
 
 
 def cutoff(now: datetime, keep: float) -> datetime:
-    """Samples of minutes before this may go (the pair's newest non-empty one stays)."""
+    """Samples whose minute began before this may go (the pair's newest non-empty one
+    stays). Not rounded to a minute: ``keep=0`` lets every past sample go."""
     check_keep(keep)
-    return minute_of(now - timedelta(seconds=keep))
+    return now - timedelta(seconds=keep)
