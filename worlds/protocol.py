@@ -633,12 +633,18 @@ class Index(Protocol):
         ``index_value`` order), each pair's rows as ``list_slots`` orders them."""
         ...
 
-    async def slot_history(self, key: str, since: datetime, until: datetime) -> list[SlotSample]:
-        """The samples of every limited pair of ``key`` (``SlotSample``) whose minute
-        is in ``[since, until)``, and each pair's newest sample before ``since`` (the
-        level it stood at when the window opens), by value (``index_value`` order)
-        then minute. ``ValueError`` unless ``since < until``, both timezone-aware.
-        Checked by ``SlotHistoryConformance``.
+    async def slot_history(
+        self, key: str, since: datetime, until: datetime, width: int = 60
+    ) -> list[SlotSample]:
+        """The history of every limited pair of ``key``, by value (``index_value``
+        order) then time: each pair's newest sample before ``since`` (the level it
+        stood at when the window opens, as stored), then per bucket of ``width``
+        seconds from ``since`` to ``until`` its samples merged into one whose
+        ``minute`` is the bucket's start: ``holders`` and ``waiters`` of the last,
+        the peaks the most of any. Buckets without a sample are absent (the pair
+        stood as the previous one left it). The window is checked as ``count_runs``
+        checks it (``worlds.semantics.check_window``); ``width`` must be whole
+        minutes. Checked by ``SlotHistoryConformance``.
         """
         ...
 

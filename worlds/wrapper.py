@@ -344,9 +344,11 @@ class WorldWrapper:
         """See ``World.list_key_slots``."""
         return await self.inner.list_key_slots(key, limit)
 
-    async def slot_history(self, key: str, since: datetime, until: datetime) -> list[SlotSample]:
+    async def slot_history(
+        self, key: str, since: datetime, until: datetime, width: int = 60
+    ) -> list[SlotSample]:
         """See ``World.slot_history``."""
-        return await self.inner.slot_history(key, since, until)
+        return await self.inner.slot_history(key, since, until, width)
 
     async def count_runs(
         self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int

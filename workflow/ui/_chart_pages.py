@@ -132,7 +132,7 @@ async def flow_page(ui: Ui, request: Request) -> Response:
     since = until - length
     buckets = int(length.total_seconds()) // width
     try:
-        samples = await ui.world.slot_history(key, since, until)
+        samples = await ui.world.slot_history(key, since, until, width)
         history_error = None
     except NotImplementedError as exc:  # a third-party world without slot history
         samples, history_error = [], str(exc)

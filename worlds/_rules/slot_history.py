@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+from worlds._rules.counts import check_window
 from worlds._rules.key_limits import is_key_pair
 
 __all__ = ["check_keep", "check_span", "cutoff", "minute_of", "sampled"]
@@ -34,12 +35,14 @@ def sampled(pairs: Iterable[Pair]) -> list[Pair]:
     return sorted({pair for pair in pairs if not is_key_pair(pair)})
 
 
-def check_span(since: datetime, until: datetime) -> None:
-    """Raise ``ValueError`` unless ``since`` is before ``until``, both timezone-aware."""
-    if since.tzinfo is None or until.tzinfo is None:
-        raise ValueError("since and until must be timezone-aware datetimes")
-    if since >= until:
-        raise ValueError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
+def check_span(since: datetime, until: datetime, width: int) -> int:
+    """The number of buckets of a history window, or the error ``check_window`` raises
+    (``TypeError``, ``ValueError``); also ``ValueError`` unless ``width`` is whole minutes
+    (a sample is one minute's)."""
+    buckets = check_window(since, until, width)
+    if width % 60:
+        raise ValueError(f"width must be a whole number of minutes in seconds, got {width}")
+    return buckets
 
 
 def check_keep(keep: float) -> None:

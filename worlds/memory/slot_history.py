@@ -8,12 +8,13 @@ samples with it.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import msgspec
 
 from worlds._flows.rows import Pair
 from worlds.memory.journal import Journal
+from worlds.semantics import bucket_of
 from worlds.types import SlotSample
 
 __all__ = ["SampleStore"]
@@ -53,14 +54,30 @@ class SampleStore:
             )
         self._journal.put(minutes, minute, new)
 
-    def history(self, key: str, since: datetime, until: datetime) -> list[SlotSample]:
-        """The key's samples in ``[since, until)`` and each pair's newest before ``since``."""
+    def history(
+        self, key: str, since: datetime, until: datetime, width: int
+    ) -> list[SlotSample]:
+        """The key's history (``World.slot_history``): each pair's newest sample before
+        ``since``, then its samples of ``[since, until)`` merged per bucket."""
         found: list[SlotSample] = []
         for pair in sorted(p for p in self._pairs if p[0] == key):
             minutes = sorted(self._pairs[pair].items())
             before = [s for m, s in minutes if m < since]
             found.extend(before[-1:])
-            found.extend(s for m, s in minutes if since <= m < until)
+            merged: dict[int, SlotSample] = {}
+            for minute, sample in minutes:
+                if not since <= minute < until:
+                    continue
+                bucket = bucket_of(minute, since, width)
+                start = since + timedelta(seconds=bucket * width)
+                old = merged.get(bucket)
+                merged[bucket] = msgspec.structs.replace(
+                    sample,
+                    minute=start,
+                    peak_holders=max(sample.peak_holders, old.peak_holders if old else 0),
+                    peak_waiters=max(sample.peak_waiters, old.peak_waiters if old else 0),
+                )
+            found.extend(merged[bucket] for bucket in sorted(merged))
         return found
 
     def drop(self, before: datetime, limit: int) -> int:

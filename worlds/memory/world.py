@@ -486,11 +486,11 @@ class MemoryWorld(ClosesOnExit):
         return self._tables.slots.of_key(key, limit)
 
     async def slot_history(
-        self, key: str, since: datetime, until: datetime
+        self, key: str, since: datetime, until: datetime, width: int = 60
     ) -> list[types.SlotSample]:
         """See ``World.slot_history``."""
-        check_history_span(since, until)
-        return self._tables.samples.history(key, since, until)
+        check_history_span(since, until, width)
+        return self._tables.samples.history(key, since, until, width)
 
     async def count_runs(
         self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int

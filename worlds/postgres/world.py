@@ -758,18 +758,18 @@ class PostgresWorld(ClosesOnExit):
         return [codecs.columns.slot(row) for row in rows]
 
     async def slot_history(
-        self, key: str, since: datetime, until: datetime
+        self, key: str, since: datetime, until: datetime, width: int = 60
     ) -> list[types.SlotSample]:
-        """See ``World.slot_history``: a range of ``slot_samples_key`` and, per pair,
-        its newest sample before the window."""
+        """See ``World.slot_history``: a range of ``slot_samples_key`` grouped per
+        bucket and, per pair, a seek for its newest sample before the window."""
         self._check_open()
-        check_history_span(since, until)
+        check_history_span(since, until, width)
         if "\0" in key:
             return []  # PostgreSQL text holds no NUL, so no pair has this key
-        rows = await (await self._connect()).fetch(sql.SLOT_HISTORY, key, since, until)
+        rows = await (await self._connect()).fetch(sql.SLOT_HISTORY, key, since, until, width)
         return [
             types.SlotSample(
-                key=row["key"],
+                key=key,
                 ivalue=row["ivalue"],
                 minute=row["minute"],
                 holders=row["holders"],

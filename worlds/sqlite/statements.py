@@ -338,15 +338,23 @@ DROP_SLOT_SAMPLES = (
     "slot_samples AS n WHERE n.key = s.key AND n.ivalue = s.ivalue AND n.minute > s.minute)) "
     "ORDER BY minute LIMIT ?2)"
 )
-# A key's samples in [?2, ?3), and each of its pairs' newest before ?2.
+# A key's history in [?2, ?3): per pair and bucket of ?4 microseconds the merged
+# samples (the last one's levels, the most of the peaks), and each pair's newest
+# before ?2 (its values found by seeks of the primary key, not a scan of the key).
 SLOT_HISTORY = (
-    "SELECT key, ivalue, minute, holders, waiters, peak_holders, peak_waiters "
-    "FROM slot_samples INDEXED BY slot_samples_key WHERE key = ?1 AND minute >= ?2 "
-    "AND minute < ?3 UNION ALL SELECT s.key, s.ivalue, s.minute, s.holders, s.waiters, "
-    "s.peak_holders, s.peak_waiters FROM (SELECT ivalue, max(minute) AS newest "
-    "FROM slot_samples WHERE key = ?1 AND minute < ?2 GROUP BY ivalue) AS b "
-    "JOIN slot_samples AS s ON s.key = ?1 AND s.ivalue = b.ivalue AND s.minute = b.newest "
-    "ORDER BY 2, 3"
+    "WITH RECURSIVE g AS (SELECT ivalue, (minute - ?2) / ?4 AS bucket, max(minute) AS last, "
+    "max(peak_holders) AS ph, max(peak_waiters) AS pw FROM slot_samples "
+    "INDEXED BY slot_samples_key WHERE key = ?1 AND minute >= ?2 AND minute < ?3 "
+    "GROUP BY ivalue, bucket), "
+    "v(iv) AS (SELECT min(ivalue) FROM slot_samples WHERE key = ?1 UNION ALL "
+    "SELECT (SELECT min(ivalue) FROM slot_samples WHERE key = ?1 AND ivalue > v.iv) "
+    "FROM v WHERE v.iv IS NOT NULL) "
+    "SELECT g.ivalue, ?2 + g.bucket * ?4, e.holders, e.waiters, g.ph, g.pw FROM g "
+    "JOIN slot_samples AS e ON e.key = ?1 AND e.ivalue = g.ivalue AND e.minute = g.last "
+    "UNION ALL SELECT s.ivalue, s.minute, s.holders, s.waiters, s.peak_holders, "
+    "s.peak_waiters FROM v JOIN slot_samples AS s ON s.key = ?1 AND s.ivalue = v.iv "
+    "AND s.minute = (SELECT max(minute) FROM slot_samples "
+    "WHERE key = ?1 AND ivalue = v.iv AND minute < ?2) ORDER BY 1, 2"
 )
 # A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (

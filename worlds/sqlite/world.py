@@ -633,24 +633,24 @@ class SqliteWorld(ClosesOnExit):
         return await self._connection.read(body)
 
     async def slot_history(
-        self, key: str, since: datetime, until: datetime
+        self, key: str, since: datetime, until: datetime, width: int = 60
     ) -> list[types.SlotSample]:
-        """See ``World.slot_history``: a range of ``slot_samples_key`` and, per pair,
-        its newest sample before the window."""
+        """See ``World.slot_history``: a range of ``slot_samples_key`` grouped per
+        bucket and, per pair, a seek for its newest sample before the window."""
         self._connection.check_open()
-        check_history_span(since, until)
-        params = (key, codecs.to_micros(since), codecs.to_micros(until))
+        check_history_span(since, until, width)
+        params = (key, codecs.to_micros(since), codecs.to_micros(until), width * 1_000_000)
 
         def body(db: sqlite3.Connection) -> list[types.SlotSample]:
             return [
                 types.SlotSample(
-                    key=row[0],
-                    ivalue=row[1],
-                    minute=codecs.from_micros(row[2]),
-                    holders=row[3],
-                    waiters=row[4],
-                    peak_holders=row[5],
-                    peak_waiters=row[6],
+                    key=key,
+                    ivalue=row[0],
+                    minute=codecs.from_micros(row[1]),
+                    holders=row[2],
+                    waiters=row[3],
+                    peak_holders=row[4],
+                    peak_waiters=row[5],
                 )
                 for row in db.execute(sql.SLOT_HISTORY, params)
             ]

@@ -53,7 +53,8 @@ async def _commit(world: World, run_id: str, event: EventKind) -> None:
 
 
 def _hour() -> tuple[datetime, datetime]:
-    now = utcnow()
+    """The last hour, from a minute's start, so per-minute buckets are the samples' minutes."""
+    now = utcnow().replace(second=0, microsecond=0)
     return now - timedelta(hours=1), now + timedelta(minutes=2)
 
 
@@ -128,6 +129,23 @@ class SlotHistoryConformance(ConformanceBase):
         assert await world.slot_history("tenant", later - timedelta(hours=3), later - timedelta(hours=2)) == []
 
     @pytest.mark.anyio
+    async def test_wide_buckets_merge_their_samples(self, world: World) -> None:
+        """Per bucket of ``width``: the last sample's levels and the most of the peaks,
+        dated at the bucket's start."""
+        runs = [await _start(world, "tenant", "a", 1) for _ in range(3)]  # 1 holds, 2 wait
+        await world.cancel_run(runs[2], "done")
+        await world.cancel_run(runs[0], "done")  # the second is promoted
+        minutes = await _samples(world, "tenant")
+        since = utcnow() - timedelta(hours=2)
+        merged = await world.slot_history("tenant", since, since + timedelta(hours=3), 10800)
+        assert len(merged) == 1, merged
+        (bucket,) = merged
+        assert bucket.minute == since
+        assert (bucket.holders, bucket.waiters) == (minutes[-1].holders, minutes[-1].waiters)
+        assert (bucket.holders, bucket.waiters) == (1, 0)
+        assert (bucket.peak_holders, bucket.peak_waiters) == (1, 2)
+
+    @pytest.mark.anyio
     async def test_bad_windows_and_keep_are_refused(self, world: World) -> None:
         now = utcnow()
         with pytest.raises(ValueError):
@@ -135,8 +153,10 @@ class SlotHistoryConformance(ConformanceBase):
         with pytest.raises(ValueError):
             await world.slot_history("tenant", now, now - timedelta(minutes=1))
         naive = datetime.now(UTC).replace(tzinfo=None)
-        with pytest.raises(ValueError):
+        with pytest.raises(TypeError):
             await world.slot_history("tenant", naive, naive + timedelta(minutes=1))
+        with pytest.raises(ValueError):  # a sample is a minute's: buckets are whole minutes
+            await world.slot_history("tenant", now - timedelta(hours=1), now, 90)
         with pytest.raises(ValueError):
             await world.prune_slot_history(-1)
 
