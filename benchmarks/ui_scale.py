@@ -214,7 +214,8 @@ def _sqlite_plans(path: str) -> dict[str, list[str]]:
     plans["slot_history"] = [
         row[3]
         for row in db.execute(
-            "EXPLAIN QUERY PLAN " + sql.SLOT_HISTORY, ("pool", micros, micros + 3_600_000_000)
+            "EXPLAIN QUERY PLAN " + sql.SLOT_HISTORY,
+            ("pool", micros, micros + 3_600_000_000, 60_000_000),
         )
     ]
     db.close()
@@ -239,7 +240,7 @@ async def _postgres_plans(url: str) -> dict[str, list[str]]:
             statement, params = filters.count_runs_sql(query, "created", since, until, 60)
             rows = await conn.fetch("EXPLAIN " + statement, *params)
             plans[name] = [row[0] for row in rows]
-        rows = await conn.fetch("EXPLAIN " + sql.SLOT_HISTORY, "pool", since, until)
+        rows = await conn.fetch("EXPLAIN " + sql.SLOT_HISTORY, "pool", since, until, 60)
         plans["slot_history"] = [row[0] for row in rows]
     finally:
         await conn.close()
