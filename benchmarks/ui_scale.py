@@ -106,8 +106,7 @@ def _sqlite_fill(path: str, runs: int, template: str) -> None:
     db.execute("COMMIT")
     db.execute("BEGIN")
     db.execute(
-        series.replace("?", "?1")
-        + "INSERT INTO attributes (run_id, key, ivalue) "
+        series.replace("?", "?1") + "INSERT INTO attributes (run_id, key, ivalue) "
         "SELECT printf('bulk-%08d', n), 'tenant', 's:t-' || (n % 100) FROM s "
         "UNION ALL SELECT printf('bulk-%08d', n), 'customer', 's:c-' || (n % 5000) FROM s "
         "UNION ALL SELECT printf('bulk-%08d', n), '$schedule', 's:sched-' || (n / 20 % ?2) "
@@ -195,10 +194,10 @@ async def _seed(world: worlds.World) -> tuple[str, str]:
 
 def _sqlite_plans(path: str) -> dict[str, list[str]]:
     """The plans SQLite chooses for the charts' statements (``EXPLAIN QUERY PLAN``)."""
+    from workflow.query import parse
+    from worlds.query import RunQuery
     from worlds.sqlite import statements as sql
     from worlds.sqlite.filters import count_runs_sql
-    from worlds.query import RunQuery
-    from workflow.query import parse
 
     db = sqlite3.connect(path)
     until = datetime.now(UTC)
@@ -223,10 +222,10 @@ def _sqlite_plans(path: str) -> dict[str, list[str]]:
 
 
 async def _postgres_plans(url: str) -> dict[str, list[str]]:
+    from workflow.query import parse
     from worlds.postgres import filters
     from worlds.postgres import statements as sql
     from worlds.query import RunQuery
-    from workflow.query import parse
 
     conn = await asyncpg.connect(url)
     until = datetime.now(UTC)
@@ -260,12 +259,16 @@ async def measure(url: str, runs: int, samples: int) -> dict[str, Any]:
             if postgres:
                 await _postgres_fill(url, runs, template)
             else:
-                await asyncio.to_thread(_sqlite_fill, url.removeprefix("sqlite:///"), runs, template)
-            fill_seconds = {"real_runs": round(seeded, 1), "bulk_sql": round(time.perf_counter() - began, 1)}
+                await asyncio.to_thread(
+                    _sqlite_fill, url.removeprefix("sqlite:///"), runs, template
+                )
+            fill_seconds = {
+                "real_runs": round(seeded, 1),
+                "bulk_sql": round(time.perf_counter() - began, 1),
+            }
         else:
             long = next(
-                r.id
-                for r in (await list_runs(workflow="scale_fanout", limit=1, world=world)).runs
+                r.id for r in (await list_runs(workflow="scale_fanout", limit=1, world=world)).runs
             )
         facts = await world.info()
         total = sum(int(v) for k, v in facts.items() if str(k).startswith("runs."))

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 from worlds.archive import DumpRow
 from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
+    SLOT_HISTORY_KEEP,
     AttributeValue,
     Claim,
     ClaimConflict,
@@ -44,7 +45,6 @@ from worlds.types import (
     ScheduleFire,
     ScheduleLease,
     ScheduleRecord,
-    SLOT_HISTORY_KEEP,
     Slot,
     SlotSample,
     StreamChunk,
@@ -344,9 +344,7 @@ class Runs(Protocol):
         """
         ...
 
-    async def prune_slot_history(
-        self, keep: float = SLOT_HISTORY_KEEP, limit: int = 1000
-    ) -> int:
+    async def prune_slot_history(self, keep: float = SLOT_HISTORY_KEEP, limit: int = 1000) -> int:
         """Delete up to ``limit`` slot samples (``slot_history``) older than ``keep``
         seconds by the world's clock, atomically; each pair's newest sample stays
         unless it shows the pair empty (it is the level the pair still stands at).

@@ -65,6 +65,7 @@ from worlds.events import (
 
 __all__ = [
     "EPOCH",
+    "SLOT_HISTORY_KEEP",
     "AttributeConflict",
     "AttributeSet",
     "AttributeValue",
@@ -116,12 +117,11 @@ __all__ = [
     "ScheduleFireTime",
     "ScheduleLease",
     "ScheduleRecord",
-    "SLOT_HISTORY_KEEP",
     "Slot",
-    "SlotSample",
     "SlotAcquired",
     "SlotReleased",
     "SlotRequested",
+    "SlotSample",
     "StartPolicy",
     "StepCompleted",
     "StepCreated",

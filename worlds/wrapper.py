@@ -26,6 +26,7 @@ from worlds.archive import DumpRow
 from worlds.protocol import PROTOCOL_VERSION, Isolation, OpenTransaction, World
 from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
+    SLOT_HISTORY_KEEP,
     AttributeValue,
     Claim,
     ClaimConflict,
@@ -43,7 +44,6 @@ from worlds.types import (
     RunStatus,
     ScheduleFire,
     ScheduleLease,
-    SLOT_HISTORY_KEEP,
     ScheduleRecord,
     Slot,
     SlotSample,

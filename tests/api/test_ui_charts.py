@@ -102,8 +102,13 @@ def test_a_history_strip_carries_a_level_into_buckets_without_samples() -> None:
     def sample(value: str, minutes: int, levels: tuple[int, int, int, int]) -> SlotSample:
         held, waiting, most_held, most_waiting = levels
         return SlotSample(
-            key="k", ivalue=f"s:{value}", minute=since + timedelta(minutes=minutes),
-            holders=held, waiters=waiting, peak_holders=most_held, peak_waiters=most_waiting,
+            key="k",
+            ivalue=f"s:{value}",
+            minute=since + timedelta(minutes=minutes),
+            holders=held,
+            waiters=waiting,
+            peak_holders=most_held,
+            peak_waiters=most_waiting,
         )
 
     samples = [

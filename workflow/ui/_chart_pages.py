@@ -127,8 +127,16 @@ async def flow_page(ui: Ui, request: Request) -> Response:
         return ui.error(request, 400, f"window must be one of {choices}, got {window!r}")
     if not key:
         return ui.page(
-            request, "flow.html", key="", levels=[], bars=[], height=0, more=False,
-            tracks=[], window=window, windows=list(FLOW_WINDOWS),
+            request,
+            "flow.html",
+            key="",
+            levels=[],
+            bars=[],
+            height=0,
+            more=False,
+            tracks=[],
+            window=window,
+            windows=list(FLOW_WINDOWS),
         )
     slots = await ui.world.list_key_slots(key, SLOTS_READ)
     found, bars = levels(slots, VALUES_SHOWN)

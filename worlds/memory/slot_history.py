@@ -54,9 +54,7 @@ class SampleStore:
             )
         self._journal.put(minutes, minute, new)
 
-    def history(
-        self, key: str, since: datetime, until: datetime, width: int
-    ) -> list[SlotSample]:
+    def history(self, key: str, since: datetime, until: datetime, width: int) -> list[SlotSample]:
         """The key's history (``World.slot_history``): each pair's newest sample before
         ``since``, then its samples of ``[since, until)`` merged per bucket."""
         found: list[SlotSample] = []

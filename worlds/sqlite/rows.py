@@ -358,7 +358,9 @@ class SqliteRows:
         self.db.executemany(sql.SAMPLE_SLOTS, [(*pair, at) for pair in pairs])
 
     async def drop_slot_samples(self, before: datetime, limit: int) -> int:
-        return int(self.db.execute(sql.DROP_SLOT_SAMPLES, (codecs.to_micros(before), limit)).rowcount)
+        return int(
+            self.db.execute(sql.DROP_SLOT_SAMPLES, (codecs.to_micros(before), limit)).rowcount
+        )
 
     # ------------------------------------------------------------ key limits
 

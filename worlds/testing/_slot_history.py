@@ -126,7 +126,12 @@ class SlotHistoryConformance(ConformanceBase):
         carried = await world.slot_history("tenant", later, later + timedelta(hours=1))
         assert [(s.ivalue, s.holders) for s in carried] == [("s:a", 1), ("s:b", 2)]
         assert await world.slot_history("nobody", *_hour()) == []
-        assert await world.slot_history("tenant", later - timedelta(hours=3), later - timedelta(hours=2)) == []
+        assert (
+            await world.slot_history(
+                "tenant", later - timedelta(hours=3), later - timedelta(hours=2)
+            )
+            == []
+        )
 
     @pytest.mark.anyio
     async def test_wide_buckets_merge_their_samples(self, world: World) -> None:
