@@ -455,19 +455,21 @@ DELETE FROM slot_samples WHERE (key, ivalue, minute) IN (
     ORDER BY minute LIMIT $2 FOR UPDATE SKIP LOCKED)
 """
 # A key's history in [$2, $3): per pair and bucket of $4 seconds the merged samples
-# (the last one's levels, the most of the peaks), and each pair's newest before $2
-# (its values found by seeks of the primary key, not a scan of the key).
+# (the last one's levels by ordered aggregates, so no join back to the table; the
+# most of the peaks), and each pair's newest before $2 (its values found by seeks
+# of the primary key, not a scan of the key).
 SLOT_HISTORY = """
-WITH RECURSIVE g AS (
-    SELECT ivalue, floor(extract(epoch FROM minute - $2::timestamptz) / $4::bigint)::bigint
-        AS bucket, max(minute) AS last, max(peak_holders) AS ph, max(peak_waiters) AS pw
-    FROM slot_samples WHERE key = $1 AND minute >= $2 AND minute < $3 GROUP BY 1, 2),
-v(iv) AS (SELECT min(ivalue) FROM slot_samples WHERE key = $1
+WITH RECURSIVE v(iv) AS (SELECT min(ivalue) FROM slot_samples WHERE key = $1
     UNION ALL SELECT (SELECT min(ivalue) FROM slot_samples WHERE key = $1 AND ivalue > v.iv)
     FROM v WHERE v.iv IS NOT NULL)
-SELECT g.ivalue, $2::timestamptz + make_interval(secs => (g.bucket * $4::bigint)::float8)
-    AS minute, e.holders, e.waiters, g.ph AS peak_holders, g.pw AS peak_waiters
-FROM g JOIN slot_samples AS e ON e.key = $1 AND e.ivalue = g.ivalue AND e.minute = g.last
+SELECT ivalue, $2::timestamptz + make_interval(secs => (bucket * $4::bigint)::float8)
+    AS minute, holders, waiters, peak_holders, peak_waiters
+FROM (SELECT ivalue,
+        floor(extract(epoch FROM minute - $2::timestamptz) / $4::bigint)::bigint AS bucket,
+        (array_agg(holders ORDER BY minute DESC))[1] AS holders,
+        (array_agg(waiters ORDER BY minute DESC))[1] AS waiters,
+        max(peak_holders) AS peak_holders, max(peak_waiters) AS peak_waiters
+    FROM slot_samples WHERE key = $1 AND minute >= $2 AND minute < $3 GROUP BY 1, 2) AS g
 UNION ALL
 SELECT s.ivalue, s.minute, s.holders, s.waiters, s.peak_holders, s.peak_waiters
 FROM v CROSS JOIN LATERAL (SELECT * FROM slot_samples WHERE key = $1 AND ivalue = v.iv
