@@ -42,6 +42,7 @@ FROZEN = {
     15: "0272b94b13cc51d51775e0aced78c6a44e5df94624d896aeaf09002b99e92051",
     16: "c11b2e9246fe57d5316d8e901068b403105d1dd4ed67092eb625070a4b81a99a",
     17: "e95a82edf50b8991c507367973b5e6fef8028e0e015fb392f428d9f31ab482a3",
+    21: "24595c99975263913e7f243f40344dd16b4db09e1b16ca104988f57a227a4c78",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

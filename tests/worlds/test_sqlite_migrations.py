@@ -70,6 +70,7 @@ FROZEN = {
     12: "1dc60a572f59e7d303298a284286e404ffa3f71507987731bef74ee6ee763a3a",
     13: "e24f20db7e259e78d46f895478ea9ef190fa32118ab18c7015fd7d6cfd73f4e3",
     14: "e95a82edf50b8991c507367973b5e6fef8028e0e015fb392f428d9f31ab482a3",
+    18: "cbb942437c337b7e6dba7670c17f51f9ab42087137d17792fbfa6137004f713c",
 }
 """sha256 of each migration's statements: a file at version v ran exactly these."""
 
