@@ -455,17 +455,16 @@ DELETE FROM slot_samples WHERE (key, ivalue, minute) IN (
     ORDER BY minute LIMIT $2 FOR UPDATE SKIP LOCKED)
 """
 # A key's history in [$2, $3): per pair and bucket of $4 seconds the merged samples
-# (the last one's levels by ordered aggregates, so no join back to the table; the
-# most of the peaks), and each pair's newest before $2 (its values found by seeks
+# (``date_bin``: no numeric arithmetic per row; the last one's levels by ordered
+# aggregates, so no join back to the table; the most of the peaks), and each pair's newest before $2 (its values found by seeks
 # of the primary key, not a scan of the key).
 SLOT_HISTORY = """
 WITH RECURSIVE v(iv) AS (SELECT min(ivalue) FROM slot_samples WHERE key = $1
     UNION ALL SELECT (SELECT min(ivalue) FROM slot_samples WHERE key = $1 AND ivalue > v.iv)
     FROM v WHERE v.iv IS NOT NULL)
-SELECT ivalue, $2::timestamptz + make_interval(secs => (bucket * $4::bigint)::float8)
-    AS minute, holders, waiters, peak_holders, peak_waiters
+SELECT ivalue, bucket AS minute, holders, waiters, peak_holders, peak_waiters
 FROM (SELECT ivalue,
-        floor(extract(epoch FROM minute - $2::timestamptz) / $4::bigint)::bigint AS bucket,
+        date_bin(make_interval(secs => $4::bigint::float8), minute, $2::timestamptz) AS bucket,
         (array_agg(holders ORDER BY minute DESC))[1] AS holders,
         (array_agg(waiters ORDER BY minute DESC))[1] AS waiters,
         max(peak_holders) AS peak_holders, max(peak_waiters) AS peak_waiters
