@@ -456,8 +456,8 @@ DELETE FROM slot_samples WHERE (key, ivalue, minute) IN (
 """
 # A key's history in [$2, $3): per pair and bucket of $4 seconds the merged samples
 # (``date_bin``: no numeric arithmetic per row; the last one's levels by ordered
-# aggregates, so no join back to the table; the most of the peaks), and each pair's newest before $2 (its values found by seeks
-# of the primary key, not a scan of the key).
+# aggregates, so no join back to the table; the most of the peaks), and each pair's
+# newest before $2 (its values found by seeks of the primary key, not a scan).
 SLOT_HISTORY = """
 WITH RECURSIVE v(iv) AS (SELECT min(ivalue) FROM slot_samples WHERE key = $1
     UNION ALL SELECT (SELECT min(ivalue) FROM slot_samples WHERE key = $1 AND ivalue > v.iv)

@@ -767,18 +767,7 @@ class PostgresWorld(ClosesOnExit):
         if "\0" in key:
             return []  # PostgreSQL text holds no NUL, so no pair has this key
         rows = await (await self._connect()).fetch(sql.SLOT_HISTORY, key, since, until, width)
-        return [
-            types.SlotSample(
-                key=key,
-                ivalue=row["ivalue"],
-                minute=row["minute"],
-                holders=row["holders"],
-                waiters=row["waiters"],
-                peak_holders=row["peak_holders"],
-                peak_waiters=row["peak_waiters"],
-            )
-            for row in rows
-        ]
+        return [codecs.columns.slot_sample(key, row) for row in rows]
 
     async def list_key_slots(self, key: str, limit: int = 1000) -> list[types.Slot]:
         """See ``World.list_key_slots``: the slot indexes lead with the key."""

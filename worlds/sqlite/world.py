@@ -642,18 +642,8 @@ class SqliteWorld(ClosesOnExit):
         params = (key, codecs.to_micros(since), codecs.to_micros(until), width * 1_000_000)
 
         def body(db: sqlite3.Connection) -> list[types.SlotSample]:
-            return [
-                types.SlotSample(
-                    key=key,
-                    ivalue=row[0],
-                    minute=codecs.from_micros(row[1]),
-                    holders=row[2],
-                    waiters=row[3],
-                    peak_holders=row[4],
-                    peak_waiters=row[5],
-                )
-                for row in db.execute(sql.SLOT_HISTORY, params)
-            ]
+            rows = db.execute(sql.SLOT_HISTORY, params)
+            return [codecs.columns.slot_sample(key, row) for row in rows]
 
         return await self._connection.read(body)
 
