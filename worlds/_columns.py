@@ -38,6 +38,7 @@ from worlds.types import (
     RunStatus,
     ScheduleRecord,
     Slot,
+    SlotSample,
     WorkerInfo,
 )
 
@@ -195,6 +196,18 @@ class Columns:
             hold=row["hold"],
             priority=row["priority"],
             burst=row["burst"],
+        )
+
+    def slot_sample(self, key: str, row: Row) -> SlotSample:
+        """A row of ``SLOT_HISTORY`` (``World.slot_history``) of limited key ``key``."""
+        return SlotSample(
+            key=key,
+            ivalue=row["ivalue"],
+            minute=self._time(row["minute"]),
+            holders=row["holders"],
+            waiters=row["waiters"],
+            peak_holders=row["peak_holders"],
+            peak_waiters=row["peak_waiters"],
         )
 
     def queued(self, row: Row) -> QueuedWork:

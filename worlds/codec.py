@@ -154,10 +154,12 @@ class CodecWorld(WorldWrapper):
     ``PayloadCodec``: ``encode``/``decode`` of bytes)."""
 
     CLEAR = frozenset(
-        "protocol_version url __aenter__ __aexit__ close migrate info setting put_setting "  # noqa: SIM905
-        "renew_leases release now wait list_hooks prune_runs prune_expired prune_listed "
-        "cancel_listed release_claim find_claim run_claims list_slots run_slots "
-        "list_key_slots count_runs create_schedule get_schedule list_schedules "
+        "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
+        "setting put_setting renew_leases release now wait list_hooks prune_runs prune_expired "
+        "prune_listed cancel_listed release_claim find_claim "
+        "run_claims list_slots run_slots list_key_slots count_runs slot_history prune_slot_history "
+        "create_schedule get_schedule "
+        "list_schedules "
         "update_schedule delete_schedule lease_schedules register_worker heartbeat "
         "unregister_worker list_workers stream_closed set_key_limit get_key_limit export_rows "
         "import_rows list_deployments".split()

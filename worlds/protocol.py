@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 from worlds.archive import DumpRow
 from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
+    SLOT_HISTORY_KEEP,
     AttributeValue,
     Claim,
     ClaimConflict,
@@ -45,6 +46,7 @@ from worlds.types import (
     ScheduleLease,
     ScheduleRecord,
     Slot,
+    SlotSample,
     StreamChunk,
     UpdateDelivery,
     UpdateOutcome,
@@ -342,6 +344,14 @@ class Runs(Protocol):
         """
         ...
 
+    async def prune_slot_history(self, keep: float = SLOT_HISTORY_KEEP, limit: int = 1000) -> int:
+        """Delete up to ``limit`` slot samples (``slot_history``) older than ``keep``
+        seconds by the world's clock, atomically; each pair's newest sample stays
+        unless it shows the pair empty (it is the level the pair still stands at).
+        ``ValueError`` for a negative ``keep``. Returns how many went.
+        """
+        ...
+
     async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
         """Pin (``pinned``) or unpin the run, atomically: a pinned run's attributes
         hold ``$pinned = True`` (``worlds.semantics.PIN_KEY``) and no prune deletes
@@ -619,6 +629,21 @@ class Index(Protocol):
     async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
         """The rows of every limited pair of ``key``, at most ``limit``: by value (in
         ``index_value`` order), each pair's rows as ``list_slots`` orders them."""
+        ...
+
+    async def slot_history(
+        self, key: str, since: datetime, until: datetime, width: int = 60
+    ) -> list[SlotSample]:
+        """The history of every limited pair of ``key``, by value (``index_value``
+        order) then time: each pair's newest sample before ``since`` (the level it
+        stood at when the window opens, as stored), then per bucket of ``width``
+        seconds from ``since`` to ``until`` its samples merged into one whose
+        ``minute`` is the bucket's start: ``holders`` and ``waiters`` of the last,
+        the peaks the most of any. Buckets without a sample are absent (the pair
+        stood as the previous one left it). The window is checked as ``count_runs``
+        checks it (``worlds.semantics.check_window``); ``width`` must be whole
+        minutes. Checked by ``SlotHistoryConformance``.
+        """
         ...
 
     async def count_runs(

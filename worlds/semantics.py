@@ -50,6 +50,7 @@ from worlds._rules.runs import (
     stamped,
 )
 from worlds._rules.schedules import is_due as schedule_is_due
+from worlds._rules.slot_history import check_span as check_history_span
 from worlds._rules.streams import check_name as check_stream_name
 from worlds._rules.terms import (
     SELECTIVITY_CAP,
@@ -78,6 +79,7 @@ __all__ = [
     "build_may_lease",
     "carried_payloads",
     "check_build_workflows",
+    "check_history_span",
     "check_isolation",
     "check_rate",
     "check_stream_name",

@@ -65,6 +65,7 @@ from worlds.events import (
 
 __all__ = [
     "EPOCH",
+    "SLOT_HISTORY_KEEP",
     "AttributeConflict",
     "AttributeSet",
     "AttributeValue",
@@ -120,6 +121,7 @@ __all__ = [
     "SlotAcquired",
     "SlotReleased",
     "SlotRequested",
+    "SlotSample",
     "StartPolicy",
     "StepCompleted",
     "StepCreated",
@@ -320,6 +322,31 @@ class Slot(msgspec.Struct, frozen=True, kw_only=True):
     """Waiters are promoted lowest ``priority`` first, then by ``position``."""
     burst: int = 0
     """Slots above ``limit`` the pair may take while its key limit has room."""
+
+
+SLOT_HISTORY_KEEP = 2 * 86400.0
+"""Seconds of slot history ``World.prune_slot_history`` keeps by default: the
+longest chart window (a day), and a day more."""
+
+
+class SlotSample(msgspec.Struct, frozen=True, kw_only=True):
+    """One minute of a limited (key, value) pair's history (``World.slot_history``).
+
+    A world records a sample in every minute the pair's rows change, inside the
+    transaction that changes them: ``holders`` and ``waiters`` as that minute
+    left them, and the most of each it saw (``peak_holders``, ``peak_waiters``).
+    Between two samples the pair stood as the earlier one left it.
+    """
+
+    key: str
+    ivalue: str
+    """The value as the world indexes it (``worlds.semantics.index_value``)."""
+    minute: datetime
+    """The minute's start, UTC."""
+    holders: int
+    waiters: int
+    peak_holders: int
+    peak_waiters: int
 
 
 WorkKind: TypeAlias = Literal["workflow", "step", "timer"]

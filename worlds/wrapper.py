@@ -26,6 +26,7 @@ from worlds.archive import DumpRow
 from worlds.protocol import PROTOCOL_VERSION, Isolation, OpenTransaction, World
 from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.types import (
+    SLOT_HISTORY_KEEP,
     AttributeValue,
     Claim,
     ClaimConflict,
@@ -45,6 +46,7 @@ from worlds.types import (
     ScheduleLease,
     ScheduleRecord,
     Slot,
+    SlotSample,
     StreamChunk,
     UpdateDelivery,
     UpdateOutcome,
@@ -192,6 +194,10 @@ class WorldWrapper:
         """See ``World.prune_listed``."""
         return await self.inner.prune_listed(run_ids, release_claims=release_claims)
 
+    async def prune_slot_history(self, keep: float = SLOT_HISTORY_KEEP, limit: int = 1000) -> int:
+        """See ``World.prune_slot_history``."""
+        return await self.inner.prune_slot_history(keep, limit)
+
     async def pin_run(self, run_id: str, pinned: bool) -> RunRecord | None:
         """See ``World.pin_run``."""
         return await self.inner.pin_run(run_id, pinned)
@@ -337,6 +343,12 @@ class WorldWrapper:
     async def list_key_slots(self, key: str, limit: int = 1000) -> list[Slot]:
         """See ``World.list_key_slots``."""
         return await self.inner.list_key_slots(key, limit)
+
+    async def slot_history(
+        self, key: str, since: datetime, until: datetime, width: int = 60
+    ) -> list[SlotSample]:
+        """See ``World.slot_history``."""
+        return await self.inner.slot_history(key, since, until, width)
 
     async def count_runs(
         self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 import pytest
@@ -18,9 +18,9 @@ from tests.apps.uiapp import approval, checkout
 from tests.ui_server import UiServer
 from workflow import Limited, start
 from workflow.schedules import create_schedule, get_schedule
-from workflow.ui._charts import CHART_HEIGHT, CHART_WIDTH, stacked
+from workflow.ui._charts import CHART_HEIGHT, CHART_WIDTH, TRACK_HEIGHT, stacked, tracks
 from worlds.query import RunCount
-from worlds.types import RunStatus
+from worlds.types import RunStatus, SlotSample
 
 __all__ = ["served", "ui_url"]
 
@@ -76,9 +76,62 @@ def test_the_flow_view_shows_holders_and_waiters_per_value(served: UiServer) -> 
         page,
     )
     assert rows == [("acme", "2", "1", "2"), ("bolt", "1", "0", "2")]
-    assert "no history of slots" in page
+    # the history: a strip per value, the most holders and waiters it saw this hour
+    strips = re.findall(
+        r'<g class="track" data-value="(\w+)" data-peak-holders="(\d+)" '
+        r'data-peak-waiters="(\d+)">',
+        page,
+    )
+    assert strips == [("acme", "2", "1"), ("bolt", "1", "0")]
+    assert 'id="flow-history" data-window="hour"' in page
+    _, _, day = served.get("/flow?key=tenant&window=day")
+    assert 'id="flow-history" data-window="day"' in day
+    assert re.findall(r'<g class="track" data-value="(\w+)"', day) == ["acme", "bolt"]
+    status, _, _ = served.get("/flow?key=tenant&window=year")
+    assert status == 400
     _, _, empty = served.get("/flow?key=nobody")
     assert 'id="flow-empty"' in empty
+    assert 'id="flow-history-empty"' in empty
+
+
+def test_a_history_strip_carries_a_level_into_buckets_without_samples() -> None:
+    """A pair sampled once before the window stands at that level in every bucket; a
+    bucket's bar is the most it saw; a pair that stood empty is left out."""
+    since = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
+
+    def sample(value: str, minutes: int, levels: tuple[int, int, int, int]) -> SlotSample:
+        held, waiting, most_held, most_waiting = levels
+        return SlotSample(
+            key="k",
+            ivalue=f"s:{value}",
+            minute=since + timedelta(minutes=minutes),
+            holders=held,
+            waiters=waiting,
+            peak_holders=most_held,
+            peak_waiters=most_waiting,
+        )
+
+    samples = [
+        sample("old", -30, (2, 0, 2, 0)),  # held since before the window, never changed
+        sample("busy", 3, (1, 4, 3, 5)),
+        sample("busy", 7, (0, 0, 1, 4)),
+        sample("gone", -5, (0, 0, 1, 0)),
+    ]
+    drawn = tracks(samples, since, 60, 10, 20)
+    assert [(t.value, t.peak_holders, t.peak_waiters) for t in drawn] == [
+        ("busy", 3, 5),
+        ("old", 2, 0),
+    ]
+    busy, old = drawn
+    held = [b for b in old.bars if b.tone == "holders"]
+    assert len(held) == 10 and len({b.height for b in held}) == 1
+    busy_bars = {(round(b.x / (CHART_WIDTH / 10)), b.tone) for b in busy.bars}
+    # buckets 3..6 stand at (1, 4) after the peak; from 7 on, empty
+    assert {n for n, tone in busy_bars if tone == "waiters"} == {3, 4, 5, 6, 7}
+    assert {n for n, tone in busy_bars if tone == "holders"} == {3, 4, 5, 6, 7}
+    assert max(b.y + b.height for b in busy.bars) <= 2 * TRACK_HEIGHT
+    with pytest.raises(ValueError):
+        tracks(samples, since, 60, 0, 20)
 
 
 def test_schedule_actions_need_the_csrf_token_and_a_confirmation(served: UiServer) -> None:

@@ -105,6 +105,19 @@ def test_the_waterfall_charts_and_schedules_render_without_csp_violations(
     assert row.find_element(By.CSS_SELECTOR, ".holders").text == "2"
     assert row.find_element(By.CSS_SELECTOR, ".waiters").text == "1"
     assert set(_tones(browser, "#flow-chart rect")) == {"holders", "waiters"}
+    # ... and over time: a strip per value from the world's slot history
+    strip = browser.find_element(By.CSS_SELECTOR, "#flow-history-svg g.track[data-value='acme']")
+    assert strip.get_attribute("data-peak-holders") == "2"
+    assert strip.get_attribute("data-peak-waiters") == "1"
+    assert set(_tones(browser, "#flow-history-svg g.track[data-value='acme'] rect")) == {
+        "holders",
+        "waiters",
+    }
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "#flow-windows a[data-window='day']"))
+    wait(browser).until(
+        lambda d: d.find_element(By.ID, "flow-history").get_attribute("data-window") == "day"
+    )
+    assert _texts(browser, "#flow-history-svg text.track-label")[0].startswith("acme")
 
     # The schedules page: next fires; pause (confirmed) and trigger (confirmed).
     browser.get(served.base + "/schedules")

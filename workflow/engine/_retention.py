@@ -5,7 +5,10 @@ retention windows (``workflow.set_retention``; four setting reads) and, when
 there are any, prunes the runs past them in batches of ``BATCH``
 (``World.prune_expired``, one short transaction each, pinned runs passed
 over, claims kept as tombstones), yielding between batches so the worker's
-own commits go between them. Every worker runs it: the prunes are atomic and
+own commits go between them. Each sweep also prunes the slot history older
+than its default window (``World.prune_slot_history``, two days: the flow
+view's longest chart is one), whether or not runs have retention windows:
+samples accrue while slots change, runs or no runs. Every worker runs it: the prunes are atomic and
 pass over rows another transaction holds, so two workers pruning at once
 prune each run once. A world without the operation (a third-party world of
 an older protocol) is left alone.
@@ -50,6 +53,8 @@ class RetentionLoop:
         self._fail = fail
         self.pruned = 0
         """Runs this loop pruned."""
+        self.samples_pruned = 0
+        """Slot-history samples this loop pruned."""
 
     async def run(self, stopping: Callable[[], bool]) -> None:
         """Sweep every ``interval`` seconds until ``stopping()`` is true."""
@@ -71,7 +76,9 @@ class RetentionLoop:
             await anyio.sleep(self.interval)
 
     async def sweep(self, stopping: Callable[[], bool]) -> None:
-        """Prune every run past its window now, a batch per transaction."""
+        """Prune the old slot history and every run past its window now, a batch per
+        transaction."""
+        await self._prune_history(stopping)
         keep = await read_windows(self.world)
         while keep and not stopping():
             pruned = await self.world.prune_expired(keep, BATCH)
@@ -81,3 +88,15 @@ class RetentionLoop:
             if len(pruned) < BATCH:
                 return
             await anyio.sleep(0)  # let this worker's commits in between batches
+
+    async def _prune_history(self, stopping: Callable[[], bool]) -> None:
+        """Prune slot-history samples past the world's default window, a batch at a time."""
+        prune = getattr(self.world, "prune_slot_history", None)
+        if not callable(prune):  # a third-party world of an older protocol
+            return
+        while not stopping():
+            dropped = int(await prune(limit=BATCH))
+            self.samples_pruned += dropped
+            if dropped < BATCH:
+                return
+            await anyio.sleep(0)

@@ -423,6 +423,17 @@ class Rows(Protocol):
         """Hand ``old_run_id``'s remaining rows (its start-time slots) to ``new_run_id``."""
         ...
 
+    async def sample_slots(self, pairs: Sequence[Pair], minute: datetime) -> None:
+        """Store each pair's holders and waiters now as its sample of ``minute``: the
+        sample's ``holders``/``waiters`` become these, its peaks the greater of the
+        stored ones and these (``worlds.types.SlotSample``). ``pairs`` are sorted."""
+        ...
+
+    async def drop_slot_samples(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` samples of minutes before ``before``, keeping each
+        pair's newest sample unless it shows the pair empty; how many went."""
+        ...
+
     # ------------------------------------------------------------ key limits
 
     async def key_row(self, key: str) -> KeyRow | None:

@@ -15,7 +15,7 @@ from typing import assert_never
 import msgspec
 
 from worlds._flows import keys as keys_flow
-from worlds._flows import work
+from worlds._flows import slot_history, work
 from worlds._flows.rows import Pair, SlotRow
 from worlds._flows.tx import Tx
 from worlds._rules import key_limits, reopen, slots
@@ -76,6 +76,7 @@ async def take(tx: Tx, request: CreateRunRequest, *, holding: bool) -> None:
         for key, limit in sorted(request.limits.items())
     ]
     await tx.rows.insert_slots(rows, holding=holding)
+    await slot_history.sample(tx, [row.pair for row in rows])
 
 
 async def acquire(tx: Tx, run_id: str, event: SlotRequested) -> SlotRequested:
@@ -89,6 +90,7 @@ async def acquire(tx: Tx, run_id: str, event: SlotRequested) -> SlotRequested:
     acquired = slots.admit_hold(state, event.limit)
     row = SlotRow(pair, event.value, run_id, event.limit, event.hold, event.priority)
     await tx.rows.insert_slots([row], holding=acquired)
+    await slot_history.sample(tx, [pair])
     return msgspec.structs.replace(event, acquired=acquired)
 
 
@@ -116,6 +118,7 @@ async def retake(tx: Tx, run: RunRecord, log: Sequence[EventKind]) -> RunRecord 
         if keyed.get(key) is not None:  # its values join their keys' lines
             await keys_flow.enter(tx, key, ivalue, line_empty=pair_state.waiting == 0)
     await tx.rows.insert_slots(list(line.values()), holding=False)
+    await slot_history.sample(tx, line)
     return None
 
 
@@ -137,6 +140,8 @@ async def _enter(tx: Tx, run: RunRecord, need: slots.Retake) -> RunRecord:
         await tx.rows.insert_slots([row], holding=entered)
         if entered:
             run, _ = tx.stamp(run, SlotAcquired(hold=n.hold))
+    pairs = [(n.key, index_value(n.value)) for n in (*need.held, *need.waiting)]
+    await slot_history.sample(tx, pairs)
     return run
 
 
@@ -160,17 +165,22 @@ async def release_hold(tx: Tx, run_id: str, hold: int) -> None:
 
 
 async def promote(tx: Tx, freed: Sequence[Pair]) -> None:
-    """Promote whom the ``freed`` pairs (slots or places in line gone) now admit."""
+    """Promote whom the ``freed`` pairs (slots or places in line gone) now admit; the
+    freed pairs and those the promoted took are sampled once it is done."""
     if not freed:
         return
     flow = slots.promote_flow(keys_flow.lines(freed))
     choices: keys_flow.Choices = {}
+    changed = set(freed)
     reply: object = None
     while True:
         try:
             need = flow.send(reply)
         except StopIteration:
+            await slot_history.sample(tx, changed)
             return
+        if isinstance(need, slots.Promote):
+            changed.update(need.pairs)
         reply = await _do(tx, need, choices)
 
 

@@ -28,6 +28,7 @@ from worlds.memory.key_limits import KeyLimitStore
 from worlds.memory.rates import RateStore
 from worlds.memory.runs import RunStore
 from worlds.memory.schedules import ScheduleStore
+from worlds.memory.slot_history import SampleStore
 from worlds.memory.slots import SlotStore
 from worlds.memory.streams import StreamStore
 from worlds.memory.work import WorkQueue
@@ -47,6 +48,7 @@ class Tables:
     claims: ClaimStore
     hooks: HookStore
     slots: SlotStore
+    samples: SampleStore
     streams: StreamStore
     schedules: ScheduleStore
     rates: RateStore
@@ -256,6 +258,14 @@ class MemoryRows:
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self._t.slots.carry(old_run_id, new_run_id)
+
+    async def sample_slots(self, pairs: Sequence[port.Pair], minute: datetime) -> None:
+        for pair in pairs:
+            state = self._t.slots.state(pair)
+            self._t.samples.put(pair, minute, state.holding, state.waiting)
+
+    async def drop_slot_samples(self, before: datetime, limit: int) -> int:
+        return self._t.samples.drop(before, limit)
 
     # ------------------------------------------------------------ key limits
 

@@ -38,6 +38,7 @@ from worlds._flows import (
     release,
     reopen,
     schedules,
+    slot_history,
     starts,
     streams,
     transactions,
@@ -58,6 +59,7 @@ from worlds.memory.rates import RateStore
 from worlds.memory.rows import MemoryRows, Tables
 from worlds.memory.runs import RunStore
 from worlds.memory.schedules import ScheduleStore
+from worlds.memory.slot_history import SampleStore
 from worlds.memory.slots import SlotStore
 from worlds.memory.streams import StreamStore
 from worlds.memory.work import WorkQueue
@@ -73,6 +75,7 @@ from worlds.query import check as check_filter
 from worlds.query import matches as filter_matches
 from worlds.semantics import (
     bucket_of,
+    check_history_span,
     check_window,
     decode_cursor,
     encode_cursor,
@@ -124,6 +127,7 @@ class MemoryWorld(ClosesOnExit):
             claims=ClaimStore(journal, clock),
             hooks=HookStore(journal),
             slots=SlotStore(journal),
+            samples=SampleStore(journal),
             streams=StreamStore(journal),
             schedules=ScheduleStore(journal, clock),
             rates=RateStore(journal),
@@ -481,6 +485,13 @@ class MemoryWorld(ClosesOnExit):
             raise ValueError(f"limit must be >= 1, got {limit}")
         return self._tables.slots.of_key(key, limit)
 
+    async def slot_history(
+        self, key: str, since: datetime, until: datetime, width: int = 60
+    ) -> list[types.SlotSample]:
+        """See ``World.slot_history``."""
+        check_history_span(since, until, width)
+        return self._tables.samples.history(key, since, until, width)
+
     async def count_runs(
         self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
     ) -> list[RunCount]:
@@ -526,6 +537,12 @@ class MemoryWorld(ClosesOnExit):
         return self._write(
             lambda rows: prune.prune_expired(rows, keep, limit, release_claims=release_claims)
         )
+
+    async def prune_slot_history(
+        self, keep: float = types.SLOT_HISTORY_KEEP, limit: int = 1000
+    ) -> int:
+        """See ``World.prune_slot_history``."""
+        return self._write(lambda rows: slot_history.prune(rows, keep, limit))
 
     async def prune_listed(
         self, run_ids: Sequence[str], *, release_claims: bool = False

@@ -416,6 +416,14 @@ class PostgresRows:
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         await self._execute(sql.MOVE_RUN_SLOTS, new_run_id, old_run_id)
 
+    async def sample_slots(self, pairs: Sequence[port.Pair], minute: datetime) -> None:
+        keys, values = [p[0] for p in pairs], [p[1] for p in pairs]
+        await self._execute(sql.SAMPLE_SLOTS, keys, values, minute)
+
+    async def drop_slot_samples(self, before: datetime, limit: int) -> int:
+        done = await self._execute(sql.DROP_SLOT_SAMPLES, before, limit)
+        return int(done.split()[-1])
+
     # ------------------------------------------------------------ key limits
 
     async def key_row(self, key: str) -> port.KeyRow | None:

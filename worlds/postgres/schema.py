@@ -235,6 +235,19 @@ REFERENCE: tuple[str, ...] = (
         registered_at timestamptz NOT NULL,
         PRIMARY KEY (build_id, workflow)
     )""",
+    # Slot history (``World.slot_history``): a sample per limited pair and minute it changed.
+    """CREATE TABLE slot_samples (
+        key text NOT NULL,
+        ivalue text NOT NULL,
+        minute timestamptz NOT NULL,
+        holders integer NOT NULL,
+        waiters integer NOT NULL,
+        peak_holders integer NOT NULL,
+        peak_waiters integer NOT NULL,
+        PRIMARY KEY (key, ivalue, minute)
+    )""",
+    "CREATE INDEX slot_samples_key ON slot_samples (key, minute)",
+    "CREATE INDEX slot_samples_minute ON slot_samples (minute)",
     # The PL/pgSQL functions (``commit_run``, ``commit_runs``, ``start_run``,
     # ``create_run``): their live text is in ``worlds.postgres.functions``.
 )

@@ -432,6 +432,49 @@ SELECT (SELECT count(*) FROM slots WHERE key = $1 AND ivalue = $2 AND holding) A
         (SELECT lim FROM slots WHERE key = $1 AND ivalue = $2 AND NOT holding
          ORDER BY position LIMIT 1)) AS lim
 """
+# Pairs' holders and waiters now, as their samples of minute $3 (peaks kept).
+SAMPLE_SLOTS = """
+INSERT INTO slot_samples AS s (key, ivalue, minute, holders, waiters, peak_holders, peak_waiters)
+SELECT p.k, p.v, $3, h.n, w.n, h.n, w.n
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS p(k, v, o)
+CROSS JOIN LATERAL (SELECT count(*)::integer AS n FROM slots
+    WHERE key = p.k AND ivalue = p.v AND holding) AS h
+CROSS JOIN LATERAL (SELECT count(*)::integer AS n FROM slots
+    WHERE key = p.k AND ivalue = p.v AND NOT holding) AS w
+ORDER BY p.o
+ON CONFLICT (key, ivalue, minute) DO UPDATE SET holders = excluded.holders,
+    waiters = excluded.waiters, peak_holders = greatest(s.peak_holders, excluded.holders),
+    peak_waiters = greatest(s.peak_waiters, excluded.waiters)
+"""
+# Samples before $1, oldest first, at most $2, but a pair's newest unless it is empty.
+DROP_SLOT_SAMPLES = """
+DELETE FROM slot_samples WHERE (key, ivalue, minute) IN (
+    SELECT key, ivalue, minute FROM slot_samples AS s WHERE minute < $1
+    AND (holders = 0 AND waiters = 0 OR EXISTS (SELECT 1 FROM slot_samples AS n
+        WHERE n.key = s.key AND n.ivalue = s.ivalue AND n.minute > s.minute))
+    ORDER BY minute LIMIT $2 FOR UPDATE SKIP LOCKED)
+"""
+# A key's history in [$2, $3): per pair and bucket of $4 seconds the merged samples
+# (``date_bin``: no numeric arithmetic per row; the last one's levels by ordered
+# aggregates, so no join back to the table; the most of the peaks), and each pair's
+# newest before $2 (its values found by seeks of the primary key, not a scan).
+SLOT_HISTORY = """
+WITH RECURSIVE v(iv) AS (SELECT min(ivalue) FROM slot_samples WHERE key = $1
+    UNION ALL SELECT (SELECT min(ivalue) FROM slot_samples WHERE key = $1 AND ivalue > v.iv)
+    FROM v WHERE v.iv IS NOT NULL)
+SELECT ivalue, bucket AS minute, holders, waiters, peak_holders, peak_waiters
+FROM (SELECT ivalue,
+        date_bin(make_interval(secs => $4::bigint::float8), minute, $2::timestamptz) AS bucket,
+        (array_agg(holders ORDER BY minute DESC))[1] AS holders,
+        (array_agg(waiters ORDER BY minute DESC))[1] AS waiters,
+        max(peak_holders) AS peak_holders, max(peak_waiters) AS peak_waiters
+    FROM slot_samples WHERE key = $1 AND minute >= $2 AND minute < $3 GROUP BY 1, 2) AS g
+UNION ALL
+SELECT s.ivalue, s.minute, s.holders, s.waiters, s.peak_holders, s.peak_waiters
+FROM v CROSS JOIN LATERAL (SELECT * FROM slot_samples WHERE key = $1 AND ivalue = v.iv
+    AND minute < $2 ORDER BY minute DESC LIMIT 1) AS s
+ORDER BY 1, 2
+"""
 INSERT_SLOTS = """
 INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, priority, burst)
 SELECT k, v, nextval('slot_positions'), $4, d, l, $6, $7, b

@@ -32,6 +32,7 @@ from worlds._flows import (
     prune,
     release,
     reopen,
+    slot_history,
     starts,
     streams,
     updates,
@@ -65,6 +66,7 @@ from worlds.postgres.schedules import ScheduleStore
 from worlds.postgres.steps import open_transaction
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, Isolation, OpenTransaction
 from worlds.semantics import (
+    check_history_span,
     check_window,
     decode_cursor,
     encode_cursor,
@@ -755,6 +757,18 @@ class PostgresWorld(ClosesOnExit):
         rows = await (await self._connect()).fetch(sql.LIST_SLOTS, key, index_value(value))
         return [codecs.columns.slot(row) for row in rows]
 
+    async def slot_history(
+        self, key: str, since: datetime, until: datetime, width: int = 60
+    ) -> list[types.SlotSample]:
+        """See ``World.slot_history``: a range of ``slot_samples_key`` grouped per
+        bucket and, per pair, a seek for its newest sample before the window."""
+        self._check_open()
+        check_history_span(since, until, width)
+        if "\0" in key:
+            return []  # PostgreSQL text holds no NUL, so no pair has this key
+        rows = await (await self._connect()).fetch(sql.SLOT_HISTORY, key, since, until, width)
+        return [codecs.columns.slot_sample(key, row) for row in rows]
+
     async def list_key_slots(self, key: str, limit: int = 1000) -> list[types.Slot]:
         """See ``World.list_key_slots``: the slot indexes lead with the key."""
         self._check_open()
@@ -814,6 +828,13 @@ class PostgresWorld(ClosesOnExit):
         return await self._write(
             lambda rows: prune.prune_expired(rows, keep, limit, release_claims=release_claims)
         )
+
+    async def prune_slot_history(
+        self, keep: float = types.SLOT_HISTORY_KEEP, limit: int = 1000
+    ) -> int:
+        """See ``World.prune_slot_history``."""
+        self._check_open()
+        return await self._write(lambda rows: slot_history.prune(rows, keep, limit))
 
     async def prune_listed(
         self, run_ids: Sequence[str], *, release_claims: bool = False

@@ -354,6 +354,15 @@ class SqliteRows:
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self.db.execute(sql.MOVE_RUN_SLOTS, (new_run_id, old_run_id))
 
+    async def sample_slots(self, pairs: Sequence[port.Pair], minute: datetime) -> None:
+        at = codecs.to_micros(minute)
+        self.db.executemany(sql.SAMPLE_SLOTS, [(*pair, at) for pair in pairs])
+
+    async def drop_slot_samples(self, before: datetime, limit: int) -> int:
+        return int(
+            self.db.execute(sql.DROP_SLOT_SAMPLES, (codecs.to_micros(before), limit)).rowcount
+        )
+
     # ------------------------------------------------------------ key limits
 
     async def key_row(self, key: str) -> port.KeyRow | None:

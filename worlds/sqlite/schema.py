@@ -30,7 +30,7 @@ SCHEMA = (
         attributes BLOB NOT NULL,
         result BLOB,
         error BLOB
-    , build_id TEXT, pin TEXT)""",  # as v17's ALTER TABLE leaves the text (RFC 0025)
+    , build_id TEXT, pin TEXT)""",  # as v13's ALTER TABLE leaves the text (RFC 0025)
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
     # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.
@@ -219,6 +219,19 @@ SCHEMA = (
         registered_at INTEGER NOT NULL,
         PRIMARY KEY (build_id, workflow)
     ) WITHOUT ROWID""",
+    # Slot history (``World.slot_history``): a sample per limited pair and minute it changed.
+    """CREATE TABLE slot_samples (
+        key TEXT NOT NULL,
+        ivalue TEXT NOT NULL,
+        minute INTEGER NOT NULL,
+        holders INTEGER NOT NULL,
+        waiters INTEGER NOT NULL,
+        peak_holders INTEGER NOT NULL,
+        peak_waiters INTEGER NOT NULL,
+        PRIMARY KEY (key, ivalue, minute)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX slot_samples_key ON slot_samples (key, minute)",
+    "CREATE INDEX slot_samples_minute ON slot_samples (minute)",
 )
 """The current schema: what a new database is created with (as version ``SCHEMA_VERSION``)."""
 

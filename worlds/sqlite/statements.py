@@ -318,6 +318,45 @@ SLOT_STATE = (
     "(SELECT lim FROM slots INDEXED BY slots_waiting "
     "WHERE key = ?1 AND ivalue = ?2 AND holding = 0 ORDER BY position LIMIT 1)) AS lim"
 )
+# A pair's holders and waiters now, as its sample of minute ?3 (peaks kept).
+SAMPLE_SLOTS = (
+    "INSERT INTO slot_samples (key, ivalue, minute, holders, waiters, peak_holders, "
+    "peak_waiters) SELECT ?1, ?2, ?3, h, w, h, w FROM (SELECT "
+    "(SELECT count(*) FROM slots INDEXED BY slots_holding "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 1) AS h, "
+    "(SELECT count(*) FROM slots INDEXED BY slots_waiting "
+    "WHERE key = ?1 AND ivalue = ?2 AND holding = 0) AS w) WHERE true "
+    "ON CONFLICT (key, ivalue, minute) DO UPDATE SET holders = excluded.holders, "
+    "waiters = excluded.waiters, peak_holders = max(peak_holders, excluded.holders), "
+    "peak_waiters = max(peak_waiters, excluded.waiters)"
+)
+# Samples before ?1, oldest first, at most ?2, but a pair's newest unless it is empty.
+DROP_SLOT_SAMPLES = (
+    "DELETE FROM slot_samples WHERE (key, ivalue, minute) IN ("
+    "SELECT key, ivalue, minute FROM slot_samples AS s INDEXED BY slot_samples_minute "
+    "WHERE minute < ?1 AND (holders = 0 AND waiters = 0 OR EXISTS (SELECT 1 FROM "
+    "slot_samples AS n WHERE n.key = s.key AND n.ivalue = s.ivalue AND n.minute > s.minute)) "
+    "ORDER BY minute LIMIT ?2)"
+)
+# A key's history in [?2, ?3): per pair and bucket of ?4 microseconds the merged
+# samples (the last one's levels, the most of the peaks), and each pair's newest
+# before ?2 (its values found by seeks of the primary key, not a scan of the key).
+SLOT_HISTORY = (
+    "WITH RECURSIVE g AS (SELECT ivalue, (minute - ?2) / ?4 AS bucket, max(minute) AS last, "
+    "max(peak_holders) AS ph, max(peak_waiters) AS pw FROM slot_samples "
+    "INDEXED BY slot_samples_key WHERE key = ?1 AND minute >= ?2 AND minute < ?3 "
+    "GROUP BY ivalue, bucket), "
+    "v(iv) AS (SELECT min(ivalue) FROM slot_samples WHERE key = ?1 UNION ALL "
+    "SELECT (SELECT min(ivalue) FROM slot_samples WHERE key = ?1 AND ivalue > v.iv) "
+    "FROM v WHERE v.iv IS NOT NULL) "
+    "SELECT g.ivalue AS ivalue, ?2 + g.bucket * ?4 AS minute, e.holders AS holders, "
+    "e.waiters AS waiters, g.ph AS peak_holders, g.pw AS peak_waiters FROM g "
+    "JOIN slot_samples AS e ON e.key = ?1 AND e.ivalue = g.ivalue AND e.minute = g.last "
+    "UNION ALL SELECT s.ivalue, s.minute, s.holders, s.waiters, s.peak_holders, "
+    "s.peak_waiters FROM v JOIN slot_samples AS s ON s.key = ?1 AND s.ivalue = v.iv "
+    "AND s.minute = (SELECT max(minute) FROM slot_samples "
+    "WHERE key = ?1 AND ivalue = v.iv AND minute < ?2) ORDER BY 1, 2"
+)
 # A row arrives after every row of its pair (the primary key's last position).
 INSERT_SLOT = (
     "INSERT INTO slots (key, ivalue, position, run_id, value, lim, holding, hold, priority, "

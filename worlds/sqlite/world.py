@@ -30,6 +30,7 @@ from worlds._flows import (
     prune,
     release,
     reopen,
+    slot_history,
     starts,
     streams,
     updates,
@@ -43,6 +44,7 @@ from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import PROTOCOL_VERSION, WORK_TOPIC, Isolation, OpenTransaction
 from worlds.query import CountField, RunCount, RunPage, RunQuery
 from worlds.semantics import (
+    check_history_span,
     check_window,
     decode_cursor,
     encode_cursor,
@@ -630,6 +632,21 @@ class SqliteWorld(ClosesOnExit):
 
         return await self._connection.read(body)
 
+    async def slot_history(
+        self, key: str, since: datetime, until: datetime, width: int = 60
+    ) -> list[types.SlotSample]:
+        """See ``World.slot_history``: a range of ``slot_samples_key`` grouped per
+        bucket and, per pair, a seek for its newest sample before the window."""
+        self._connection.check_open()
+        check_history_span(since, until, width)
+        params = (key, codecs.to_micros(since), codecs.to_micros(until), width * 1_000_000)
+
+        def body(db: sqlite3.Connection) -> list[types.SlotSample]:
+            rows = db.execute(sql.SLOT_HISTORY, params)
+            return [codecs.columns.slot_sample(key, row) for row in rows]
+
+        return await self._connection.read(body)
+
     async def count_runs(
         self, query: RunQuery, field: CountField, since: datetime, until: datetime, width: int
     ) -> list[RunCount]:
@@ -681,6 +698,15 @@ class SqliteWorld(ClosesOnExit):
         self._connection.check_open()
         return await self._connection.write(
             lambda tx: run_sync(prune.prune_expired(tx, keep, limit, release_claims=release_claims))
+        )
+
+    async def prune_slot_history(
+        self, keep: float = types.SLOT_HISTORY_KEEP, limit: int = 1000
+    ) -> int:
+        """See ``World.prune_slot_history``."""
+        self._connection.check_open()
+        return await self._connection.write(
+            lambda tx: run_sync(slot_history.prune(tx, keep, limit))
         )
 
     async def prune_listed(

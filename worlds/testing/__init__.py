@@ -58,6 +58,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._schedule_model",
     "worlds.testing._schedules",
     "worlds.testing._search",
+    "worlds.testing._slot_history",
     "worlds.testing._slots",
     "worlds.testing._streams",
     "worlds.testing._takeovers",
@@ -93,6 +94,7 @@ from worlds.testing._runs import RunsConformance  # noqa: E402
 from worlds.testing._schedule_model import ScheduleModelConformance  # noqa: E402
 from worlds.testing._schedules import ScheduleConformance  # noqa: E402
 from worlds.testing._search import SearchConformance  # noqa: E402
+from worlds.testing._slot_history import SlotHistoryConformance  # noqa: E402
 from worlds.testing._slots import SlotsConformance  # noqa: E402
 from worlds.testing._streams import StreamCloseConformance, StreamConformance  # noqa: E402
 from worlds.testing._takeovers import TakeoverConformance  # noqa: E402
@@ -127,6 +129,7 @@ class WorldConformance(
     ReopenConformance,
     ValueConformance,
     SlotsConformance,
+    SlotHistoryConformance,
     HoldConformance,
     KeyLimitConformance,
     RateLimitConformance,
@@ -163,7 +166,8 @@ class WorldConformance(
     retention per status, listed prunes and pins (``RetentionConformance``),
     hooks (``HookConformance``), graceful cancellation and deadlines
     (``CancelConformance``), limited pairs: slots, waiting and promotion
-    (``SlotsConformance``), ``hold`` slots inside workflows (``HoldConformance``),
+    (``SlotsConformance``), their history per minute and its pruning
+    (``SlotHistoryConformance``), ``hold`` slots inside workflows (``HoldConformance``),
     rate limits (``RateLimitConformance``), waiting priority (``PriorityConformance``),
     key limits with weights and burst (``KeyLimitConformance``),
     reuse windows and tombstones (``ReuseConformance``), debounced

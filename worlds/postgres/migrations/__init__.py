@@ -31,7 +31,8 @@ from worlds.postgres.migrations import (
     v15_updates,
     v16_deployments,
     v17_ui_indexes,
-    v20_key_lines,
+    v18_key_lines,
+    v19_slot_history,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -54,6 +55,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     15: v15_updates.STATEMENTS,
     16: v16_deployments.STATEMENTS,
     17: v17_ui_indexes.STATEMENTS,
-    20: v20_key_lines.STATEMENTS,
+    18: v18_key_lines.STATEMENTS,
+    19: v19_slot_history.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

@@ -27,7 +27,8 @@ from worlds.sqlite.migrations import (
     v12_updates,
     v13_deployments,
     v14_ui_indexes,
-    v17_key_lines,
+    v15_key_lines,
+    v16_slot_history,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -47,6 +48,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     12: v12_updates.STATEMENTS,
     13: v13_deployments.STATEMENTS,
     14: v14_ui_indexes.STATEMENTS,
-    17: v17_key_lines.STATEMENTS,
+    15: v15_key_lines.STATEMENTS,
+    16: v16_slot_history.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""

@@ -1,4 +1,4 @@
-"""Migration 20 of the PostgreSQL world's schema: each limited key's line of values, indexed.
+"""Migration 18 of the PostgreSQL world's schema: each limited key's line of values, indexed.
 
 What: the column ``key_shares.queued`` (default false) marks a value in its
 key's line, and the partial index ``key_shares_line`` on ``key_shares (key,

@@ -1,4 +1,4 @@
-"""Migration 17 of the SQLite world's schema: each limited key's line of values, indexed.
+"""Migration 15 of the SQLite world's schema: each limited key's line of values, indexed.
 
 What: the column ``key_shares.queued`` (default 0) marks a value in its key's
 line, and the partial index ``key_shares_line`` on ``key_shares (key, share,
