@@ -52,6 +52,9 @@ async def _fail_with_kills(url: str, tmp_path: Path) -> None:
                 proc.wait()
         final = [_spawn(url, log) for _ in range(2)]
         try:
+            # SIGTERM is the worker's to handle only once it listens for it: under
+            # load every run may be closed already, so wait for both to register
+            await _registered(world, final)
             for tag, run in enumerate(runs):
                 with pytest.raises(RunFailedError, match=f"doomed {tag}"):
                     await run.result(timeout=120)
@@ -69,6 +72,15 @@ async def _fail_with_kills(url: str, tmp_path: Path) -> None:
             assert handlers[0].status is RunStatus.COMPLETED
     paged = {line.split()[1] for line in log.read_text().splitlines()}
     assert paged == {run.id for run in runs}
+
+
+async def _registered(world: worlds.World, procs: list[subprocess.Popen[bytes]]) -> None:
+    """Wait until every process in ``procs`` is a registered worker of ``world``."""
+    pids = {proc.pid for proc in procs}
+    with anyio.fail_after(120):
+        while not pids <= {w.pid for w in await world.list_workers()}:
+            assert all(proc.poll() is None for proc in procs), "a worker exited while starting"
+            await anyio.sleep(0.05)
 
 
 async def test_one_handler_per_failed_run_through_sigkills_on_sqlite(tmp_path: Path) -> None:
