@@ -27,8 +27,14 @@ def translates_errors(cls: C) -> C:
     awaited when its class defines one (the PostgreSQL world drops its
     connections after a read-only server's answer).
     """
-    for name, method in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.iscoroutinefunction(method):
+    for name in dir(cls):
+        method = inspect.getattr_static(cls, name)
+        # inherited ones too: a backend's entry points may live in its base class
+        if (
+            not name.startswith("_")
+            and inspect.iscoroutinefunction(method)
+            and not getattr(method, "translates_errors", False)
+        ):
             setattr(cls, name, _translating(method))
     return cls
 
@@ -51,6 +57,7 @@ def _translating(
                 raise
             raise error from exc
 
+    translated.translates_errors = True  # type: ignore[attr-defined]
     return translated
 
 

@@ -636,8 +636,8 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
         holder = await create(world, {"order": "o-1"}, unique=["order"])
     # Turn the file back into schema version 1: claims.run_id was NOT NULL, and
     # neither claims_run, runs_closed, the hook tables, schedules, streams, settings,
-    # rate_tokens, workers, the key-limit tables nor deployments existed (nor runs.build_id
-    # and runs.pin).
+    # rate_tokens, workers, the key-limit tables, deployments nor slot_samples existed
+    # (nor runs.build_id and runs.pin).
     db = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
     try:
         v1_claims = (
@@ -661,6 +661,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
             "DROP TABLE key_limits",
             "DROP TABLE key_shares",
             "DROP TABLE updates",
+            "DROP TABLE slot_samples",
             "DROP INDEX runs_created",
             "DROP INDEX runs_closed_status",
             "DROP INDEX claims_run",

@@ -15,7 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -104,6 +105,16 @@ async def test_postgres_driver_errors_leave_as_world_errors(own_postgres: str) -
         with pytest.raises(WorldUnavailableError) as refused:
             await world.get_run("run-1")
         assert isinstance(refused.value.__cause__, OSError)
+        # the writes every backend inherits from the flows' base translate as well
+        writes: list[Callable[[], Awaitable[object]]] = [
+            lambda: world.cancel_run("run-1", None),
+            lambda: world.pin_run("run-1", True),
+            lambda: world.release_claim("k", "v"),
+            lambda: world.prune_runs(datetime.now(UTC)),
+        ]
+        for write in writes:
+            with pytest.raises(WorldUnavailableError):
+                await write()
 
 
 @step

@@ -79,6 +79,7 @@ __all__ = [
     "Waiter",
     "Windowed",
     "WorkerRows",
+    "WorldRows",
     "pair_state_of",
 ]
 
@@ -786,3 +787,8 @@ def pair_state_of(row: ColumnsByName) -> PairState:
     ``lim``) as the ``PairState`` a flow reads: both SQL backends select the same columns."""
     waiting = 0 if row["first_waiter"] is None else 1
     return PairState(row["holding"], waiting, row["holder"] or row["first_waiter"], row["lim"])
+
+
+class WorldRows(Rows, WorkerRows, Protocol):
+    """A backend's rows as a whole: runs and their companions (``Rows``) and the
+    registered workers (``WorkerRows``), in one write transaction."""

@@ -15,7 +15,6 @@ from collections.abc import (
     Collection,
     Coroutine,
     Iterable,
-    Mapping,
     Sequence,
 )
 from contextlib import AbstractAsyncContextManager
@@ -27,26 +26,14 @@ import msgspec
 from worlds import types
 from worlds._flows import (
     archive,
-    cancel,
-    commit,
-    create,
     deployments,
-    hooks,
-    key_limits,
     liveness,
-    prune,
-    release,
-    reopen,
     schedules,
-    slot_history,
-    starts,
-    streams,
     transactions,
-    updates,
 )
 from worlds._flows.rows import Rollback
 from worlds._flows.stepper import run_sync
-from worlds._lifecycle import ClosesOnExit
+from worlds._flows.world import FlowWorld
 from worlds._signals import SignalHub
 from worlds.archive import DumpRow
 from worlds.errors import WorldMisconfiguredError
@@ -88,7 +75,7 @@ __all__ = ["MemoryWorld"]
 T = TypeVar("T")
 
 
-class MemoryWorld(ClosesOnExit):
+class MemoryWorld(FlowWorld[MemoryRows]):
     """A world held in this process's memory; its state is lost with the object."""
 
     protocol_version = PROTOCOL_VERSION
@@ -167,6 +154,9 @@ class MemoryWorld(ClosesOnExit):
 
     # ------------------------------------------------------------ helpers
 
+    async def _run_flow(self, flow: Callable[[MemoryRows], Coroutine[Any, Any, T]]) -> T:
+        return self._write(flow)
+
     def _write(self, flow: Callable[[MemoryRows], Coroutine[Any, Any, T]]) -> T:
         """Run ``flow`` over this world's rows as one atomic operation: undone if it
         fails (or rolls back), its signals delivered once it succeeded."""
@@ -206,89 +196,9 @@ class MemoryWorld(ClosesOnExit):
 
     # ------------------------------------------------------------ runs
 
-    async def create_run(self, request: types.CreateRunRequest) -> types.CreateRunResult:
-        """See ``World.create_run`` and ``StartPolicy``."""
-        create.check(request)
-        return self._write(lambda rows: create.create_run(rows, request))
-
-    async def commit(self, request: types.CommitRequest) -> types.CommitResult:
-        """See ``World.commit``."""
-        return self._write(lambda rows: commit.commit(rows, request))
-
-    async def commit_many(
-        self, requests: Sequence[types.CommitRequest]
-    ) -> list[types.CommitResult | Exception]:
-        """See ``World.commit_many``: each request as by ``commit``, at once (nothing
-        else runs in between, and this world has nothing to make durable)."""
-        batch = commit.check_batch(requests)
-        return self._write(lambda rows: commit.commit_each(rows, batch))
-
-    async def cancel_run(self, run_id: str, reason: str | None) -> types.RunRecord | None:
-        """See ``World.cancel_run``."""
-        return self._write(lambda rows: cancel.cancel_run(rows, run_id, reason))
-
-    async def request_cancel(
-        self, run_id: str, reason: str | None, grace_seconds: float
-    ) -> types.RunRecord | None:
-        """See ``World.request_cancel``."""
-        return self._write(lambda rows: cancel.request_cancel(rows, run_id, reason, grace_seconds))
-
-    async def cancel_listed(
-        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
-    ) -> dict[str, types.RunStatus | None]:
-        """See ``World.cancel_listed``."""
-        return self._write(lambda rows: cancel.cancel_listed(rows, run_ids, reason, grace_seconds))
-
-    async def resume_hook(
-        self, token: str, payload: bytes, resume_id: str | None = None
-    ) -> str | None:
-        """See ``World.resume_hook``."""
-        return self._write(lambda rows: hooks.resume_hook(rows, token, payload, resume_id))
-
-    async def start_or_resume_hook(
-        self, request: types.CreateRunRequest, delivery: types.HookDelivery
-    ) -> types.HookStartResult:
-        """See ``World.start_or_resume_hook``."""
-        hooks.check_start_or_resume(request)
-        return self._write(lambda rows: hooks.start_or_resume_hook(rows, request, delivery))
-
     async def list_hooks(self, run_id: str | None = None) -> list[types.HookRecord]:
         """See ``World.list_hooks``."""
         return self._tables.hooks.list(run_id)
-
-    async def send_update(self, run_id: str, delivery: types.UpdateDelivery) -> types.UpdateOutcome:
-        """See ``World.send_update``."""
-        updates.check_delivery(delivery)
-        return self._write(lambda rows: updates.send_update(rows, run_id, delivery))
-
-    async def update_outcome(self, run_id: str, update_id: str) -> types.UpdateOutcome | None:
-        """See ``World.update_outcome``."""
-        return self._write(lambda rows: updates.update_outcome(rows, run_id, update_id))
-
-    async def update_with_start(
-        self, request: types.CreateRunRequest, delivery: types.UpdateDelivery
-    ) -> types.UpdateStartResult:
-        """See ``World.update_with_start``."""
-        updates.check_update_with_start(request, delivery)
-        return self._write(lambda rows: updates.update_with_start(rows, request, delivery))
-
-    async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
-        """See ``World.reopen_run``."""
-        return self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
-
-    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
-        """See ``World.move_start``."""
-        return self._write(lambda rows: starts.move_start(rows, run_id, delay))
-
-    async def set_key_limit(
-        self,
-        key: str,
-        limit: int | None,
-        weights: Mapping[Any, float] | None = None,
-    ) -> types.KeyLimit | None:
-        """See ``World.set_key_limit``."""
-        stored = key_limits.check(key, limit, weights)
-        return self._write(lambda rows: key_limits.set_key_limit(rows, key, stored))
 
     async def get_key_limit(self, key: str) -> types.KeyLimit | None:
         """See ``World.get_key_limit``."""
@@ -298,18 +208,7 @@ class MemoryWorld(ClosesOnExit):
         held, _ = self._tables.slots.key_held(key)
         return msgspec.structs.replace(found[0], held=held)
 
-    async def fork_run(
-        self, source_run_id: str, run_id: str, from_step: int, by: str
-    ) -> types.RunRecord | None:
-        """See ``World.fork_run``."""
-        return self._write(lambda rows: reopen.fork_run(rows, source_run_id, run_id, from_step, by))
-
     # ------------------------------------------------------------ streams
-
-    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
-        """See ``World.append_stream``."""
-        streams.check_name(name)
-        return self._write(lambda rows: streams.append_stream(rows, run_id, name, chunks))
 
     async def read_stream(
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
@@ -364,18 +263,6 @@ class MemoryWorld(ClosesOnExit):
         self._tables.work.release(worker_id, items)
 
     # ------------------------------------------------------------ liveness
-
-    async def register_worker(self, worker: types.WorkerInfo) -> types.WorkerRecord:
-        """See ``World.register_worker``."""
-        return self._write(lambda rows: liveness.register(rows, worker))
-
-    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
-        """See ``World.heartbeat``."""
-        return self._write(lambda rows: liveness.heartbeat(rows, worker_id, in_flight))
-
-    async def unregister_worker(self, worker_id: str) -> None:
-        """See ``World.unregister_worker``."""
-        self._write(lambda rows: liveness.unregister(rows, worker_id))
 
     async def list_workers(self) -> list[types.WorkerRecord]:
         """See ``World.list_workers``."""
@@ -517,50 +404,6 @@ class MemoryWorld(ClosesOnExit):
         return self._tables.claims.of_run(run_id)
 
     # ------------------------------------------------------------ retention
-
-    async def prune_runs(
-        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
-    ) -> list[str]:
-        """See ``World.prune_runs``."""
-        return self._write(
-            lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
-        )
-
-    async def prune_expired(
-        self,
-        keep: Mapping[types.RunStatus, float],
-        limit: int = 1000,
-        *,
-        release_claims: bool = False,
-    ) -> list[str]:
-        """See ``World.prune_expired``."""
-        return self._write(
-            lambda rows: prune.prune_expired(rows, keep, limit, release_claims=release_claims)
-        )
-
-    async def prune_slot_history(
-        self, keep: float = types.SLOT_HISTORY_KEEP, limit: int = 1000
-    ) -> int:
-        """See ``World.prune_slot_history``."""
-        return self._write(lambda rows: slot_history.prune(rows, keep, limit))
-
-    async def prune_listed(
-        self, run_ids: Sequence[str], *, release_claims: bool = False
-    ) -> list[str]:
-        """See ``World.prune_listed``."""
-        return self._write(
-            lambda rows: prune.prune_listed(rows, run_ids, release_claims=release_claims)
-        )
-
-    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
-        """See ``World.pin_run``."""
-        return self._write(lambda rows: prune.pin_run(rows, run_id, pinned))
-
-    async def release_claim(
-        self, key: str, value: types.AttributeValue
-    ) -> types.Claim | types.ClaimConflict | None:
-        """See ``World.release_claim``."""
-        return self._write(lambda rows: release.release_claim(rows, key, value))
 
     # ------------------------------------------------------------ schedules
 

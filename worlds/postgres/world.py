@@ -11,7 +11,14 @@ options: the package docstring (``worlds.postgres``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -23,22 +30,13 @@ import msgspec
 from worlds._columns import key_limit
 from worlds._flows import (
     archive,
-    cancel,
     create,
     deployments,
-    hooks,
-    key_limits,
     liveness,
-    prune,
-    release,
-    reopen,
-    slot_history,
-    starts,
-    streams,
-    updates,
 )
 from worlds._flows.rows import Retry, Rollback, Rows
-from worlds._lifecycle import ClosesOnExit, WorldClosedError, translates_errors
+from worlds._flows.world import FlowWorld
+from worlds._lifecycle import WorldClosedError, translates_errors
 from worlds._quiet import Quiet
 from worlds._urls import redact_url
 from worlds.archive import DumpRow
@@ -87,7 +85,7 @@ T = TypeVar("T")
 
 
 @translates_errors
-class PostgresWorld(ClosesOnExit):
+class PostgresWorld(FlowWorld[PostgresRows]):
     """A world stored in PostgreSQL, shareable by any number of processes and hosts.
 
     Args:
@@ -293,6 +291,10 @@ class PostgresWorld(ClosesOnExit):
         if pool is not None:
             await pool.execute(sql.NOTIFY, self._channel, self._run_channel, topics)
 
+    async def _run_flow(self, flow: Callable[[PostgresRows], Coroutine[Any, Any, T]]) -> T:
+        self._check_open()
+        return await self._write(flow)
+
     async def _write(self, body: Callable[[PostgresRows], Awaitable[T]]) -> T:
         """Run ``body`` as one transaction; again if it lost a deadlock or serialization
         race, or a race its flow saw (``Retry``); a flow's ``Rollback`` answers its result.
@@ -451,102 +453,6 @@ class PostgresWorld(ClosesOnExit):
         self._check_open()
         return await self._commits.commit_many(requests)
 
-    async def cancel_run(self, run_id: str, reason: str | None) -> types.RunRecord | None:
-        """See ``World.cancel_run``."""
-        self._check_open()
-        return await self._write(lambda rows: cancel.cancel_run(rows, run_id, reason))
-
-    async def request_cancel(
-        self, run_id: str, reason: str | None, grace_seconds: float
-    ) -> types.RunRecord | None:
-        """See ``World.request_cancel``."""
-        self._check_open()
-        return await self._write(
-            lambda rows: cancel.request_cancel(rows, run_id, reason, grace_seconds)
-        )
-
-    async def cancel_listed(
-        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
-    ) -> dict[str, types.RunStatus | None]:
-        """See ``World.cancel_listed``."""
-        self._check_open()
-        return await self._write(
-            lambda rows: cancel.cancel_listed(rows, run_ids, reason, grace_seconds)
-        )
-
-    async def resume_hook(
-        self, token: str, payload: bytes, resume_id: str | None = None
-    ) -> str | None:
-        """See ``World.resume_hook``."""
-        self._check_open()
-        return await self._write(lambda rows: hooks.resume_hook(rows, token, payload, resume_id))
-
-    async def start_or_resume_hook(
-        self, request: types.CreateRunRequest, delivery: types.HookDelivery
-    ) -> types.HookStartResult:
-        """See ``World.start_or_resume_hook``; a race lost to a concurrent caller (it
-        created the holder, or took the token, first) runs the flow again."""
-        self._check_open()
-        hooks.check_start_or_resume(request)
-        return await self._write(lambda rows: hooks.start_or_resume_hook(rows, request, delivery))
-
-    async def send_update(self, run_id: str, delivery: types.UpdateDelivery) -> types.UpdateOutcome:
-        """See ``World.send_update``."""
-        self._check_open()
-        updates.check_delivery(delivery)
-        return await self._write(lambda rows: updates.send_update(rows, run_id, delivery))
-
-    async def update_outcome(self, run_id: str, update_id: str) -> types.UpdateOutcome | None:
-        """See ``World.update_outcome``."""
-        self._check_open()
-        return await self._write(lambda rows: updates.update_outcome(rows, run_id, update_id))
-
-    async def update_with_start(
-        self, request: types.CreateRunRequest, delivery: types.UpdateDelivery
-    ) -> types.UpdateStartResult:
-        """See ``World.update_with_start``; a race lost to a concurrent caller (it
-        created the holder first) runs the flow again."""
-        self._check_open()
-        updates.check_update_with_start(request, delivery)
-        return await self._write(lambda rows: updates.update_with_start(rows, request, delivery))
-
-    async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
-        """See ``World.reopen_run``."""
-        self._check_open()
-        return await self._write(lambda rows: reopen.reopen_run(rows, run_id, by))
-
-    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
-        """See ``World.move_start``."""
-        self._check_open()
-        return await self._write(lambda rows: starts.move_start(rows, run_id, delay))
-
-    async def set_key_limit(
-        self,
-        key: str,
-        limit: int | None,
-        weights: Mapping[Any, float] | None = None,
-    ) -> types.KeyLimit | None:
-        """See ``World.set_key_limit``."""
-        self._check_open()
-        stored = key_limits.check(key, limit, weights)
-        return await self._write(lambda rows: key_limits.set_key_limit(rows, key, stored))
-
-    async def fork_run(
-        self, source_run_id: str, run_id: str, from_step: int, by: str
-    ) -> types.RunRecord | None:
-        """See ``World.fork_run``."""
-        self._check_open()
-        return await self._write(
-            lambda rows: reopen.fork_run(rows, source_run_id, run_id, from_step, by)
-        )
-
-    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
-        """See ``World.append_stream``: appends to a run, and its closing, take turns
-        on the run's row lock."""
-        self._check_open()
-        streams.check_name(name)
-        return await self._write(lambda rows: streams.append_stream(rows, run_id, name, chunks))
-
     async def read_stream(
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
     ) -> list[types.StreamChunk]:
@@ -637,11 +543,6 @@ class PostgresWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ liveness
 
-    async def register_worker(self, worker: types.WorkerInfo) -> types.WorkerRecord:
-        """See ``World.register_worker``."""
-        self._check_open()
-        return await self._write(lambda rows: liveness.register(rows, worker))
-
     async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
         """See ``World.heartbeat``: one statement (``HEARTBEAT``)."""
         self._check_open()
@@ -650,11 +551,6 @@ class PostgresWorld(ClosesOnExit):
             pool.fetchrow, sql.HEARTBEAT, worker_id, in_flight, self._channel, WORK_TOPIC
         )
         return row is not None and bool(row["alive"])
-
-    async def unregister_worker(self, worker_id: str) -> None:
-        """See ``World.unregister_worker``."""
-        self._check_open()
-        await self._write(lambda rows: liveness.unregister(rows, worker_id))
 
     async def list_workers(self) -> list[types.WorkerRecord]:
         """See ``World.list_workers``."""
@@ -801,61 +697,6 @@ class PostgresWorld(ClosesOnExit):
         return [codecs.columns.slot(row) for row in rows]
 
     # ------------------------------------------------------------------ retention
-
-    async def prune_runs(
-        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
-    ) -> list[str]:
-        """See ``World.prune_runs``; the runs that closed first go first.
-
-        Runs another transaction holds at that moment wait for a later prune.
-        """
-        self._check_open()
-        if limit <= 0:
-            return []
-        return await self._write(
-            lambda rows: prune.prune_runs(rows, closed_before, limit, release_claims=release_claims)
-        )
-
-    async def prune_expired(
-        self,
-        keep: Mapping[types.RunStatus, float],
-        limit: int = 1000,
-        *,
-        release_claims: bool = False,
-    ) -> list[str]:
-        """See ``World.prune_expired``; runs another transaction holds wait for a later one."""
-        self._check_open()
-        return await self._write(
-            lambda rows: prune.prune_expired(rows, keep, limit, release_claims=release_claims)
-        )
-
-    async def prune_slot_history(
-        self, keep: float = types.SLOT_HISTORY_KEEP, limit: int = 1000
-    ) -> int:
-        """See ``World.prune_slot_history``."""
-        self._check_open()
-        return await self._write(lambda rows: slot_history.prune(rows, keep, limit))
-
-    async def prune_listed(
-        self, run_ids: Sequence[str], *, release_claims: bool = False
-    ) -> list[str]:
-        """See ``World.prune_listed``."""
-        self._check_open()
-        return await self._write(
-            lambda rows: prune.prune_listed(rows, run_ids, release_claims=release_claims)
-        )
-
-    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
-        """See ``World.pin_run``."""
-        self._check_open()
-        return await self._write(lambda rows: prune.pin_run(rows, run_id, pinned))
-
-    async def release_claim(
-        self, key: str, value: types.AttributeValue
-    ) -> types.Claim | types.ClaimConflict | None:
-        """See ``World.release_claim``."""
-        self._check_open()
-        return await self._write(lambda rows: release.release_claim(rows, key, value))
 
     # ------------------------------------------------------------------ archive
 

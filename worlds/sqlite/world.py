@@ -9,10 +9,10 @@ the flow finishes in one step (``run_sync``) inside the write transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -20,23 +20,12 @@ from worlds import types
 from worlds._columns import key_limit
 from worlds._flows import (
     archive,
-    cancel,
-    commit,
-    create,
     deployments,
-    hooks,
-    key_limits,
     liveness,
-    prune,
-    release,
-    reopen,
-    slot_history,
-    starts,
-    streams,
-    updates,
 )
 from worlds._flows.stepper import run_sync
-from worlds._lifecycle import ClosesOnExit, translates_errors
+from worlds._flows.world import FlowWorld
+from worlds._lifecycle import translates_errors
 from worlds._quiet import Quiet
 from worlds._urls import redact_url
 from worlds.archive import DumpRow
@@ -68,9 +57,11 @@ from worlds.sqlite.transactions import new_token, run_once
 
 __all__ = ["SqliteWorld"]
 
+T = TypeVar("T")
+
 
 @translates_errors
-class SqliteWorld(ClosesOnExit):
+class SqliteWorld(FlowWorld[SqliteRows]):
     """A world stored in an SQLite file, shareable by processes on one machine.
 
     Args:
@@ -107,6 +98,14 @@ class SqliteWorld(ClosesOnExit):
 
     def _reopen(self) -> None:
         self._connection.reopen()
+
+    async def _run_flow(self, flow: Callable[[SqliteRows], Coroutine[Any, Any, T]]) -> T:
+        self._connection.check_open()
+        return await self._connection.write(lambda tx: run_sync(flow(tx)))
+
+    async def _read_flow(self, flow: Callable[[SqliteRows], Coroutine[Any, Any, T]]) -> T:
+        self._connection.check_open()
+        return await self._connection.read(lambda db: run_sync(flow(SqliteRows(db))))
 
     async def migrate(self) -> int:
         """Apply pending schema migrations (opening the file does it too)."""
@@ -164,51 +163,6 @@ class SqliteWorld(ClosesOnExit):
         await self._connection.write(put)
 
     # ------------------------------------------------------------------ runs
-
-    async def create_run(self, request: types.CreateRunRequest) -> types.CreateRunResult:
-        """See ``World.create_run`` and ``StartPolicy`` (a takeover of the policy's key)."""
-        self._connection.check_open()
-        create.check(request)
-        return await self._connection.write(lambda tx: run_sync(create.create_run(tx, request)))
-
-    async def commit(self, request: types.CommitRequest) -> types.CommitResult:
-        """See ``World.commit``."""
-        self._connection.check_open()
-        return await self._connection.write(lambda tx: run_sync(commit.commit(tx, request)))
-
-    async def commit_many(
-        self, requests: Sequence[types.CommitRequest]
-    ) -> list[types.CommitResult | Exception]:
-        """See ``World.commit_many``: one transaction (one fsync) for the batch, each
-        request in a savepoint of its own, so a failing one leaves no trace."""
-        self._connection.check_open()
-        batch = commit.check_batch(requests)
-        return await self._connection.write(lambda tx: run_sync(commit.commit_each(tx, batch)))
-
-    async def cancel_run(self, run_id: str, reason: str | None) -> types.RunRecord | None:
-        """See ``World.cancel_run``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(cancel.cancel_run(tx, run_id, reason))
-        )
-
-    async def request_cancel(
-        self, run_id: str, reason: str | None, grace_seconds: float
-    ) -> types.RunRecord | None:
-        """See ``World.request_cancel``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(cancel.request_cancel(tx, run_id, reason, grace_seconds))
-        )
-
-    async def cancel_listed(
-        self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
-    ) -> dict[str, types.RunStatus | None]:
-        """See ``World.cancel_listed``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(cancel.cancel_listed(tx, run_ids, reason, grace_seconds))
-        )
 
     # ------------------------------------------------------------------ work
 
@@ -336,23 +290,6 @@ class SqliteWorld(ClosesOnExit):
 
     # ------------------------------------------------------------------ liveness
 
-    async def register_worker(self, worker: types.WorkerInfo) -> types.WorkerRecord:
-        """See ``World.register_worker``."""
-        self._connection.check_open()
-        return await self._connection.write(lambda tx: run_sync(liveness.register(tx, worker)))
-
-    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
-        """See ``World.heartbeat``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(liveness.heartbeat(tx, worker_id, in_flight))
-        )
-
-    async def unregister_worker(self, worker_id: str) -> None:
-        """See ``World.unregister_worker``."""
-        self._connection.check_open()
-        await self._connection.write(lambda tx: run_sync(liveness.unregister(tx, worker_id)))
-
     async def list_workers(self) -> list[types.WorkerRecord]:
         """See ``World.list_workers``."""
         self._connection.check_open()
@@ -464,92 +401,6 @@ class SqliteWorld(ClosesOnExit):
             return codecs.columns.claim(row)
 
         return await self._connection.read(body)
-
-    async def resume_hook(
-        self, token: str, payload: bytes, resume_id: str | None = None
-    ) -> str | None:
-        """See ``World.resume_hook``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(hooks.resume_hook(tx, token, payload, resume_id))
-        )
-
-    async def start_or_resume_hook(
-        self, request: types.CreateRunRequest, delivery: types.HookDelivery
-    ) -> types.HookStartResult:
-        """See ``World.start_or_resume_hook``."""
-        self._connection.check_open()
-        hooks.check_start_or_resume(request)
-        return await self._connection.write(
-            lambda tx: run_sync(hooks.start_or_resume_hook(tx, request, delivery))
-        )
-
-    async def send_update(self, run_id: str, delivery: types.UpdateDelivery) -> types.UpdateOutcome:
-        """See ``World.send_update``."""
-        self._connection.check_open()
-        updates.check_delivery(delivery)
-        return await self._connection.write(
-            lambda tx: run_sync(updates.send_update(tx, run_id, delivery))
-        )
-
-    async def update_outcome(self, run_id: str, update_id: str) -> types.UpdateOutcome | None:
-        """See ``World.update_outcome``: read outside any write transaction."""
-        self._connection.check_open()
-        return await self._connection.read(
-            lambda db: run_sync(updates.update_outcome(SqliteRows(db), run_id, update_id))
-        )
-
-    async def update_with_start(
-        self, request: types.CreateRunRequest, delivery: types.UpdateDelivery
-    ) -> types.UpdateStartResult:
-        """See ``World.update_with_start``."""
-        self._connection.check_open()
-        updates.check_update_with_start(request, delivery)
-        return await self._connection.write(
-            lambda tx: run_sync(updates.update_with_start(tx, request, delivery))
-        )
-
-    async def reopen_run(self, run_id: str, by: str) -> types.RunRecord | None:
-        """See ``World.reopen_run``."""
-        self._connection.check_open()
-        return await self._connection.write(lambda tx: run_sync(reopen.reopen_run(tx, run_id, by)))
-
-    async def move_start(self, run_id: str, delay: float | None) -> types.RunRecord | None:
-        """See ``World.move_start``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(starts.move_start(tx, run_id, delay))
-        )
-
-    async def set_key_limit(
-        self,
-        key: str,
-        limit: int | None,
-        weights: Mapping[Any, float] | None = None,
-    ) -> types.KeyLimit | None:
-        """See ``World.set_key_limit``."""
-        self._connection.check_open()
-        stored = key_limits.check(key, limit, weights)
-        return await self._connection.write(
-            lambda tx: run_sync(key_limits.set_key_limit(tx, key, stored))
-        )
-
-    async def fork_run(
-        self, source_run_id: str, run_id: str, from_step: int, by: str
-    ) -> types.RunRecord | None:
-        """See ``World.fork_run``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(reopen.fork_run(tx, source_run_id, run_id, from_step, by))
-        )
-
-    async def append_stream(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int | None:
-        """See ``World.append_stream``."""
-        self._connection.check_open()
-        streams.check_name(name)
-        return await self._connection.write(
-            lambda tx: run_sync(streams.append_stream(tx, run_id, name, chunks))
-        )
 
     async def read_stream(
         self, run_id: str, name: str, start: int = 0, limit: int = 1000
@@ -673,64 +524,6 @@ class SqliteWorld(ClosesOnExit):
         return await self._connection.read(body)
 
     # ------------------------------------------------------------------ retention
-
-    async def prune_runs(
-        self, closed_before: datetime, limit: int = 1000, *, release_claims: bool = False
-    ) -> list[str]:
-        """See ``World.prune_runs``; the runs that closed first go first."""
-        self._connection.check_open()
-        if limit <= 0:
-            return []
-        return await self._connection.write(
-            lambda tx: run_sync(
-                prune.prune_runs(tx, closed_before, limit, release_claims=release_claims)
-            )
-        )
-
-    async def prune_expired(
-        self,
-        keep: Mapping[types.RunStatus, float],
-        limit: int = 1000,
-        *,
-        release_claims: bool = False,
-    ) -> list[str]:
-        """See ``World.prune_expired``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(prune.prune_expired(tx, keep, limit, release_claims=release_claims))
-        )
-
-    async def prune_slot_history(
-        self, keep: float = types.SLOT_HISTORY_KEEP, limit: int = 1000
-    ) -> int:
-        """See ``World.prune_slot_history``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(slot_history.prune(tx, keep, limit))
-        )
-
-    async def prune_listed(
-        self, run_ids: Sequence[str], *, release_claims: bool = False
-    ) -> list[str]:
-        """See ``World.prune_listed``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(prune.prune_listed(tx, run_ids, release_claims=release_claims))
-        )
-
-    async def pin_run(self, run_id: str, pinned: bool) -> types.RunRecord | None:
-        """See ``World.pin_run``."""
-        self._connection.check_open()
-        return await self._connection.write(lambda tx: run_sync(prune.pin_run(tx, run_id, pinned)))
-
-    async def release_claim(
-        self, key: str, value: types.AttributeValue
-    ) -> types.Claim | types.ClaimConflict | None:
-        """See ``World.release_claim``."""
-        self._connection.check_open()
-        return await self._connection.write(
-            lambda tx: run_sync(release.release_claim(tx, key, value))
-        )
 
     # ------------------------------------------------------------------ archive
 
