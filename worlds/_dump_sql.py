@@ -61,6 +61,11 @@ CARRIED_TABLES: dict[str, str] = {
 table adds it here or to ``NOT_CARRIED_TABLES`` (a test enumerates the tables)."""
 
 NOT_CARRIED_TABLES: dict[str, str] = {
+    "slot_samples": (
+        "per-minute samples of limited pairs' slots for the UI's history charts: "
+        "observations of the source world's past, pruned by prune_slot_history; the "
+        "target samples its own from the moment its workers run"
+    ),
     "workers": (
         "registered workers are processes of the source world: they register again on "
         "the target, and a copied liveness row would make a stopped worker look alive "
