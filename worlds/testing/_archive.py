@@ -22,6 +22,7 @@ from worlds.testing._base import (
     soon,
 )
 from worlds.types import (
+    AttributeValue,
     CommitRequest,
     CreateRunRequest,
     HookDelivery,
@@ -55,14 +56,7 @@ async def fill_world(world: World) -> dict[str, str]:
     assert (await world.send_update(running.id, update)).state == "pending"
     claimed = await create_run(world, attributes={"order": "o-1", "n": 7}, unique=["order"])
     limited = {"lane": Limit(limit=1)}
-    holder = CreateRunRequest(
-        run_id=new_run_id(), workflow=WF, args=b"h", attributes={"lane": "a"}, limits=limited
-    )
-    waiter = CreateRunRequest(
-        run_id=new_run_id(), workflow=WF, args=b"w", attributes={"lane": "a"}, limits=limited
-    )
-    for request in (holder, waiter):
-        assert (await world.create_run(request)).run is not None
+    holder, waiter = await _two_limited(world, {"lane": "a"}, limited, (b"h", b"w"))
     rated = CreateRunRequest(
         run_id=new_run_id(),
         workflow=WF,
@@ -95,14 +89,7 @@ async def fill_world(world: World) -> dict[str, str]:
     assert await world.prune_runs(utcnow() + timedelta(seconds=1)) == [pruned.id]
     await world.set_key_limit("tenant", 1, {"gold": 3.0})
     tenant = {"tenant": Limit(limit=5)}
-    first = CreateRunRequest(
-        run_id=new_run_id(), workflow=WF, args=b"", attributes={"tenant": "gold"}, limits=tenant
-    )
-    second = CreateRunRequest(
-        run_id=new_run_id(), workflow=WF, args=b"", attributes={"tenant": "gold"}, limits=tenant
-    )
-    for request in (first, second):
-        assert (await world.create_run(request)).run is not None
+    first, second = await _two_limited(world, {"tenant": "gold"}, tenant, (b"", b""))
     await world.commit(
         CommitRequest(run_id=first.run_id, worker_id="w", events=(RunCompleted(result=b""),))
     )
@@ -271,3 +258,21 @@ class ArchiveConformance(ConformanceBase):
                 await world.import_rows(held)
         assert same_rows(await dump(world), rows)
         assert runs
+
+
+async def _two_limited(
+    world: World,
+    attributes: dict[str, AttributeValue],
+    limits: dict[str, Limit],
+    args: tuple[bytes, bytes],
+) -> tuple[CreateRunRequest, CreateRunRequest]:
+    """Create two runs under ``limits`` (the first holds the slot, the second waits)."""
+    made = tuple(
+        CreateRunRequest(
+            run_id=new_run_id(), workflow=WF, args=a, attributes=attributes, limits=limits
+        )
+        for a in args
+    )
+    for request in made:
+        assert (await world.create_run(request)).run is not None
+    return made[0], made[1]
