@@ -20,6 +20,9 @@ what one workflow cost it (``pg_stat_wal.wal_sync``: WAL flushes, each an
 ``fdatasync``; ``pg_stat_database.xact_commit``: transactions, reads
 included), counted over the whole measurement, warm-up workflows included
 (5 of 300 or 20 of 2,000): these do not depend on how busy the machine is.
+The steady-state columns subtract, per peer and workload, a run of the same
+process with one timed workflow (its setup and warm-ups), measured once, and
+divide by the other workflows: what one more workflow costs the server.
 With ``--round-trips``, ours also runs once through
 ``tests/pg_round_trips.RoundTripProxy`` and reports the protocol round trips
 per workflow (sequential), counted as the server's ``ReadyForQuery`` messages.
@@ -102,8 +105,16 @@ def _counted(url: str, n: int, command: list[str]) -> dict[str, Any]:
     time.sleep(1.0)
     after = asyncio.run(server_counters(url))
     for name in before:
-        result[f"{name}_per_workflow"] = round((after[name] - before[name]) / n, 2)
+        result[name] = after[name] - before[name]
+        result[f"{name}_per_workflow"] = round(result[name] / n, 2)
     return result
+
+
+def steady(result: dict[str, Any], baseline: dict[str, Any], name: str) -> float:
+    """Counter ``name`` per workflow in the steady state: ``result``'s total less that
+    of ``baseline``, the same process with one timed workflow (its setup: a fresh
+    schema or database, the first connections, the warm-ups), over the other workflows."""
+    return round((result[name] - baseline[name]) / (result["n"] - baseline["n"]), 2)
 
 
 def measure_ours(
@@ -183,6 +194,14 @@ def main() -> None:
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {
             w: {"ours": [], "dbos": []} for w in WORKLOADS
         }
+        # each peer's setup and warm-ups alone, once: subtracted for the steady state
+        baselines = {
+            workload: {
+                "ours": measure_ours(url, workload, 1, args.in_flight, args.uvloop),
+                "dbos": measure_dbos(url, workload, 1, args.in_flight),
+            }
+            for workload in WORKLOADS
+        }
         for _ in range(args.repeat):
             for workload, default_n in WORKLOADS.items():
                 n = max(1, int(default_n * args.scale))
@@ -215,6 +234,15 @@ def main() -> None:
             "dbos_wal_syncs_per_workflow": per_workflow(both["dbos"], "wal_syncs"),
             "ours_commits_per_workflow": per_workflow(both["ours"], "commits"),
             "dbos_commits_per_workflow": per_workflow(both["dbos"], "commits"),
+            **{
+                f"{peer}_steady_{name}_per_workflow": float(
+                    statistics.median(
+                        steady(r, baselines[workload][peer], name) for r in both[peer]
+                    )
+                )
+                for peer in ("ours", "dbos")
+                for name in ("wal_syncs", "commits")
+            },
         }
         for workload, both in runs.items()
     }
@@ -227,6 +255,7 @@ def main() -> None:
         "workloads": table,
         "round_trips": trips,
         "runs": runs,
+        "baselines": baselines,
     }
     out = args.out or ROOT / "benchmarks" / "results" / "postgres_durable.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -234,14 +263,19 @@ def main() -> None:
     print(f"server: {settings}")
     print(
         "| workload | ours wf/s | DBOS wf/s | ours / DBOS | WAL flushes per workflow "
-        "(ours / DBOS) | transactions per workflow (ours / DBOS) |\n|---|---|---|---|---|---|"
+        "(ours / DBOS) | transactions per workflow (ours / DBOS) | steady state: WAL flushes, "
+        "transactions (ours / DBOS) |\n|---|---|---|---|---|---|---|"
     )
     for workload, row in table.items():
         print(
             f"| {workload} | {row['ours_workflows_per_second']:.1f} "
             f"| {row['dbos_workflows_per_second']:.1f} | {row['ratio']}x "
             f"| {row['ours_wal_syncs_per_workflow']} / {row['dbos_wal_syncs_per_workflow']} "
-            f"| {row['ours_commits_per_workflow']} / {row['dbos_commits_per_workflow']} |"
+            f"| {row['ours_commits_per_workflow']} / {row['dbos_commits_per_workflow']} "
+            f"| {row['ours_steady_wal_syncs_per_workflow']}, "
+            f"{row['ours_steady_commits_per_workflow']} / "
+            f"{row['dbos_steady_wal_syncs_per_workflow']}, "
+            f"{row['dbos_steady_commits_per_workflow']} |"
         )
     if trips is not None:
         print(f"round trips per 1-step workflow (sequential): {trips['round_trips_per_workflow']}")

@@ -24,7 +24,7 @@ from worlds._flows.rows import HeldLease, IdTaken, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import batches, commits, failures, requests, runs, updates
 from worlds.protocol import WORK_TOPIC, run_topic
-from worlds.semantics import carried_payloads, settled
+from worlds.semantics import CLOSING_EVENTS, carried_payloads, settled
 from worlds.types import (
     AttributeSet,
     CommitRequest,
@@ -106,7 +106,8 @@ async def commit_in(tx: Tx, request: CommitRequest, known: RunRecord | None = No
     if known is not None and lease is None and known.id == request.run_id:
         found: tuple[RunRecord, HeldLease | None] | None = (known, None)
     else:
-        found = await rows.commit_target(request.run_id, lease, request.worker_id)
+        closes = any(isinstance(event, CLOSING_EVENTS) for event in request.events)
+        found = await rows.commit_target(request.run_id, lease, request.worker_id, closing=closes)
     if found is None:
         raise LookupError(f"unknown run {request.run_id}")
     run, held = found

@@ -126,18 +126,19 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         rates={key: (rate.limit, rate.per) for key, rate in request.rates.items()},
     )
     try:
-        await rows.insert_run(run, created, wake_at=wake_at)
+        # a first task saves the run: the row may be written once, in that state
+        await rows.insert_run(run, created, wake_at=wake_at, saved_next=task is not None)
+        await slots.take(tx, request, holding=admitted == "hold")
+        if token_at is not None:
+            await rates.take(tx, request, token_at)
+        deadline = runs.deadline_item(request)
+        if deadline is not None:
+            run, _ = await work.enqueue(tx, run, deadline)
+        if task is not None:
+            first = await commit.commit_in(tx, task, known=run)  # as just stored: not read again
+            return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
     except IdTaken:
         raise requests.run_exists(run_id) from None
-    await slots.take(tx, request, holding=admitted == "hold")
-    if token_at is not None:
-        await rates.take(tx, request, token_at)
-    deadline = runs.deadline_item(request)
-    if deadline is not None:
-        run, _ = await work.enqueue(tx, run, deadline)
-    if task is not None:
-        first = await commit.commit_in(tx, task, known=run)  # as just stored: not read again
-        return CreateRunResult(run=run, superseded_run_id=superseded, first=first)
     leased = None
     if eager:
         assert request.lease_to is not None

@@ -257,17 +257,31 @@ class Rows(Protocol):
         ...
 
     async def commit_target(
-        self, run_id: str, lease: WorkItem | None, worker_id: str
+        self, run_id: str, lease: WorkItem | None, worker_id: str, *, closing: bool = False
     ) -> tuple[RunRecord, HeldLease | None] | None:
         """The run (locked) and, when ``worker_id`` still holds ``lease`` (its item
-        of this run, under its token) and the run is open, that item's lease."""
+        of this run, under its token) and the run is open, that item's lease.
+
+        ``closing``: the commit means to close the run, so a backend may also look,
+        in the same read, at what closing it frees (``drop_run_slots``)."""
         ...
 
     async def insert_run(
-        self, run: RunRecord, created: RunCreated, *, wake_at: datetime | None
+        self,
+        run: RunRecord,
+        created: RunCreated,
+        *,
+        wake_at: datetime | None,
+        saved_next: bool = False,
     ) -> None:
         """Store the new pending ``run``, its attributes' index terms and ``created``
-        (seq 1); with ``wake_at``, its workflow item due then. Raises ``IdTaken``."""
+        (seq 1); with ``wake_at``, its workflow item due then. Raises ``IdTaken``.
+
+        ``saved_next``: the flow saves the run (``save_run``) before it ends, so a
+        backend may hold the run's row back and write it once, in its saved state
+        (its creation and first task in one row write); ``IdTaken`` may then be
+        raised by any row operation up to that ``save_run``.
+        """
         ...
 
     def append(self, run_id: str, event: EventKind) -> None:

@@ -112,7 +112,7 @@ class MemoryRows:
         return self._t.runs.get(run_id)
 
     async def commit_target(
-        self, run_id: str, lease: types.WorkItem | None, worker_id: str
+        self, run_id: str, lease: types.WorkItem | None, worker_id: str, *, closing: bool = False
     ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
         run = self._t.runs.get(run_id)
         if run is None:
@@ -125,7 +125,12 @@ class MemoryRows:
         return run, held
 
     async def insert_run(
-        self, run: types.RunRecord, created: types.RunCreated, *, wake_at: datetime | None
+        self,
+        run: types.RunRecord,
+        created: types.RunCreated,
+        *,
+        wake_at: datetime | None,
+        saved_next: bool = False,
     ) -> None:
         if not self._t.runs.insert(run, created):
             raise port.IdTaken(run.id)

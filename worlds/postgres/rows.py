@@ -179,7 +179,7 @@ class PostgresRows:
         return None if row is None else self._run(row)
 
     async def commit_target(
-        self, run_id: str, lease: types.WorkItem | None, worker_id: str
+        self, run_id: str, lease: types.WorkItem | None, worker_id: str, *, closing: bool = False
     ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
         run = await self.get_run(run_id)
         if run is None:
@@ -190,7 +190,12 @@ class PostgresRows:
         return run, None if held is None else port.HeldLease(held["kind"], bool(held["rewake"]))
 
     async def insert_run(
-        self, run: types.RunRecord, created: types.RunCreated, *, wake_at: datetime | None
+        self,
+        run: types.RunRecord,
+        created: types.RunCreated,
+        *,
+        wake_at: datetime | None,
+        saved_next: bool = False,
     ) -> None:
         attributes = run.attributes
         encoded = codecs.encode(attributes)

@@ -13,9 +13,9 @@ so no method needs a lock of its own.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from worlds import _columns as columns
 from worlds import types
@@ -31,7 +31,7 @@ from worlds.sqlite import codecs
 from worlds.sqlite import statements as sql
 from worlds.sqlite.transactions import WouldBlockError, new_token
 
-__all__ = ["SqliteRows"]
+__all__ = ["Executes", "SqliteRows"]
 
 _EventRow = tuple[str, int, str, bytes]
 
@@ -43,11 +43,129 @@ class _Savepoint(NamedTuple):
     events: tuple[_EventRow, ...]
 
 
+def _holdings(row: sqlite3.Row) -> tuple[bool, bool, bool]:
+    """A run's holdings as ``statements.RUN_HOLDINGS`` names them: slots, windowed
+    claims, hook tokens."""
+    return bool(row["has_slots"]), bool(row["has_windowed"]), bool(row["has_hooks"])
+
+
+class Executes(Protocol):
+    """What runs statements: an ``sqlite3.Connection``, or a write transaction's ``db``."""
+
+    def execute(self, statement: str, params: Any = ..., /) -> sqlite3.Cursor: ...
+
+    def executemany(self, statement: str, params: Iterable[Any], /) -> sqlite3.Cursor: ...
+
+
+class _HeldRun(NamedTuple):
+    """A new run whose row ``insert_run`` held back (``saved_next``): its pending state."""
+
+    workflow: str
+    created_us: int
+    attributes: bytes
+
+
+class _Writer:
+    """The connection as one write transaction's rows use it, with two row writes
+    held back until a statement could see the difference.
+
+    New runs that ``insert_run`` held back are written, pending, before any
+    statement that names the ``runs`` table (so every read and update sees
+    them) and before the transaction ends; ``save_run`` writes one in its saved
+    state instead, so a run created with its first task costs one row write.
+    Work items ``delete_item`` deleted are deleted before any statement that
+    names the ``work`` table and before the transaction ends; ``put_work`` of
+    the same run turns one into the new item instead (a step's item becomes its
+    successor's: one row write per step, not a delete and an insert).
+    """
+
+    __slots__ = ("deleted", "held", "raw")
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self.raw = raw
+        self.held: dict[str, _HeldRun] = {}
+        self.deleted: list[tuple[str, str]] = []
+        """(run id, item id) of each work item deleted but not yet written."""
+
+    def execute(self, statement: str, params: Any = (), /) -> sqlite3.Cursor:
+        if self.held or self.deleted:
+            self.write_seen_by(statement)
+        return self.raw.execute(statement, params)
+
+    def executemany(self, statement: str, params: Iterable[Any], /) -> sqlite3.Cursor:
+        if self.held or self.deleted:
+            self.write_seen_by(statement)
+        return self.raw.executemany(statement, params)
+
+    def write_seen_by(self, statement: str) -> None:
+        """Write what ``statement`` would see held back."""
+        if self.held and sql.names_table(statement, "runs"):
+            self.write_held()
+        if self.deleted and sql.names_table(statement, "work"):
+            self.write_deleted()
+
+    def write_all(self) -> None:
+        """Write everything held back (before a savepoint, before the commit)."""
+        self.write_held()
+        self.write_deleted()
+
+    def forget(self) -> None:
+        """Drop what is held back (its savepoint was rolled back)."""
+        self.held.clear()
+        self.deleted.clear()
+
+    def write_deleted(self) -> None:
+        """Delete the work items held back as deleted."""
+        deleted, self.deleted = self.deleted, []
+        for key in deleted:
+            self.raw.execute(sql.DELETE_WORK, key)
+
+    def put_work(self, params: tuple[object, ...]) -> None:
+        """Store a work item (``codecs.work_params``): in the row of an item of its run
+        deleted in this transaction when there is one, else inserted or replaced."""
+        run_id = params[0]
+        for n, (deleted_run, deleted_item) in enumerate(self.deleted):
+            if deleted_run != run_id:
+                continue
+            del self.deleted[n]
+            try:
+                reused = self.raw.execute(sql.REUSE_WORK, (*params[1:], run_id, deleted_item))
+            except sqlite3.IntegrityError:  # the new item's id is taken by another item
+                self.raw.execute(sql.DELETE_WORK, (run_id, deleted_item))
+                break
+            if reused.rowcount:
+                return
+            break  # the deleted item was not there: nothing to reuse
+        self.raw.execute(sql.REPLACE_WORK, params)
+
+    def write_held(self) -> None:
+        """Write every held-back run as it was created (pending). Raises ``IdTaken``."""
+        held, self.held = self.held, {}
+        for run_id, run in held.items():
+            try:
+                self.raw.execute(
+                    sql.INSERT_RUN, (run_id, run.workflow, run.created_us, run.attributes)
+                )
+            except sqlite3.IntegrityError:
+                raise port.IdTaken(run_id) from None
+
+    def write_saved(self, run: types.RunRecord, attributes: bytes | None) -> None:
+        """Write held-back ``run`` in its saved state (``attributes`` encoded, or None
+        for those it was created with). Raises ``IdTaken``."""
+        held = self.held.pop(run.id)
+        params = (run.id, run.workflow, run.status.value, held.created_us)
+        state = codecs.run_update_params(run, held.attributes if attributes is None else attributes)
+        try:  # UPDATE_RUN's values but the status (taken above) and the id (last)
+            self.raw.execute(sql.INSERT_SAVED_RUN, (*params, *state[1:7]))
+        except sqlite3.IntegrityError:
+            raise port.IdTaken(run.id) from None
+
+
 class SqliteRows:
     """The rows of one SQLite write transaction (``BEGIN IMMEDIATE`` already taken)."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+        self.db = _Writer(db)
         self.now = types.utcnow()
         self._stamp = (self.now, codecs.to_micros(self.now))
         self.signals: set[str] = set()
@@ -55,9 +173,12 @@ class SqliteRows:
         self._events: list[_EventRow] = []
         self._attributes: dict[str, dict[str, types.AttributeValue]] = {}
         """By run: the attributes it was read or created with (saved only if they change)."""
-        self._closing: dict[str, tuple[bool, bool]] = {}
-        """By closing run: whether it has windowed claims, hook tokens (``drop_run_slots``
-        looked once); forgotten when claims or hooks are written."""
+        self._holdings: dict[str, tuple[bool, bool, bool]] = {}
+        """By run: whether it has slots, windowed claims and hook tokens, as last read in
+        this transaction (by ``commit_target`` or ``drop_run_slots``), so closing it
+        costs no statement for what it lacks; forgotten whenever one may appear (a
+        slot, claim or hook written or moved). One that goes away only makes a
+        later delete find nothing."""
 
     @property
     def now_us(self) -> int:
@@ -76,13 +197,15 @@ class SqliteRows:
         return new_token()
 
     async def savepoint(self) -> object:
+        self.db.write_all()  # what the savepoint undoes is then only what follows it
         self.db.execute("SAVEPOINT request")
         return _Savepoint(frozenset(self.signals), tuple(self._events))
 
     async def rollback_to(self, savepoint: object) -> None:
         self.db.execute("ROLLBACK TO request")
         self.db.execute("RELEASE request")
-        self._closing.clear()
+        self.db.forget()
+        self._holdings.clear()
         assert isinstance(savepoint, _Savepoint)
         self.signals, self._events = set(savepoint.signals), list(savepoint.events)
 
@@ -93,18 +216,24 @@ class SqliteRows:
         return isinstance(exc, WouldBlockError)
 
     def flush_events(self) -> None:
-        """Write the queued event rows: one statement for a transaction's batch."""
+        """Write the queued event rows: one statement for a transaction's batch.
+
+        Held-back runs go first: a taken run id is refused by its run row (``IdTaken``),
+        not by its events'."""
         events = self._events
         if not events:
             return
+        self.db.write_held()
         self._events = []
         for start in range(0, len(events), sql.EVENTS_PER_INSERT):
             chunk = events[start : start + sql.EVENTS_PER_INSERT]
             self.db.execute(sql.insert_events(len(chunk)), [v for row in chunk for v in row])
 
     def finish(self) -> None:
-        """Write what the transaction still holds back (queued events), before it commits."""
+        """Write what the transaction still holds back (queued events, held-back runs),
+        before it commits."""
         self.flush_events()
+        self.db.write_all()
 
     def queue_started(self, run_id: str, last_seq: int, events: list[types.StepStarted]) -> None:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded
@@ -125,25 +254,30 @@ class SqliteRows:
         return None if row is None else self._run(row)
 
     async def commit_target(
-        self, run_id: str, lease: types.WorkItem | None, worker_id: str
+        self, run_id: str, lease: types.WorkItem | None, worker_id: str, *, closing: bool = False
     ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
         key = (None, None, None) if lease is None else (lease.id, worker_id, lease.token)
-        row = self.db.execute(sql.GET_RUN_FOR_COMMIT, (run_id, *key)).fetchone()
+        statement = sql.GET_CLOSING_RUN_FOR_COMMIT if closing else sql.GET_RUN_FOR_COMMIT
+        row = self.db.execute(statement, (run_id, *key)).fetchone()
         if row is None:
             return None
         held = None if row["kind"] is None else port.HeldLease(row["kind"], bool(row["rewake"]))
+        if closing:
+            self._holdings[run_id] = _holdings(row)
         return self._run(row), held
 
     async def insert_run(
-        self, run: types.RunRecord, created: types.RunCreated, *, wake_at: datetime | None
+        self,
+        run: types.RunRecord,
+        created: types.RunCreated,
+        *,
+        wake_at: datetime | None,
+        saved_next: bool = False,
     ) -> None:
         attributes = run.attributes
-        try:
-            self.db.execute(
-                sql.INSERT_RUN, (run.id, run.workflow, self.now_us, codecs.encode(attributes))
-            )
-        except sqlite3.IntegrityError:
-            raise port.IdTaken(run.id) from None
+        self.db.held[run.id] = _HeldRun(run.workflow, self.now_us, codecs.encode(attributes))
+        if not saved_next:
+            self.db.write_held()
         if attributes:
             terms = [(run.id, key, index_value(value)) for key, value in attributes.items()]
             self.db.executemany(sql.UPSERT_ATTRIBUTE, terms)
@@ -161,16 +295,22 @@ class SqliteRows:
         self._events.append((run_id, event.seq, tag, codecs.encode(event)))
 
     async def save_run(self, run: types.RunRecord) -> None:
-        self.flush_events()
-        if run.attributes is self._attributes.get(run.id):
+        if run.id in self.db.held:  # created in this transaction: one row write
+            unchanged = run.attributes is self._attributes.get(run.id)
+            self.db.write_saved(run, None if unchanged else codecs.encode(run.attributes))
+            self._attributes[run.id] = run.attributes
+            self.flush_events()
+        elif run.attributes is self._attributes.get(run.id):
+            self.flush_events()
             self.db.execute(sql.UPDATE_RUN_STATE, codecs.run_state_params(run))
         else:
+            self.flush_events()
             attributes = codecs.encode(run.attributes)
             self.db.execute(sql.UPDATE_RUN, codecs.run_update_params(run, attributes))
             self._attributes[run.id] = run.attributes
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
-            _, hooks = self._closing.pop(run.id, (True, True))
+            _, _, hooks = self._holdings.pop(run.id, (True, True, True))
             if hooks:
                 self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
 
@@ -208,16 +348,16 @@ class SqliteRows:
         return None if row is None else codecs.columns.held(row)
 
     async def claim_if_free(self, claim: port.ClaimRow) -> int | None:
-        self._closing.clear()
+        self._holdings.clear()
         claimed = self.db.execute(sql.CLAIM_IF_FREE, claim_params(claim)).fetchall()
         return int(claimed[0][0]) if claimed else None
 
     async def put_claim(self, claim: port.ClaimRow, generation: int) -> None:
-        self._closing.clear()
+        self._holdings.clear()
         self.db.execute(sql.PUT_CLAIM, claim_params(claim, generation))
 
     async def windowed_claims(self, run_id: str) -> list[port.Windowed]:
-        if not self._closing.get(run_id, (True, True))[0]:
+        if not self._holdings.get(run_id, (True, True, True))[1]:
             return []
         rows = self.db.execute(sql.WINDOWED_CLAIMS, (run_id,)).fetchall()
         return [
@@ -231,22 +371,23 @@ class SqliteRows:
         self.db.execute(sql.RELEASE_CLAIM, pair)
 
     async def lapse_claim(self, pair: port.Pair, at: datetime) -> None:
+        self._holdings.clear()
         self.db.execute(sql.SET_LAPSES_AT, (codecs.to_micros(at), *pair))
 
     async def carry_claims(self, old_run_id: str, new_run_id: str) -> None:
-        self._closing.clear()
+        self._holdings.clear()
         self.db.execute(sql.MOVE_RUN_CLAIMS, (new_run_id, old_run_id))
 
     # ------------------------------------------------------------ hooks
 
     async def insert_hook(self, hook: port.HookRow) -> bool:
-        self._closing.clear()
+        self._holdings.clear()
         attributes = codecs.encode(dict(hook.attributes))
         row = (hook.token, hook.run_id, hook.hook, attributes, self.now_us)
         return bool(self.db.execute(sql.INSERT_HOOK, row).rowcount)
 
     async def bind_hook(self, hook: port.HookRow) -> bool:
-        self._closing.clear()
+        self._holdings.clear()
         bind = (hook.hook, codecs.encode(dict(hook.attributes)), hook.token, hook.run_id)
         return bool(self.db.execute(sql.BIND_HOOK, bind).rowcount)
 
@@ -267,7 +408,7 @@ class SqliteRows:
         return [codecs.columns.hook(row) for row in rows]
 
     async def carry_hooks(self, old_run_id: str, new_run_id: str) -> None:
-        self._closing.clear()
+        self._holdings.clear()
         self.db.execute(sql.MOVE_RUN_HOOKS, (new_run_id, old_run_id))
         self.db.execute(sql.MOVE_HOOK_RESUMES, (new_run_id, old_run_id))
 
@@ -296,6 +437,7 @@ class SqliteRows:
         return states
 
     async def insert_slots(self, slots: Sequence[port.SlotRow], *, holding: bool) -> None:
+        self._holdings.clear()
         self.db.executemany(
             sql.INSERT_SLOT,
             [
@@ -317,11 +459,14 @@ class SqliteRows:
         return [(row["key"], row["ivalue"]) for row in self.db.execute(statement, params)]
 
     async def drop_run_slots(self, run_id: str) -> list[port.Pair]:
-        # A run closes here: one look says which of its slots, windowed claims
-        # and hook tokens exist, so closing one that has none costs no statement.
-        slots, claims, hooks = self.db.execute(sql.RUN_HOLDINGS, (run_id,)).fetchone()
-        self._closing[run_id] = (bool(claims), bool(hooks))
-        return self._dropped(sql.DROP_RUN_SLOTS, (run_id,)) if slots else []
+        # A run closes here: one look (unless its commit's read looked already)
+        # says which of its slots, windowed claims and hook tokens exist, so
+        # closing one that has none costs no statement.
+        holdings = self._holdings.get(run_id)
+        if holdings is None:
+            found = self.db.execute(sql.RUN_HOLDINGS, (run_id,)).fetchone()
+            holdings = self._holdings[run_id] = _holdings(found)
+        return self._dropped(sql.DROP_RUN_SLOTS, (run_id,)) if holdings[0] else []
 
     async def drop_hold(self, run_id: str, hold: int) -> list[port.Pair]:
         return self._dropped(sql.DROP_HOLD, (run_id, hold))
@@ -352,6 +497,7 @@ class SqliteRows:
             self.signals.add(WORK_TOPIC)
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
+        self._holdings.clear()
         self.db.execute(sql.MOVE_RUN_SLOTS, (new_run_id, old_run_id))
 
     async def sample_slots(self, pairs: Sequence[port.Pair], minute: datetime) -> None:
@@ -463,7 +609,7 @@ class SqliteRows:
         return bool(self.db.execute(sql.INSERT_WORK_IF_ABSENT, params).rowcount)
 
     async def put_work(self, run_id: str, new: types.NewWorkItem, placed: port.Placement) -> None:
-        self.db.execute(sql.REPLACE_WORK, codecs.work_params(run_id, new, placed))
+        self.db.put_work(codecs.work_params(run_id, new, placed))
 
     async def get_work(self, run_id: str, item_id: str) -> port.QueuedWork | None:
         row = self.db.execute(sql.GET_WORK, (run_id, item_id)).fetchone()
@@ -484,7 +630,7 @@ class SqliteRows:
         self.db.execute(sql.REWAKE_ON_ACK, (self.now_us, run_id, item_id))
 
     async def delete_item(self, run_id: str, item_id: str) -> None:
-        self.db.execute(sql.DELETE_WORK, (run_id, item_id))
+        self.db.deleted.append((run_id, item_id))  # held back: put_work may reuse its row
 
     async def lease_holder(self, lease: types.WorkItem) -> str | None:
         row = self.db.execute(sql.LEASE_HOLDER, (lease.run_id, lease.id)).fetchone()

@@ -19,7 +19,7 @@ from worlds.sqlite import codecs
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection
 from worlds.sqlite.idle import file_token
-from worlds.sqlite.rows import SqliteRows
+from worlds.sqlite.rows import Executes, SqliteRows
 from worlds.sqlite.transactions import run_once
 from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord, utcnow
 
@@ -107,7 +107,7 @@ async def lease_schedules(
     wanted = sorted(set(names))
     due_sql, later_sql = sql.due_schedules_sql(len(wanted))
 
-    def look(db: sqlite3.Connection, now_us: int) -> tuple[list[sqlite3.Row], int | None]:
+    def look(db: Executes, now_us: int) -> tuple[list[sqlite3.Row], int | None]:
         rows = db.execute(due_sql, (now_us, *wanted, now_us, limit)).fetchall()
         (later,) = db.execute(later_sql, (now_us, *wanted)).fetchone()
         return rows, later

@@ -7,6 +7,7 @@ sqlite3 statement cache keeps them prepared.
 from __future__ import annotations
 
 import functools
+import re
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
@@ -21,15 +22,34 @@ OPEN_CHILDREN = (
     "WHERE a.key = ?1 AND a.ivalue = ?2 "
     "AND r.status IN ('pending', 'running', 'cancelling') ORDER BY r.id"
 )
+# Whether a run has slots (or places in line), windowed claims and hook tokens:
+# what closing it must free. Three index probes.
+_HOLDINGS = (
+    "EXISTS (SELECT 1 FROM slots WHERE run_id = ?1) AS has_slots, "
+    "EXISTS (SELECT 1 FROM claims WHERE run_id = ?1 "
+    "AND (ttl IS NOT NULL OR release_on IS NOT NULL)) AS has_windowed, "
+    "EXISTS (SELECT 1 FROM hooks WHERE run_id = ?1) AS has_hooks"
+)
+RUN_HOLDINGS = f"SELECT {_HOLDINGS}"
 # The run and, when the given lease on one of its items is still held, the
 # leased item's kind and rewake flag.
 GET_RUN_FOR_COMMIT = (
     f"SELECT {RUN_COLUMNS}, w.kind, w.rewake FROM runs r LEFT JOIN work w "
     "ON w.run_id = ?1 AND w.id = ?2 AND w.owner = ?3 AND w.token = ?4 WHERE r.id = ?1"
 )
+# The same for a commit that closes the run, with its holdings: no second look.
+GET_CLOSING_RUN_FOR_COMMIT = GET_RUN_FOR_COMMIT.replace(
+    "w.rewake FROM", f"w.rewake, {_HOLDINGS} FROM"
+)
 INSERT_RUN = (
     "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes) "
     "VALUES (?, ?, 'pending', ?, 1, ?)"
+)
+# A new run stored once, in the state its first save gave it (``insert_run``
+# with ``saved_next``): its creation and first task in one row write.
+INSERT_SAVED_RUN = (
+    "INSERT INTO runs (id, workflow, status, created_at, started_at, closed_at, last_seq, "
+    "attributes, result, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPDATE_RUN = (
     "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
@@ -40,6 +60,14 @@ UPDATE_RUN_STATE = (
     "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
     "result = ?, error = ? WHERE id = ?"
 )
+
+
+@functools.lru_cache(maxsize=4096)
+def names_table(statement: str, table: str) -> bool:
+    """Whether ``statement`` names ``table`` (each text is looked at once)."""
+    return re.search(rf"\b{table}\b", statement) is not None
+
+
 BUMP_LAST_SEQ = "UPDATE runs SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq"
 
 INSERT_EVENT = "INSERT INTO events (run_id, seq, kind, data) VALUES (?, ?, ?, ?)"
@@ -204,6 +232,13 @@ REWAKE_ON_ACK = (
     "WHERE run_id = ? AND id = ?"
 )
 DELETE_WORK = "DELETE FROM work WHERE run_id = ? AND id = ?"
+# A deleted item's row made into a new item of its run (REPLACE_WORK's values
+# after the run id, then the run id and the deleted item's id).
+REUSE_WORK = (
+    "UPDATE work SET id = ?, kind = ?, name = ?, number = ?, attempt = ?, payload = ?, "
+    "available_at = ?, owner = ?, token = ?, expires_at = ?, rewake = 0, ever_leased = ? "
+    "WHERE run_id = ? AND id = ?"
+)
 # Who holds an item's lease now (named when a commit lost it).
 LEASE_HOLDER = "SELECT owner FROM work WHERE run_id = ? AND id = ?"
 DROP_RUN_WORK = "DELETE FROM work WHERE run_id = ?"
@@ -366,13 +401,6 @@ INSERT_SLOT = (
 DROP_HOLD = "DELETE FROM slots WHERE run_id = ? AND hold = ? RETURNING key, ivalue"
 DROP_HOLDS = "DELETE FROM slots WHERE run_id = ? AND hold <> 0 RETURNING key, ivalue"
 DROP_RUN_SLOTS = "DELETE FROM slots WHERE run_id = ? RETURNING key, ivalue"
-# Whether a closing run has slots, windowed claims (WINDOWED_CLAIMS) and hook tokens.
-RUN_HOLDINGS = (
-    "SELECT EXISTS (SELECT 1 FROM slots WHERE run_id = ?1), "
-    "EXISTS (SELECT 1 FROM claims WHERE run_id = ?1 "
-    "AND (ttl IS NOT NULL OR release_on IS NOT NULL)), "
-    "EXISTS (SELECT 1 FROM hooks WHERE run_id = ?1)"
-)
 # The first in line: lowest priority number, then first in (the index's order).
 FIRST_WAITER = (
     "SELECT run_id, hold FROM slots INDEXED BY slots_queue WHERE key = ? AND ivalue = ? "

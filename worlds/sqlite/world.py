@@ -50,7 +50,7 @@ from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.dump import SqliteLoad, SqliteSource
 from worlds.sqlite.filters import count_runs_sql, list_runs_sql, match_counts_sql
 from worlds.sqlite.idle import file_token
-from worlds.sqlite.rows import SqliteRows
+from worlds.sqlite.rows import Executes, SqliteRows
 from worlds.sqlite.schema import SCHEMA_VERSION
 from worlds.sqlite.steps import open_transaction
 from worlds.sqlite.transactions import new_token, run_once
@@ -182,7 +182,7 @@ class SqliteWorld(FlowWorld[SqliteRows]):
         if self._quiet.quiet(poll, token):
             return []  # nothing was due, nothing written since, nothing due yet
 
-        def builds(db: sqlite3.Connection) -> tuple[str | None, str | None] | None:
+        def builds(db: Executes) -> tuple[str | None, str | None] | None:
             # once a build registered, scans keep to the runs this worker's build
             # may lease (RFC 0025); before, no run recorded one: nothing to filter
             if not db.execute(sql.BUILDS_IN_USE).fetchone()[0]:
@@ -191,7 +191,7 @@ class SqliteWorld(FlowWorld[SqliteRows]):
             rights = deployments.rights_among(worker_id, everyone)
             return rights.build, rights.top
 
-        def due(db: sqlite3.Connection, now_us: int) -> list[sqlite3.Row]:
+        def due(db: Executes, now_us: int) -> list[sqlite3.Row]:
             params: tuple[object, ...] = (now_us, *wanted, limit)
             scans = (free_sql, expired_sql)
             if (build := builds(db)) is not None:

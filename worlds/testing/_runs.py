@@ -32,6 +32,7 @@ from worlds.types import (
     CreateRunRequest,
     ErrorInfo,
     EventKind,
+    FirstTask,
     HookConflict,
     HookCreated,
     HookReceived,
@@ -164,6 +165,34 @@ class RunsConformance(ConformanceBase):
         assert await world.get_run(run.id) == run
         assert len(await world.read_events(run.id)) == 1
         assert await world.find_claim("fresh", "f-1") is None, "the refused run's claim was kept"
+        assert len(await lease_all(world, {"first", "second"})) == 1
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("attributes", [{}, {"a": 2}], ids=["bare", "with-attributes"])
+    async def test_a_duplicate_run_id_with_its_first_task_writes_nothing(
+        self, world: World, attributes: dict[str, AttributeValue]
+    ) -> None:
+        """``create_run`` with ``first`` on a taken run id raises ``ValueError`` and
+        writes nothing: not the task's events, not its leased step, not the run."""
+        run = await create_run(world, workflow="first", attributes={"a": 1})
+        first = FirstTask(
+            events=(RunStarted(), StepCreated(step=1, name=STEP, args=b"")),
+            schedule=(NewWorkItem(kind="step", name=STEP, number=1, lease=True),),
+            at=world.now(),
+        )
+        again = CreateRunRequest(
+            run_id=run.id,
+            workflow="second",
+            args=b"",
+            attributes=attributes,
+            lease_to=WORKER,
+            first=first,
+        )
+        with pytest.raises(ValueError, match="already exists"):
+            await world.create_run(again)
+        assert await world.get_run(run.id) == run
+        assert len(await world.read_events(run.id)) == 1
+        assert await lease_all(world, {STEP}) == []
         assert len(await lease_all(world, {"first", "second"})) == 1
 
     @pytest.mark.anyio
