@@ -300,6 +300,11 @@ class Rows(Protocol):
         """Replace the run's first event, its ``RunCreated``, by ``created``."""
         ...
 
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        """Record that pending run ``run_id`` is admitted at ``at`` (its rate tokens
+        moved there): ``RunRecord.admitted_at``, which ``save_run`` never writes."""
+        ...
+
     async def open_runs_with(self, key: str, value: AttributeValue) -> list[RunRecord]:
         """The open runs whose attribute ``key`` is ``value``, by id (locked)."""
         ...

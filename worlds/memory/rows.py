@@ -158,6 +158,9 @@ class MemoryRows:
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
         self._t.runs.rewrite_created(run_id, created)
 
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        self._t.runs.admit(run_id, at)
+
     async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
         return self._t.runs.open_with(key, value)
 

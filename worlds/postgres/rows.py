@@ -208,6 +208,7 @@ class PostgresRows:
                 workflow_item_id(run.id),
                 self.channel,
                 wake_at,
+                run.admitted_at,
             )
         except asyncpg.exceptions.UniqueViolationError as exc:
             if is_run_id_taken(exc):
@@ -251,6 +252,9 @@ class PostgresRows:
 
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
         await self._execute(sql.REWRITE_CREATED, run_id, codecs.encode(created))
+
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        await self._execute(sql.SET_ADMITTED, run_id, at)
 
     async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
         rows = await self._fetch(sql.LOCK_OPEN_CHILDREN, key, index_value(value))

@@ -32,7 +32,7 @@ PAIR_HELD = "WF001"
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
-    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.last_at"
+    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.last_at, r.admitted_at"
 )
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"
 LOCK_RUN = f"{GET_RUN} FOR UPDATE"
@@ -52,8 +52,9 @@ LOCK_LEASE = (
 # in one snapshot; notifications are delivered at commit).
 CREATE_RUN = """
 WITH new_run AS (
-    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
-    VALUES ($1, $2, 'pending', $3, 1, $3, $4)
+    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes,
+                      admitted_at)
+    VALUES ($1, $2, 'pending', $3, 1, $3, $4, $11)
 ), new_attributes AS (
     INSERT INTO attributes (run_id, key, ivalue)
     SELECT $1, k, v FROM unnest($5::text[], $6::text[]) AS a(k, v)
@@ -629,6 +630,7 @@ DELETE FROM key_limits WHERE key = $1
 # ---------------------------------------------------------------------------- debounce
 
 REWRITE_CREATED = "UPDATE events SET data = $2 WHERE run_id = $1 AND seq = 1"
+SET_ADMITTED = "UPDATE runs SET admitted_at = $2 WHERE id = $1"
 
 # ---------------------------------------------------------------------------- schedules
 

@@ -139,9 +139,9 @@ class SqliteRows:
     ) -> None:
         attributes = run.attributes
         try:
-            self.db.execute(
-                sql.INSERT_RUN, (run.id, run.workflow, self.now_us, codecs.encode(attributes))
-            )
+            admitted = None if run.admitted_at is None else codecs.to_micros(run.admitted_at)
+            row = (run.id, run.workflow, self.now_us, codecs.encode(attributes), admitted)
+            self.db.execute(sql.INSERT_RUN, row)
         except sqlite3.IntegrityError:
             raise port.IdTaken(run.id) from None
         if attributes:
@@ -196,6 +196,9 @@ class SqliteRows:
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
         self.flush_events()
         self.db.execute(sql.REWRITE_CREATED, (codecs.encode(created), run_id))
+
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        self.db.execute(sql.SET_ADMITTED, (codecs.to_micros(at), run_id))
 
     async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
         rows = self.db.execute(sql.OPEN_CHILDREN, (key, index_value(value))).fetchall()

@@ -10,7 +10,7 @@ import functools
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
-    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin"
+    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.admitted_at"
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
@@ -28,9 +28,10 @@ GET_RUN_FOR_COMMIT = (
     "ON w.run_id = ?1 AND w.id = ?2 AND w.owner = ?3 AND w.token = ?4 WHERE r.id = ?1"
 )
 INSERT_RUN = (
-    "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes) "
-    "VALUES (?, ?, 'pending', ?, 1, ?)"
+    "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes, admitted_at) "
+    "VALUES (?, ?, 'pending', ?, 1, ?, ?)"
 )
+SET_ADMITTED = "UPDATE runs SET admitted_at = ? WHERE id = ?"
 UPDATE_RUN = (
     "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
     "attributes = ?, result = ?, error = ? WHERE id = ?"
