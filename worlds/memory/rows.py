@@ -249,7 +249,9 @@ class MemoryRows:
     async def first_waiter(self, pair: port.Pair) -> port.Waiter | None:
         return self._t.slots.first_waiter(pair)
 
-    async def waiting_views(self, run_id: str, hold: int) -> list[port.PairView]:
+    async def waiting_views(
+        self, run_id: str, hold: int, near: Sequence[port.Pair] = ()
+    ) -> list[port.PairView]:
         return self._t.slots.views(run_id, hold)
 
     async def promote(self, run_id: str, hold: int) -> None:
@@ -271,6 +273,10 @@ class MemoryRows:
         return self._t.samples.drop(before, limit)
 
     # ------------------------------------------------------------ key limits
+
+    async def key_queued(self, key: str, ivalue: str) -> bool | None:
+        store = self._t.key_limits
+        return None if store.get(key) is None else store.queued(key, ivalue)
 
     async def key_row(self, key: str) -> port.KeyRow | None:
         found = self._t.key_limits.get(key)

@@ -605,6 +605,11 @@ FROM (
 ORDER BY q.share, q.ivalue COLLATE "C"
 """
 KEY_PASS = "SELECT share, queued FROM key_shares WHERE key = $1 AND ivalue = $2"
+# Whether a value waits in its key's line; no row: the key has no limit.
+KEY_QUEUED = (
+    "SELECT coalesce((SELECT queued FROM key_shares WHERE key = $1 AND ivalue = $2), false) "
+    "AS queued FROM key_limits WHERE key = $1"
+)
 PUT_KEY_PASS = (
     "INSERT INTO key_shares (key, ivalue, share, queued) VALUES ($1, $2, $3, true) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share, queued = true"

@@ -336,7 +336,9 @@ class SqliteRows:
         row = self.db.execute(sql.FIRST_WAITER, pair).fetchone()
         return None if row is None else (row["run_id"], row["hold"])
 
-    async def waiting_views(self, run_id: str, hold: int) -> list[port.PairView]:
+    async def waiting_views(
+        self, run_id: str, hold: int, near: Sequence[port.Pair] = ()
+    ) -> list[port.PairView]:
         db, views = self.db, []
         for row in db.execute(sql.RUN_WAITING, (run_id, hold)).fetchall():
             pair = (row["key"], row["ivalue"])
@@ -367,6 +369,10 @@ class SqliteRows:
         )
 
     # ------------------------------------------------------------ key limits
+
+    async def key_queued(self, key: str, ivalue: str) -> bool | None:
+        row = self.db.execute(sql.KEY_QUEUED, (key, ivalue)).fetchone()
+        return None if row is None else bool(row["queued"])
 
     async def key_row(self, key: str) -> port.KeyRow | None:
         row = self.db.execute(sql.KEY_ROW, (key,)).fetchone()

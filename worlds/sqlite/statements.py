@@ -469,6 +469,11 @@ KEY_LINE = (
     "ORDER BY q.share, q.ivalue"
 )
 KEY_PASS = "SELECT share, queued FROM key_shares WHERE key = ? AND ivalue = ?"
+# Whether a value waits in its key's line; no row: the key has no limit.
+KEY_QUEUED = (
+    "SELECT coalesce((SELECT queued FROM key_shares WHERE key = ?1 AND ivalue = ?2), 0) "
+    "AS queued FROM key_limits WHERE key = ?1"
+)
 PUT_KEY_PASS = (
     "INSERT INTO key_shares (key, ivalue, share, queued) VALUES (?, ?, ?, 1) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share, queued = 1"
