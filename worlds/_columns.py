@@ -112,7 +112,7 @@ class Columns:
     def run(self, row: Row) -> RunRecord:
         """A ``RunRecord`` from a row with the ``RUN_COLUMNS``."""
         time, error = self._time, row["error"]
-        started, closed = row["started_at"], row["closed_at"]
+        started, closed, admitted = row["started_at"], row["closed_at"], row["admitted_at"]
         return RunRecord(
             id=row["id"],
             workflow=row["workflow"],
@@ -126,6 +126,7 @@ class Columns:
             error=None if error is None else _decode_error(error),
             build_id=row["build_id"],
             pin=row["pin"],
+            admitted_at=None if admitted is None else time(admitted),
         )
 
     def worker(self, row: Row) -> Beat:

@@ -80,7 +80,7 @@ NOT_CARRIED_TABLES: dict[str, str] = {
 
 _RUN_COLUMNS = (
     "id, workflow, status, created_at, started_at, closed_at, last_seq, attributes, result, "
-    "error, build_id, pin"
+    "error, build_id, pin, admitted_at"
 )
 _CLAIM_COLUMNS = (
     "key, ivalue, value, run_id, generation, step, attempt, ttl, release_on, lapses_at, "
@@ -296,6 +296,7 @@ class DumpParams:
             error,
             run.build_id,
             run.pin,
+            self._maybe(run.admitted_at),
         )
 
     def attribute_terms(self, run: RunRecord) -> list[tuple[object, ...]]:

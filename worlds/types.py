@@ -177,6 +177,10 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     pin: Pin | None = None
     """Where the run's next tasks may run, from its workflow's ``pin`` in that build:
     ``run`` on workers of ``build_id`` only, ``latest`` on the newest build."""
+    admitted_at: datetime | None = None
+    """A rate-limited run's admission: the time its tokens let it start (``RateLimited``,
+    moved with them). Its ``RunStarted`` is recorded at this time, and so is
+    ``started_at``, whenever a worker began it (RFC 0008, section 6)."""
 
 
 class HookRecord(msgspec.Struct, frozen=True, kw_only=True):

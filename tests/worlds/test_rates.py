@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worlds._rules import rates, starts
+from worlds._rules import rates, runs, starts
 from worlds._rules.rates import Token, Window
+from worlds.types import RunStarted
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -76,6 +77,43 @@ def test_no_window_ever_holds_more_than_limit(
                 tokens = [Token(moved.get(t.run_id, t.at), t.run_id, limit, per) for t in tokens]
             tokens.append(Token(at, name, limit, per))
         assert _most_in_a_window([t.at for t in tokens], per) <= limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    limit=st.integers(1, 4),
+    per=st.floats(0.5, 5),
+    plan=st.lists(
+        st.tuples(
+            st.floats(0, 2),  # seconds the clock moves before this start
+            st.floats(0, 30),  # how late a worker begins the run after its admission
+        ),
+        max_size=40,
+    ),
+)
+def test_recorded_starts_keep_the_window_however_late_workers_are(
+    limit: int, per: float, plan: list[tuple[float, float]]
+) -> None:
+    """Each run's ``RunStarted`` is stamped (``runs.stamped``) when a worker begins it,
+    at its token's time or any later, in any order: the recorded starts are the
+    admissions, so no window of them holds more than ``limit``; a run without a rate
+    is dated when it begins."""
+    now, tokens, begins = T0, list[Token](), []
+    for n, (moves, lag) in enumerate(plan):
+        now += timedelta(seconds=moves)
+        at, _ = rates.next_token("k", "v", _window(tokens, limit, per, now, None), limit, per, now)
+        tokens.append(Token(at, f"r{n}", limit, per))
+        begins.append(at + timedelta(seconds=lag))
+    recorded = []
+    for token, began in sorted(zip(tokens, begins, strict=True), key=lambda pair: pair[1]):
+        record = runs.new_run(token.run_id, "wf", {}, token.at, admitted_at=token.at)
+        record, stored = runs.stamped(record, RunStarted(), began)
+        assert stored.at == record.started_at == token.at
+        recorded.append(stored.at)
+        plain = runs.new_run(f"plain-{token.run_id}", "wf", {}, token.at)
+        plain, unlimited = runs.stamped(plain, RunStarted(), began)
+        assert unlimited.at == plain.started_at == began
+    assert _most_in_a_window(recorded, per) <= limit
 
 
 @settings(max_examples=200, deadline=None)

@@ -637,7 +637,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
     # Turn the file back into schema version 1: claims.run_id was NOT NULL, and
     # neither claims_run, runs_closed, the hook tables, schedules, streams, settings,
     # rate_tokens, workers, the key-limit tables, deployments nor slot_samples existed
-    # (nor runs.build_id and runs.pin).
+    # (nor runs.build_id, runs.pin and runs.admitted_at).
     db = sqlite3.connect(tmp_path / "world.db", isolation_level=None)
     try:
         v1_claims = (
@@ -658,6 +658,7 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path, url: str) -
             "DROP INDEX runs_build",
             "ALTER TABLE runs DROP COLUMN build_id",
             "ALTER TABLE runs DROP COLUMN pin",
+            "ALTER TABLE runs DROP COLUMN admitted_at",
             "DROP TABLE key_limits",
             "DROP TABLE key_shares",
             "DROP TABLE updates",

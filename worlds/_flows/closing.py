@@ -27,12 +27,13 @@ async def save(tx: Tx, run: RunRecord) -> None:
     rows = tx.rows
     closing = tx.closing.pop(run.id, None)
     closed = run.status.is_closed
-    if closed:
-        await slots.promote(tx, await rows.drop_run_slots(run.id))
-        if run.status is not RunStatus.CONTINUED:  # its claims moved to the next run
-            await _close_claims(tx, run)
+    if closed and run.status is not RunStatus.CONTINUED:  # its claims moved to the next run
+        await _close_claims(tx, run)
     await rows.save_run(run)
     if closed:
+        # last: promoting at a limited key locks the key (PostgreSQL) until the commit,
+        # so the run's own rows are written before, outside that lock
+        await slots.promote(tx, await rows.drop_run_slots(run.id))
         rows.signal(run_topic(run.id))
     if closing is not None:
         await _after_close(tx, run, closing)

@@ -106,7 +106,7 @@ async def create_in(tx: Tx, request: CreateRunRequest) -> CreateRunResult:
         wake_at = token_at or request.start_at or tx.rows.now
         if request.debounce is not None:
             wake_at = claims.first_start(request.debounce, tx.rows.now)
-    run = runs.new_run(run_id, request.workflow, attributes, tx.rows.now)
+    run = runs.new_run(run_id, request.workflow, attributes, tx.rows.now, token_at)
     limits = {key: limit.limit for key, limit in request.limits.items()}
     start_at = request.start_at
     if request.debounce is not None:

@@ -16,22 +16,24 @@ here).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from worlds._flows.rows import Pair
 from worlds._flows.tx import Tx
 from worlds._rules import key_limits
 from worlds._rules.key_limits import Candidate, KeyState
-from worlds._rules.slots import PairView, Waiter
+from worlds._rules.slots import PairView, Views, Waiter
 
 __all__ = [
     "Choices",
     "choose",
+    "chosen_at",
     "defers",
     "enter",
     "enter_all",
     "head",
     "lines",
+    "passes",
     "serve",
     "state",
     "states",
@@ -155,9 +157,32 @@ async def views(
     return out
 
 
-async def serve(tx: Tx, pairs: Sequence[Pair]) -> None:
+def passes(choices: Choices) -> dict[Pair, float]:
+    """The stored pass of each value the keys chose (``choose``), as their walks read
+    it under the keys' locks: serving it (``serve``) need not read it again."""
+    return {
+        (key, found[1].ivalue): found[1].share
+        for key, found in choices.items()
+        if found is not None and found[1] is not None
+    }
+
+
+def chosen_at(choices: Choices, waiter: Views) -> list[Pair]:
+    """The pairs whose keys chose ``waiter`` (the run and hold a ``Views`` asks about):
+    where it waits, known before its views are read (PostgreSQL locks them first)."""
+    return [
+        (key, found[1].ivalue)
+        for key, found in choices.items()
+        if found is not None
+        and found[1] is not None
+        and found[1].head == (waiter.run_id, waiter.hold)
+    ]
+
+
+async def serve(tx: Tx, pairs: Sequence[Pair], known: Mapping[Pair, float] | None = None) -> None:
     """A waiter promoted at ``pairs`` took a slot of each limited key among them:
-    its value's share moves on (``key_limits.served``)."""
+    its value's share moves on (``key_limits.served``). ``known``: passes already
+    read in this transaction (``passes``)."""
     for key, value in pairs:
         if key_limits.is_key_pair((key, value)):
             continue
@@ -166,7 +191,10 @@ async def serve(tx: Tx, pairs: Sequence[Pair]) -> None:
         found = await state(tx, key)
         if found is None:
             continue
-        share = await tx.rows.key_share(key, value)
+        if known is not None and (key, value) in known:
+            share = known[key, value]
+        else:
+            share = await tx.rows.key_share(key, value)
         share, vtime = key_limits.served(found, value, share)
         await tx.rows.put_key_share(key, value, share, vtime)
 

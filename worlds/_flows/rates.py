@@ -108,13 +108,16 @@ async def move_token(
     with it, and its ``RunCreated`` records the new start."""
     await rows.drop_token(pair, run_id, 0)
     await rows.insert_token(pair, 0, rates.Token(at, run_id, limit, per), priority)
-    await retime(rows, run_id, at)
+    await retime(rows, run_id, at, admitted=True)
 
 
-async def retime(rows: Rows, run_id: str, at: datetime) -> None:
+async def retime(rows: Rows, run_id: str, at: datetime, *, admitted: bool) -> None:
     """Pending run ``run_id``'s workflow item is due at ``at``, and its ``RunCreated``
-    records the start for people."""
+    records the start for people; ``admitted``: its tokens moved there, so it is
+    admitted then (``RunRecord.admitted_at``, the time its ``RunStarted`` records)."""
     await rows.set_available(run_id, workflow_item_id(run_id), at)
+    if admitted:
+        await rows.set_admitted(run_id, at)
     created = (await rows.events(run_id))[0]
     assert isinstance(created, RunCreated), "a run's log starts with RunCreated"
     start_at = at if at > rows.now else None

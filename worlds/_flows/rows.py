@@ -314,6 +314,11 @@ class Rows(Protocol):
         """Replace the run's first event, its ``RunCreated``, by ``created``."""
         ...
 
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        """Record that pending run ``run_id`` is admitted at ``at`` (its rate tokens
+        moved there): ``RunRecord.admitted_at``, which ``save_run`` never writes."""
+        ...
+
     async def open_runs_with(self, key: str, value: AttributeValue) -> list[RunRecord]:
         """The open runs whose attribute ``key`` is ``value``, by id (locked)."""
         ...
@@ -425,8 +430,12 @@ class Rows(Protocol):
         """The first row in line at ``pair``."""
         ...
 
-    async def waiting_views(self, run_id: str, hold: int) -> list[PairView]:
-        """A view of every pair where (``run_id``, ``hold``) waits, those pairs locked."""
+    async def waiting_views(
+        self, run_id: str, hold: int, near: Sequence[Pair] = ()
+    ) -> list[PairView]:
+        """A view of every pair where (``run_id``, ``hold``) waits, those pairs locked;
+        ``near``: pairs it is known to wait in (a backend that locks may lock them
+        before it reads)."""
         ...
 
     async def promote(self, run_id: str, hold: int) -> None:
@@ -450,6 +459,11 @@ class Rows(Protocol):
         ...
 
     # ------------------------------------------------------------ key limits
+
+    async def key_queued(self, key: str, ivalue: str) -> bool | None:
+        """Whether value ``ivalue`` of limited ``key`` waits in the key's line
+        (``None``: the key has no limit). Read without the key's lock."""
+        ...
 
     async def key_row(self, key: str) -> KeyRow | None:
         """The limit of ``key`` and its use (the key locked until the transaction ends);

@@ -42,6 +42,10 @@ async def admit(tx: Tx, request: CreateRunRequest) -> str | ClaimConflict:
     keys = list(request.limits)
     pairs = [(key, index_value(request.attributes[key])) for key in keys]
     states = await tx.rows.slot_states(pairs)
+    if all(state.waiting for state in states):  # behind waiters, unless a key says more
+        queued = [await tx.rows.key_queued(*pair) for pair in pairs]
+        if key_limits.waits_behind([state.waiting for state in states], queued):
+            return slots.admit(request, dict(zip(keys, states, strict=True)))
     limited = await keys_flow.states(tx, keys)
     caps = {
         key: key_limits.pair_cap(limit.limit, limit.burst, limited[key])
@@ -194,25 +198,27 @@ async def _do(tx: Tx, need: slots.Need, choices: keys_flow.Choices) -> object:
             first = await rows.first_waiter(pair)
             return None if await keys_flow.defers(tx, first, pair[0]) else first
         case slots.Views(run_id=run_id, hold=hold):
-            found = await rows.waiting_views(run_id, hold)
+            found = await rows.waiting_views(run_id, hold, keys_flow.chosen_at(choices, need))
             return await keys_flow.views(tx, hold, found, choices)
         case slots.Promote():
+            known = keys_flow.passes(choices)
             choices.clear()  # the promotion changes what the keys choose next
-            await _promote(tx, need)
+            await _promote(tx, need, known)
             return None
         case _:
             assert_never(need)
 
 
-async def _promote(tx: Tx, need: slots.Promote) -> None:
-    """Waiter (``need.run_id``, ``need.hold``) takes its slots (``Promote``)."""
+async def _promote(tx: Tx, need: slots.Promote, known: dict[Pair, float]) -> None:
+    """Waiter (``need.run_id``, ``need.hold``) takes its slots (``Promote``); ``known``:
+    the passes of the values its keys chose, as read."""
     rows = tx.rows
     match need:
         case slots.Promote(run_id=run_id, pairs=pairs, hold=slots.REOPENING):
-            await keys_flow.serve(tx, pairs)
+            await keys_flow.serve(tx, pairs, known)
             await _reenter(tx, run_id)
         case slots.Promote(run_id=run_id, pairs=pairs, hold=hold):
-            await keys_flow.serve(tx, pairs)
+            await keys_flow.serve(tx, pairs, known)
             await rows.promote(run_id, hold)
             if hold:  # a hold() block: its run hears it holds the slot, and wakes
                 run = await rows.get_run(run_id)

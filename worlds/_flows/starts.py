@@ -50,6 +50,6 @@ async def move_start(rows: Rows, run_id: str, delay: float | None) -> RunRecord 
             await rows.drop_token(pair, run_id, 0)
             moved = token._replace(at=at)
             await rows.insert_token(pair, 0, moved, created.priority)
-    await rates.retime(rows, run_id, at)
+    await rates.retime(rows, run_id, at, admitted=bool(own))
     rows.signal(WORK_TOPIC)
     return run

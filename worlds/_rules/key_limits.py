@@ -64,6 +64,7 @@ __all__ = [
     "pick",
     "refusal",
     "served",
+    "waits_behind",
     "weight_of",
 ]
 
@@ -195,6 +196,17 @@ def admit(
             return refusal(key, request.attributes[key], state)
         waits = True
     return "wait" if waits else "hold"
+
+
+def waits_behind(waiting: Sequence[int], queued: Sequence[bool | None]) -> bool:
+    """Whether a new run waits whatever its keys' limits say, so its start need not
+    read them (nor, on PostgreSQL, wait for their locks): each of its pairs has runs
+    waiting (``waiting``, counted under the pairs' locks; a newcomer never passes
+    them) and each value waits in its key's line already (``queued``; ``None``: the
+    key has no limit), so joining changes nothing at the key (``entry`` keeps the
+    value's pass). A value with runs waiting leaves its key's line only once nobody
+    waits at its pair, which nobody can make so while the pair is locked."""
+    return all(n > 0 for n in waiting) and all(q is not False for q in queued)
 
 
 def pick(state: KeyState, candidates: Sequence[Candidate]) -> Candidate | None:

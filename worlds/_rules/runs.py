@@ -72,15 +72,29 @@ def apply_to_run(run: RunRecord, event: EventKind) -> RunRecord:
 
 
 def stamped(run: RunRecord, event: EventKind, now: datetime) -> tuple[RunRecord, EventKind]:
-    """``event`` numbered and dated as the next of ``run``, and the run after it."""
-    stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=now)
+    """``event`` numbered and dated as the next of ``run``, and the run after it.
+
+    A rate-limited run's ``RunStarted`` is dated at its admission (``admitted_at``),
+    not when a worker got to it: its tokens bound every window of those times, so
+    the recorded starts of a pair never exceed its rate, however late workers were.
+    """
+    at = now
+    if isinstance(event, RunStarted) and run.admitted_at is not None:
+        at = run.admitted_at
+    stored = msgspec.structs.replace(event, seq=run.last_seq + 1, at=at)
     return apply_to_run(run, stored), stored
 
 
 def new_run(
-    run_id: str, workflow: str, attributes: dict[str, AttributeValue], now: datetime
+    run_id: str,
+    workflow: str,
+    attributes: dict[str, AttributeValue],
+    now: datetime,
+    admitted_at: datetime | None = None,
 ) -> RunRecord:
-    """A new run's record once its ``RunCreated`` (seq 1) is stored: pending."""
+    """A new run's record once its ``RunCreated`` (seq 1) is stored: pending.
+
+    ``admitted_at``: a rate-limited run's token time, when it is admitted."""
     return RunRecord(
         id=run_id,
         workflow=workflow,
@@ -88,6 +102,7 @@ def new_run(
         created_at=now,
         attributes=dict(attributes),
         last_seq=1,
+        admitted_at=admitted_at,
     )
 
 

@@ -163,6 +163,9 @@ class MemoryRows:
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
         self._t.runs.rewrite_created(run_id, created)
 
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        self._t.runs.admit(run_id, at)
+
     async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
         return self._t.runs.open_with(key, value)
 
@@ -251,7 +254,9 @@ class MemoryRows:
     async def first_waiter(self, pair: port.Pair) -> port.Waiter | None:
         return self._t.slots.first_waiter(pair)
 
-    async def waiting_views(self, run_id: str, hold: int) -> list[port.PairView]:
+    async def waiting_views(
+        self, run_id: str, hold: int, near: Sequence[port.Pair] = ()
+    ) -> list[port.PairView]:
         return self._t.slots.views(run_id, hold)
 
     async def promote(self, run_id: str, hold: int) -> None:
@@ -273,6 +278,10 @@ class MemoryRows:
         return self._t.samples.drop(before, limit)
 
     # ------------------------------------------------------------ key limits
+
+    async def key_queued(self, key: str, ivalue: str) -> bool | None:
+        store = self._t.key_limits
+        return None if store.get(key) is None else store.queued(key, ivalue)
 
     async def key_row(self, key: str) -> port.KeyRow | None:
         found = self._t.key_limits.get(key)

@@ -11,6 +11,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import msgspec
+
 from worlds.memory.journal import Journal
 from worlds.semantics import PIN_KEY, index_value
 from worlds.types import AttributeValue, EventKind, RunCreated, RunRecord, RunStatus
@@ -61,6 +63,8 @@ class RunStore:
         """Append ``events`` to the run's log and keep ``record``, the run after them."""
         run = self.runs[record.id]
         old_record, old_length = run.record, len(run.events)
+        if record.admitted_at != old_record.admitted_at:  # only ``admit`` changes it
+            record = msgspec.structs.replace(record, admitted_at=old_record.admitted_at)
         run.events.extend(events)
         run.record = record
 
@@ -69,6 +73,13 @@ class RunStore:
             run.record = old_record
 
         self._journal.record(undo)
+
+    def admit(self, run_id: str, at: datetime) -> None:
+        """Record the run's admission time (``RunRecord.admitted_at``)."""
+        run = self.runs[run_id]
+        old = run.record
+        run.record = msgspec.structs.replace(old, admitted_at=at)
+        self._journal.record(lambda: setattr(run, "record", old))
 
     def rewrite_created(self, run_id: str, created: RunCreated) -> None:
         """Replace the run's first event."""

@@ -34,8 +34,8 @@ _EVENTS = (
 )
 _INSERT_RUN = (
     "INSERT INTO runs (id, workflow, status, created_at, started_at, closed_at, last_seq, "
-    "attributes, result, error, build_id, pin, last_at) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    "attributes, result, error, build_id, pin, admitted_at, last_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
 )
 _INSERT_EVENT = "INSERT INTO events (run_id, seq, kind, data, at) VALUES ($1, $2, $3, $4, $5)"
 _MOVE_POSITIONS = (

@@ -16,7 +16,7 @@ from __future__ import annotations
 __all__ = ["COMMIT_RUN", "COMMIT_RUNS", "CREATE_RUN", "LIVE", "START_RUN"]
 
 COMMIT_RUN = """
-CREATE FUNCTION commit_run(
+CREATE OR REPLACE FUNCTION commit_run(
     p_run text, p_worker text, p_lease text, p_token bigint, p_ack boolean,
     p_now timestamptz, p_kinds text[], p_data bytea[], p_status text,
     p_started timestamptz, p_closed timestamptz, p_result bytea, p_error bytea,
@@ -42,7 +42,8 @@ DECLARE
     v_seen boolean;
     v_step_only boolean;
 BEGIN
-    SELECT runs.status, runs.last_seq, runs.last_at, runs.workflow INTO r FROM runs
+    SELECT runs.status, runs.last_seq, runs.last_at, runs.workflow, runs.admitted_at INTO r
+    FROM runs
     WHERE runs.id = p_run FOR UPDATE;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'missing', NULL::text, 0, NULL::timestamptz, NULL::text, false;
@@ -61,6 +62,12 @@ BEGIN
             RETURN QUERY SELECT 'lost', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
             RETURN;
         END IF;
+    END IF;
+    -- a rate-limited run's RunStarted is dated at its admission (runs.admitted_at),
+    -- which the commit flow's rule does: the general path's
+    IF p_started IS NOT NULL AND r.admitted_at IS NOT NULL THEN
+        RETURN QUERY SELECT 'general', r.status, r.last_seq, NULL::timestamptz, NULL::text, false;
+        RETURN;
     END IF;
     -- closing a run is the general path's when the run has slots (waiters to
     -- promote), claims with a reuse window (to release or date), a parent (to
@@ -199,8 +206,9 @@ $fn$
 """
 """A commit with no claims, hooks, run attributes or continue-as-new, in one round trip:
 the run locked, the lease checked, the events appended, the item acked, the work enqueued,
-as the commit flow does; outcome ``general`` hands the rest back to the flow.
-Defined by migration 9."""
+as the commit flow does; outcome ``general`` hands the rest back to the flow (and so
+does a rate-limited run's ``RunStarted``, dated at its admission by the flow).
+Defined by migration 21."""
 
 COMMIT_RUNS = """
 CREATE FUNCTION commit_runs(

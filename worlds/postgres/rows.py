@@ -64,6 +64,33 @@ def is_run_id_taken(exc: asyncpg.exceptions.UniqueViolationError) -> bool:
     return getattr(exc, "constraint_name", None) in ("runs_pkey", "events_pkey")
 
 
+_KEEP_KEY_ROWS = frozenset(
+    {
+        sql.HAS_KEY_LIMIT,
+        sql.KEY_ROW,
+        sql.KEY_LINE,
+        sql.KEY_SHARE,
+        sql.KEY_PASS,
+        sql.KEY_QUEUED,
+        sql.PUT_KEY_PASS,
+        sql.LEAVE_KEY_LINE,
+        sql.LOCK_PAIRS,
+        sql.SLOT_STATE,
+        sql.FIRST_WAITER,
+        sql.RUN_WAITING_VIEWS,
+        sql.RUN_SLOT_PAIRS,
+        sql.SAMPLE_SLOTS,
+        sql.GET_RUN,
+        sql.LOCK_RUN,
+        sql.LOCK_LEASE,
+        sql.READ_EVENTS,
+    }
+)
+"""Statements that never change a key's row (``KEY_ROW``: its limit, pass clock and
+slots held): the ones a promotion runs between two looks at its keys. Any other
+statement forgets the key rows read (``PostgresRows.key_row``)."""
+
+
 class _Savepoint(NamedTuple):
     transaction: Any
     signals: frozenset[str]
@@ -101,29 +128,34 @@ class PostgresRows:
         """By run: its attributes as read (or created) and their encoding."""
         self._statements_left = 1 if single_statement else -1
         self._locked_pairs: set[port.Pair] = set()
+        self._key_rows: dict[str, port.KeyRow | None] = {}
+        """By key: its row as read in this transaction since the last statement that
+        may have changed it (``_KEEP_KEY_ROWS`` lists those that cannot)."""
 
     # ------------------------------------------------------------ statements
 
-    def _count(self) -> None:
+    def _count(self, statement: str) -> None:
         if self._statements_left == 0:
             raise AssertionError("a second statement outside a transaction")
         self._statements_left -= 1
+        if statement not in _KEEP_KEY_ROWS:
+            self._key_rows.clear()  # it may change a key's slots or limit: read them again
 
     async def _execute(self, statement: str, *args: object) -> str:
-        self._count()
+        self._count(statement)
         result: str = await self.conn.execute(statement, *args)
         return result
 
     async def _fetch(self, statement: str, *args: object) -> list[asyncpg.Record]:
-        self._count()
+        self._count(statement)
         return await self.conn.fetch(statement, *args)
 
     async def _fetchrow(self, statement: str, *args: object) -> asyncpg.Record | None:
-        self._count()
+        self._count(statement)
         return await self.conn.fetchrow(statement, *args)
 
     async def _fetchval(self, statement: str, *args: object) -> Any:
-        self._count()
+        self._count(statement)
         return await self.conn.fetchval(statement, *args)
 
     def _tick(self) -> None:
@@ -160,6 +192,7 @@ class PostgresRows:
 
     async def rollback_to(self, savepoint: object) -> None:
         assert isinstance(savepoint, _Savepoint)
+        self._key_rows.clear()
         await savepoint.transaction.rollback()
         self.signals, self._pending = set(savepoint.signals), savepoint.pending
 
@@ -213,6 +246,7 @@ class PostgresRows:
                 workflow_item_id(run.id),
                 self.channel,
                 wake_at,
+                run.admitted_at,
             )
         except asyncpg.exceptions.UniqueViolationError as exc:
             if is_run_id_taken(exc):
@@ -256,6 +290,9 @@ class PostgresRows:
 
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
         await self._execute(sql.REWRITE_CREATED, run_id, codecs.encode(created))
+
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        await self._execute(sql.SET_ADMITTED, run_id, at)
 
     async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
         rows = await self._fetch(sql.LOCK_OPEN_CHILDREN, key, index_value(value))
@@ -397,7 +434,10 @@ class PostgresRows:
         row = await self._fetchrow(sql.FIRST_WAITER, *pair)
         return None if row is None else (row["run_id"], row["hold"])
 
-    async def waiting_views(self, run_id: str, hold: int) -> list[port.PairView]:
+    async def waiting_views(
+        self, run_id: str, hold: int, near: Sequence[port.Pair] = ()
+    ) -> list[port.PairView]:
+        await self._lock_pairs(near)  # read once, under the locks, when they are all
         rows = await self._fetch(sql.RUN_WAITING_VIEWS, run_id, hold)
         pairs = [(row["key"], row["ivalue"]) for row in rows]
         if not set(pairs) <= self._locked_pairs:
@@ -431,17 +471,30 @@ class PostgresRows:
 
     # ------------------------------------------------------------ key limits
 
+    async def key_queued(self, key: str, ivalue: str) -> bool | None:
+        # No lock: a start that waits behind the runs at its (locked) pair changes
+        # nothing at its key while its value is in the key's line.
+        row = await self._fetchrow(sql.KEY_QUEUED, key, ivalue)
+        return None if row is None else bool(row["queued"])
+
     async def key_row(self, key: str) -> port.KeyRow | None:
         # Every close of a limited run asks about its key: a key without a limit
         # costs one index probe and no lock. A limit set concurrently applies to the
         # admissions that begin after it committed (like a lowered one, it takes no
         # slot away), so only a key that has one is locked, then read again.
+        # A promotion asks about its keys several times: under the lock the row is
+        # this transaction's to change, so it is read again only after a write.
+        if key in self._key_rows:
+            return self._key_rows[key]
         if (key, KEY_LOCK) not in self._locked_pairs:
             if await self._fetchrow(sql.HAS_KEY_LIMIT, key) is None:
+                self._key_rows[key] = None
                 return None
             await self._lock_pairs([(key, KEY_LOCK)])
         row = await self._fetchrow(sql.KEY_ROW, key)
-        return None if row is None else key_row(row)
+        found = None if row is None else key_row(row)
+        self._key_rows[key] = found
+        return found
 
     async def key_waiting(self, key: str) -> list[port.Candidate]:
         found = await self._fetch(sql.KEY_WAITING, key)
@@ -677,7 +730,7 @@ class PostgresRows:
 
     async def put_schedules(self, records: Sequence[types.ScheduleRecord]) -> None:
         if records:  # one round trip: asyncpg pipelines the statements
-            self._count()
+            self._count(sql.PUT_SCHEDULE)
             await self.conn.executemany(sql.PUT_SCHEDULE, [_schedule_state(r) for r in records])
 
     async def existing_runs(self, run_ids: Sequence[str]) -> set[str]:

@@ -44,7 +44,8 @@ REFERENCE: tuple[str, ...] = (
         error bytea,
         last_at timestamptz,
         build_id text,
-        pin text
+        pin text,
+        admitted_at timestamptz
     )""",
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",

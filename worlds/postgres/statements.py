@@ -32,7 +32,7 @@ PAIR_HELD = "WF001"
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
-    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.last_at"
+    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.last_at, r.admitted_at"
 )
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"
 LOCK_RUN = f"{GET_RUN} FOR UPDATE"
@@ -52,8 +52,9 @@ LOCK_LEASE = (
 # in one snapshot; notifications are delivered at commit).
 CREATE_RUN = """
 WITH new_run AS (
-    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes)
-    VALUES ($1, $2, 'pending', $3, 1, $3, $4)
+    INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes,
+                      admitted_at)
+    VALUES ($1, $2, 'pending', $3, 1, $3, $4, $11)
 ), new_attributes AS (
     INSERT INTO attributes (run_id, key, ivalue)
     SELECT $1, k, v FROM unnest($5::text[], $6::text[]) AS a(k, v)
@@ -604,6 +605,11 @@ FROM (
 ORDER BY q.share, q.ivalue COLLATE "C"
 """
 KEY_PASS = "SELECT share, queued FROM key_shares WHERE key = $1 AND ivalue = $2"
+# Whether a value waits in its key's line; no row: the key has no limit.
+KEY_QUEUED = (
+    "SELECT coalesce((SELECT queued FROM key_shares WHERE key = $1 AND ivalue = $2), false) "
+    "AS queued FROM key_limits WHERE key = $1"
+)
 PUT_KEY_PASS = (
     "INSERT INTO key_shares (key, ivalue, share, queued) VALUES ($1, $2, $3, true) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share, queued = true"
@@ -629,6 +635,7 @@ DELETE FROM key_limits WHERE key = $1
 # ---------------------------------------------------------------------------- debounce
 
 REWRITE_CREATED = "UPDATE events SET data = $2 WHERE run_id = $1 AND seq = 1"
+SET_ADMITTED = "UPDATE runs SET admitted_at = $2 WHERE id = $1"
 
 # ---------------------------------------------------------------------------- schedules
 

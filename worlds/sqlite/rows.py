@@ -63,6 +63,7 @@ class _HeldRun(NamedTuple):
     workflow: str
     created_us: int
     attributes: bytes
+    admitted_us: int | None
 
 
 class _Writer:
@@ -144,7 +145,8 @@ class _Writer:
         for run_id, run in held.items():
             try:
                 self.raw.execute(
-                    sql.INSERT_RUN, (run_id, run.workflow, run.created_us, run.attributes)
+                    sql.INSERT_RUN,
+                    (run_id, run.workflow, run.created_us, run.attributes, run.admitted_us),
                 )
             except sqlite3.IntegrityError:
                 raise port.IdTaken(run_id) from None
@@ -156,7 +158,7 @@ class _Writer:
         params = (run.id, run.workflow, run.status.value, held.created_us)
         state = codecs.run_update_params(run, held.attributes if attributes is None else attributes)
         try:  # UPDATE_RUN's values but the status (taken above) and the id (last)
-            self.raw.execute(sql.INSERT_SAVED_RUN, (*params, *state[1:7]))
+            self.raw.execute(sql.INSERT_SAVED_RUN, (*params, *state[1:7], held.admitted_us))
         except sqlite3.IntegrityError:
             raise port.IdTaken(run.id) from None
 
@@ -275,7 +277,9 @@ class SqliteRows:
         saved_next: bool = False,
     ) -> None:
         attributes = run.attributes
-        self.db.held[run.id] = _HeldRun(run.workflow, self.now_us, codecs.encode(attributes))
+        admitted = None if run.admitted_at is None else codecs.to_micros(run.admitted_at)
+        held = _HeldRun(run.workflow, self.now_us, codecs.encode(attributes), admitted)
+        self.db.held[run.id] = held
         if not saved_next:
             self.db.write_held()
         if attributes:
@@ -336,6 +340,9 @@ class SqliteRows:
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
         self.flush_events()
         self.db.execute(sql.REWRITE_CREATED, (codecs.encode(created), run_id))
+
+    async def set_admitted(self, run_id: str, at: datetime) -> None:
+        self.db.execute(sql.SET_ADMITTED, (codecs.to_micros(at), run_id))
 
     async def open_runs_with(self, key: str, value: types.AttributeValue) -> list[types.RunRecord]:
         rows = self.db.execute(sql.OPEN_CHILDREN, (key, index_value(value))).fetchall()
@@ -478,7 +485,9 @@ class SqliteRows:
         row = self.db.execute(sql.FIRST_WAITER, pair).fetchone()
         return None if row is None else (row["run_id"], row["hold"])
 
-    async def waiting_views(self, run_id: str, hold: int) -> list[port.PairView]:
+    async def waiting_views(
+        self, run_id: str, hold: int, near: Sequence[port.Pair] = ()
+    ) -> list[port.PairView]:
         db, views = self.db, []
         for row in db.execute(sql.RUN_WAITING, (run_id, hold)).fetchall():
             pair = (row["key"], row["ivalue"])
@@ -510,6 +519,10 @@ class SqliteRows:
         )
 
     # ------------------------------------------------------------ key limits
+
+    async def key_queued(self, key: str, ivalue: str) -> bool | None:
+        row = self.db.execute(sql.KEY_QUEUED, (key, ivalue)).fetchone()
+        return None if row is None else bool(row["queued"])
 
     async def key_row(self, key: str) -> port.KeyRow | None:
         row = self.db.execute(sql.KEY_ROW, (key,)).fetchone()

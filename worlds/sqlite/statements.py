@@ -11,7 +11,7 @@ import re
 
 RUN_COLUMNS = (
     "r.id, r.workflow, r.status, r.created_at, r.started_at, r.closed_at, "
-    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin"
+    "r.last_seq, r.attributes, r.result, r.error, r.build_id, r.pin, r.admitted_at"
 )
 
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
@@ -42,15 +42,16 @@ GET_CLOSING_RUN_FOR_COMMIT = GET_RUN_FOR_COMMIT.replace(
     "w.rewake FROM", f"w.rewake, {_HOLDINGS} FROM"
 )
 INSERT_RUN = (
-    "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes) "
-    "VALUES (?, ?, 'pending', ?, 1, ?)"
+    "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes, admitted_at) "
+    "VALUES (?, ?, 'pending', ?, 1, ?, ?)"
 )
 # A new run stored once, in the state its first save gave it (``insert_run``
 # with ``saved_next``): its creation and first task in one row write.
 INSERT_SAVED_RUN = (
     "INSERT INTO runs (id, workflow, status, created_at, started_at, closed_at, last_seq, "
-    "attributes, result, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "attributes, result, error, admitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+SET_ADMITTED = "UPDATE runs SET admitted_at = ? WHERE id = ?"
 UPDATE_RUN = (
     "UPDATE runs SET status = ?, started_at = ?, closed_at = ?, last_seq = ?, "
     "attributes = ?, result = ?, error = ? WHERE id = ?"
@@ -496,6 +497,11 @@ KEY_LINE = (
     "ORDER BY q.share, q.ivalue"
 )
 KEY_PASS = "SELECT share, queued FROM key_shares WHERE key = ? AND ivalue = ?"
+# Whether a value waits in its key's line; no row: the key has no limit.
+KEY_QUEUED = (
+    "SELECT coalesce((SELECT queued FROM key_shares WHERE key = ?1 AND ivalue = ?2), 0) "
+    "AS queued FROM key_limits WHERE key = ?1"
+)
 PUT_KEY_PASS = (
     "INSERT INTO key_shares (key, ivalue, share, queued) VALUES (?, ?, ?, 1) "
     "ON CONFLICT (key, ivalue) DO UPDATE SET share = excluded.share, queued = 1"

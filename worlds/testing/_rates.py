@@ -21,10 +21,14 @@ from worlds.types import (
     CreateRunRequest,
     CreateRunResult,
     Limit,
+    NewWorkItem,
     Rate,
     RateTokenRequested,
     RunCreated,
+    RunStarted,
     SlotRequested,
+    StepCreated,
+    WorkItem,
 )
 
 __all__ = ["PriorityConformance", "RateLimitConformance"]
@@ -66,6 +70,34 @@ def most_in_a_window(times: Sequence[datetime], per: float) -> int:
     """The most of ``times`` any half-open window ``(t - per, t]`` holds."""
     span = timedelta(seconds=per)
     return max((sum(1 for o in times if t - span < o <= t) for t in times), default=0)
+
+
+async def _late_worker(world: World, run_ids: Sequence[str]) -> dict[str, RunStarted]:
+    """A worker that comes late: once every run of ``run_ids`` is due, it leases them
+    all at once and commits each one's first task (``RunStarted`` and a step) in a
+    burst; the stored ``RunStarted`` of each."""
+    wanted, items = set(run_ids), dict[str, WorkItem]()
+    with anyio.fail_after(60):  # a hang detector: each item is due within a second
+        while set(items) != wanted:
+            for item in await lease_all(world, {RATE_WF}):
+                items[item.run_id] = item
+            await anyio.sleep(0.05)
+    started = {}
+    for run_id, item in items.items():
+        step = StepCreated(step=1, name="s", args=b"")
+        request = CommitRequest(
+            run_id=run_id,
+            worker_id="probe",
+            lease=item,
+            events=(RunStarted(), step),
+            schedule=(NewWorkItem(kind="step", name="s", number=1),),
+        )
+        result = await world.commit(request)
+        assert result.ok, f"the first task of {run_id} was refused: {result!r}"
+        first = result.events[0]
+        assert isinstance(first, RunStarted) and result.events[1].at >= first.at
+        started[run_id] = first
+    return started
 
 
 class RateLimitConformance(ConformanceBase):
@@ -162,6 +194,61 @@ class RateLimitConformance(ConformanceBase):
         assert len(times) == starts
         assert most_in_a_window(times, per) <= limit
         assert len(set(created)) == starts
+
+    @pytest.mark.anyio
+    async def test_a_late_worker_records_each_start_at_its_admission(self, world: World) -> None:
+        """However late a worker begins rate-limited runs, each ``RunStarted`` (and the
+        run's ``started_at``) is its admission time, so the recorded starts keep every
+        window within the limit; a move (priority, ``set_delay``) moves it too."""
+        limit, per = 2, 0.2
+        runs = [await _start(world, "late", limit, per) for _ in range(4)]
+        ids = [r.run.id for r in runs if r.run is not None]
+        delayed = ids.pop()
+        moved = await world.move_start(delayed, 0.5)  # its token goes to 0.5 s from now
+        assert moved is not None
+        first = CreateRunRequest(
+            run_id=new_run_id(),
+            workflow=RATE_WF,
+            args=b"",
+            attributes={"customer": "late"},
+            rates={"customer": Rate(limit=limit, per=per)},
+            priority=-1,  # passes the waiting runs of priority 0
+        )
+        passing = await world.create_run(first)
+        assert passing.run is not None
+        ids += [passing.run.id, delayed]
+        admitted = {run_id: await _admitted(world, run_id) for run_id in ids}
+        started = await _late_worker(world, ids)
+        for run_id in ids:
+            record = await world.get_run(run_id)
+            assert record is not None
+            assert started[run_id].at == admitted[run_id] == record.started_at
+            assert record.admitted_at == admitted[run_id]
+        times = [event.at for event in started.values()]
+        assert most_in_a_window(times, per) <= limit
+        assert admitted[delayed] >= moved.created_at + timedelta(seconds=0.5)
+
+    @pytest.mark.anyio
+    async def test_runs_without_a_rate_start_when_a_worker_begins_them(self, world: World) -> None:
+        """A run with no ``RateLimited`` value has no admission time: its ``RunStarted``
+        is dated by the commit that stores it."""
+        (item,) = [await _plain(world)]
+        result = await world.commit(
+            CommitRequest(run_id=item.run_id, worker_id="probe", lease=item, events=(RunStarted(),))
+        )
+        (stored,) = result.events
+        record = await world.get_run(item.run_id)
+        assert record is not None and record.admitted_at is None
+        assert stored.at == record.started_at and stored.at >= record.created_at
+
+
+async def _plain(world: World) -> WorkItem:
+    """A new run of the kit's rate workflow without any rate, its item leased."""
+    request = CreateRunRequest(run_id=new_run_id(), workflow=RATE_WF, args=b"")
+    created = await world.create_run(request)
+    assert created.run is not None
+    (item,) = [i for i in await lease_all(world, {RATE_WF}) if i.run_id == created.run.id]
+    return item
 
 
 class PriorityConformance(ConformanceBase):
