@@ -44,7 +44,7 @@ FROZEN = {
     17: "e95a82edf50b8991c507367973b5e6fef8028e0e015fb392f428d9f31ab482a3",
     18: "955711fa1d879fafb18a7751d8e9f482ad631f05fb9ca29d46a32fd5c9f5051e",
     19: "24595c99975263913e7f243f40344dd16b4db09e1b16ca104988f57a227a4c78",
-    21: "ca97cc0a38f956f7215f46b45df4ec0b7ed8a6a698dd4b5fa27492c3bc774252",
+    20: "ca97cc0a38f956f7215f46b45df4ec0b7ed8a6a698dd4b5fa27492c3bc774252",
 }
 """sha256 of each migration's statements: a database at version v ran exactly these."""
 

@@ -72,7 +72,7 @@ FROZEN = {
     14: "e95a82edf50b8991c507367973b5e6fef8028e0e015fb392f428d9f31ab482a3",
     15: "9e329cf1be6ac26c960005553068ff4f9c0f4458d0053a2a5f3c1c88a72c802d",
     16: "cbb942437c337b7e6dba7670c17f51f9ab42087137d17792fbfa6137004f713c",
-    18: "326a2186ffddd4f3cecdefa0a596e2933a94f302a1189fbd56fa3aa394510207",
+    17: "326a2186ffddd4f3cecdefa0a596e2933a94f302a1189fbd56fa3aa394510207",
 }
 """sha256 of each migration's statements: a file at version v ran exactly these."""
 

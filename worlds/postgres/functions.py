@@ -208,7 +208,7 @@ $fn$
 the run locked, the lease checked, the events appended, the item acked, the work enqueued,
 as the commit flow does; outcome ``general`` hands the rest back to the flow (and so
 does a rate-limited run's ``RunStarted``, dated at its admission by the flow).
-Defined by migration 21."""
+Defined by migration 20."""
 
 COMMIT_RUNS = """
 CREATE FUNCTION commit_runs(

@@ -30,7 +30,7 @@ SCHEMA = (
         attributes BLOB NOT NULL,
         result BLOB,
         error BLOB
-    , build_id TEXT, pin TEXT, admitted_at INTEGER)""",  # as v13's and v18's ALTER TABLE leave it
+    , build_id TEXT, pin TEXT, admitted_at INTEGER)""",  # as v13's and v17's ALTER TABLE leave it
     "CREATE INDEX runs_workflow ON runs (workflow, id)",
     "CREATE INDEX runs_status ON runs (status, id)",
     # ``closed_at`` is set exactly when a run closes, so this indexes the closed runs.

@@ -33,7 +33,7 @@ from worlds.postgres.migrations import (
     v17_ui_indexes,
     v18_key_lines,
     v19_slot_history,
-    v21_admission_times,
+    v20_admission_times,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -58,6 +58,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     17: v17_ui_indexes.STATEMENTS,
     18: v18_key_lines.STATEMENTS,
     19: v19_slot_history.STATEMENTS,
-    21: v21_admission_times.STATEMENTS,
+    20: v20_admission_times.STATEMENTS,
 }
 """The statements of each schema version, applied in order to reach it."""

@@ -29,7 +29,7 @@ from worlds.sqlite.migrations import (
     v14_ui_indexes,
     v15_key_lines,
     v16_slot_history,
-    v18_admission_times,
+    v17_admission_times,
 )
 
 __all__ = ["MIGRATIONS"]
@@ -51,6 +51,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     14: v14_ui_indexes.STATEMENTS,
     15: v15_key_lines.STATEMENTS,
     16: v16_slot_history.STATEMENTS,
-    18: v18_admission_times.STATEMENTS,
+    17: v17_admission_times.STATEMENTS,
 }
 """The statements that produce each schema version from the one before."""

@@ -1,4 +1,4 @@
-"""Migration 18 of the SQLite world's schema: a rate-limited run's admission time.
+"""Migration 17 of the SQLite world's schema: a rate-limited run's admission time.
 
 What: ``runs.admitted_at`` (microseconds, nullable): for a run started with a
 ``RateLimited`` value, the time its tokens let it start, written when the run is

@@ -1,4 +1,4 @@
-"""Migration 21 of the PostgreSQL world's schema: a rate-limited run's admission time.
+"""Migration 20 of the PostgreSQL world's schema: a rate-limited run's admission time.
 
 What: ``runs.admitted_at`` (nullable): for a run started with a ``RateLimited``
 value, the time its tokens let it start, written when the run is created and
