@@ -119,9 +119,11 @@ async def wait_idle(
     answered from memory under the ``token()`` taken each time. A signal on the topic
     changes the token (its count is part of it), so it ends the wait as it ends
     ``World.wait``."""
-    with anyio.move_on_after(timeout + 1.0):  # a wait that hangs ends as the poll would
-        await wait(timeout)
     poll = poll_key(topic, names)
+    hold = 0.0 if poll is None else quiet.holds(poll, token())
+    first = timeout if hold <= 0 else min(timeout, hold)  # a due time within it ends it
+    with anyio.move_on_after(first + 1.0):  # a wait that hangs ends as the poll would
+        await wait(first)
     if poll is None:
         return
     while (hold := quiet.holds(poll, token())) > 0:

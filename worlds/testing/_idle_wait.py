@@ -11,6 +11,7 @@ longer than each, so a wait that ends in time ended for the right reason.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 import anyio
@@ -51,6 +52,19 @@ async def _idle(world: World, topic: str, names: set[str]) -> None:
             assert lease.schedules == ()
 
 
+async def _ends_when(waiting: World, topic: str, action: Callable[[], Awaitable[object]]) -> None:
+    """``wait_idle`` on ``topic`` (of ``WF``) ends once ``action`` ran, 0.3 s into it."""
+
+    async def later() -> None:
+        await anyio.sleep(0.3)
+        await action()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(later)
+        with anyio.fail_after(WITHIN):
+            await waiting.wait_idle(topic, [WF], LONG)
+
+
 class IdleWaitConformance(ConformanceBase):
     """``wait_idle`` ends when a poll could find something, however long its timeout."""
 
@@ -61,15 +75,7 @@ class IdleWaitConformance(ConformanceBase):
         """A run created through another object (as another process would) ends it."""
         async with open_worlds(world_factory, 2) as (waiting, other):
             await _idle(waiting, WORK_TOPIC, {WF})
-            async with anyio.create_task_group() as group:
-
-                async def create_later() -> None:
-                    await anyio.sleep(0.3)
-                    await create_run(other)
-
-                group.start_soon(create_later)
-                with anyio.fail_after(WITHIN):
-                    await waiting.wait_idle(WORK_TOPIC, [WF], LONG)
+            await _ends_when(waiting, WORK_TOPIC, lambda: create_run(other))
             assert [item.name for item in await lease_all(waiting, {WF})] == [WF]
 
     @pytest.mark.anyio
@@ -105,15 +111,7 @@ class IdleWaitConformance(ConformanceBase):
             record = ScheduleRecord(
                 id="idle-wait", workflow=WF, spec=b"\x01spec", next_fire_at=due, wake_at=due
             )
-            async with anyio.create_task_group() as group:
-
-                async def create_later() -> None:
-                    await anyio.sleep(0.3)
-                    await other.create_schedule(record)
-
-                group.start_soon(create_later)
-                with anyio.fail_after(WITHIN):
-                    await waiting.wait_idle(SCHEDULE_TOPIC, [WF], LONG)
+            await _ends_when(waiting, SCHEDULE_TOPIC, lambda: other.create_schedule(record))
             lease = await waiting.lease_schedules(WORKER, names={WF}, limit=10, lease_seconds=10.0)
             assert [s.id for s in lease.schedules] == ["idle-wait"]
 
