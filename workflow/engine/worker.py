@@ -111,7 +111,9 @@ class Worker:
             unless its workflow says ``pin="latest"``, only workers of that build
             lease its tasks; new runs go to the newest build. The world refuses a
             worker whose workflows' names differ from those recorded for its build.
-        poll_interval: longest idle wait before asking the world for work again.
+        poll_interval: longest idle wait before asking the world for work again,
+            unless the world can tell that nothing changed (``World.wait_idle``:
+            it wakes the worker when something may be due).
         shutdown_grace: on close, how long in-flight work may take to finish
             before it is cancelled and its leases released.
         cache_size: how many suspended workflows to keep in memory.
