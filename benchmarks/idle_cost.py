@@ -9,7 +9,12 @@ due, and nothing to do. After a warm-up, every statement it issues for
   opens), ``BEGIN`` and ``COMMIT`` included;
 * PostgreSQL: each round trip to the server (``tests/pg_round_trips.py``, a
   proxy counting the server's ``ReadyForQuery``), on a server this script
-  starts (``tests/pg_server.py``) unless ``--pg-url`` names one.
+  starts (``tests/pg_server.py``) unless ``--pg-url`` names one;
+* memory (which sends no statements): the world calls that may query it, every
+  call but ``wait``, ``wait_idle`` and ``now`` (``tests/world_calls.py``).
+
+On every world the worker's world calls are counted too (``world_calls``, by
+method, and ``queries_per_second``: the calls that may query).
 
 The budget (``rfcs/0018``) is at most one statement a second per idle worker
 on each world, heartbeats included (a worker heartbeat, one statement per
@@ -18,13 +23,14 @@ writes it too.
 
 Usage::
 
-    python benchmarks/idle_cost.py [--seconds 30] [--worlds sqlite postgres] [--out FILE]
+    python benchmarks/idle_cost.py [--seconds 30] [--worlds memory sqlite postgres] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -40,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import worlds  # noqa: E402
 from benchmarks.sqlite_statements import SqliteStatements  # noqa: E402
+from tests.world_calls import CountedWorld  # noqa: E402
 from workflow import Worker, step, workflow  # noqa: E402
 from workflow.schedules import create_schedule  # noqa: E402
 
@@ -60,24 +67,30 @@ async def idle_flow(n: int) -> int:
 async def _idle(
     world: worlds.World,
     seconds: float,
-    counter: Callable[[], int],
+    counter: Callable[[], int] | None = None,
     texts: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     for n in range(100):
         await create_schedule(idle_flow, n, id=f"idle-{n:03d}", cron="0 * * * *", world=world)
-    async with Worker(world, [idle_flow, nothing]):
+    calls = CountedWorld(world)
+    counter = counter or calls.queries
+    async with Worker(calls, [idle_flow, nothing]):
         await anyio.sleep(WARM_UP)
-        before, began = counter(), time.perf_counter()
-        seen = dict(texts or {})
+        before, began, queries = counter(), time.perf_counter(), calls.queries()
+        seen, called = dict(texts or {}), dict(calls.calls)
         cpu0 = time.process_time()
         await anyio.sleep(seconds)
         counted, elapsed = counter() - before, time.perf_counter() - began
         cpu = time.process_time() - cpu0
+        queried = calls.queries() - queries
         sent = {text: n - seen.get(text, 0) for text, n in (texts or {}).items()}
+        by_method = {name: n - called.get(name, 0) for name, n in calls.calls.items()}
     result: dict[str, Any] = {
         "seconds": round(elapsed, 1),
         "statements": counted,
         "statements_per_second": round(counted / elapsed, 3),
+        "queries_per_second": round(queried / elapsed, 3),
+        "world_calls": dict(sorted((m, n) for m, n in by_method.items() if n)),
         "cpu_percent": round(100 * cpu / elapsed, 2),
     }
     if texts is not None:  # what the idle worker sent, by statement
@@ -85,6 +98,12 @@ async def _idle(
             sorted(((t, n) for t, n in sent.items() if n), key=lambda kv: -kv[1])
         )
     return result
+
+
+async def memory_idle(seconds: float) -> dict[str, Any]:
+    """The memory world: its "statements" are the world calls that may query it."""
+    async with worlds.open("memory://") as world:
+        return await _idle(world, seconds)
 
 
 async def sqlite_idle(seconds: float) -> dict[str, Any]:
@@ -105,11 +124,16 @@ async def postgres_idle(url: str, seconds: float) -> dict[str, Any]:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--worlds", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument("--worlds", nargs="+", default=["memory", "sqlite", "postgres"])
     parser.add_argument("--pg-url", help="a PostgreSQL server (default: start one)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    result: dict[str, Any] = {"budget_statements_per_second": 1.0}
+    result: dict[str, Any] = {
+        "budget_statements_per_second": 1.0,
+        "load_average_1m": round(os.getloadavg()[0], 1),
+    }
+    if "memory" in args.worlds:
+        result["memory"] = await memory_idle(args.seconds)
     if "sqlite" in args.worlds:
         result["sqlite"] = await sqlite_idle(args.seconds)
     if "postgres" in args.worlds:

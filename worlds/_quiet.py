@@ -15,18 +15,39 @@ tell) never answers from memory.
 A slow safety poll (``SAFETY_SECONDS``) bounds what a change the token cannot
 see costs: a schedule lease of a worker that died, a modification time that
 did not move within one clock tick, a notification lost with its connection.
+
+``wait_idle`` is ``World.wait_idle`` for a world that keeps a ``Quiet``: it
+waits like ``World.wait`` and then on, for as long as the caller's poll would
+still be answered from memory, so an idle worker calls its world again only
+when something may have changed (a signal, another process's write, a due
+time, the safety interval), not every poll interval.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Collection, Hashable
 from typing import Any, NamedTuple
 
-__all__ = ["SAFETY_SECONDS", "Quiet"]
+import anyio
+
+from worlds.protocol import SCHEDULE_TOPIC, WORK_TOPIC
+
+__all__ = ["SAFETY_SECONDS", "Quiet", "poll_key", "wait_idle"]
 
 SAFETY_SECONDS = 10.0
 """Longest time a poll is answered from memory: then it queries again, whatever the token."""
+
+
+_POLLS = {WORK_TOPIC: "work", SCHEDULE_TOPIC: "schedules"}
+"""The poll whose memory each topic's wait consults: ``lease``, ``lease_schedules``."""
+
+
+def poll_key(topic: str, names: Collection[str]) -> tuple[str, ...] | None:
+    """What a world's ``Quiet`` remembers a poll of ``topic`` for ``names`` by (``None``:
+    no poll waits on ``topic``)."""
+    kind = _POLLS.get(topic)
+    return None if kind is None else (kind, *sorted(set(names)))
 
 
 class _Nothing(NamedTuple):
@@ -66,6 +87,15 @@ class Quiet:
         due = float("inf") if due_in is None else now + max(due_in, 0.0)
         self._nothing[poll] = _Nothing(token, due, now, seen)
 
+    def holds(self, poll: Hashable, token: Hashable | None) -> float:
+        """Seconds for which ``poll`` stays answered from memory while ``token`` holds
+        (0: the next ``poll`` queries)."""
+        found = self._nothing.get(poll)
+        if found is None or token is None or found.token != token:
+            return 0.0
+        left = min(found.due, found.checked + self._safety) - time.monotonic()
+        return max(left, 0.0)
+
     def remembered(self, poll: Hashable) -> Any:
         """What ``poll`` last answered besides its nothing (``found``'s ``seen``)."""
         found = self._nothing.get(poll)
@@ -74,3 +104,28 @@ class Quiet:
     def forget(self, poll: Hashable) -> None:
         """``poll`` found something: the next one queries."""
         self._nothing.pop(poll, None)
+
+
+async def wait_idle(
+    quiet: Quiet,
+    topic: str,
+    names: Collection[str],
+    token: Callable[[], Hashable | None],
+    wait: Callable[[float], Awaitable[None]],
+    timeout: float,
+) -> None:
+    """``World.wait_idle`` over ``quiet``: ``wait(timeout)`` (the world's ``wait`` on
+    ``topic``), then ``wait`` again while the poll of ``topic`` for ``names`` would be
+    answered from memory under the ``token()`` taken each time. A signal on the topic
+    changes the token (its count is part of it), so it ends the wait as it ends
+    ``World.wait``."""
+    poll = poll_key(topic, names)
+    hold = 0.0 if poll is None else quiet.holds(poll, token())
+    first = timeout if hold <= 0 else min(timeout, hold)  # a due time within it ends it
+    with anyio.move_on_after(first + 1.0):  # a wait that hangs ends as the poll would
+        await wait(first)
+    if poll is None:
+        return
+    while (hold := quiet.holds(poll, token())) > 0:
+        with anyio.move_on_after(hold + 1.0):
+            await wait(hold)

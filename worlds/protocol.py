@@ -432,6 +432,22 @@ class Work(Protocol):
         """
         ...
 
+    async def wait_idle(self, topic: str, names: Collection[str], timeout: float) -> None:
+        """``wait``, then on while this object's last poll of ``topic`` would still find nothing.
+
+        The poll is ``lease`` for ``WORK_TOPIC`` and ``lease_schedules`` for
+        ``SCHEDULE_TOPIC``, of ``names``. An idle worker calls this instead of
+        ``wait``: it returns after ``timeout`` (or on a signal, as ``wait``
+        does) unless the world can tell that the same poll, sent now, would
+        find nothing, and then once it no longer can: a signal or a write from
+        any process the world hears of, the moment the earliest item or
+        schedule that poll saw comes due or its lease runs out, or the world's
+        safety interval (RFC 0018, "Idle cost"). So an idle worker calls its
+        world again only when something may have changed. A world that cannot
+        tell returns as ``wait`` does; for any other topic it is ``wait``.
+        """
+        ...
+
 
 @runtime_checkable
 class Liveness(Protocol):

@@ -234,6 +234,14 @@ class WorldWrapper:
         """See ``World.wait``."""
         await self.inner.wait(topic, timeout)
 
+    async def wait_idle(self, topic: str, names: Collection[str], timeout: float) -> None:
+        """See ``World.wait_idle`` (``wait`` when the inner world predates it)."""
+        wait_idle = getattr(self.inner, "wait_idle", None)
+        if wait_idle is None:
+            await self.inner.wait(topic, timeout)
+            return
+        await wait_idle(topic, names, timeout)
+
     # ------------------------------------------------------------------ Liveness
 
     async def register_worker(self, worker: WorkerInfo) -> WorkerRecord:

@@ -1,12 +1,13 @@
 """An idle worker's polls cost no query while nothing changes (``rfcs/0018``, "Idle cost"),
 yet it still sees what another world object starts and what comes due by time.
 
-The statements an idle worker sends are a benchmark figure
-(``benchmarks/idle_cost.py``); these tests check that answering polls from
-memory never loses work: a run started through another world object on the
-same storage (as another process would), a durable timer, and a schedule,
-each after the worker has been idle long enough for its polls to be answered
-from memory.
+The statements an idle worker sends per second are a benchmark figure
+(``benchmarks/idle_cost.py``); here they are counted over a fixed number of
+poll intervals, so a return to querying every poll fails the suite. The other
+tests check that waiting on the world (``World.wait_idle``) never loses work: a
+run started through another world object on the same storage (as another
+process would), a durable timer, and a schedule, each after the worker has been
+idle long enough for its polls to be answered from memory.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from datetime import timedelta
 import anyio
 import pytest
 
+from benchmarks.sqlite_statements import SqliteStatements
+from tests.world_calls import CountedWorld
 from workflow import Worker, list_runs, sleep, start, workflow
 from workflow.schedules import create_schedule
 from worlds.protocol import World
@@ -26,6 +29,12 @@ pytestmark = pytest.mark.anyio
 
 IDLE = 1.0
 """Seconds the worker idles first: several polls, answered from memory."""
+
+POLL = 0.05
+"""The idle worker's poll interval in these tests."""
+
+POLLS = 40
+"""Poll intervals over which an idle worker's calls are counted."""
 
 WITHIN = 9.0
 """Less than the 10 s safety poll: what these tests wait for must be seen through the
@@ -79,3 +88,36 @@ async def test_an_idle_worker_fires_a_schedule_another_world_object_created(
         with anyio.fail_after(WITHIN):
             while not await list_runs(attributes={"$schedule": "idle-fire"}, world=client):
                 await anyio.sleep(0.05)
+
+
+async def _settled(counted: CountedWorld) -> None:
+    """Until the worker's first polls are done: its calls stop for ten poll intervals
+    (a worker that never stops calling is counted after a while all the same)."""
+    with anyio.move_on_after(200 * POLL):
+        while True:
+            before = counted.queries()
+            await anyio.sleep(10 * POLL)
+            if counted.queries() == before:
+                return
+
+
+async def test_an_idle_worker_calls_its_world_a_few_times_in_forty_polls(
+    make_world: Callable[[], World],
+) -> None:
+    """Counts, not times. Polling every interval cost two calls a poll (work, schedules)
+    and, on SQLite, statements with them; waiting on the world leaves, in forty poll
+    intervals, at most one heartbeat, the two polls after it and one safety look (two
+    polls): five calls; on SQLite the heartbeat's four statements and two looks."""
+    with SqliteStatements() as statements:
+        world = make_world()
+        async with world:
+            for n in range(3):
+                await create_schedule(echo, n, id=f"hourly-{n}", cron="0 * * * *", world=world)
+            counted = CountedWorld(world)
+            async with Worker(counted, [echo], poll_interval=POLL):
+                await _settled(counted)
+                queries, sent = counted.queries(), statements.count
+                await anyio.sleep(POLLS * POLL)
+                queries, sent = counted.queries() - queries, statements.count - sent
+    assert queries <= 5, counted.calls
+    assert sent <= 6  # 0 on the worlds that are not SQLite

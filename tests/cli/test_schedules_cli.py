@@ -149,6 +149,9 @@ def test_delete_and_errors(url: str) -> None:
 def test_show_names_the_last_completed_run_and_its_result(url: str) -> None:
     shown = json.loads(wf("schedules", "show", "often", "--world", url, "--json")[1])
     assert shown["last_completed_run_id"] is None and shown["last_result"] is None
+    # paused, so the worker below fires nothing of its own that could complete last
+    # (it fires every 10 s; a slow machine's worker crossed such an instant)
+    assert wf("schedules", "pause", "often", "--world", url)[0] == 0
     code, out = wf("schedules", "trigger", "often", "--world", url)
     assert code == 0 and "started run" in out, out
     run_id = out.split()[-1]

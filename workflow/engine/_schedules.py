@@ -4,9 +4,9 @@ One loop per worker serves every schedule whose workflow the worker runs.
 The world keeps each schedule's next wake time in an index (like a timer's
 due time) and leases a due schedule to one worker at a time; the loop sleeps
 until the earliest wake time or a ``SCHEDULE_TOPIC`` signal, at most the
-worker's poll interval. A thousand idle schedules cost one indexed query per
-poll, not a thousand timers (and a world that knows nothing changed answers
-the poll without a query: ``rfcs/0018``).
+worker's poll interval, or on while the world can tell that nothing changed
+(``World.wait_idle``, ``rfcs/0018``). A thousand idle schedules cost one
+indexed query per change of the world, not a thousand timers.
 
 The fires of a lease are planned here (``plan_round``: the fire times, their
 starts) and stored by the world in batches, ``World.fire_schedules``: one
@@ -24,6 +24,7 @@ import anyio
 
 from workflow._schedule_fire import plan_round
 from workflow.engine._faults import Backoff, Complaints, is_fatal
+from workflow.engine._idle import IdleWait
 from worlds.codec import check_plain_write
 from worlds.errors import WorldMisconfiguredError
 from worlds.protocol import SCHEDULE_TOPIC, World
@@ -58,8 +59,10 @@ class ScheduleLoop:
         poll_interval: float,
         complaints: Complaints,
         fail: Callable[[WorldMisconfiguredError], None],
+        idle: IdleWait | None = None,
     ) -> None:
         self.world = world
+        self._idle = IdleWait(world) if idle is None else idle
         self.worker_id = worker_id
         self._names = names
         self.lease_seconds = min(lease_seconds, MAX_LEASE_SECONDS)
@@ -97,9 +100,9 @@ class ScheduleLoop:
             self._complaints.succeeded("fire schedules")
             if len(lease.schedules) >= BATCH:
                 continue
-            await self._sleep(lease)
+            await self._sleep(lease, names)
 
-    async def _sleep(self, lease: ScheduleLease) -> None:
+    async def _sleep(self, lease: ScheduleLease, names: frozenset[str]) -> None:
         timeout = self.poll_interval
         if lease.next_wake_at is not None:
             until = (lease.next_wake_at - lease.now).total_seconds()
@@ -107,11 +110,8 @@ class ScheduleLoop:
         if timeout <= 0:
             await anyio.sleep(0)
             return
-        try:
-            with anyio.move_on_after(timeout + 1.0):
-                await self.world.wait(SCHEDULE_TOPIC, timeout)
-        except Exception:
-            await anyio.sleep(timeout)
+        # past ``timeout`` only while the world can tell the poll would find nothing
+        await self._idle.wait(SCHEDULE_TOPIC, names, timeout)
 
     async def _fire_all(self, lease: ScheduleLease) -> None:
         """Plan every leased schedule's round and store them, a batch per transaction."""

@@ -49,6 +49,7 @@ from workflow.engine._eager_start import EagerStart
 from workflow.engine._failures import with_handler
 from workflow.engine._faults import Backoff, Complaints, is_fatal, riding_out
 from workflow.engine._heartbeat import Heartbeat
+from workflow.engine._idle import IdleWait
 from workflow.engine._one_transaction import StepWithWorkflow
 from workflow.engine._registry import Registry
 from workflow.engine._retention import RetentionLoop
@@ -110,7 +111,9 @@ class Worker:
             unless its workflow says ``pin="latest"``, only workers of that build
             lease its tasks; new runs go to the newest build. The world refuses a
             worker whose workflows' names differ from those recorded for its build.
-        poll_interval: longest idle wait before asking the world for work again.
+        poll_interval: longest idle wait before asking the world for work again,
+            unless the world can tell that nothing changed (``World.wait_idle``:
+            it wakes the worker when something may be due).
         shutdown_grace: on close, how long in-flight work may take to finish
             before it is cancelled and its leases released.
         cache_size: how many suspended workflows to keep in memory.
@@ -200,12 +203,14 @@ class Worker:
             self._cache,
             eager,
         )
+        self._idle = IdleWait(world)
         self._schedules = ScheduleLoop(
             world,
             self.worker_id,
             lambda: self._registry.workflow_names,
             lease_seconds=lease_seconds,
             poll_interval=poll_interval,
+            idle=self._idle,
             complaints=self._complaints,  # one outage per worker, whichever loop sees it
             fail=self._fail,
         )
@@ -238,6 +243,7 @@ class Worker:
     def register(self, fn: Any) -> None:
         """Add a workflow, a step, or every workflow and step of a module."""
         self._registry.register(fn)
+        self._idle.interrupt()  # the loops' waits were for the names they polled
 
     @property
     def names(self) -> frozenset[str]:
@@ -421,11 +427,7 @@ class Worker:
             for item in items:
                 self._spawn(item)
             if not items:
-                try:
-                    with anyio.move_on_after(self.poll_interval + 1.0):
-                        await self.world.wait(WORK_TOPIC, self.poll_interval)
-                except Exception:
-                    await anyio.sleep(self.poll_interval)
+                await self._idle.wait(WORK_TOPIC, self.names, self.poll_interval)
 
     def _spawn(self, item: WorkItem) -> None:
         assert self._task_group is not None

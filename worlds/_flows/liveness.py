@@ -40,11 +40,13 @@ async def register(rows: WorkerRows, info: WorkerInfo) -> WorkerRecord:
 
 
 async def heartbeat(rows: WorkerRows, worker_id: str, in_flight: int) -> bool:
-    """See ``World.heartbeat``."""
-    worker = await rows.worker(worker_id)
+    """See ``World.heartbeat``: one read of the workers (an idle worker's heartbeat is
+    most of the statements it sends, RFC 0018)."""
+    everyone = await rows.workers()
+    worker = next((each for each in everyone if each.info.id == worker_id), None)
     if worker is None or worker.stopped or worker.fenced:
         return False
-    if liveness.is_dead(worker, await rows.workers()):
+    if liveness.is_dead(worker, everyone):
         await _fence(rows, worker)
         return False
     await rows.put_worker(liveness.beat(worker, rows.now, in_flight))

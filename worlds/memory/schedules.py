@@ -65,6 +65,19 @@ class ScheduleStore:
         ]
         return min(wakes, default=None)
 
+    def leases_end(self, names: Collection[str], now: datetime) -> datetime | None:
+        """When the first schedule lease of ``names`` workflows held at ``now`` runs out."""
+        wanted = frozenset(names)
+        ends = [
+            until
+            for schedule_id, until in self._leases.items()
+            if until > now
+            and (record := self._schedules.get(schedule_id)) is not None
+            and not record.paused
+            and record.workflow in wanted
+        ]
+        return min(ends, default=None)
+
     def busy(self, names: Collection[str]) -> bool:
         """True while a schedule of a workflow in ``names`` is due or leased."""
         now, wanted = self._clock(), frozenset(names)

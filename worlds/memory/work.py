@@ -215,6 +215,18 @@ class WorkQueue:
         waiting = [item.available_at for item in self.items.values() if item.owner is None]
         return min(waiting, default=None)
 
+    def leasable_at(self, names: Collection[str]) -> datetime | None:
+        """When the earliest item of ``names`` becomes leasable: a free one's due time,
+        a leased one's expiry; ``None`` if there is none (an idle poll's memory)."""
+        times = [
+            item.available_at
+            if item.owner is None or item.expires_at is None
+            else max(item.expires_at, item.available_at)
+            for item in self.items.values()
+            if item.name in names
+        ]
+        return min(times, default=None)
+
     def waiting_runs(self, now: datetime) -> dict[str, set[str]]:
         """Runs whose workflow task or timer is due at ``now`` and unleased, by workflow."""
         found: dict[str, set[str]] = {}

@@ -14,6 +14,7 @@ from collections.abc import (
     Callable,
     Collection,
     Coroutine,
+    Hashable,
     Iterable,
     Sequence,
 )
@@ -34,6 +35,7 @@ from worlds._flows import (
 from worlds._flows.rows import Rollback
 from worlds._flows.stepper import run_sync
 from worlds._flows.world import FlowWorld
+from worlds._quiet import Quiet, poll_key, wait_idle
 from worlds._signals import SignalHub
 from worlds.archive import DumpRow
 from worlds.errors import WorldMisconfiguredError
@@ -105,6 +107,9 @@ class MemoryWorld(FlowWorld[MemoryRows]):
         self.url = url
         self._clock = clock
         self._hub = SignalHub()
+        self._quiet = Quiet()
+        """Polls that found nothing, answered from memory until a signal of their topic
+        or a due time (``worlds._quiet``); only with the host's clock (``_idle_token``)."""
         self._settings: dict[str, str] = {}
         journal = Journal()
         self._tables = Tables(
@@ -226,6 +231,9 @@ class MemoryWorld(FlowWorld[MemoryRows]):
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> list[types.WorkItem]:
         """See ``World.lease``."""
+        poll, token = poll_key(WORK_TOPIC, names), self._idle_token(WORK_TOPIC)
+        if self._quiet.quiet(poll, token):
+            return []  # nothing was due, nothing signalled since, nothing due yet
         work, now = self._tables.work, self._clock()
         rights = self._write(
             lambda rows: liveness.lease_rights(rows, worker_id, work.expired_owners(now, names))
@@ -250,6 +258,10 @@ class MemoryWorld(FlowWorld[MemoryRows]):
         self._tables.journal.forget()  # the StepStarted appended: nothing to undo
         taken = {item.run_id for item in leased if item.kind == "workflow"}
         self._write(lambda rows: deployments.record_builds(rows, builds, taken))
+        if leased:
+            self._quiet.forget(poll)
+        else:
+            self._quiet.found(poll, token, _seconds(work.leasable_at(names), now))
         return leased
 
     async def renew_leases(
@@ -288,6 +300,23 @@ class MemoryWorld(FlowWorld[MemoryRows]):
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``World.wait``."""
         await self._hub.wait(topic, timeout)
+
+    async def wait_idle(self, topic: str, names: Collection[str], timeout: float) -> None:
+        """See ``World.wait_idle``: until a signal of ``topic`` or a due time."""
+        await wait_idle(
+            self._quiet,
+            topic,
+            names,
+            lambda: self._idle_token(topic),
+            lambda seconds: self.wait(topic, seconds),
+            timeout,
+        )
+
+    def _idle_token(self, topic: str) -> Hashable | None:
+        """The change token of a poll of ``topic``: its signals, since every write here
+        signals what it makes due. ``None`` (no memory) under a clock moved by hand:
+        due times on it say nothing about when to look again."""
+        return self._hub.heard(topic) if self._clock is types.utcnow else None
 
     # What a test clock that moves by hand (``workflow.testing``) needs: when nothing
     # is ``busy``, moving the clock to ``next_due`` is the only way anything happens.
@@ -442,9 +471,18 @@ class MemoryWorld(FlowWorld[MemoryRows]):
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> types.ScheduleLease:
         """See ``World.lease_schedules``."""
-        return self._tables.schedules.lease(
-            worker_id, names=names, limit=limit, lease_seconds=lease_seconds
-        )
+        poll, token = poll_key(SCHEDULE_TOPIC, names), self._idle_token(SCHEDULE_TOPIC)
+        if self._quiet.quiet(poll, token):
+            return types.ScheduleLease(now=self._clock(), next_wake_at=self._quiet.remembered(poll))
+        store = self._tables.schedules
+        lease = store.lease(worker_id, names=names, limit=limit, lease_seconds=lease_seconds)
+        if lease.schedules:
+            self._quiet.forget(poll)
+        else:
+            ends = store.leases_end(names, lease.now)
+            look_at = min((t for t in (lease.next_wake_at, ends) if t is not None), default=None)
+            self._quiet.found(poll, token, _seconds(look_at, lease.now), lease.next_wake_at)
+        return lease
 
     # ------------------------------------------------------------------ transactions
 
@@ -453,3 +491,8 @@ class MemoryWorld(FlowWorld[MemoryRows]):
     ) -> AbstractAsyncContextManager[OpenTransaction]:
         """Refused: the memory world keeps no database (``TransactionsUnsupportedError``)."""
         raise transactions.unsupported("the memory world")
+
+
+def _seconds(at: datetime | None, now: datetime) -> float | None:
+    """Seconds from ``now`` until ``at`` (``None``: never)."""
+    return None if at is None else (at - now).total_seconds()

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from worlds._flows import schedules
-from worlds._quiet import Quiet
+from worlds._quiet import Quiet, poll_key
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.postgres.rows import PostgresRows
@@ -97,7 +97,7 @@ class ScheduleStore:
         """See ``World.lease_schedules``."""
         wanted = sorted(set(names))
         pool = await self._connect()
-        poll, token = ("schedules", *wanted), self._heard(SCHEDULE_TOPIC)
+        poll, token = poll_key(SCHEDULE_TOPIC, wanted), self._heard(SCHEDULE_TOPIC)
         if limit > 0 and wanted and self._quiet.quiet(poll, token):
             return ScheduleLease(now=self._now(), next_wake_at=self._quiet.remembered(poll))
         await self._refresh(pool)

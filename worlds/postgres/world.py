@@ -37,7 +37,7 @@ from worlds._flows import (
 from worlds._flows.rows import Retry, Rollback, Rows
 from worlds._flows.world import FlowWorld
 from worlds._lifecycle import WorldClosedError, translates_errors
-from worlds._quiet import Quiet
+from worlds._quiet import Quiet, poll_key, wait_idle
 from worlds._urls import redact_url
 from worlds.archive import DumpRow
 from worlds.errors import is_read_only_server
@@ -82,6 +82,12 @@ from worlds.query import CountField, RunCount, RunPage, RunQuery
 __all__ = ["PostgresWorld", "WorldClosedError"]
 
 T = TypeVar("T")
+
+NOTIFIED_SAFETY_SECONDS = 60.0
+"""The safety poll of a world whose polls hear every write that makes work or
+schedules due through ``LISTEN``/``NOTIFY`` (the token is ``None`` while the
+listener is down, so nothing is answered from memory then): once a minute, not
+the 10 s of a world that must guess from its files (RFC 0018, "Idle cost")."""
 
 
 @translates_errors
@@ -132,7 +138,7 @@ class PostgresWorld(FlowWorld[PostgresRows]):
         }
         self._pool: Pool | None = None
         self._connecting: anyio.Lock | None = None
-        self._quiet = Quiet()
+        self._quiet = Quiet(NOTIFIED_SAFETY_SECONDS)
         """Polls that found nothing, answered from memory until a notification (``_quiet``)."""
         self._listening = Listener(
             self.dsn,
@@ -496,7 +502,7 @@ class PostgresWorld(FlowWorld[PostgresRows]):
         if limit <= 0 or not wanted:
             return []
         pool = await self._connect()
-        poll, token = ("work", *wanted), self._listening.heard(WORK_TOPIC)
+        poll, token = poll_key(WORK_TOPIC, wanted), self._listening.heard(WORK_TOPIC)
         if self._quiet.quiet(poll, token):
             return []  # nothing was due, no work notified since, nothing due yet
         await self._clock.refresh(pool)
@@ -594,6 +600,18 @@ class PostgresWorld(FlowWorld[PostgresRows]):
         """
         await self._connect()
         await self._listening.wait(topic, timeout)
+
+    async def wait_idle(self, topic: str, names: Collection[str], timeout: float) -> None:
+        """See ``World.wait_idle``: until a notification of ``topic``, a due time the
+        last poll saw, or the safety interval (at once while the listener is down)."""
+        await wait_idle(
+            self._quiet,
+            topic,
+            names,
+            lambda: self._listening.heard(topic),
+            lambda seconds: self.wait(topic, seconds),
+            timeout,
+        )
 
     # ------------------------------------------------------------------ reads
 

@@ -13,12 +13,13 @@ from collections.abc import Collection, Sequence
 
 from worlds._flows import schedules
 from worlds._flows.stepper import run_sync
-from worlds._quiet import Quiet
+from worlds._quiet import poll_key
+from worlds.protocol import SCHEDULE_TOPIC
 from worlds.semantics import lease_deadline
 from worlds.sqlite import codecs
 from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection
-from worlds.sqlite.idle import file_token
+from worlds.sqlite.idle import IdleLook, Looked
 from worlds.sqlite.rows import Executes, SqliteRows
 from worlds.sqlite.transactions import run_once
 from worlds.types import ScheduleFire, ScheduleLease, ScheduleRecord, utcnow
@@ -87,23 +88,16 @@ async def delete_schedule(connection: Connection, schedule_id: str) -> bool:
     )
 
 
-def _leases_end(db: sqlite3.Connection, wanted: list[str]) -> int | None:
-    """When the first schedule lease of ``wanted`` held now runs out (micros)."""
-    now_us = codecs.to_micros(utcnow())
-    (ends,) = db.execute(sql.schedule_leases_end_sql(len(wanted)), (now_us, *wanted)).fetchone()
-    return None if ends is None else int(ends)
-
-
 async def lease_schedules(
     connection: Connection,
     worker_id: str,
     names: Collection[str],
     limit: int,
     lease_seconds: float,
-    quiet: Quiet,
+    idle: IdleLook,
 ) -> ScheduleLease:
     """See ``World.lease_schedules``; a poll that found nothing is answered from
-    ``quiet`` while the file is unchanged (``worlds._quiet``)."""
+    memory while the file is unchanged (``worlds.sqlite.idle``)."""
     wanted = sorted(set(names))
     due_sql, later_sql = sql.due_schedules_sql(len(wanted))
 
@@ -122,21 +116,16 @@ async def lease_schedules(
 
     if limit <= 0 or not wanted:
         return ScheduleLease(now=utcnow())
-    poll, token = ("schedules", *wanted), file_token(connection.path)
-    if quiet.quiet(poll, token):
-        return ScheduleLease(now=utcnow(), next_wake_at=quiet.remembered(poll))
+    if idle.quiet_poll(SCHEDULE_TOPIC, tuple(wanted)):
+        remembered = idle.quiet.remembered(poll_key(SCHEDULE_TOPIC, wanted))
+        return ScheduleLease(now=utcnow(), next_wake_at=remembered)
 
-    def peek(db: sqlite3.Connection, blocking: bool) -> tuple[list[sqlite3.Row], int | None]:
-        return run_once(lambda: look(db, codecs.to_micros(utcnow())), blocking)
+    def peek(db: sqlite3.Connection, blocking: bool) -> Looked:
+        return run_once(lambda: idle.look(db, SCHEDULE_TOPIC), blocking)
 
     # Look before taking the write lock, as ``lease`` does: idle workers must
-    # not serialize every other process behind them.
-    rows, later = await connection.run(peek)
-    if not rows:
-        now, wake = utcnow(), codecs.from_micros_or_none(later)
-        ends = codecs.from_micros_or_none(await connection.read(lambda db: _leases_end(db, wanted)))
-        look_at = min((t for t in (wake, ends) if t is not None), default=None)
-        quiet.found(poll, token, None if look_at is None else (look_at - now).total_seconds(), wake)
-        return ScheduleLease(now=now, next_wake_at=wake)
-    quiet.forget(poll)
+    # not serialize every other process behind them (one statement for both polls).
+    looked = await connection.run(peek)
+    if not looked.due:
+        return ScheduleLease(now=utcnow(), next_wake_at=looked.wake)
     return await connection.write(body)

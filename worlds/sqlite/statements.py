@@ -325,18 +325,6 @@ def due_work_sql(name_count: int, builds: bool = False) -> tuple[str, str]:
     return free, expired
 
 
-def next_work_sql(name_count: int) -> str:
-    """When the earliest item of the names becomes leasable (``*names``): a free one's
-    due time, or a leased one's expiry; NULL when there is none."""
-    names = ", ".join("?" * name_count)
-    return (
-        "SELECT min(t) FROM (SELECT min(available_at) AS t FROM work "
-        f"WHERE owner IS NULL AND name IN ({names}) UNION ALL "
-        "SELECT min(max(expires_at, available_at)) FROM work "
-        f"WHERE owner IS NOT NULL AND name IN ({names}))"
-    )
-
-
 # --------------------------------------------------------------------------- slots
 
 # ``INDEXED BY``: without statistics the planner would walk the primary key, that
@@ -559,13 +547,24 @@ def due_schedules_sql(names: int) -> tuple[str, str]:
     return due, later
 
 
-def schedule_leases_end_sql(names: int) -> str:
-    """When the first schedule lease of ``names`` workflows held now runs out (``now,
-    *names``): a poll answered from memory must look again then (``worlds._quiet``)."""
-    marks = ", ".join("?" * names)
+def idle_look_sql(names: int, workflows: int) -> str:
+    """An idle poll's one look (``worlds.sqlite.idle``; parameters ``now, *names,
+    *workflows``): when the earliest work item of ``names`` becomes leasable (a free
+    one's due time, a leased one's expiry), the earliest wake time of a due schedule of
+    ``workflows`` that nobody holds, the next wake time after now, and the first schedule
+    lease to run out. A kind with no names reads NULL without a scan."""
+    work = ", ".join(f"?{2 + n}" for n in range(names)) or "NULL"
+    flows = ", ".join(f"?{2 + names + n}" for n in range(workflows)) or "NULL"
+    unpaused = f"FROM schedules WHERE paused = 0 AND workflow IN ({flows})"
     return (
-        "SELECT MIN(leased_until) FROM schedules WHERE paused = 0 AND leased_until > ? "
-        f"AND workflow IN ({marks})"
+        "SELECT (SELECT min(t) FROM (SELECT min(available_at) AS t FROM work "
+        f"WHERE owner IS NULL AND name IN ({work}) UNION ALL "
+        "SELECT min(max(expires_at, available_at)) FROM work "
+        f"WHERE owner IS NOT NULL AND name IN ({work}))), "
+        f"(SELECT MIN(wake_at) {unpaused} AND wake_at IS NOT NULL AND wake_at <= ?1 "
+        "AND (leased_until IS NULL OR leased_until <= ?1)), "
+        f"(SELECT MIN(wake_at) {unpaused} AND wake_at IS NOT NULL AND wake_at > ?1), "
+        f"(SELECT MIN(leased_until) {unpaused} AND leased_until > ?1)"
     )
 
 

@@ -26,7 +26,7 @@ from worlds._flows import (
 from worlds._flows.stepper import run_sync
 from worlds._flows.world import FlowWorld
 from worlds._lifecycle import translates_errors
-from worlds._quiet import Quiet
+from worlds._quiet import wait_idle
 from worlds._urls import redact_url
 from worlds.archive import DumpRow
 from worlds.errors import WorldMisconfiguredError
@@ -49,7 +49,7 @@ from worlds.sqlite import statements as sql
 from worlds.sqlite.connection import Connection, parse_url
 from worlds.sqlite.dump import SqliteLoad, SqliteSource
 from worlds.sqlite.filters import count_runs_sql, list_runs_sql, match_counts_sql
-from worlds.sqlite.idle import file_token
+from worlds.sqlite.idle import IdleLook
 from worlds.sqlite.rows import Executes, SqliteRows
 from worlds.sqlite.schema import SCHEMA_VERSION
 from worlds.sqlite.steps import open_transaction
@@ -87,7 +87,7 @@ class SqliteWorld(FlowWorld[SqliteRows]):
             )
         self.poll_interval = options["poll"]
         self._connection = Connection(self.path, options, create=create, describe=repr(self))
-        self._quiet = Quiet()
+        self._idle = IdleLook(self.path, self._connection.hub)
         """Polls that found nothing, answered from memory while the file is unchanged."""
 
     def __repr__(self) -> str:
@@ -178,8 +178,7 @@ class SqliteWorld(FlowWorld[SqliteRows]):
         if limit <= 0 or not wanted:
             return []
         free_sql, expired_sql = sql.due_work_sql(len(wanted))
-        poll, token = ("work", *wanted), file_token(self.path)
-        if self._quiet.quiet(poll, token):
+        if self._idle.quiet_poll(WORK_TOPIC, tuple(wanted)):
             return []  # nothing was due, nothing written since, nothing due yet
 
         def builds(db: Executes) -> tuple[str | None, str | None] | None:
@@ -237,23 +236,20 @@ class SqliteWorld(FlowWorld[SqliteRows]):
             run_sync(deployments.record_builds(tx, rights.builds, taken))
             return items
 
-        def look(db: sqlite3.Connection) -> tuple[bool, float | None]:
-            now_us = codecs.to_micros(types.utcnow())
-            if due(db, now_us):
-                return True, None
-            (later,) = db.execute(sql.next_work_sql(len(wanted)), (*wanted, *wanted)).fetchone()
-            return False, None if later is None else (later - now_us) / 1e6
+        def look(db: sqlite3.Connection) -> bool:
+            # one statement for both polls while idle; the scans only once an item
+            # may be leasable (another build's runs or a live holder's may not be)
+            if not self._idle.look(db, WORK_TOPIC).due:
+                return False
+            return bool(due(db, codecs.to_micros(types.utcnow())))
 
-        def run(db: sqlite3.Connection, blocking: bool) -> tuple[bool, float | None]:
+        def run(db: sqlite3.Connection, blocking: bool) -> bool:
             return run_once(lambda: look(db), blocking)
 
         # Look before taking the write lock: idle workers polling an empty queue
         # must not serialize every other process behind them.
-        found, due_in = await self._connection.run(run)
-        if not found:
-            self._quiet.found(poll, token, due_in)
+        if not await self._connection.run(run):
             return []
-        self._quiet.forget(poll)
         return await self._connection.write(body)
 
     async def renew_leases(
@@ -335,6 +331,18 @@ class SqliteWorld(FlowWorld[SqliteRows]):
         """
         self._connection.check_open()
         await self._connection.hub.wait(topic, min(timeout, self.poll_interval))
+
+    async def wait_idle(self, topic: str, names: Collection[str], timeout: float) -> None:
+        """See ``World.wait_idle``: the files are looked at every ``poll`` interval, so
+        another process's write ends the wait within one."""
+        await wait_idle(
+            self._idle.quiet,
+            topic,
+            names,
+            lambda: self._idle.token(topic),
+            lambda seconds: self.wait(topic, seconds),
+            timeout,
+        )
 
     # ------------------------------------------------------------------ reads
 
@@ -581,7 +589,7 @@ class SqliteWorld(FlowWorld[SqliteRows]):
         """See ``World.lease_schedules``."""
         self._connection.check_open()
         return await schedule_ops.lease_schedules(
-            self._connection, worker_id, names, limit, lease_seconds, self._quiet
+            self._connection, worker_id, names, limit, lease_seconds, self._idle
         )
 
     # ------------------------------------------------------------------ transactions

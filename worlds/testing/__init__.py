@@ -46,6 +46,7 @@ pytest.register_assert_rewrite(
     "worlds.testing._conditional",
     "worlds.testing._counts",
     "worlds.testing._hooks",
+    "worlds.testing._idle_wait",
     "worlds.testing._liveness",
     "worlds.testing._model",
     "worlds.testing._prune",
@@ -80,6 +81,7 @@ from worlds.testing._deployments import DeploymentConformance  # noqa: E402
 from worlds.testing._failures import FailureHandlerConformance  # noqa: E402
 from worlds.testing._holds import HoldConformance  # noqa: E402
 from worlds.testing._hooks import HookConformance  # noqa: E402
+from worlds.testing._idle_wait import IdleWaitConformance  # noqa: E402
 from worlds.testing._key_limits import KeyLimitConformance  # noqa: E402
 from worlds.testing._lifecycle import LifecycleConformance  # noqa: E402
 from worlds.testing._liveness import LivenessConformance  # noqa: E402
@@ -110,6 +112,7 @@ class WorldConformance(
     LifecycleConformance,
     RunsConformance,
     WorkConformance,
+    IdleWaitConformance,
     LivenessConformance,
     DeploymentConformance,
     ClaimsConformance,
@@ -154,7 +157,9 @@ class WorldConformance(
 
     The tests are grouped by concern: ``async with`` again, nested or in
     sequence (``LifecycleConformance``), runs and their logs (``RunsConformance``),
-    the work queue and ``wait`` (``WorkConformance``), worker liveness:
+    the work queue and ``wait`` (``WorkConformance``), an idle poller's
+    ``wait_idle`` ending when a poll could find something
+    (``IdleWaitConformance``), worker liveness:
     heartbeats, takeover after death, no takeover in a world-wide stall, fencing
     (``LivenessConformance``), pinned deployments: leasing by build id, new runs
     on the newest build, ``pin="latest"``, a build's workflow names
