@@ -116,7 +116,9 @@ class ClaimStore:
         if release:
             self.release(pair)
         else:
-            tombstone = msgspec.structs.replace(claim, pruned_status=status, step=None, attempt=None)
+            tombstone = msgspec.structs.replace(
+                claim, pruned_status=status, step=None, attempt=None
+            )
             self._journal.put(self._claims, pair, tombstone)
 
     def release_tombstones(self) -> None:
