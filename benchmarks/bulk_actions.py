@@ -1,4 +1,4 @@
-"""Other workers' commit latency during a 10,000-run bulk cancel, against idle.
+"""Other workers' commit latency during 10,000-run bulk actions, against idle.
 
 A bulk action must not stall the workers that share its world: it acts in
 batches (one recorded step per 500 runs, one short world operation per run),
@@ -10,12 +10,16 @@ PostgreSQL. For each world:
    ``--seconds``; every ``commit``/``commit_many`` call it makes is timed
    (a ``WorldWrapper`` around its world);
 2. **during**: ``--n`` parked runs (each waits on a hook) are created, then
-   another process (``--bulk``: this script) runs ``cancel_runs`` over them
-   while the same background workload runs, timed the same way, until the bulk
-   process exits.
+   another process (``--bulk``: this script) runs each of ``--actions`` over
+   them in turn while the same background workload runs, timed the same way,
+   each action from its start until its process exits: ``cancel``
+   (``cancel_runs``), ``retry`` (``retry_runs`` of the cancelled runs, which
+   are then cancelled again, untimed, so that they are closed) and ``prune``
+   (``prune_runs(query=...)``). The background's latencies are kept per action.
+   The parked runs are checkpointed into the SQLite file before the timing starts.
 
 Reported per world: the background's commit latency (p50, p95, p99, max, in
-ms) idle and during the bulk action, their ratios, the background's commits
+ms) idle and during each bulk action, their ratios, the background's commits
 per second in both phases, the bulk action's counts and duration, and the
 load average when measured. Writes ``benchmarks/results/bulk_actions.json``.
 Starts a throwaway PostgreSQL server (``tests/pg_server.py``) unless
@@ -24,7 +28,7 @@ Starts a throwaway PostgreSQL server (``tests/pg_server.py``) unless
 Usage::
 
     python benchmarks/bulk_actions.py [--n 10000] [--seconds 10] [--worlds sqlite,postgres]
-        [--repeat 3]
+        [--repeat 3] [--actions cancel,retry,prune]
 
 The machine's load moves between minutes, so with ``--repeat R`` each world is
 measured R times, idle and bulk back to back each time (fresh worlds), and the
@@ -37,6 +41,7 @@ import argparse
 import json
 import os
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -51,7 +56,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import worlds  # noqa: E402
-from workflow import Worker, cancel_runs, create_hook, start, step, workflow  # noqa: E402
+from workflow import (  # noqa: E402
+    Worker,
+    cancel_runs,
+    create_hook,
+    prune_runs,
+    retry_runs,
+    start,
+    step,
+    workflow,
+)
 from worlds.protocol import World  # noqa: E402
 from worlds.types import CommitRequest, CommitResult  # noqa: E402
 from worlds.wrapper import WorldWrapper  # noqa: E402
@@ -150,32 +164,59 @@ async def _idle(url: str, seconds: float) -> dict[str, float]:
         return _stats(timed.latencies, time.perf_counter() - began)
 
 
-async def _during(url: str, n: int) -> dict[str, Any]:
+async def _during(url: str, n: int, actions: Sequence[str]) -> dict[str, Any]:
     async with worlds.open(url) as inner:
         for k in range(n):
             await start(bench_parked, k, attributes={"batch": "bench"}, world=inner)
+        _checkpoint(url)
         timed = TimedWorld(inner)
         stop = anyio.Event()
         outcome: dict[str, Any] = {}
-        async with anyio.create_task_group() as group:
-            group.start_soon(_background, timed, stop)
-            await anyio.sleep(1.0)  # the background is in its steady state first
+
+        async def bulk(action: str) -> tuple[dict[str, Any], list[float], float]:
             timed.latencies.clear()
             began = time.perf_counter()
             done = await anyio.run_process(
-                [sys.executable, __file__, "--bulk", url], check=True, cwd=ROOT
+                [sys.executable, __file__, "--bulk", url, "--action", action],
+                check=True,
+                cwd=ROOT,
             )
             elapsed = time.perf_counter() - began
+            counts = json.loads(done.stdout.decode().strip().splitlines()[-1])
+            return counts, list(timed.latencies), elapsed
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(_background, timed, stop)
+            await anyio.sleep(1.0)  # the background is in its steady state first
+            for action in actions:
+                if action == "prune" and "retry" in actions:
+                    await bulk("cancel")  # the retried runs are open: close them, untimed
+                counts, latencies, elapsed = await bulk(action)
+                outcome[action] = {"bulk": counts, "background": _stats(latencies, elapsed)}
             stop.set()
-        outcome["bulk"] = json.loads(done.stdout.decode().strip().splitlines()[-1])
-        outcome["background"] = _stats(timed.latencies, elapsed)
         return outcome
 
 
-async def _bulk(url: str) -> None:
+def _checkpoint(url: str) -> None:
+    """Copy an SQLite world's WAL back into its file: the timed phase does not pay for
+    the checkpoints of the ``--n`` runs just created (the idle phase has none)."""
+    if url.startswith("sqlite:///"):
+        db = sqlite3.connect(url.removeprefix("sqlite:///"))
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            db.close()
+
+
+async def _bulk(url: str, action: str) -> None:
     async with worlds.open(url) as world:
         began = time.perf_counter()
-        result = await cancel_runs(QUERY, grace=None, world=world)
+        if action == "cancel":
+            result = await cancel_runs(QUERY, grace=None, world=world)
+        elif action == "retry":
+            result = await retry_runs(QUERY, world=world)
+        else:
+            result = await prune_runs(query=QUERY, world=world)
         elapsed = time.perf_counter() - began
     print(
         json.dumps(
@@ -190,20 +231,34 @@ async def _bulk(url: str) -> None:
     )
 
 
-def measure(url_idle: str, url_during: str, n: int, seconds: float) -> dict[str, Any]:
+def measure(
+    url_idle: str, url_during: str, n: int, seconds: float, actions: Sequence[str]
+) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     idle = anyio.run(_idle, url_idle, seconds)
-    during = anyio.run(_during, url_during, n)
-    background = during["background"]
+    during = anyio.run(_during, url_during, n, actions)
+    per_action = {}
+    for action, found in during.items():
+        background = found["background"]
+        per_action[action] = {
+            "background": background,
+            "bulk": found["bulk"],
+            "ratio_p50": round(background["p50_ms"] / idle["p50_ms"], 2),
+            "ratio_p99": round(background["p99_ms"] / idle["p99_ms"], 2),
+            "ratio_commits_per_second": round(
+                background["commits_per_second"] / idle["commits_per_second"], 2
+            ),
+        }
+    first = per_action[actions[0]]
     return {
         "idle": idle,
-        "during_bulk_cancel": background,
-        "bulk_cancel": during["bulk"],
-        "ratio_p50": round(background["p50_ms"] / idle["p50_ms"], 2),
-        "ratio_p99": round(background["p99_ms"] / idle["p99_ms"], 2),
-        "ratio_commits_per_second": round(
-            background["commits_per_second"] / idle["commits_per_second"], 2
-        ),
+        # the first action's figures under the names earlier reports used
+        "during_bulk_cancel": first["background"],
+        "bulk_cancel": first["bulk"],
+        "ratio_p50": first["ratio_p50"],
+        "ratio_p99": first["ratio_p99"],
+        "ratio_commits_per_second": first["ratio_commits_per_second"],
+        "actions": per_action,
         "load_average_1m_before": round(load_before, 2),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
@@ -240,6 +295,10 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         ],
         "median_ratio_p99": statistics.median(ratios),
         "median_ratio_p50": statistics.median(r["ratio_p50"] for r in rounds),
+        "median_ratio_p99_by_action": {
+            action: statistics.median(r["actions"][action]["ratio_p99"] for r in rounds)
+            for action in rounds[0]["actions"]
+        },
     }
 
 
@@ -250,14 +309,22 @@ def main() -> None:
     parser.add_argument("--worlds", default="sqlite,postgres", help="which worlds")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of idle + bulk")
     parser.add_argument("--pg-url", help="a PostgreSQL URL (default: start a server)")
+    parser.add_argument(
+        "--actions", default="cancel,retry,prune", help="bulk actions, in this order"
+    )
+    parser.add_argument("--action", default="cancel", help=argparse.SUPPRESS)  # of --bulk
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/bulk_actions.json"))
     parser.add_argument("--bulk", metavar="URL", help=argparse.SUPPRESS)  # the bulk process
     args = parser.parse_args()
     if args.bulk:
-        anyio.run(_bulk, args.bulk)
+        anyio.run(_bulk, args.bulk, args.action)
         return
     chosen = [w for w in args.worlds.split(",") if w]
-    results: dict[str, Any] = {"n": args.n, "cpu_count": os.cpu_count()}
+    actions = [a for a in args.actions.split(",") if a]
+    unknown = set(actions) - {"cancel", "retry", "prune"}
+    if not actions or unknown or ("retry" in actions and "cancel" not in actions):
+        parser.error("--actions: cancel, retry and prune (a retry needs a cancel before it)")
+    results: dict[str, Any] = {"n": args.n, "cpu_count": os.cpu_count(), "actions": actions}
     scratch = Path(tempfile.mkdtemp(prefix="wf-bulk-bench-"))
     directory = None
     try:
@@ -281,7 +348,7 @@ def main() -> None:
             rounds = []
             for round_no in range(args.repeat):
                 idle_r, bulk_r = _round_urls(kind, idle_url, bulk_url, round_no)
-                rounds.append(measure(idle_r, bulk_r, args.n, args.seconds))
+                rounds.append(measure(idle_r, bulk_r, args.n, args.seconds, actions))
                 print(json.dumps({kind: rounds[-1]}), file=sys.stderr)
             results[kind] = _summary(rounds)
     finally:

@@ -3,9 +3,14 @@ every world: exact counts, each target acted on once, the ``$bulk`` run visible.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
+import anyio
 import pytest
 
 import worlds
@@ -214,3 +219,67 @@ async def test_a_bulk_cancel_sizes_its_transactions_by_what_they_take() -> None:
     assert sum(counting.chunks) == 300
     assert counting.chunks[0] == 1 and 1 < max(counting.chunks) <= 25
     assert len(counting.chunks) < 300 // 5
+
+
+_WORLD_CODE = str(Path(worlds.__file__).parent)
+
+
+class _Work:
+    """Counts the bytecode instructions run in ``worlds/`` code: the world's work,
+    as a count that does not depend on the machine's speed or load."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _global(self, frame: FrameType, event: str, arg: object) -> Any:
+        if not frame.f_code.co_filename.startswith(_WORLD_CODE):
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return self._local
+
+    def _local(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event == "opcode":
+            self.count += 1
+        return self._local
+
+    def __enter__(self) -> _Work:
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(None)
+
+
+async def _cancel_counted(count: int) -> tuple[int, int]:
+    """Park ``count`` runs in a fresh memory world, half waiting on a hook and half not
+    yet started, each holding a unique pair (the second half's released when it
+    closes); the work of cancelling them all, and how many were cancelled."""
+    async with worlds.open("memory://") as world:
+        hooked = await _park(world, count // 2, "w")
+        async with Worker(world, [parked]):
+            while len(await world.list_hooks()) < len(hooked):
+                await anyio.sleep(0.01)
+        for n in range(count - len(hooked)):
+            await start(
+                parked,
+                n,
+                attributes={"batch": "w", "order": Unique(f"p-{n}", release_on={"cancelled"})},
+                world=world,
+            )
+        with _Work() as work:
+            result = await cancel_runs("batch = 'w'", grace=None, world=world)
+        assert (result.matched, result.done, result.failed) == (count, count, 0)
+        cancelled = await _ids(world, "batch = 'w' AND status = 'cancelled'")
+        return work.count, len(cancelled)
+
+
+async def test_a_bulk_cancel_on_the_memory_world_does_work_linear_in_its_runs() -> None:
+    """The memory world found one run's children, claims, hooks, work and slots by
+    scanning every run's: a bulk cancel of n runs did n scans of n rows. Counted in
+    instructions run by the world's code, four times the runs now cost about four
+    times the work (it was more than eight times at these sizes)."""
+    small, cancelled_small = await _cancel_counted(120)
+    large, cancelled_large = await _cancel_counted(480)
+    assert (cancelled_small, cancelled_large) == (120, 480)
+    assert large / small < 5.5, (small, large)

@@ -794,6 +794,23 @@ async def test_prune_and_run_claims_use_their_indexes(tmp_path: Path, url: str) 
         assert line.startswith("SEARCH ") and line.endswith(("(run_id=?)", "(id=?)")), line
 
 
+@pytest.mark.anyio
+async def test_closing_a_run_finds_its_children_through_the_attribute_index(
+    tmp_path: Path, url: str
+) -> None:
+    """Every closed run looks for its open children under the write lock: with a plan
+    that walked the open runs by status, a bulk cancel of n open runs read n runs per
+    cancel (2.5 ms each at 5,000 open runs, RFC 0023)."""
+    async with SqliteWorld(url) as world:
+        for _ in range(20):
+            await create(world)
+    plan = _explain(tmp_path / "world.db", statements.OPEN_CHILDREN, ("$parent", "s:r"))
+    assert plan[:2] == [
+        "SEARCH a USING COVERING INDEX attributes_value (key=? AND ivalue=?)",
+        "SEARCH r USING INDEX sqlite_autoindex_runs_1 (id=?)",
+    ], plan
+
+
 # ------------------------------------------------------------- the file under the world
 
 

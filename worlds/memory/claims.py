@@ -14,6 +14,7 @@ from datetime import datetime
 import msgspec
 
 from worlds._flows.rows import ClaimRow, HeldClaim, Pair, Windowed
+from worlds.memory.by_run import ByRun
 from worlds.memory.journal import Journal
 from worlds.semantics import index_value, is_free
 from worlds.types import AttributeValue, Claim, ReuseWindow, RunStatus
@@ -28,7 +29,7 @@ class ClaimStore:
         """Lapses are judged by ``clock`` in the world's reads."""
         self._journal = journal
         self._clock = clock
-        self._claims: dict[Pair, Claim] = {}
+        self._claims: ByRun[Pair, Claim] = ByRun(lambda claim: claim.run_id)
         self._released: dict[Pair, int] = {}
 
     # ------------------------------------------------------------ rows a flow reads and writes
@@ -72,8 +73,8 @@ class ClaimStore:
         """The claims ``run_id`` holds that have a reuse window."""
         return [
             Windowed(pair, claim.ttl, claim.release_on)
-            for pair, claim in self._claims.items()
-            if claim.run_id == run_id and (claim.ttl is not None or claim.release_on)
+            for pair in self._claims.keys_of(run_id)
+            if (claim := self._claims[pair]).ttl is not None or claim.release_on
         ]
 
     def release(self, pair: Pair) -> None:
@@ -89,8 +90,9 @@ class ClaimStore:
 
     def carry(self, old_run_id: str, new_run_id: str) -> None:
         """Hand the run-level claims of ``old_run_id`` to ``new_run_id``, one generation up."""
-        for pair, claim in list(self._claims.items()):
-            if claim.run_id == old_run_id and claim.step is None:
+        for pair in self._claims.keys_of(old_run_id):
+            claim = self._claims[pair]
+            if claim.step is None:
                 moved = msgspec.structs.replace(
                     claim, run_id=new_run_id, generation=claim.generation + 1
                 )
@@ -105,16 +107,19 @@ class ClaimStore:
     def retire(self, statuses: Mapping[str, RunStatus], *, release: bool) -> None:
         """The claims of the pruned runs (``statuses``: their final status): released, or
         kept as tombstones."""
-        for pair, claim in list(self._claims.items()):
-            if claim.run_id not in statuses:
-                continue
-            if release:
-                self.release(pair)
-            else:
-                tombstone = msgspec.structs.replace(
-                    claim, pruned_status=statuses[claim.run_id], step=None, attempt=None
-                )
-                self._journal.put(self._claims, pair, tombstone)
+        for run_id in statuses:
+            for pair in self._claims.keys_of(run_id):
+                self._retire(pair, statuses[run_id], release=release)
+
+    def _retire(self, pair: Pair, status: RunStatus, *, release: bool) -> None:
+        claim = self._claims[pair]
+        if release:
+            self.release(pair)
+        else:
+            tombstone = msgspec.structs.replace(
+                claim, pruned_status=status, step=None, attempt=None
+            )
+            self._journal.put(self._claims, pair, tombstone)
 
     def release_tombstones(self) -> None:
         """Free every tombstone."""
@@ -150,7 +155,7 @@ class ClaimStore:
         now = self._clock()
         held = [
             c
-            for c in self._claims.values()
-            if c.run_id == run_id and not (c.lapses_at is not None and c.lapses_at <= now)
+            for c in self._claims.of(run_id)
+            if not (c.lapses_at is not None and c.lapses_at <= now)
         ]
         return sorted(held, key=lambda claim: (claim.key, index_value(claim.value)))

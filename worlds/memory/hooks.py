@@ -14,6 +14,7 @@ from datetime import datetime
 import msgspec
 
 from worlds._flows.rows import HookHolder, HookRow
+from worlds.memory.by_run import ByRun
 from worlds.memory.journal import Journal
 from worlds.types import HookRecord
 
@@ -26,7 +27,7 @@ class HookStore:
     def __init__(self, journal: Journal) -> None:
         """No tokens held, nothing resumed."""
         self._journal = journal
-        self.tokens: dict[str, HookRecord] = {}
+        self.tokens: ByRun[str, HookRecord] = ByRun(lambda hook: hook.run_id)
         self.resumed: dict[tuple[str, str], str] = {}
 
     def insert(self, hook: HookRow, now: datetime) -> bool:
@@ -67,7 +68,7 @@ class HookStore:
 
     def carry(self, old_run_id: str, new_run_id: str) -> None:
         """Hand ``old_run_id``'s tokens, unbound, and their resume ids to ``new_run_id``."""
-        moved = [hook for hook in self.tokens.values() if hook.run_id == old_run_id]
+        moved = self.tokens.of(old_run_id)
         for hook in moved:
             carried = msgspec.structs.replace(hook, run_id=new_run_id, hook=0)
             self._journal.put(self.tokens, hook.token, carried)
@@ -78,7 +79,7 @@ class HookStore:
 
     def dispose(self, run_id: str) -> None:
         """Free every token ``run_id`` holds."""
-        for token in [t for t, hook in self.tokens.items() if hook.run_id == run_id]:
+        for token in self.tokens.keys_of(run_id):
             self._journal.pop(self.tokens, token)
 
     def record_resume(self, token: str, resume_id: str, run_id: str) -> bool:
@@ -96,5 +97,5 @@ class HookStore:
 
     def list(self, run_id: str | None = None) -> list[HookRecord]:
         """See ``World.list_hooks``."""
-        hooks = [h for h in self.tokens.values() if run_id is None or h.run_id == run_id]
+        hooks = list(self.tokens.values()) if run_id is None else self.tokens.of(run_id)
         return sorted(hooks, key=lambda hook: (hook.created_at, hook.run_id, hook.hook))

@@ -3,11 +3,20 @@
 The memory world's rows for the ``runs`` and ``events`` of a database: what a
 flow reads and writes through ``worlds.memory.rows``, and what the world's
 reads scan. Writes go through the world's ``Journal``.
+
+Two indexes stand in for a database's: the run ids in order (``newest_first``:
+a page of ``list_runs`` starts at its cursor instead of sorting every run) and
+the runs by attribute term (``open_with``: closing a run looks for its open
+children, so a bulk cancel of n runs no longer scans n runs n times). Both may
+name runs that no longer qualify (a run deleted, an insert undone, an attribute
+changed): each read checks what it finds against the records, so neither needs
+undoing with the journal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import bisect
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -34,6 +43,11 @@ class RunStore:
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self.runs: dict[str, StoredRun] = {}
+        self._ids: list[str] = []
+        """Every run id, sorted, and perhaps some of runs no longer stored."""
+        self._terms: dict[tuple[str, str], dict[str, None]] = {}
+        """By (key, index value): every run that has the term, and perhaps some that
+        no longer have it."""
 
     def __iter__(self) -> Iterator[RunRecord]:
         return (run.record for run in self.runs.values())
@@ -53,11 +67,13 @@ class RunStore:
         if record.id in self.runs:
             return False
         self._journal.put(self.runs, record.id, StoredRun(record, [created]))
+        self._add(record)
         return True
 
     def load(self, record: RunRecord, events: Sequence[EventKind]) -> None:
         """Store a run with its whole log, as they are."""
         self._journal.put(self.runs, record.id, StoredRun(record, list(events)))
+        self._add(record)
 
     def store(self, record: RunRecord, events: Sequence[EventKind]) -> None:
         """Append ``events`` to the run's log and keep ``record``, the run after them."""
@@ -67,6 +83,8 @@ class RunStore:
             record = msgspec.structs.replace(record, admitted_at=old_record.admitted_at)
         run.events.extend(events)
         run.record = record
+        if record.attributes is not old_record.attributes:
+            self._index_terms(record.id, record.attributes)
 
         def undo() -> None:
             del run.events[old_length:]
@@ -91,14 +109,34 @@ class RunStore:
     def open_with(self, key: str, value: AttributeValue) -> list[RunRecord]:
         """The open runs whose attribute ``key`` has ``value``'s index value, by id."""
         wanted = index_value(value)
-        found = [
-            run.record
-            for run in self.runs.values()
-            if not run.record.status.is_closed
-            and key in run.record.attributes
-            and index_value(run.record.attributes[key]) == wanted
-        ]
+        having = self._terms.get((key, wanted))
+        if not having:
+            return []
+        found = []
+        for run_id in list(having):
+            run = self.runs.get(run_id)
+            if run is None or key not in run.record.attributes:
+                self._journal.pop(having, run_id)  # undone with the write that made it stale
+            elif index_value(run.record.attributes[key]) != wanted:
+                self._journal.pop(having, run_id)
+            elif not run.record.status.is_closed:
+                found.append(run.record)
         return sorted(found, key=lambda record: record.id)
+
+    def newest_first(self, before: str | None = None) -> Iterator[RunRecord]:
+        """The runs, newest id first; only those whose id is below ``before``, if given.
+
+        A read, never run inside an operation: it may tidy the id index.
+        """
+        if len(self._ids) > 2 * len(self.runs) + 64:  # mostly ids of runs gone
+            self._ids = sorted(self.runs)
+        ids = self._ids
+        index = len(ids) if before is None else bisect.bisect_left(ids, before)
+        while index > 0:
+            index -= 1
+            run = self.runs.get(ids[index])
+            if run is not None:
+                yield run.record
 
     def closed_before(
         self, before: datetime, limit: int, status: RunStatus | None = None
@@ -120,3 +158,16 @@ class RunStore:
         """Forget the runs."""
         for run_id in run_ids:
             self._journal.pop(self.runs, run_id)
+
+    def _add(self, record: RunRecord) -> None:
+        """Index a run just stored: its id and its attributes."""
+        at = bisect.bisect_left(self._ids, record.id)  # ULIDs grow: nearly always the end
+        if at == len(self._ids) or self._ids[at] != record.id:
+            self._ids.insert(at, record.id)
+        self._index_terms(record.id, record.attributes)
+
+    def _index_terms(self, run_id: str, attributes: Mapping[str, AttributeValue]) -> None:
+        """Index the run's ``attributes``. The indexes only grow here; reads drop what
+        went stale."""
+        for key, value in attributes.items():
+            self._terms.setdefault((key, index_value(value)), {})[run_id] = None

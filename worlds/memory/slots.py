@@ -28,6 +28,9 @@ class SlotStore:
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
         self._pairs: dict[Pair, dict[Waiter, Slot]] = {}
+        self._by_run: dict[str, dict[tuple[Pair, int], None]] = {}
+        """Each run's rows as (pair, hold), so one run's rows are found without a scan
+        of every pair (a bulk cancel closes many runs); journaled with the rows."""
         self._positions = itertools.count(1)
         self._floor = 0
         """The highest position loaded (``load``): new rows come after it."""
@@ -47,19 +50,28 @@ class SlotStore:
 
     def _put(self, pair: Pair, row: Slot) -> None:
         self._journal.put(self._rows(pair), (row.run_id, row.hold), row)
+        mine = self._by_run.get(row.run_id)
+        if mine is None:
+            mine = {}
+            self._journal.put(self._by_run, row.run_id, mine)
+        if (pair, row.hold) not in mine:
+            self._journal.put(mine, (pair, row.hold), None)
 
     def _drop(self, pair: Pair, waiter: Waiter) -> None:
         rows = self._pairs[pair]
         self._journal.pop(rows, waiter)
         if not rows:  # the pair is gone with its last row (undone: back, then the row)
             self._journal.pop(self._pairs, pair)
+        run_id, hold = waiter
+        mine = self._by_run[run_id]
+        self._journal.pop(mine, (pair, hold))
+        if not mine:
+            self._journal.pop(self._by_run, run_id)
 
     def _of(self, run_id: str) -> list[tuple[Pair, Slot]]:
         return [
-            (pair, row)
-            for pair, rows in self._pairs.items()
-            for (owner, _), row in rows.items()
-            if owner == run_id
+            (pair, self._pairs[pair][(run_id, hold)])
+            for pair, hold in list(self._by_run.get(run_id, ()))
         ]
 
     @staticmethod

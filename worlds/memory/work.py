@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from worlds._flows.rows import Placement
+from worlds.memory.by_run import ByRun
 from worlds.memory.journal import Journal
 from worlds.protocol import WORK_TOPIC
 from worlds.semantics import lease_deadline
@@ -56,7 +57,7 @@ class WorkQueue:
         self._journal = journal
         self._signal = signal
         self._started = started
-        self.items: dict[str, QueuedItem] = {}
+        self.items: ByRun[str, QueuedItem] = ByRun(lambda item: item.run_id)
         self._tokens = itertools.count(1)
 
     def new_token(self) -> int:
@@ -105,11 +106,7 @@ class WorkQueue:
 
     def drop_run(self, run_id: str, kinds: Collection[str] | None = None) -> list[QueuedItem]:
         """Delete every item of ``run_id`` (of ``kinds`` only, if given); the items deleted."""
-        dropped = [
-            item
-            for item in self.items.values()
-            if item.run_id == run_id and (kinds is None or item.kind in kinds)
-        ]
+        dropped = [item for item in self.items.of(run_id) if kinds is None or item.kind in kinds]
         for item in dropped:
             self._journal.pop(self.items, item.id)
         return dropped

@@ -366,15 +366,18 @@ class MemoryWorld(FlowWorld[MemoryRows]):
         if where is not None:
             check_filter(where)
         found: list[types.RunRecord] = []
-        candidates: Iterable[types.RunRecord] = self._tables.runs
+        # newest first from the cursor on: a page reads the runs it passes, not all
+        candidates: Iterable[types.RunRecord] = self._tables.runs.newest_first(after)
         if isinstance(where, In) and where.left == FieldRef("id"):
             # runs named by id (Run.result's shared reader): look them up, do not scan
             named = (self._tables.runs.get(str(run_id)) for run_id in set(where.values))
-            candidates = [record for record in named if record is not None]
+            candidates = sorted(
+                (r for r in named if r is not None and (after is None or r.id < after)),
+                key=lambda record: record.id,
+                reverse=True,
+            )
             where = None  # every candidate matches it
-        for record in sorted(candidates, key=lambda record: record.id, reverse=True):
-            if after is not None and record.id >= after:
-                continue
+        for record in candidates:
             if matches(record, query) and (where is None or filter_matches(record, where)):
                 found.append(record)
                 if len(found) > query.limit:

@@ -17,10 +17,14 @@ RUN_COLUMNS = (
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?"
 RUN_EXISTS = "SELECT 1 FROM runs WHERE id = ?"
 # The open runs whose attribute ?1 has index value ?2 (a run's children, by $parent).
+# ``+r.status``: the children are found through the attribute index. Without the
+# unary plus, SQLite's planner (no statistics) walks every open run by status and
+# probes its attributes: closing each of n open runs (a bulk cancel) then read n
+# runs under the write lock (2.5 ms a run at 5,000 open runs; RFC 0023).
 OPEN_CHILDREN = (
     f"SELECT {RUN_COLUMNS} FROM attributes a JOIN runs r ON r.id = a.run_id "
     "WHERE a.key = ?1 AND a.ivalue = ?2 "
-    "AND r.status IN ('pending', 'running', 'cancelling') ORDER BY r.id"
+    "AND +r.status IN ('pending', 'running', 'cancelling') ORDER BY r.id"
 )
 # Whether a run has slots (or places in line), windowed claims and hook tokens:
 # what closing it must free. Three index probes.
