@@ -176,8 +176,9 @@ def test_an_operator_walks_through_the_ui(served: UiServer, browser: webdriver.C
 
     # /runs/by/{key}/{value} finds the holder of a unique pair.
     browser.get(served.base + "/runs/by/order/o-1")
-    assert browser.find_element(By.ID, "run-id").text == ids["o-1"]
-    assert browser.find_element(By.ID, "run-status").text == "running"
+    # a running run's page is live: its header may be re-rendered between find and read
+    assert read(browser, lambda d: d.find_element(By.ID, "run-id").text) == ids["o-1"]
+    assert read(browser, lambda d: d.find_element(By.ID, "run-status").text) == "running"
 
     # Cancel, confirmed; the page follows the run to its end without a reload.
     browser.find_element(By.ID, "cancel-reason").send_keys("customer asked")

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import worlds
 from examples.fernet_codec import FernetCodec
+from tests.conftest import unsynced
 from workflow import (
     RunFailedError,
     Worker,
@@ -151,7 +152,9 @@ class Compress:
 class TestCodecWorldConformance(WorldConformance):
     @pytest.fixture
     def world_factory(self, tmp_path: Path) -> WorldFactory:
-        return lambda: CodecWorld(worlds.open(f"sqlite:///{tmp_path}/codec.db"), Compress())
+        return lambda: CodecWorld(
+            worlds.open(unsynced(f"sqlite:///{tmp_path}/codec.db")), Compress()
+        )
 
 
 class Xor:

@@ -8,13 +8,14 @@ import pytest
 
 import worlds
 from examples.metered_world import MeteredWorld, open_metered
+from tests.conftest import unsynced
 from worlds.testing import WorldConformance, WorldFactory
 
 
 class TestMeteredWorld(WorldConformance):
     @pytest.fixture
     def world_factory(self, tmp_path: Path) -> WorldFactory:
-        return lambda: open_metered(f"metered+sqlite:///{tmp_path}/metered.db")
+        return lambda: open_metered(unsynced(f"metered+sqlite:///{tmp_path}/metered.db"))
 
 
 def test_it_is_a_world_and_counts_calls() -> None:
