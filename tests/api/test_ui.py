@@ -303,3 +303,24 @@ def test_the_run_page_says_why_a_run_waits(served: UiServer) -> None:
     status, _, page = served.get(f"/runs/{waiting}")
     assert status == 200
     assert "waiting for a tenant slot: 1 of 1 held, globex has 0" in page
+
+
+@pytest.mark.parametrize("world_kind", ["memory"])
+def test_a_post_refused_early_is_answered_whole(served: UiServer) -> None:
+    """A POST answered before anyone read its body (refused as cross-site or for a
+    foreign host, or a route that does not exist) still has its body read, so the
+    connection ends cleanly and the client gets the answer: a body left unread in
+    the socket made the server's close a TCP reset that could destroy the answer on
+    its way (seen as ``ConnectionResetError``)."""
+    cases = [
+        (
+            "/schedules/nope/pause",
+            {"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+        ),
+        ("/schedules/nope/pause", {"Host": "evil.example"}),
+        ("/no/such/page", {}),
+    ]
+    for n in range(300):
+        path, headers = cases[n % 3]
+        status, _, text = served.get(path, headers, b"csrf=x&confirm=yes")
+        assert status in (403, 404, 405, 421) and text

@@ -131,14 +131,21 @@ class SecurityMiddleware:
                 message["headers"] = [*message.get("headers", []), *HEADERS]
             await send(message)
 
+        # A request refused here has its body read first: a server that closes a
+        # connection with request bytes still unread makes the close a TCP reset,
+        # which can destroy the answer before the client reads it (it sees
+        # ConnectionResetError, not the refusal).
         path = local_path(scope)
         if self.allowed_hosts is not None and not _answers(_host(headers), self.allowed_hosts):
+            await _drain(receive)
             await _plain(with_headers, 421, "this UI answers only requests to a loopback host")
             return
         if scope.get("method") == "POST" and not _same_origin(headers):
+            await _drain(receive)
             await _plain(with_headers, 403, "cross-site POST refused")
             return
         if not path.startswith(OPEN_PATHS) and not self.guard.authenticated(headers):
+            await _drain(receive)
             if path.startswith("/api/") or b"authorization" in headers:
                 await _plain(with_headers, 401, "a bearer token or a login is required")
                 return
@@ -172,6 +179,20 @@ def _same_origin(headers: dict[bytes, bytes]) -> bool:
         return True
     host = headers.get(b"host", b"").decode("latin-1").lower()
     return urlsplit(origin.decode("latin-1")).netloc.lower() == host
+
+
+_DRAINED_BYTES = 1 << 20
+"""The most of a refused request's body read (a form of this UI is a few hundred bytes)."""
+
+
+async def _drain(receive: Receive) -> None:
+    """Read the body of a request answered without the app (up to ``_DRAINED_BYTES``)."""
+    read = 0
+    while read <= _DRAINED_BYTES:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        read += len(message.get("body", b""))
 
 
 async def _plain(send: Send, status: int, text: str) -> None:
