@@ -17,7 +17,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from tests.apps.uiapp import approval, checkout, fanout, pipeline
-from tests.browser import browser, csp_violations, follow, wait
+from tests.browser import browser, csp_violations, follow, read, wait
 from tests.system.test_ui_browser import served, ui_url
 from tests.ui_server import UiServer
 from workflow import Limited, list_hooks, start
@@ -31,6 +31,12 @@ def _tones(driver: webdriver.Chrome, selector: str) -> list[str]:
     live refresh swapping the region cannot leave a stale element half-way."""
     script = "return [...document.querySelectorAll(arguments[0])].map(e => e.dataset.tone);"
     return [str(tone) for tone in driver.execute_script(script, selector)]
+
+
+def _statuses(driver: webdriver.Chrome, selector: str) -> set[str]:
+    """The ``data-status`` of each element ``selector`` finds, in one script call."""
+    script = "return [...document.querySelectorAll(arguments[0])].map(e => e.dataset.status);"
+    return {str(status) for status in driver.execute_script(script, selector)}
 
 
 def _texts(driver: webdriver.Chrome, selector: str) -> list[str]:
@@ -66,15 +72,19 @@ def test_the_waterfall_charts_and_schedules_render_without_csp_violations(
 
     # The list's charts: runs started and closed per minute, filled by ui.js.
     wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-created rect"))
-    started = browser.find_element(By.ID, "chart-created")
+
+    # read whole, again if a live refresh swapped a chart between finding and reading it
+    def total(chart: str) -> int:
+        found = browser.find_element(By.ID, chart)
+        return int(found.get_attribute("data-total") or 0)
+
     # checkout, fanout, pipeline and its child, three approvals
-    assert int(started.get_attribute("data-total") or 0) == 7
-    closed = browser.find_element(By.ID, "chart-closed")
-    assert int(closed.get_attribute("data-total") or 0) == 3  # checkout, fanout, the child
-    statuses = {
-        e.get_attribute("data-status") for e in closed.find_elements(By.CSS_SELECTOR, "rect")
-    }
-    assert "completed" in statuses
+    assert read(browser, lambda _: total("chart-created")) == 7
+    assert read(browser, lambda _: total("chart-closed")) == 3  # checkout, fanout, the child
+    script = (
+        "return [...document.querySelectorAll('#chart-closed rect')].map(e => e.dataset.status);"
+    )
+    assert "completed" in set(browser.execute_script(script))
     day = browser.find_element(By.CSS_SELECTOR, "#chart-windows a[data-window='day']")
     follow(browser, day)
     wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-created rect"))

@@ -51,10 +51,16 @@ def check_update_with_start(request: CreateRunRequest, delivery: UpdateDelivery)
 
 async def send_update(rows: Rows, run_id: str, delivery: UpdateDelivery) -> UpdateOutcome:
     """See ``World.send_update``: ``pending`` once delivered, or the known outcome."""
+    # The run first, locked, then whether it saw the id: a delivery of the same id
+    # (which locks the run too) has then committed before this look or waits for
+    # this transaction. Read the other way round, under PostgreSQL's read committed
+    # a concurrent delivery, its reply and the run's close could all commit between
+    # the two reads: the id looked new, the run closed, and an update the run had
+    # answered was refused.
+    run = await rows.get_run(run_id)
     seen = await rows.update_seq(run_id, delivery.update_id)
     if seen is not None:
         return await _read(rows, run_id, delivery.update_id, seen)
-    run = await rows.get_run(run_id)
     outcome, _ = await _deliver(Tx(rows), run_id, run, delivery)
     return outcome
 
