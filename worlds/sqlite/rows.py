@@ -124,7 +124,11 @@ class _Writer:
     def put_work(self, params: tuple[object, ...]) -> None:
         """Store a work item (``codecs.work_params``): in the row of an item of its run
         deleted in this transaction when there is one, else inserted or replaced."""
-        run_id = params[0]
+        run_id, key = params[0], (params[0], params[1])
+        if key in self.deleted:  # the same item put back: replacing it is the one write
+            self.deleted.remove(key)
+            self.raw.execute(sql.REPLACE_WORK, params)
+            return
         for n, (deleted_run, deleted_item) in enumerate(self.deleted):
             if deleted_run != run_id:
                 continue
