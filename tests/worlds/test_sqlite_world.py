@@ -27,6 +27,7 @@ import anyio.to_thread
 import pytest
 
 import worlds
+from benchmarks.sqlite_statements import SqliteStatements
 from workflow import Worker, start, step, workflow
 from worlds.errors import WorldFileReplacedError, WorldMisconfiguredError
 from worlds.protocol import World, run_topic
@@ -917,3 +918,41 @@ async def test_a_commit_with_more_events_than_one_insert_takes_stores_them_all(
     assert [event.seq for event in events] == list(range(1, len(events) + 1))
     created = [event for event in events if isinstance(event, StepCreated)]
     assert sorted(event.step for event in created) == list(range(1, count + 1))
+
+
+@step
+async def add_one(x: int) -> int:
+    return x + 1
+
+
+@workflow
+async def one_step(x: int) -> int:
+    return await add_one(x)
+
+
+@pytest.mark.anyio
+async def test_a_one_step_workflow_costs_eight_statements_and_two_transactions(
+    url: str,
+) -> None:
+    """The hot path's statement count (``rfcs/0018``): a one-step workflow started
+    beside its worker is two transactions (the start with its first task; the step
+    with the close) and eight statements besides ``BEGIN``/``COMMIT``. The commit's
+    first read also answers its stale check (the events it has not seen) and what
+    closing the run frees, so neither is read again."""
+    runs = 20
+    with SqliteStatements(by_text=True) as traced:
+        world = worlds.open(f"{url}?synchronous=normal&poll=30")
+        async with world, Worker(world, [one_step, add_one]):
+            for x in range(3):  # warm-up: the worker's first polls, the caches
+                assert await (await start(one_step, x, world=world)).result() == x + 1
+            traced.texts.clear()
+            for x in range(runs):
+                assert await (await start(one_step, x, world=world)).result() == x + 1
+    texts = {text: count for text, count in traced.texts.items() if not text.startswith("PRAGMA")}
+    # the slack: a worker's heartbeat (two statements on ``workers``) or poll may fall
+    # in the window, not a statement per workflow
+    assert 2 * runs <= texts["BEGIN IMMEDIATE"] == texts["COMMIT"] <= 2 * runs + 2
+    reread = ("SELECT data FROM events", "SELECT EXISTS")
+    assert not [text for text in texts if text.startswith(reread)]
+    data = sum(count for text, count in texts.items() if text not in ("BEGIN IMMEDIATE", "COMMIT"))
+    assert data <= 8 * runs + 3

@@ -107,7 +107,10 @@ async def commit_in(tx: Tx, request: CommitRequest, known: RunRecord | None = No
         found: tuple[RunRecord, HeldLease | None] | None = (known, None)
     else:
         closes = any(isinstance(event, CLOSING_EVENTS) for event in request.events)
-        found = await rows.commit_target(request.run_id, lease, request.worker_id, closing=closes)
+        after = None if request.expect_seq is None else request.expect_seq - 1
+        found = await rows.commit_target(
+            request.run_id, lease, request.worker_id, closing=closes, events_after=after
+        )
     if found is None:
         raise LookupError(f"unknown run {request.run_id}")
     run, held = found

@@ -257,13 +257,20 @@ class Rows(Protocol):
         ...
 
     async def commit_target(
-        self, run_id: str, lease: WorkItem | None, worker_id: str, *, closing: bool = False
+        self,
+        run_id: str,
+        lease: WorkItem | None,
+        worker_id: str,
+        *,
+        closing: bool = False,
+        events_after: int | None = None,
     ) -> tuple[RunRecord, HeldLease | None] | None:
         """The run (locked) and, when ``worker_id`` still holds ``lease`` (its item
         of this run, under its token) and the run is open, that item's lease.
 
-        ``closing``: the commit means to close the run, so a backend may also look,
-        in the same read, at what closing it frees (``drop_run_slots``)."""
+        Hints, so that a backend may answer more in the same read: ``closing``, the
+        commit means to close the run (what closing it frees, ``drop_run_slots``);
+        ``events_after``, the flow's next read is ``events(run_id, events_after)``."""
         ...
 
     async def insert_run(

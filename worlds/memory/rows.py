@@ -112,7 +112,13 @@ class MemoryRows:
         return self._t.runs.get(run_id)
 
     async def commit_target(
-        self, run_id: str, lease: types.WorkItem | None, worker_id: str, *, closing: bool = False
+        self,
+        run_id: str,
+        lease: types.WorkItem | None,
+        worker_id: str,
+        *,
+        closing: bool = False,
+        events_after: int | None = None,
     ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
         run = self._t.runs.get(run_id)
         if run is None:

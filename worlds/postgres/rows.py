@@ -212,7 +212,13 @@ class PostgresRows:
         return None if row is None else self._run(row)
 
     async def commit_target(
-        self, run_id: str, lease: types.WorkItem | None, worker_id: str, *, closing: bool = False
+        self,
+        run_id: str,
+        lease: types.WorkItem | None,
+        worker_id: str,
+        *,
+        closing: bool = False,
+        events_after: int | None = None,
     ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
         run = await self.get_run(run_id)
         if run is None:

@@ -179,6 +179,9 @@ class SqliteRows:
         self._events: list[_EventRow] = []
         self._attributes: dict[str, dict[str, types.AttributeValue]] = {}
         """By run: the attributes it was read or created with (saved only if they change)."""
+        self._later: tuple[str, int, list[bytes]] | None = None
+        """A run's events after a seq as ``commit_target`` read them (run id, seq, their
+        data), for the ``events`` call that follows it; dropped when an event is queued."""
         self._holdings: dict[str, tuple[bool, bool, bool]] = {}
         """By run: whether it has slots, windowed claims and hook tokens, as last read in
         this transaction (by ``commit_target`` or ``drop_run_slots``), so closing it
@@ -211,6 +214,7 @@ class SqliteRows:
         self.db.execute("ROLLBACK TO request")
         self.db.execute("RELEASE request")
         self.db.forget()
+        self._later = None
         self._holdings.clear()
         assert isinstance(savepoint, _Savepoint)
         self.signals, self._events = set(savepoint.signals), list(savepoint.events)
@@ -244,6 +248,7 @@ class SqliteRows:
     def queue_started(self, run_id: str, last_seq: int, events: list[types.StepStarted]) -> None:
         """Queue ``events`` as the ones after ``last_seq`` of a run not otherwise loaded
         (``lease``, which bumped the run's ``last_seq`` itself)."""
+        self._later = None
         for seq, event in enumerate(events, last_seq + 1):
             stored = types.StepStarted(step=event.step, attempt=event.attempt, seq=seq, at=self.now)
             self._events.append((run_id, seq, "step_started", codecs.encode(stored)))
@@ -260,16 +265,28 @@ class SqliteRows:
         return None if row is None else self._run(row)
 
     async def commit_target(
-        self, run_id: str, lease: types.WorkItem | None, worker_id: str, *, closing: bool = False
+        self,
+        run_id: str,
+        lease: types.WorkItem | None,
+        worker_id: str,
+        *,
+        closing: bool = False,
+        events_after: int | None = None,
     ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
         key = (None, None, None) if lease is None else (lease.id, worker_id, lease.token)
-        statement = sql.GET_CLOSING_RUN_FOR_COMMIT if closing else sql.GET_RUN_FOR_COMMIT
-        row = self.db.execute(statement, (run_id, *key)).fetchone()
-        if row is None:
+        later = events_after is not None
+        statement = sql.run_for_commit(closing=closing, later=later)
+        params = (run_id, *key, events_after) if later else (run_id, *key)
+        found = self.db.execute(statement, params).fetchall()
+        if not found:
             return None
+        row = found[0]
         held = None if row["kind"] is None else port.HeldLease(row["kind"], bool(row["rewake"]))
         if closing:
             self._holdings[run_id] = _holdings(row)
+        if events_after is not None:
+            data = [r["later"] for r in found if r["later"] is not None]
+            self._later = (run_id, events_after, data)
         return self._run(row), held
 
     async def insert_run(
@@ -289,6 +306,7 @@ class SqliteRows:
         if attributes:
             terms = [(run.id, key, index_value(value)) for key, value in attributes.items()]
             self.db.executemany(sql.UPSERT_ATTRIBUTE, terms)
+        self._later = None
         # queued: it goes in with the run's next events (its first task's), in one statement
         self._events.append((run.id, 1, "run_created", codecs.encode(created)))
         self._attributes[run.id] = attributes
@@ -299,6 +317,7 @@ class SqliteRows:
             self.signals.add(WORK_TOPIC)
 
     def append(self, run_id: str, event: types.EventKind) -> None:
+        self._later = None
         tag = codecs.EVENT_TAGS[type(event)]
         self._events.append((run_id, event.seq, tag, codecs.encode(event)))
 
@@ -318,7 +337,8 @@ class SqliteRows:
             self._attributes[run.id] = run.attributes
         if run.status.is_closed:
             self.db.execute(sql.DROP_RUN_WORK, (run.id,))
-            _, _, hooks = self._holdings.pop(run.id, (True, True, True))
+            # ``get``: ``drop_run_slots`` comes next (``closing.save``) and reads them too
+            _, _, hooks = self._holdings.get(run.id, (True, True, True))
             if hooks:
                 self.db.execute(sql.DISPOSE_HOOKS, (run.id,))
 
@@ -332,6 +352,9 @@ class SqliteRows:
         self.db.execute(sql.DROP_ATTRIBUTE, (run_id, key))
 
     async def events(self, run_id: str, after_seq: int = 0) -> list[types.EventKind]:
+        later, self._later = self._later, None
+        if later is not None and later[:2] == (run_id, after_seq):
+            return [codecs.decode_event(data) for data in later[2]]
         self.flush_events()
         rows = self.db.execute(sql.READ_EVENTS, (run_id, after_seq)).fetchall()
         return [codecs.decode_event(row["data"]) for row in rows]
@@ -342,6 +365,7 @@ class SqliteRows:
         return [codecs.decode_event(row["data"]) for row in rows]
 
     async def rewrite_created(self, run_id: str, created: types.RunCreated) -> None:
+        self._later = None
         self.flush_events()
         self.db.execute(sql.REWRITE_CREATED, (codecs.encode(created), run_id))
 
@@ -473,10 +497,9 @@ class SqliteRows:
         # A run closes here: one look (unless its commit's read looked already)
         # says which of its slots, windowed claims and hook tokens exist, so
         # closing one that has none costs no statement.
-        holdings = self._holdings.get(run_id)
+        holdings = self._holdings.pop(run_id, None)
         if holdings is None:
-            found = self.db.execute(sql.RUN_HOLDINGS, (run_id,)).fetchone()
-            holdings = self._holdings[run_id] = _holdings(found)
+            holdings = _holdings(self.db.execute(sql.RUN_HOLDINGS, (run_id,)).fetchone())
         return self._dropped(sql.DROP_RUN_SLOTS, (run_id,)) if holdings[0] else []
 
     async def drop_hold(self, run_id: str, hold: int) -> list[port.Pair]:

@@ -35,16 +35,29 @@ _HOLDINGS = (
     "EXISTS (SELECT 1 FROM hooks WHERE run_id = ?1) AS has_hooks"
 )
 RUN_HOLDINGS = f"SELECT {_HOLDINGS}"
-# The run and, when the given lease on one of its items is still held, the
-# leased item's kind and rewake flag.
-GET_RUN_FOR_COMMIT = (
-    f"SELECT {RUN_COLUMNS}, w.kind, w.rewake FROM runs r LEFT JOIN work w "
-    "ON w.run_id = ?1 AND w.id = ?2 AND w.owner = ?3 AND w.token = ?4 WHERE r.id = ?1"
-)
-# The same for a commit that closes the run, with its holdings: no second look.
-GET_CLOSING_RUN_FOR_COMMIT = GET_RUN_FOR_COMMIT.replace(
-    "w.rewake FROM", f"w.rewake, {_HOLDINGS} FROM"
-)
+
+
+@functools.cache
+def run_for_commit(*, closing: bool, later: bool) -> str:
+    """The run and, when the given lease (?2-?4) on one of its items is still held,
+    the leased item's kind and rewake flag: a commit's first read, one statement.
+
+    ``closing``: with the run's holdings (``_HOLDINGS``), for a commit that closes it.
+    ``later``: one row per event of the run after number ?5 (``later``, its data; one
+    row with ``later`` NULL when there is none), in order, for a conditional commit's
+    look at what it has not seen."""
+    columns = f"{RUN_COLUMNS}, w.kind, w.rewake"
+    joins = "LEFT JOIN work w ON w.run_id = ?1 AND w.id = ?2 AND w.owner = ?3 AND w.token = ?4"
+    order = ""
+    if closing:
+        columns += f", {_HOLDINGS}"
+    if later:
+        columns += ", e.data AS later"
+        joins += " LEFT JOIN events e ON e.run_id = ?1 AND e.seq > ?5"
+        order = " ORDER BY e.seq"
+    return f"SELECT {columns} FROM runs r {joins} WHERE r.id = ?1{order}"
+
+
 INSERT_RUN = (
     "INSERT INTO runs (id, workflow, status, created_at, last_seq, attributes, admitted_at) "
     "VALUES (?, ?, 'pending', ?, 1, ?, ?)"
