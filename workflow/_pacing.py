@@ -2,26 +2,23 @@
 
 A bulk action (``workflow._bulk``) or a background prune writes as fast as the
 world lets it. On SQLite every write takes the file's one write lock, and a
-commit of another process that meets it waits until it is released (the
-SQLite world tries again every quarter of a millisecond at first), so each
-collision costs the other commit what remains of the operation, and a writer
-that takes the lock back to back makes it wait for several. A ``Pacer`` keeps
+process waiting for it polls (SQLite's busy handler sleeps 1, 2, 5, 10, 15,
+20, 25 ms and more between tries), so a writer that takes the lock back to
+back makes other processes' commits wait out whole sleeps. A ``Pacer`` keeps
 each operation short and the world free long enough after it:
 
 * **short holds**: the number of runs per operation follows what the last
   operation took per run, aiming at ``HOLD`` seconds an operation (never more
   than the caller's chunk, never fewer than one run, at most doubling at a
-  time), so a chunk that outlasts its aim under load is cut at once. What a
-  collision adds to another commit is at most that hold: a millisecond is
-  about half what a commit takes on an idle machine;
+  time), so a chunk that outlasts its aim under load is cut at once;
 * **long gaps**: after each operation it sleeps ``GAP_FACTOR`` times as long as
-  the operation took, at least ``MIN_GAP``, and at most ``MAX_GAP``, so the
-  operations hold the world a tenth of the time or less and few commits meet
-  one. An operation that took long because others held the world (the commit
-  latency it observed) pauses longer in turn. The floor is itself tied to what
-  an operation takes (at most ``FLOOR_FACTOR`` times it): a world whose
-  operations take microseconds (the memory world) has no lock to free and is
-  not slowed to ``MIN_GAP`` an operation.
+  the operation took, at least ``MIN_GAP`` (longer than the busy handler's
+  first sleeps add up to, so a waiting commit finds the lock free on its next
+  try) and at most ``MAX_GAP``. An operation that took long because others
+  held the world (the commit latency it observed) pauses longer in turn. The
+  floor is itself tied to what an operation takes (at most ``FLOOR_FACTOR``
+  times it): a world whose operations take microseconds (the memory world)
+  has no lock to free and is not slowed to ``MIN_GAP`` an operation.
 """
 
 from __future__ import annotations
@@ -34,12 +31,13 @@ import anyio
 
 __all__ = ["FLOOR_FACTOR", "GAP_FACTOR", "HOLD", "MAX_GAP", "MIN_GAP", "Pacer", "gap"]
 
-HOLD = 0.001
+HOLD = 0.01
 """Seconds one paced operation aims to take (and so to hold a write lock)."""
 GAP_FACTOR = 1.5
 """The pause after an operation, as a multiple of the time it took."""
-MIN_GAP = 0.01
-"""Shortest pause after an operation, in seconds: ten times ``HOLD``."""
+MIN_GAP = 0.025
+"""Shortest pause after an operation, in seconds: a commit that waited out the
+busy handler's first sleeps (1 + 2 + 5 + 10 ms) wakes within it."""
 MAX_GAP = 0.25
 """Longest pause after an operation, in seconds."""
 FLOOR_FACTOR = 10.0

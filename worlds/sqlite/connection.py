@@ -451,7 +451,7 @@ class Connection:
 _FINE_WAIT = 0.05
 """Seconds a write that met another process's lock tries again every ``_FINE_POLL``
 before it leaves the waiting to SQLite's busy handler."""
-_FINE_POLL = 0.00025
+_FINE_POLL = 0.001
 _STILL_LOCKED: Any = object()
 
 
@@ -466,7 +466,7 @@ def _wait_finely(attempt: Callable[[], T], busy_timeout: float) -> T:
     doubled what each collision cost (RFC 0023). A try costs microseconds
     (``BEGIN IMMEDIATE`` refused at once), so the first ``_FINE_WAIT`` seconds are
     polled at an even ``_FINE_POLL`` here and a waiter starts within about a
-    quarter of a millisecond of the lock's release.
+    millisecond of the lock's release.
     """
     deadline = time.monotonic() + min(_FINE_WAIT, busy_timeout)
     while True:
