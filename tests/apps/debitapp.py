@@ -1,7 +1,7 @@
 """A workflow app for the transaction crash test: each run debits one account once.
 
 ``debit`` is a transaction step: it logs that it began (``$DEBITAPP_LOG``, one
-``start run attempt time`` line per call), moves one unit from the bank's
+``start run attempt time pid`` line per call), moves one unit from the bank's
 account to the run's row of ``debits`` and waits a little inside the
 transaction, so a SIGKILL often lands while it is open. The tables carry no
 uniqueness that would hide a debit applied twice. ``$DEBITAPP_DATABASE`` names
@@ -21,7 +21,7 @@ from workflow import get_step_metadata, get_transaction, transaction, workflow
 
 def _log(run_id: str, attempt: int) -> None:
     with open(os.environ["DEBITAPP_LOG"], "a") as log:
-        log.write(f"start {run_id} {attempt} {time.time()}\n")
+        log.write(f"start {run_id} {attempt} {time.time()} {os.getpid()}\n")
         log.flush()
         os.fsync(log.fileno())
 

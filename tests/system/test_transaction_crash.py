@@ -90,6 +90,12 @@ def _starts(log: Path) -> int:
     return log.read_text().count("start ")
 
 
+def _last_starter(log: Path) -> int | None:
+    """The pid of the worker that began the latest debit (its log line's last field)."""
+    lines = log.read_text().splitlines()
+    return int(lines[-1].split()[-1]) if lines else None
+
+
 async def _debits(ledger: Ledger) -> int:
     """The debits committed so far (each run commits exactly one)."""
     ((count,),) = await ledger.run("SELECT count(*) FROM debits")
@@ -122,7 +128,12 @@ async def debit_through_kills(
                     while _starts(log) == seen:
                         await anyio.sleep(0.005)
                 await anyio.sleep(chance.uniform(0, 0.03))  # somewhere inside the transaction
-                victim = procs.pop(chance.randrange(len(procs)))
+                # the worker whose debit is open, not either one: a kill of the other worker
+                # interrupts nothing, and a few such kills could leave no debit interrupted
+                starter = _last_starter(log)
+                pids = [proc.pid for proc in procs]
+                n = pids.index(starter) if starter in pids else chance.randrange(len(procs))
+                victim = procs.pop(n)
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
                 procs.append(spawn_worker(url, log, database))
