@@ -27,6 +27,7 @@ import anyio.to_thread
 import pytest
 
 import worlds
+from benchmarks.ours import add_one, one_step
 from benchmarks.sqlite_statements import SqliteStatements
 from workflow import Worker, start, step, workflow
 from worlds.errors import WorldFileReplacedError, WorldMisconfiguredError
@@ -920,21 +921,11 @@ async def test_a_commit_with_more_events_than_one_insert_takes_stores_them_all(
     assert sorted(event.step for event in created) == list(range(1, count + 1))
 
 
-@step
-async def add_one(x: int) -> int:
-    return x + 1
-
-
-@workflow
-async def one_step(x: int) -> int:
-    return await add_one(x)
-
-
 @pytest.mark.anyio
 async def test_a_one_step_workflow_costs_eight_statements_and_two_transactions(
     url: str,
 ) -> None:
-    """The hot path's statement count (``rfcs/0018``): a one-step workflow started
+    """The hot path's statement count (``rfcs/0018``): the benchmarks' one-step workflow started
     beside its worker is two transactions (the start with its first task; the step
     with the close) and eight statements besides ``BEGIN``/``COMMIT``. The commit's
     first read also answers its stale check (the events it has not seen) and what
