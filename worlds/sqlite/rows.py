@@ -275,6 +275,8 @@ class SqliteRows:
     ) -> tuple[types.RunRecord, port.HeldLease | None] | None:
         key = (None, None, None) if lease is None else (lease.id, worker_id, lease.token)
         later = events_after is not None
+        if later:
+            self.flush_events()  # the read must see this transaction's queued events too
         statement = sql.run_for_commit(closing=closing, later=later)
         params = (run_id, *key, events_after) if later else (run_id, *key)
         found = self.db.execute(statement, params).fetchall()
