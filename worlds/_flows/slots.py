@@ -42,7 +42,8 @@ async def admit(tx: Tx, request: CreateRunRequest) -> str | ClaimConflict:
     keys = list(request.limits)
     pairs = [(key, index_value(request.attributes[key])) for key in keys]
     states = await tx.rows.slot_states(pairs)
-    if all(state.waiting for state in states):  # behind waiters, unless a key says more
+    queues = all(limit.on_full == "queue" for limit in request.limits.values())
+    if queues and all(state.waiting for state in states):  # behind waiters, unless a key says more
         queued = [await tx.rows.key_queued(*pair) for pair in pairs]
         if key_limits.waits_behind([state.waiting for state in states], queued):
             return slots.admit(request, dict(zip(keys, states, strict=True)))
@@ -51,7 +52,12 @@ async def admit(tx: Tx, request: CreateRunRequest) -> str | ClaimConflict:
         key: key_limits.pair_cap(limit.limit, limit.burst, limited[key])
         for key, limit in request.limits.items()
     }
-    verdict = slots.admit(request, dict(zip(keys, states, strict=True)), caps)
+    refusals = {
+        key: key_limits.refusal(key, request.attributes[key], state)
+        for key, state in limited.items()
+        if state is not None and key_limits.full(state)
+    }
+    verdict = slots.admit(request, dict(zip(keys, states, strict=True)), caps, refusals)
     verdict = key_limits.admit(request, verdict, limited)
     if verdict == "hold":
         served = [key_limits.key_pair(key) for key, found in limited.items() if found is not None]

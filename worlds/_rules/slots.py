@@ -140,6 +140,7 @@ def admit(
     request: CreateRunRequest,
     states: dict[str, PairState],
     caps: Mapping[str, int] | None = None,
+    key_refusals: Mapping[str, ClaimConflict] | None = None,
 ) -> Literal["hold", "wait"] | ClaimConflict:
     """What a new run does at its limited pairs (``states`` by key).
 
@@ -148,12 +149,20 @@ def admit(
 
     A pair is full when its slots are all held or runs wait there already
     (first in, first out: a newcomer never passes a waiter). A full
-    ``on_full="fail"`` pair refuses the start (the conflict names a holder);
-    else a full pair makes the run wait in all its pairs; else it holds a slot
-    of each. ``caps`` (by key) is how many slots a pair may hold when that is not its
-    limit: its burst under a key limit with room (``key_limits.pair_cap``).
+    ``on_full="fail"`` pair refuses the start; else a full pair makes the run
+    wait in all its pairs; else it holds a slot of each. ``caps`` (by key) is how
+    many slots a pair may hold when that is not its limit: its burst under a key
+    limit with room (``key_limits.pair_cap``).
+
+    The refusal names a holder of the pair when its slots are all held. A pair
+    with room is full only by its line, and its waiters wait because their key
+    is full: the refusal is the key's then (``key_refusals``, by key, from
+    ``key_limits.refusal``), naming a holder of the key, never a waiter. Only a
+    line with neither (its waiters wait for another pair of theirs) is named by
+    its first waiter, the run ahead of the newcomer.
     """
     full = False
+    refusal: ClaimConflict | None = None
     for key in sorted(request.limits):
         limit, state = request.limits[key], states[key]
         check_pair_limit(key, request.attributes[key], state, limit.limit)
@@ -162,10 +171,16 @@ def admit(
             continue
         if limit.on_full == "fail":
             value: AttributeValue = request.attributes[key]
-            return ClaimConflict(
+            pair_refusal = ClaimConflict(
                 key=key, value=value, holder_run_id=state.someone or "", limit=limit.limit
             )
+            if state.holding >= cap:
+                return pair_refusal
+            if refusal is None:
+                refusal = (key_refusals or {}).get(key, pair_refusal)
         full = True
+    if refusal is not None:
+        return refusal
     return "wait" if full else "hold"
 
 

@@ -190,6 +190,23 @@ class KeyLimitConformance(ConformanceBase):
         assert await world.list_slots("tenant", "c") == []
 
     @pytest.mark.anyio
+    async def test_a_refusal_at_a_pair_with_only_a_line_names_a_key_holder(
+        self, world: World
+    ) -> None:
+        """A pair with room whose runs wait because the key is full refuses an
+        ``on_full="fail"`` start with the key's limit and a key holder, never the
+        waiter (whose run holds nothing), and nothing is written."""
+        holder = await _run(world, "a")
+        await world.set_key_limit("tenant", 1)
+        waiter = await _run(world, "b")
+        assert await _held(world, [holder, waiter]) == {holder}
+        result = await _start(world, "b", on_full="fail")
+        assert result.run is None and result.conflict is not None
+        assert result.conflict.holder_run_id == holder, result.conflict
+        assert result.conflict.limit == 1
+        assert [s.run_id for s in await world.list_slots("tenant", "b")] == [waiter]
+
+    @pytest.mark.anyio
     async def test_bad_input_writes_nothing(self, world: World) -> None:
         """A limit that is not 1-1000000, a weight that is no positive number or a
         reserved key is refused before anything is written."""

@@ -240,14 +240,20 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             keyed = key == _KEYED and self.key_limit is not None
             key_full = keyed and self.key_held() >= (self.key_limit or 0)
             cap = limit.limit + burst if keyed and not key_full else limit.limit
-            pair_full = len(holders) >= cap or bool(waiters)
-            full = pair_full or key_full
+            at_cap = len(holders) >= cap
+            full = at_cap or bool(waiters) or key_full
             if full and fail:
+                # A refusal names a holder: the pair's when its slots are all held,
+                # else the key's (its line is there because the key is full).
                 assert result.run is None and result.conflict is not None, result
-                if pair_full:
+                if at_cap:
                     assert result.conflict.holder_run_id in holders
                     assert result.conflict.limit == limit.limit
                 else:
+                    keyed_holders = {
+                        run for (k, _), runs in self.holders.items() if k == _KEYED for run in runs
+                    }
+                    assert result.conflict.holder_run_id in keyed_holders, result.conflict
                     assert result.conflict.limit == self.key_limit
                 return
             assert result.conflict is None and result.run is not None, result
