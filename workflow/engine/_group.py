@@ -61,12 +61,20 @@ class GroupCommitter:
 
     Args:
         world: the world to commit to.
-        enabled: ``False`` sends every request alone (``world.commit``).
+        enabled: ``False`` sends every request alone (``world.commit``), as does a
+            world whose ``gathers_writes`` is true (SQLite): it puts the writes
+            of one loop turn in one transaction itself.
     """
 
     def __init__(self, world: World, *, enabled: bool = True) -> None:
         self._world = world
-        self._enabled = enabled and callable(getattr(world, "commit_many", None))
+        # a world that gathers the writes of a loop turn itself (SQLite) is given each
+        # commit at once: gathering here too would cost every commit a second turn
+        self._enabled = (
+            enabled
+            and callable(getattr(world, "commit_many", None))
+            and not getattr(world, "gathers_writes", False)
+        )
         self._pending: list[_Entry] = []
         self.batches = 0
         """Batches of more than one request sent so far."""
