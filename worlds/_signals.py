@@ -30,7 +30,6 @@ _UNHEARD_LIMIT = 4096
 next wait on its topic one poll interval, nothing more."""
 
 
-
 class _Wake(Protocol):
     def set(self) -> None: ...
 
