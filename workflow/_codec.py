@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, Protocol
 
 import msgspec
@@ -99,15 +100,17 @@ def _check(value: Any, back: Any, annotation: Any, what: str) -> Any:
     return built
 
 
-def _names(fn: Callable[..., Any] | None, count: int) -> list[tuple[str, Any]]:
-    """The (name, annotation) of each of ``count`` positional arguments of ``fn``."""
+@lru_cache(maxsize=1024)
+def _names(fn: Callable[..., Any] | None, count: int) -> tuple[tuple[str, Any], ...]:
+    """The (name, annotation) of each of ``count`` positional arguments of ``fn``
+    (asked for every call a run records or replays: built once per function and count)."""
     if fn is None:
-        return [(f"argument {i + 1}", Any) for i in range(count)]
+        return tuple((f"argument {i + 1}", Any) for i in range(count))
     found = hints(fn)
     named = list(found.positional[:count])
     extra = Any if found.star_args is None else found.star_args
     named += [(f"argument {i + 1}", extra) for i in range(len(named), count)]
-    return named
+    return tuple(named)
 
 
 def encode_call(
@@ -133,11 +136,12 @@ def encode_call(
         data = _encode([list(args), kwargs, headers], "arguments")
     else:
         data = _encode([list(args), kwargs], "arguments")
-    by_name = hints(fn).by_name if fn is not None else {}
+    by_name = hints(fn).by_name if fn is not None and kwargs else {}
     named = _names(fn, len(args))
     positional = zip(named, args, strict=True)
-    if all(_needs_no_check(value, annotation) for (_, annotation), value in positional) and all(
-        _needs_no_check(value, by_name.get(name, Any)) for name, value in kwargs.items()
+    if all([_needs_no_check(value, annotation) for (_, annotation), value in positional]) and (
+        not kwargs
+        or all(_needs_no_check(value, by_name.get(name, Any)) for name, value in kwargs.items())
     ):
         return data
     back_args, back_kwargs = _unpack(data)[:2]
@@ -211,6 +215,17 @@ def encode_result(value: Any, what: str = "result", fn: Callable[..., Any] | Non
     return data
 
 
+def _taken_as_is(value: Any, annotation: Any) -> bool:
+    """True where decoding ``value`` as ``annotation`` gives ``value`` back: no annotation
+    to convert to, or a plain value of exactly its annotated type (an ``int`` as ``int``),
+    which ``convert`` would return as it is."""
+    return (
+        annotation is Any
+        or annotation is UNRESOLVED
+        or (type(value) is annotation and annotation in _ROUND_TRIP_TYPES)
+    )
+
+
 def _decode(value: Any, annotation: Any, what: str) -> Any:
     try:
         return convert(value, annotation)
@@ -221,6 +236,15 @@ def _decode(value: Any, annotation: Any, what: str) -> Any:
         ) from None
 
 
+def _decode_argument(value: Any, annotation: Any, name: str, fn: Callable[..., Any]) -> Any:
+    """``_decode`` of one argument of ``fn``; a value that decodes as itself is taken
+    as it is, and the message naming the argument is made only for an error."""
+    if _taken_as_is(value, annotation):
+        return value
+    owner = getattr(fn, "__qualname__", "the function")
+    return _decode(value, annotation, f"{_argument(name)} of {owner!r}")
+
+
 def decode_call(data: bytes, fn: Callable[..., Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Decode arguments recorded by ``encode_call`` as ``fn``'s parameter types.
 
@@ -228,14 +252,17 @@ def decode_call(data: bytes, fn: Callable[..., Any]) -> tuple[tuple[Any, ...], d
         UndecodableValueError: a recorded argument no longer validates.
     """
     raw_args, raw_kwargs = _unpack(data)[:2]
-    owner = getattr(fn, "__qualname__", "the function")
-    by_name = hints(fn).by_name
     args = tuple(
-        _decode(value, annotation, f"{_argument(name)} of {owner!r}")
-        for (name, annotation), value in zip(_names(fn, len(raw_args)), raw_args, strict=True)
+        [
+            _decode_argument(value, annotation, name, fn)
+            for (name, annotation), value in zip(_names(fn, len(raw_args)), raw_args, strict=True)
+        ]
     )
+    if not raw_kwargs:
+        return args, {}
+    by_name = hints(fn).by_name
     kwargs = {
-        name: _decode(value, by_name.get(name, Any), f"{_argument(name)} of {owner!r}")
+        name: _decode_argument(value, by_name.get(name, Any), name, fn)
         for name, value in raw_kwargs.items()
     }
     return args, kwargs
@@ -249,8 +276,11 @@ def decode_result(data: bytes, fn: Callable[..., Any] | None) -> Any:
     """
     if fn is None:
         return _unpack(data)
+    value, annotation = _unpack(data), hints(fn).result
+    if _taken_as_is(value, annotation):
+        return value
     owner = getattr(fn, "__qualname__", "the function")
-    return _decode(_unpack(data), hints(fn).result, f"result of {owner!r}")
+    return _decode(value, annotation, f"result of {owner!r}")
 
 
 def error_info(exc: BaseException) -> ErrorInfo:

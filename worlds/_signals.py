@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
@@ -27,8 +29,26 @@ _UNHEARD_LIMIT = 4096
 """Remembered signals at most; past it the oldest is forgotten, which costs the
 next wait on its topic one poll interval, nothing more."""
 
-_Waiter = tuple[object, Callable[[Callable[[], None]], object], anyio.Event]
+
+class _Wake(Protocol):
+    def set(self) -> None: ...
+
+
+_Waiter = tuple[object, Callable[[Callable[[], None]], object], _Wake]
 """The waiter's loop (its identity), how to run a callback on it from any thread, its event."""
+
+
+class _FutureWake:
+    """An asyncio waiter's wake-up: its future, resolved once (a timer or a signal)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+
+    def set(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
 
 
 class SignalHub:
@@ -85,19 +105,40 @@ class SignalHub:
         loop = _running_loop()
         if loop is None:
             raise RuntimeError("SignalHub.wait needs a running asyncio or trio event loop")
-        waiter = (*loop, anyio.Event())
+        running, call_soon = loop
+        if isinstance(running, asyncio.AbstractEventLoop):
+            # on asyncio a future and a timer do what an anyio event under a
+            # ``move_on_after`` scope does, for a fifth of the calls (a wait per result)
+            future = running.create_future()
+            wake = _FutureWake(future)
+            waiter: _Waiter = (running, call_soon, wake)
+            with self._lock:
+                self._waiters.setdefault(topic, set()).add(waiter)
+            timer = running.call_later(timeout, wake.set) if math.isfinite(timeout) else None
+            try:
+                await future
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                self._forget(topic, waiter)
+            return
+        event = anyio.Event()
+        waiter = (running, call_soon, event)
         with self._lock:
             self._waiters.setdefault(topic, set()).add(waiter)
         try:
             with anyio.move_on_after(timeout):
-                await waiter[2].wait()
+                await event.wait()
         finally:
-            with self._lock:
-                waiters = self._waiters.get(topic)
-                if waiters is not None:
-                    waiters.discard(waiter)
-                    if not waiters:
-                        del self._waiters[topic]
+            self._forget(topic, waiter)
+
+    def _forget(self, topic: str, waiter: _Waiter) -> None:
+        with self._lock:
+            waiters = self._waiters.get(topic)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiters[topic]
 
 
 def _running_loop() -> tuple[object, Callable[[Callable[[], None]], object]] | None:

@@ -68,6 +68,10 @@ class WorldWrapper:
     """
 
     protocol_version = PROTOCOL_VERSION
+    gathers_writes = False
+    """Not the inner world's (SQLite's writes of one loop turn share a transaction):
+    a wrapper may do more per ``commit`` than forward it, so a worker gathers the
+    commits for its ``commit_many`` as for any world."""
 
     def __init__(self, inner: World, url: str | None = None) -> None:
         self.inner = inner

@@ -10,6 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+import worlds
+from benchmarks.sqlite_statements import SqliteStatements
 from examples.metered_world import MeteredWorld
 from workflow import Worker, get_step_metadata, start, step, workflow
 from worlds.errors import WorldUnavailableError
@@ -95,3 +97,27 @@ async def test_a_batch_that_fails_otherwise_is_retried_request_by_request(
         await _run_gated(world, tmp_path / "journal")
     assert world.sizes and max(world.sizes) > 1
     assert world.calls["commit"] >= sum(world.sizes), "the batch's requests went alone"
+
+
+async def test_on_sqlite_the_commits_of_one_turn_share_a_transaction_without_commit_many(
+    tmp_path: Path,
+) -> None:
+    """SQLite gathers the writes of a loop turn into one transaction itself
+    (``gathers_writes``), so the worker sends it each commit at once rather than
+    gathering them a second time: the steps finishing together still commit together."""
+    path = tmp_path / "journal"
+    GATE[:] = [anyio.Event()]
+    with SqliteStatements(by_text=True) as traced:
+        world = worlds.open(f"sqlite:///{tmp_path / 'world.db'}?poll=30")
+        assert world.gathers_writes  # type: ignore[attr-defined]
+        async with world, Worker(world, [waiting_flow], lease_seconds=10.0):
+            runs = [await start(waiting_flow, str(path), i, world=world) for i in range(RUNS)]
+            with anyio.fail_after(30):
+                while not path.exists() or len(path.read_text().splitlines()) < RUNS:
+                    await anyio.sleep(0.01)
+            traced.texts.clear()
+            GATE[0].set()  # every step finishes in the same loop turn
+            for i, run in enumerate(runs):
+                assert await run.result(timeout=30) == 2 * i
+    # one transaction per step would be RUNS commits; a heartbeat may add one
+    assert traced.texts.get("COMMIT", 0) <= RUNS // 4, traced.texts

@@ -12,7 +12,7 @@ retries as it would a lone commit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import anyio
 
@@ -28,16 +28,26 @@ class _Entry:
     """One caller's request, and its outcome once the batch is back."""
 
     request: CommitRequest
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event | None = None
+    """Made by a follower that waits, not by the leader (which never waits on it)."""
     result: CommitResult | None = None
     error: BaseException | None = None
+    settled: bool = False
 
     def settle(self, outcome: CommitResult | BaseException) -> None:
         if isinstance(outcome, CommitResult):
             self.result = outcome
         else:
             self.error = outcome
-        self.done.set()
+        self.settled = True
+        if self.done is not None:
+            self.done.set()
+
+    async def wait(self) -> None:
+        """Wait until the batch's leader settled this entry."""
+        if not self.settled:
+            self.done = anyio.Event()
+            await self.done.wait()
 
     def outcome(self) -> CommitResult:
         if self.error is not None:
@@ -51,12 +61,20 @@ class GroupCommitter:
 
     Args:
         world: the world to commit to.
-        enabled: ``False`` sends every request alone (``world.commit``).
+        enabled: ``False`` sends every request alone (``world.commit``), as does a
+            world whose ``gathers_writes`` is true (SQLite): it puts the writes
+            of one loop turn in one transaction itself.
     """
 
     def __init__(self, world: World, *, enabled: bool = True) -> None:
         self._world = world
-        self._enabled = enabled and callable(getattr(world, "commit_many", None))
+        # a world that gathers the writes of a loop turn itself (SQLite) is given each
+        # commit at once: gathering here too would cost every commit a second turn
+        self._enabled = (
+            enabled
+            and callable(getattr(world, "commit_many", None))
+            and not getattr(world, "gathers_writes", False)
+        )
         self._pending: list[_Entry] = []
         self.batches = 0
         """Batches of more than one request sent so far."""
@@ -74,7 +92,7 @@ class GroupCommitter:
         entry = _Entry(request)
         self._pending.append(entry)
         if len(self._pending) > 1:  # a leader of this turn will send it
-            await entry.done.wait()
+            await entry.wait()
             return entry.outcome()
         with anyio.CancelScope(shield=True):  # followers wait on this batch
             await anyio.sleep(0)  # let the other tasks ready this turn add theirs

@@ -111,13 +111,17 @@ class WorkflowInstance(_runtime.Runtime):
         """The run's ``RunCreated.limits``, handed to the next run by continue-as-new."""
         self._handler_run = False
         """Whether this run is a failure handler's: its own failure starts no handler."""
-        seed = int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
-        self._rng = _random.Random(seed)
         self._main: asyncio.Task[Any] | None = None
         self._cancel: RunCancelRequested | None = None
 
     # The parts most runs never use are made on first use (an instance is made
     # for every run a worker starts or rebuilds, on the hot path).
+
+    @cached_property
+    def _rng(self) -> _random.Random:
+        # seeding costs about as much as the rest of a one-step run's instance
+        seed = int.from_bytes(hashlib.sha256(self.run_id.encode()).digest()[:8], "big")
+        return _random.Random(seed)
 
     @cached_property
     def _hooks(self) -> Hooks:

@@ -419,15 +419,22 @@ async def _call(step: StepDefinition[..., Any], payload: bytes) -> Any:
     result ignored).
     """
     args, kwargs = decode_call(payload, step.fn)
+    if step.timeout is None:  # no scope to enter and leave around every step
+        return await _called(step, args, kwargs)
     with anyio.move_on_after(step.timeout):
-        if step.is_async:
-            return await step.fn(*args, **kwargs)
-        call = functools.partial(contextvars.copy_context().run, step.fn, *args, **kwargs)
-        return await _in_daemon_thread(call)
+        return await _called(step, args, kwargs)
     raise TimeoutError(
         f"step {step.name!r} did not finish within its timeout of {step.timeout:g} s "
         f"(@step(timeout=...)); the attempt was stopped"
     )
+
+
+async def _called(step: StepDefinition[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    """The step's function called: awaited, or a plain ``def`` in a thread of its own."""
+    if step.is_async:
+        return await step.fn(*args, **kwargs)
+    call = functools.partial(contextvars.copy_context().run, step.fn, *args, **kwargs)
+    return await _in_daemon_thread(call)
 
 
 async def _in_daemon_thread(call: Callable[[], T]) -> T:

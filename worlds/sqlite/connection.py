@@ -154,7 +154,7 @@ class Connection:
         self._queue: list[_Write] = []
         self.busy_timeout = options["busy_timeout"]
         self._step_db: sqlite3.Connection | None = None
-        self._writer: anyio.Lock | None = None
+        self._writer: anyio.Semaphore | None = None
         """Held by a write batch or a transaction step: one at a time in this world
         object (made on first use, on the event loop that uses it)."""
         self.batches = 0
@@ -389,10 +389,11 @@ class Connection:
         self.batches += len(batch) > 1
         self.committed(signals)
 
-    def writer(self) -> anyio.Lock:
+    def writer(self) -> anyio.Semaphore:
         """The lock a write batch or a transaction step of this world object holds."""
         if self._writer is None:
-            self._writer = anyio.Lock()
+            # a semaphore of one: a lock that does not look up its task twice per write
+            self._writer = anyio.Semaphore(1)
         return self._writer
 
     def committed(self, signals: set[str]) -> None:

@@ -76,6 +76,9 @@ class SqliteWorld(FlowWorld[SqliteRows]):
     """
 
     protocol_version = PROTOCOL_VERSION
+    gathers_writes = True
+    """The writes of one loop turn already share one transaction (``Connection.write``):
+    a worker's group commit sends each commit at once instead of gathering them too."""
 
     def __init__(self, url: str, *, create: bool = True, shared: bool = False) -> None:
         self.url = url
