@@ -120,6 +120,12 @@ class Lifecycle(Protocol):
 
     url: str
 
+    gathers_writes: bool
+    """Whether the world gathers the writes of one event-loop turn into one
+    transaction itself (SQLite): a worker then sends each commit at once, since
+    gathering them for ``commit_many`` too would cost each commit a second turn.
+    ``False``: a worker gathers a turn's commits into one ``commit_many``."""
+
     async def __aenter__(self) -> Self: ...
 
     async def __aexit__(

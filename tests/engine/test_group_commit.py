@@ -109,7 +109,7 @@ async def test_on_sqlite_the_commits_of_one_turn_share_a_transaction_without_com
     GATE[:] = [anyio.Event()]
     with SqliteStatements(by_text=True) as traced:
         world = worlds.open(f"sqlite:///{tmp_path / 'world.db'}?poll=30")
-        assert world.gathers_writes  # type: ignore[attr-defined]
+        assert world.gathers_writes
         async with world, Worker(world, [waiting_flow], lease_seconds=10.0):
             runs = [await start(waiting_flow, str(path), i, world=world) for i in range(RUNS)]
             with anyio.fail_after(30):

@@ -71,9 +71,7 @@ class GroupCommitter:
         # a world that gathers the writes of a loop turn itself (SQLite) is given each
         # commit at once: gathering here too would cost every commit a second turn
         self._enabled = (
-            enabled
-            and callable(getattr(world, "commit_many", None))
-            and not getattr(world, "gathers_writes", False)
+            enabled and callable(getattr(world, "commit_many", None)) and not world.gathers_writes
         )
         self._pending: list[_Entry] = []
         self.batches = 0

@@ -81,6 +81,7 @@ class MemoryWorld(FlowWorld[MemoryRows]):
     """A world held in this process's memory; its state is lost with the object."""
 
     protocol_version = PROTOCOL_VERSION
+    gathers_writes = False
 
     def __init__(
         self,

@@ -111,6 +111,7 @@ class PostgresWorld(FlowWorld[PostgresRows]):
     """
 
     protocol_version = PROTOCOL_VERSION
+    gathers_writes = False
 
     def __init__(
         self,

@@ -83,6 +83,7 @@ class RunsConformance(ConformanceBase):
         assert isinstance(world, World)
         assert world.protocol_version == PROTOCOL_VERSION
         assert isinstance(world.url, str) and world.url
+        assert isinstance(world.gathers_writes, bool)
 
     @pytest.mark.anyio
     async def test_a_setting_is_written_once_and_the_first_value_stays(self, world: World) -> None:
