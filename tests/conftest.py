@@ -31,6 +31,7 @@ from hypothesis import settings
 
 import worlds
 from tests import pg_server
+from tests.pg_schemas import SchemaPool
 from worlds.protocol import World
 
 
@@ -236,6 +237,31 @@ def postgres_world_url(postgres_url: str) -> Iterator[str]:
     drop_schema(url)
 
 
+@pytest.fixture(scope="session")
+def schema_pool(postgres_url: str) -> Iterator[SchemaPool]:
+    """This worker's pool of migrated, empty world schemas (``tests/pg_schemas.py``)."""
+    pool = SchemaPool(postgres_url)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def migrated_world_url(schema_pool: SchemaPool, postgres_url: str) -> Iterator[str]:
+    """A URL for a PostgreSQL world in a fresh schema, migrated and empty already.
+
+    For the tests of what a world does (the conformance kit, every test parametrized over
+    the worlds), not of its migrations: ``postgres_world_url`` gives a schema the world
+    creates itself. The schema is emptied and pooled after the test, or dropped when the
+    test changed it.
+    """
+    name = fresh_schema()
+    url = patient(with_schema(postgres_url, name))
+    schema_pool.take(name, url)
+    yield url
+    if not schema_pool.give_back(name):
+        drop_schema(url)
+
+
 @pytest.fixture
 def app_database(postgres_url: str) -> Iterator[str]:
     """A URL for a fresh PostgreSQL database on the session's server (an application
@@ -270,7 +296,7 @@ def make_world(
 ) -> Callable[[], World]:
     """Open a world over this test's storage (memory worlds are one shared object)."""
     if world_kind == "postgres":
-        url = str(request.getfixturevalue("postgres_world_url"))
+        url = str(request.getfixturevalue("migrated_world_url"))
     else:
         url = world_url(world_kind, tmp_path)
     shared = worlds.open(url) if world_kind == "memory" else None

@@ -15,8 +15,8 @@ class TestPostgresWorld(WorldConformance):
     """Each world object is its own pool and listener over one schema per test."""
 
     @pytest.fixture
-    def world_factory(self, postgres_world_url: str) -> WorldFactory:
-        return lambda: PostgresWorld(postgres_world_url)
+    def world_factory(self, migrated_world_url: str) -> WorldFactory:
+        return lambda: PostgresWorld(migrated_world_url)
 
 
 class TestPostgresGeneralPath(WorldConformance):
@@ -24,22 +24,22 @@ class TestPostgresGeneralPath(WorldConformance):
     ``commit_run`` family leaves to it (a lost lease, a recheck) must hold there too."""
 
     @pytest.fixture
-    def world_factory(self, postgres_world_url: str) -> WorldFactory:
-        return lambda: PostgresWorld(postgres_world_url, fast_commits=False)
+    def world_factory(self, migrated_world_url: str) -> WorldFactory:
+        return lambda: PostgresWorld(migrated_world_url, fast_commits=False)
 
 
 class TestPostgresClock(ClockConformance):
     """World objects whose process clock runs fast share a schema with a true one."""
 
     @pytest.fixture
-    def world_factory(self, postgres_world_url: str) -> WorldFactory:
-        return lambda: PostgresWorld(postgres_world_url)
+    def world_factory(self, migrated_world_url: str) -> WorldFactory:
+        return lambda: PostgresWorld(migrated_world_url)
 
     @pytest.fixture
-    def skewed_world_factory(self, postgres_world_url: str) -> SkewedWorldFactory:
+    def skewed_world_factory(self, migrated_world_url: str) -> SkewedWorldFactory:
         def skewed(seconds: float) -> PostgresWorld:
             return PostgresWorld(
-                postgres_world_url, clock=lambda: utcnow() + timedelta(seconds=seconds)
+                migrated_world_url, clock=lambda: utcnow() + timedelta(seconds=seconds)
             )
 
         return skewed
