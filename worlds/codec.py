@@ -154,7 +154,7 @@ class CodecWorld(WorldWrapper):
     ``PayloadCodec``: ``encode``/``decode`` of bytes)."""
 
     CLEAR = frozenset(
-        "protocol_version url __aenter__ __aexit__ close migrate info "  # noqa: SIM905
+        "protocol_version url gathers_writes __aenter__ __aexit__ close migrate info "  # noqa: SIM905
         "setting put_setting renew_leases release now wait wait_idle list_hooks prune_runs "
         "prune_expired prune_listed cancel_listed release_claim find_claim "
         "run_claims list_slots run_slots list_key_slots count_runs slot_history prune_slot_history "
