@@ -124,7 +124,7 @@ def unsynced(url: str) -> str:
 def patient(url: str) -> str:
     """``url`` (a PostgreSQL world's, with a query) with statements allowed 30 s.
 
-    The suite runs four workers, and some tests several OS processes against one
+    The suite runs eight workers, and some tests several OS processes against one
     world, on two shared cores: a statement can wait on the CPU and on other
     processes' locks well past the world's default ``command_timeout`` (4 s), a
     hang detector the fault tests check on servers of their own.

@@ -74,7 +74,7 @@ SHORT_DELAY = 1.0
 """Seconds of the short leases, timers and retry delays the kit waits out.
 
 Long enough that a busy machine does not see a lease expire between two calls
-that expect it held (0.3 s was not, with the suite's four workers on two loaded
+that expect it held (0.3 s was not, with the suite's workers on two loaded
 cores), short enough to keep the kit fast.
 """
 
