@@ -9,10 +9,11 @@ crash of the process running it and never acts on a run twice:
   the cursor after them, is recorded, so a resumed run acts on exactly the
   pages it had listed and carries on from the recorded cursor;
 * each page is acted on by a second step (``$bulk.act``) whose result, the
-  counts and the first errors, is recorded; one step per page, one world
-  operation per target run (a cancel or a prune: one per chunk of runs, sized
-  and spaced by ``workflow._pacing.Pacer``), so no write transaction lasts
-  longer than a few milliseconds and other workers' commits go between them;
+  counts and the first errors, is recorded; one step per page, acting on
+  chunks of runs sized and spaced by ``workflow._pacing.Pacer`` (a cancel or
+  a prune: one world operation per chunk; a retry: one per run of the chunk,
+  back to back), so the world is never held longer than a few milliseconds
+  and other workers' commits go between the chunks;
 * a step the crash interrupted runs again on the same ids, and each action is
   idempotent on its target: a cancelled or cancelling run is not cancelled
   again, a run whose log records this bulk run's ``RunReopened`` is not
@@ -71,6 +72,9 @@ PRUNE_CHUNK = 100
 CANCEL_CHUNK = 25
 """The most runs cancelled per ``World.cancel_listed`` transaction (a ``Pacer`` cuts
 the chunk so a transaction stays short: ``workflow._pacing``)."""
+RETRY_CHUNK = 25
+"""The most runs reopened back to back between two pauses (each in a world
+operation of its own; paced as one operation of the chunk, like a cancel's)."""
 MAX_ERRORS = 100
 """Errors kept in a ``BulkResult`` (the counts stay exact past it)."""
 DRIVER_LEASE = 10.0
@@ -134,15 +138,16 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
                 watcher(len(chunk))
     else:
         by = f"{order.get('by')} (bulk run {bulk_id})"
-        pacer = Pacer(1)
-        for run_id in ids:
-            error = await pacer.paced(_retry(world, run_id, by))
-            if error is None:
-                done += 1
-            else:
-                errors.append([run_id, error])
+        pacer = Pacer(RETRY_CHUNK)
+        first = 0
+        while first < len(ids):
+            chunk = ids[first : first + pacer.size]
+            first += len(chunk)
+            failures = await pacer.paced(_retry_each(world, chunk, by), len(chunk))
+            done += len(chunk) - len(failures)
+            errors += failures
             if watcher is not None:
-                watcher(1)
+                watcher(len(chunk))
     return {"done": done, "failed": len(errors), "errors": errors[:MAX_ERRORS]}
 
 
@@ -158,6 +163,16 @@ async def _cancel(
             failures.append([run_id, f"run {run_id} was not found (pruned?)"])
         elif status not in (RunStatus.CANCELLED, RunStatus.CANCELLING):
             failures.append([run_id, f"run {run_id} is {status.value}: nothing to cancel"])
+    return failures
+
+
+async def _retry_each(world: World, chunk: list[str], by: str) -> list[list[str]]:
+    # one world operation per run, back to back: paced as one operation of the chunk
+    failures = []
+    for run_id in chunk:
+        error = await _retry(world, run_id, by)
+        if error is not None:
+            failures.append([run_id, error])
     return failures
 
 
