@@ -22,6 +22,8 @@ from workflow import get_run, start
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+STEPS = 20
+"""Steps of each run's chain (0.15 s each)."""
 
 
 def spawn_worker(url: str, log: Path) -> subprocess.Popen[bytes]:
@@ -71,7 +73,10 @@ async def test_workers_list_shows_a_sigkilled_worker_dead_and_the_others_live(
     url, log = f"sqlite:///{tmp_path}/world.db", tmp_path / "steps.log"
     log.touch()
     async with worlds.open(url) as world:
-        runs = [await start(chain, 40, seed, world=world) for seed in range(12)]
+        # three times as many runs as the workers' 12 slots: each worker's slots stay
+        # full while the backlog lasts, so the victim holds work whenever it is killed
+        # (with as many runs as slots, a loaded machine let it beat once with none)
+        runs = [await start(chain, STEPS, seed, world=world) for seed in range(36)]
     procs = [spawn_worker(url, log) for _ in range(3)]
     pids = {proc.pid for proc in procs}
     try:
@@ -99,7 +104,7 @@ async def test_workers_list_shows_a_sigkilled_worker_dead_and_the_others_live(
         async with worlds.open(url) as world:
             for seed, run in enumerate(runs):
                 again = get_run(run.id, world=world)
-                assert await again.result(timeout=120) == seed + sum(range(40))
+                assert await again.result(timeout=120) == seed + sum(range(STEPS))
     finally:
         for proc in procs:
             if proc.poll() is None:
