@@ -22,7 +22,7 @@ from workflow import get_run, start
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 20
+STEPS = 12
 """Steps of each run's chain (0.15 s each)."""
 
 
