@@ -357,6 +357,8 @@ def _machine(world: World) -> type[RuleBasedStateMachine]:
             if holder is not None and not self.holder_status(holder).is_closed:
                 self.statuses[holder] = RunStatus.CANCELLED
                 self.closed(holder)
+                # its other claims follow their windows, as any cancelled run's do
+                self.close_claims(holder, RunStatus.CANCELLED)
                 superseded = holder
             assert result.superseded_run_id == superseded
             self.statuses[run_id] = RunStatus.PENDING

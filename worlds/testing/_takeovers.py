@@ -27,6 +27,7 @@ from worlds.types import (
     ErrorInfo,
     EventKind,
     ReuseRule,
+    ReuseWindow,
     RunCancelled,
     RunCompleted,
     RunContinued,
@@ -79,6 +80,28 @@ class TakeoverConformance(ConformanceBase):
         assert claim is not None and (claim.run_id, claim.generation) == (result.run.id, 2)
         assert [c.key for c in await world.run_claims(result.run.id)] == ["order"]
         assert await world.run_claims(old.id) == []
+
+    @pytest.mark.anyio
+    async def test_a_superseded_runs_other_claims_follow_their_windows(self, world: World) -> None:
+        """Cancelled by ``terminate_existing``, the holder closes as any cancelled run:
+        a claim whose window releases on cancel is free, one without a window is kept."""
+        old_id = new_run_id()
+        created = await world.create_run(
+            CreateRunRequest(
+                run_id=old_id,
+                workflow=WF,
+                args=b"",
+                attributes={"order": "o-1", "ticket": "t-1", "coupon": "c-1"},
+                unique=frozenset({"order", "ticket", "coupon"}),
+                windows={"ticket": ReuseWindow(release_on=frozenset({RunStatus.CANCELLED}))},
+            )
+        )
+        assert created.run is not None
+        result = await _policy_start(world, "o-1", "terminate_existing")
+        assert result.superseded_run_id == old_id
+        assert await world.find_claim("ticket", "t-1") is None
+        coupon = await world.find_claim("coupon", "c-1")
+        assert coupon is not None and coupon.run_id == old_id
 
     @pytest.mark.anyio
     async def test_a_superseded_run_is_fenced(self, world: World) -> None:
