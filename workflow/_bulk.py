@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,35 +119,26 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
     bulk_id = get_step_metadata().run_id
     world = resolve_world(None)
     watcher = _watchers.get(bulk_id)
-    done, errors = 0, []
-    if action in ("prune", "cancel"):
-        pacer = Pacer(PRUNE_CHUNK if action == "prune" else CANCEL_CHUNK)
-        first = 0
-        while first < len(ids):
-            chunk = ids[first : first + pacer.size]
-            first += len(chunk)
-            if action == "prune":
-                pruning = _prune(world, chunk, bool(order["release_claims"]))
-                failures = await pacer.paced(pruning, len(chunk))
-            else:
-                cancelling = _cancel(world, chunk, order["reason"], order["grace"])
-                failures = await pacer.paced(cancelling, len(chunk))
-            done += len(chunk) - len(failures)
-            errors += failures
-            if watcher is not None:
-                watcher(len(chunk))
-    else:
-        by = f"{order.get('by')} (bulk run {bulk_id})"
-        pacer = Pacer(RETRY_CHUNK)
-        first = 0
-        while first < len(ids):
-            chunk = ids[first : first + pacer.size]
-            first += len(chunk)
-            failures = await pacer.paced(_retry_each(world, chunk, by), len(chunk))
-            done += len(chunk) - len(failures)
-            errors += failures
-            if watcher is not None:
-                watcher(len(chunk))
+    by = f"{order.get('by')} (bulk run {bulk_id})"
+
+    def act_on(chunk: list[str]) -> Awaitable[list[list[str]]]:
+        if action == "prune":
+            return _prune(world, chunk, bool(order["release_claims"]))
+        if action == "cancel":
+            return _cancel(world, chunk, order["reason"], order["grace"])
+        return _retry_each(world, chunk, by)
+
+    most = {"prune": PRUNE_CHUNK, "cancel": CANCEL_CHUNK}.get(action, RETRY_CHUNK)
+    pacer = Pacer(most)
+    done, errors, first = 0, [], 0
+    while first < len(ids):
+        chunk = ids[first : first + pacer.size]
+        first += len(chunk)
+        failures = await pacer.paced(act_on(chunk), len(chunk))
+        done += len(chunk) - len(failures)
+        errors += failures
+        if watcher is not None:
+            watcher(len(chunk))
     return {"done": done, "failed": len(errors), "errors": errors[:MAX_ERRORS]}
 
 
