@@ -1,8 +1,8 @@
 """Other workers' commit latency during 10,000-run bulk actions, against idle.
 
 A bulk action must not stall the workers that share its world: it acts in
-batches (one recorded step per 500 runs, one short world operation per run),
-never in one long write transaction. This measures it on SQLite and on
+batches (one recorded step per 500 runs, short world operations over paced
+chunks of runs), never in one long write transaction. This measures it on SQLite and on
 PostgreSQL. For each world:
 
 1. **an empty world**: a Worker (this process) runs a steady background
@@ -162,7 +162,7 @@ def _stats(latencies: list[float], seconds: float) -> dict[str, float]:
     }
 
 
-async def _idle(url: str, seconds: float) -> dict[str, float]:
+async def _empty_world(url: str, seconds: float) -> dict[str, float]:
     async with worlds.open(url) as inner:
         timed = TimedWorld(inner)
         stop = anyio.Event()
@@ -260,10 +260,10 @@ async def _bulk(url: str, action: str) -> None:
 
 
 def measure(
-    url_idle: str, url_during: str, n: int, seconds: float, actions: Sequence[str]
+    url_empty: str, url_during: str, n: int, seconds: float, actions: Sequence[str]
 ) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
-    empty = anyio.run(_idle, url_idle, seconds)
+    empty = anyio.run(_empty_world, url_empty, seconds)
     during = anyio.run(_during, url_during, n, seconds, actions)
     idle = during.pop("idle")
     per_action = {}
@@ -340,7 +340,7 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000, help="runs the bulk action cancels")
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of the idle phase")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each idle phase")
     parser.add_argument("--worlds", default="sqlite,postgres", help="which worlds")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of idle + bulk")
     parser.add_argument("--pg-url", help="a PostgreSQL URL (default: start a server)")
