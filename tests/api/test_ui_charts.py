@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.api.test_ui import served, ui_url
 from tests.apps.uiapp import approval, checkout
 from tests.ui_server import UiServer
-from workflow import Limited, start
+from workflow import Limited, list_hooks, start
 from workflow.schedules import create_schedule, get_schedule
 from workflow.ui._charts import CHART_HEIGHT, CHART_WIDTH, TRACK_HEIGHT, stacked, tracks
 from worlds.query import RunCount
@@ -42,7 +42,9 @@ def test_the_chart_counts_the_selected_runs(served: UiServer) -> None:
         for n in range(3):
             run = await start(checkout, f"c-{n}", 1, attributes={"tier": n % 2}, world=served.world)
             await run.result(timeout=60)
-        await start(approval, "o-1", attributes={"tier": 1}, world=served.world)
+        waiting = await start(approval, "o-1", attributes={"tier": 1}, world=served.world)
+        while not await list_hooks(run_id=waiting.id, world=served.world):
+            await asyncio.sleep(0.02)  # until a worker runs it: pending is not running
 
     served.call(seed())
     status, headers, chart = served.get("/fragments/chart?window=hour")
