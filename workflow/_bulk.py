@@ -10,10 +10,10 @@ crash of the process running it and never acts on a run twice:
   pages it had listed and carries on from the recorded cursor;
 * each page is acted on by a second step (``$bulk.act``) whose result, the
   counts and the first errors, is recorded; one step per page, acting on
-  chunks of runs sized and spaced by ``workflow._pacing.Pacer`` (a cancel or
-  a prune: one world operation per chunk; a retry: one per run of the chunk,
-  back to back), so the world is never held longer than a few milliseconds
-  and other workers' commits go between the chunks;
+  chunks of runs sized and spaced by ``workflow._pacing.Pacer`` (one world
+  operation per chunk: ``cancel_listed``, ``reopen_listed``, ``prune_listed``),
+  so the world is never held longer than a few milliseconds and other
+  workers' commits go between the chunks;
 * a step the crash interrupted runs again on the same ids, and each action is
   idempotent on its target: a cancelled or cancelling run is not cancelled
   again, a run whose log records this bulk run's ``RunReopened`` is not
@@ -49,7 +49,7 @@ from workflow.errors import AttributeConflictError
 from workflow.types import Unique
 from worlds.protocol import World
 from worlds.semantics import is_pinned
-from worlds.types import RunReopened, RunStatus
+from worlds.types import RunStatus
 
 __all__ = [
     "BATCH",
@@ -73,8 +73,7 @@ CANCEL_CHUNK = 25
 """The most runs cancelled per ``World.cancel_listed`` transaction (a ``Pacer`` cuts
 the chunk so a transaction stays short: ``workflow._pacing``)."""
 RETRY_CHUNK = 25
-"""The most runs reopened back to back between two pauses (each in a world
-operation of its own; paced as one operation of the chunk, like a cancel's)."""
+"""The most runs reopened per ``World.reopen_listed`` transaction (paced as cancels)."""
 MAX_ERRORS = 100
 """Errors kept in a ``BulkResult`` (the counts stay exact past it)."""
 DRIVER_LEASE = 10.0
@@ -126,7 +125,7 @@ async def _act(action: str, ids: list[str], order: dict[str, Any]) -> dict[str, 
             return _prune(world, chunk, bool(order["release_claims"]))
         if action == "cancel":
             return _cancel(world, chunk, order["reason"], order["grace"])
-        return _retry_each(world, chunk, by)
+        return _retry(world, chunk, by)
 
     most = {"prune": PRUNE_CHUNK, "cancel": CANCEL_CHUNK}.get(action, RETRY_CHUNK)
     pacer = Pacer(most)
@@ -157,35 +156,23 @@ async def _cancel(
     return failures
 
 
-async def _retry_each(world: World, chunk: list[str], by: str) -> list[list[str]]:
-    # one world operation per run, back to back: paced as one operation of the chunk
+async def _retry(world: World, chunk: list[str], by: str) -> list[list[str]]:
+    # a run whose log records this bulk run's ``RunReopened`` (an interrupted attempt
+    # of this step) counts as done, whatever it did since: never reopened twice
+    outcomes = await world.reopen_listed(chunk, by)
     failures = []
     for run_id in chunk:
-        error = await _retry(world, run_id, by)
-        if error is not None:
-            failures.append([run_id, error])
+        outcome = outcomes.get(run_id)
+        if outcome is None:
+            failures.append([run_id, f"run {run_id} was not found (pruned?)"])
+        elif outcome.refused is not None:
+            failures.append([run_id, outcome.refused])
+        elif not outcome.reopened:
+            status = outcome.status.value
+            failures.append(
+                [run_id, f"run {run_id} is {status}: only a failed or cancelled run is retried"]
+            )
     return failures
-
-
-async def _retry(world: World, run_id: str, by: str) -> str | None:
-    record = await world.get_run(run_id)
-    if record is None:
-        return f"run {run_id} was not found (pruned?)"
-    # reopened by this bulk run already (an interrupted attempt of this step): done,
-    # whatever it did since, and never reopened twice
-    if any(isinstance(e, RunReopened) and e.by == by for e in await world.read_events(run_id)):
-        return None
-    if record.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
-        return f"run {run_id} is {record.status.value}: only a failed or cancelled run is retried"
-    try:
-        reopened = await world.reopen_run(run_id, by)
-    except ValueError as exc:
-        return str(exc)
-    if reopened is None:
-        return f"run {run_id} was not found (pruned?)"
-    if reopened.status.is_closed:
-        return f"run {run_id} is {reopened.status.value}: only a failed or cancelled run is retried"
-    return None
 
 
 async def _prune(world: World, chunk: list[str], release_claims: bool) -> list[list[str]]:

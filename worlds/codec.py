@@ -156,7 +156,7 @@ class CodecWorld(WorldWrapper):
     CLEAR = frozenset(
         "protocol_version url gathers_writes __aenter__ __aexit__ close migrate info "  # noqa: SIM905
         "setting put_setting renew_leases release now wait wait_idle list_hooks prune_runs "
-        "prune_expired prune_listed cancel_listed release_claim find_claim "
+        "prune_expired prune_listed cancel_listed reopen_listed release_claim find_claim "
         "run_claims list_slots run_slots list_key_slots count_runs slot_history prune_slot_history "
         "create_schedule get_schedule "
         "list_schedules "

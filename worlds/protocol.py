@@ -40,6 +40,7 @@ from worlds.types import (
     HookRecord,
     HookStartResult,
     KeyLimit,
+    ListedReopen,
     RunRecord,
     RunStatus,
     ScheduleFire,
@@ -265,6 +266,18 @@ class Runs(Protocol):
         back until promoted. A run in another status is returned unchanged; an
         unknown run gives ``None``; ``ValueError`` (nothing written) when another
         run holds one of its tokens or a pair is held with another limit."""
+        ...
+
+    async def reopen_listed(
+        self, run_ids: Sequence[str], by: str
+    ) -> dict[str, ListedReopen | None]:
+        """Reopen each of ``run_ids`` as ``reopen_run`` would, all in one atomic
+        operation, each run on its own: one refused (a token or a pair taken) is
+        reported and left unchanged, and the others go on. A run whose log
+        already records a ``RunReopened`` by ``by`` is left as it is and reported
+        reopened, so a bulk retry (which names itself in ``by``) that runs again
+        never reopens a run twice. What was done to each run (``None``: unknown).
+        For bulk actions: one transaction for many runs."""
         ...
 
     async def fork_run(

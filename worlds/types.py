@@ -94,6 +94,7 @@ __all__ = [
     "HookStartResult",
     "KeyLimit",
     "Limit",
+    "ListedReopen",
     "NewWorkItem",
     "OnFull",
     "PatchMarker",
@@ -550,6 +551,20 @@ class UpdateDelivery(msgspec.Struct, frozen=True, kw_only=True):
 UpdateState: TypeAlias = Literal["pending", "replied", "rejected", "failed"]
 """Where an update stands: waiting for the body's answer, answered, refused by the
 body, or failed (the run closed, or was closed when the update came)."""
+
+
+class ListedReopen(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``World.reopen_listed`` did to one run.
+
+    ``status`` is the run's status after; ``reopened`` says it is reopened by the
+    call's ``by`` (by this call, or by an earlier one: never twice); ``refused``
+    says why it could not go on (another run holds one of its hook tokens, or a
+    pair of it is held with another limit), and nothing was written for it.
+    """
+
+    status: RunStatus
+    reopened: bool = False
+    refused: str | None = None
 
 
 class UpdateOutcome(msgspec.Struct, frozen=True, kw_only=True):

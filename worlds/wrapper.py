@@ -40,6 +40,7 @@ from worlds.types import (
     HookRecord,
     HookStartResult,
     KeyLimit,
+    ListedReopen,
     RunRecord,
     RunStatus,
     ScheduleFire,
@@ -155,6 +156,12 @@ class WorldWrapper:
     async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
         """See ``World.reopen_run``."""
         return await self.inner.reopen_run(run_id, by)
+
+    async def reopen_listed(
+        self, run_ids: Sequence[str], by: str
+    ) -> dict[str, ListedReopen | None]:
+        """See ``World.reopen_listed``."""
+        return await self.inner.reopen_listed(run_ids, by)
 
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str

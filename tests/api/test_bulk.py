@@ -31,7 +31,13 @@ from workflow import (
     workflow,
 )
 from worlds.protocol import World
-from worlds.types import RunCancelled, RunCancelRequested, RunReopened
+from worlds.types import (
+    ListedReopen,
+    RunCancelled,
+    RunCancelRequested,
+    RunRecord,
+    RunReopened,
+)
 from worlds.wrapper import WorldWrapper
 
 pytestmark = pytest.mark.anyio
@@ -195,17 +201,30 @@ async def test_bulk_cancel_retry_and_prune_at_scale(world: World) -> None:
 
 
 class _CountingWorld(WorldWrapper):
-    """Records how many runs each ``cancel_listed`` transaction acted on."""
+    """Records how many runs each ``cancel_listed`` and ``reopen_listed`` transaction
+    acted on, and how many runs ``reopen_run`` reopened one at a time."""
 
     def __init__(self, inner: World) -> None:
         super().__init__(inner)
         self.chunks: list[int] = []
+        self.reopened: list[int] = []
+        self.reopened_alone = 0
 
     async def cancel_listed(
         self, run_ids: Sequence[str], reason: str | None, grace_seconds: float | None
     ) -> dict[str, RunStatus | None]:
         self.chunks.append(len(run_ids))
         return await super().cancel_listed(run_ids, reason, grace_seconds)
+
+    async def reopen_listed(
+        self, run_ids: Sequence[str], by: str
+    ) -> dict[str, ListedReopen | None]:
+        self.reopened.append(len(run_ids))
+        return await super().reopen_listed(run_ids, by)
+
+    async def reopen_run(self, run_id: str, by: str) -> RunRecord | None:
+        self.reopened_alone += 1
+        return await super().reopen_run(run_id, by)
 
 
 async def test_a_bulk_cancel_sizes_its_transactions_by_what_they_take() -> None:
@@ -219,6 +238,20 @@ async def test_a_bulk_cancel_sizes_its_transactions_by_what_they_take() -> None:
     assert sum(counting.chunks) == 300
     assert counting.chunks[0] == 1 and 1 < max(counting.chunks) <= 25
     assert len(counting.chunks) < 300 // 5
+
+
+async def test_a_bulk_retry_reopens_many_runs_per_transaction() -> None:
+    """A bulk retry reopened its runs one world operation each; it reopens them in
+    paced chunks now, one ``reopen_listed`` transaction a chunk, as a cancel does."""
+    counting = _CountingWorld(worlds.open("memory://"))
+    async with counting:
+        await _park(counting, 300, "again")
+        await cancel_runs("batch = 'again'", grace=None, world=counting)
+        result = await retry_runs("batch = 'again'", world=counting)
+    assert (result.matched, result.done, result.failed) == (300, 300, 0)
+    assert counting.reopened_alone == 0 and sum(counting.reopened) == 300
+    assert counting.reopened[0] == 1 and 1 < max(counting.reopened) <= 25
+    assert len(counting.reopened) < 300 // 5
 
 
 _WORLD_CODE = str(Path(worlds.__file__).parent)

@@ -1,4 +1,5 @@
-"""Retry and fork: ``World.reopen_run`` and ``fork_run``, for every backend.
+"""Retry and fork: ``World.reopen_run``, ``reopen_listed`` and ``fork_run``, for
+every backend.
 
 ``reopen_run`` appends the ``RunReopened`` of ``reopen.plan_reopen`` to a failed
 or cancelled run and queues what it needs (its unfinished steps, waiting
@@ -24,9 +25,9 @@ from worlds._flows import closing, slots, work
 from worlds._flows.rows import HookRow, IdTaken, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import reopen, requests, runs
-from worlds.types import EventKind, NewWorkItem, RunRecord, RunStatus
+from worlds.types import EventKind, ListedReopen, NewWorkItem, RunRecord, RunStatus
 
-__all__ = ["fork_run", "reopen_run"]
+__all__ = ["fork_run", "reopen_listed", "reopen_run"]
 
 
 async def reopen_run(rows: Rows, run_id: str, by: str) -> RunRecord | None:
@@ -41,6 +42,42 @@ async def reopen_run(rows: Rows, run_id: str, by: str) -> RunRecord | None:
         return run
     run, reopened = tx.stamp(run, plan.event)
     return await _go_on(tx, run, reopen.effective_log([*events, reopened]), plan.work)
+
+
+async def reopen_listed(
+    rows: Rows, run_ids: Sequence[str], by: str
+) -> dict[str, ListedReopen | None]:
+    """See ``World.reopen_listed``: what it did to each run, in id order."""
+    found: dict[str, ListedReopen | None] = {}
+    for run_id in sorted(set(run_ids)):  # one lock order for every caller
+        savepoint = await rows.savepoint()
+        try:
+            found[run_id] = await _reopen_unless_reopened(rows, run_id, by)
+        except ValueError as refused:
+            await rows.rollback_to(savepoint)
+            run = await rows.get_run(run_id, lock=False)
+            found[run_id] = (
+                None if run is None else ListedReopen(status=run.status, refused=str(refused))
+            )
+            continue
+        await rows.release(savepoint)
+    return found
+
+
+async def _reopen_unless_reopened(rows: Rows, run_id: str, by: str) -> ListedReopen | None:
+    tx = Tx(rows)
+    run = await rows.get_run(run_id)
+    if run is None:
+        return None
+    events = await rows.events(run_id)
+    if reopen.reopened_by(events, by):
+        return ListedReopen(status=run.status, reopened=True)
+    plan = reopen.plan_reopen(run, events, by)
+    if plan.event is None:
+        return ListedReopen(status=run.status)
+    run, reopened = tx.stamp(run, plan.event)
+    run = await _go_on(tx, run, reopen.effective_log([*events, reopened]), plan.work)
+    return ListedReopen(status=run.status, reopened=True)
 
 
 async def _go_on(

@@ -99,6 +99,12 @@ class FlowWorld(ClosesOnExit, abc.ABC, Generic[R]):
         """See ``World.reopen_run``."""
         return await self._run_flow(lambda rows: reopen.reopen_run(rows, run_id, by))
 
+    async def reopen_listed(
+        self, run_ids: Sequence[str], by: str
+    ) -> dict[str, types.ListedReopen | None]:
+        """See ``World.reopen_listed``."""
+        return await self._run_flow(lambda rows: reopen.reopen_listed(rows, run_ids, by))
+
     async def fork_run(
         self, source_run_id: str, run_id: str, from_step: int, by: str
     ) -> types.RunRecord | None:

@@ -55,6 +55,7 @@ __all__ = [
     "plan_fork",
     "plan_reopen",
     "reopen_base",
+    "reopened_by",
 ]
 
 REOPENABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
@@ -124,6 +125,12 @@ def plan_reopen(run: RunRecord, events: Sequence[EventKind], by: str) -> ReopenP
         return ReopenPlan(None)
     steps, work = _pending_work(effective_log(events), rerun_failed=True)
     return ReopenPlan(RunReopened(by=by, steps=tuple(steps)), _queued(run.workflow, work))
+
+
+def reopened_by(events: Sequence[EventKind], by: str) -> bool:
+    """Whether the log ``events`` records a ``RunReopened`` by ``by``: a bulk retry
+    (``reopen_listed``) names itself in ``by``, so it never reopens a run twice."""
+    return any(isinstance(event, RunReopened) and event.by == by for event in events)
 
 
 def _queued(workflow: str, work: Sequence[NewWorkItem]) -> tuple[NewWorkItem, ...]:

@@ -11,6 +11,7 @@ from worlds.testing._base import (
     WORKER,
     ConformanceBase,
     assert_dense,
+    create_run,
     lease_all,
     lease_one,
     new_run_id,
@@ -19,6 +20,8 @@ from worlds.testing._base import (
 from worlds.types import (
     CommitRequest,
     ErrorInfo,
+    HookCreated,
+    ListedReopen,
     RunCompleted,
     RunFailed,
     RunForked,
@@ -95,6 +98,49 @@ class ReopenConformance(ConformanceBase):
         assert record is not None and record.status is RunStatus.RUNNING
         (item,) = await lease_all(world, {STEP})
         assert item.number == 1
+
+    @pytest.mark.anyio
+    async def test_reopen_listed_reopens_many_runs_each_on_its_own(self, world: World) -> None:
+        """One operation for many runs: a refused run (its hook token held by another
+        run) is left unchanged and the others go on; a second call with the same
+        ``by`` reopens nothing twice, even a run that closed again in between."""
+        failed, cancelled = await _failed_at_step_2(world), await create_run(world)
+        await world.cancel_run(cancelled.id, None)
+        blocked = await create_run(world)
+        created = HookCreated(hook=1, token="listed-tok", attributes={})
+        hooked = CommitRequest(run_id=blocked.id, worker_id=WORKER, events=(created,))
+        assert (await world.commit(hooked)).ok
+        await world.cancel_run(blocked.id, None)
+        holder = await create_run(world)
+        holding = CommitRequest(run_id=holder.id, worker_id=WORKER, events=(created,))
+        assert (await world.commit(holding)).ok
+        completed = await create_run(world)
+        done = RunCompleted(result=b"")
+        closed = CommitRequest(run_id=completed.id, worker_id=WORKER, events=(done,))
+        assert (await world.commit(closed)).ok
+        unknown = new_run_id()
+        listed = [failed, cancelled.id, blocked.id, completed.id, unknown]
+        before = await world.read_events(blocked.id)
+
+        first = await world.reopen_listed(listed, "bulk-1")
+        assert first[failed] == ListedReopen(status=RunStatus.RUNNING, reopened=True)
+        assert first[cancelled.id] == ListedReopen(status=RunStatus.RUNNING, reopened=True)
+        refused = first[blocked.id]
+        assert refused is not None and refused.status is RunStatus.CANCELLED
+        assert not refused.reopened and f"held by run {holder.id}" in (refused.refused or "")
+        assert await world.read_events(blocked.id) == before
+        assert first[completed.id] == ListedReopen(status=RunStatus.COMPLETED)
+        assert first[unknown] is None
+        assert list(first) == sorted(listed)
+
+        await world.cancel_run(cancelled.id, "again")
+        again = await world.reopen_listed(listed, "bulk-1")
+        assert again[failed] == ListedReopen(status=RunStatus.RUNNING, reopened=True)
+        assert again[cancelled.id] == ListedReopen(status=RunStatus.CANCELLED, reopened=True)
+        log = await world.read_events(failed)
+        assert [e.by for e in log if isinstance(e, RunReopened)] == ["bulk-1"]
+        other = await world.reopen_listed([cancelled.id], "bulk-2")
+        assert other[cancelled.id] == ListedReopen(status=RunStatus.RUNNING, reopened=True)
 
     @pytest.mark.anyio
     async def test_a_fork_copies_the_log_up_to_the_step_and_queues_it(self, world: World) -> None:
