@@ -325,6 +325,10 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                 "idle_p99_ms": r["idle"]["p99_ms"],
                 "idle_empty_world_p99_ms": r["idle_empty_world"]["p99_ms"],
                 "bulk_p99_ms": r["during_bulk_cancel"]["p99_ms"],
+                "ratio_p99_by_action": {a: v["ratio_p99"] for a, v in r["actions"].items()},
+                "runs_per_second_by_action": {
+                    a: v["bulk"]["runs_per_second"] for a, v in r["actions"].items()
+                },
             }
             for r in rounds
         ],
