@@ -54,7 +54,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ from workflow import (  # noqa: E402
     workflow,
 )
 from worlds.protocol import World  # noqa: E402
-from worlds.types import CommitRequest, CommitResult  # noqa: E402
+from worlds.types import CommitRequest, CommitResult, WorkItem  # noqa: E402
 from worlds.wrapper import WorldWrapper  # noqa: E402
 
 IN_FLIGHT = 5
@@ -103,11 +103,23 @@ async def bench_parked(n: int) -> int:
 
 
 class TimedWorld(WorldWrapper):
-    """Times every commit the background worker makes."""
+    """Times every commit the background worker makes, and counts its polls for work."""
 
     def __init__(self, inner: World) -> None:
         super().__init__(inner)
         self.latencies: list[float] = []
+        self.leases = 0
+
+    def reset(self) -> None:
+        """Forget what was timed and counted so far."""
+        self.latencies.clear()
+        self.leases = 0
+
+    async def lease(
+        self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
+    ) -> list[WorkItem]:
+        self.leases += 1
+        return await super().lease(worker_id, names=names, limit=limit, lease_seconds=lease_seconds)
 
     async def commit(self, request: CommitRequest) -> CommitResult:
         began = time.perf_counter()
@@ -145,7 +157,7 @@ async def _background(world: TimedWorld, until: anyio.Event) -> int:
     return finished
 
 
-def _stats(latencies: list[float], seconds: float) -> dict[str, float]:
+def _stats(latencies: list[float], seconds: float, leases: int) -> dict[str, float]:
     ordered = sorted(latencies)
 
     def pct(p: float) -> float:
@@ -159,6 +171,7 @@ def _stats(latencies: list[float], seconds: float) -> dict[str, float]:
         "p99_ms": pct(0.99),
         "max_ms": round(1000 * ordered[-1], 2),
         "mean_ms": round(1000 * statistics.fmean(ordered), 2),
+        "leases_per_second": round(leases / seconds, 1),
     }
 
 
@@ -171,7 +184,7 @@ async def _empty_world(url: str, seconds: float) -> dict[str, float]:
             group.start_soon(_background, timed, stop)
             await anyio.sleep(seconds)
             stop.set()
-        return _stats(timed.latencies, time.perf_counter() - began)
+        return _stats(timed.latencies, time.perf_counter() - began, timed.leases)
 
 
 async def _during(url: str, n: int, seconds: float, actions: Sequence[str]) -> dict[str, Any]:
@@ -182,8 +195,8 @@ async def _during(url: str, n: int, seconds: float, actions: Sequence[str]) -> d
         stop = anyio.Event()
         outcome: dict[str, Any] = {}
 
-        async def bulk(action: str) -> tuple[dict[str, Any], list[float], float]:
-            timed.latencies.clear()
+        async def bulk(action: str) -> tuple[dict[str, Any], list[float], int, float]:
+            timed.reset()
             began = time.perf_counter()
             done = await anyio.run_process(
                 [sys.executable, __file__, "--bulk", url, "--action", action],
@@ -192,21 +205,23 @@ async def _during(url: str, n: int, seconds: float, actions: Sequence[str]) -> d
             )
             elapsed = time.perf_counter() - began
             counts = json.loads(done.stdout.decode().strip().splitlines()[-1])
-            return counts, list(timed.latencies), elapsed
+            return counts, list(timed.latencies), timed.leases, elapsed
 
         async with anyio.create_task_group() as group:
             group.start_soon(_background, timed, stop)
             await anyio.sleep(1.0)  # the background is in its steady state first
             # idle: the same workers on the same world (its parked runs included), no bulk
-            timed.latencies.clear()
+            timed.reset()
             began = time.perf_counter()
             await anyio.sleep(seconds)
-            outcome["idle"] = _stats(list(timed.latencies), time.perf_counter() - began)
+            idle_for = time.perf_counter() - began
+            outcome["idle"] = _stats(list(timed.latencies), idle_for, timed.leases)
             for action in actions:
                 if action == "prune" and "retry" in actions:
                     await bulk("cancel")  # the retried runs are open: close them, untimed
-                counts, latencies, elapsed = await bulk(action)
-                outcome[action] = {"bulk": counts, "background": _stats(latencies, elapsed)}
+                counts, latencies, leases, elapsed = await bulk(action)
+                background = _stats(latencies, elapsed, leases)
+                outcome[action] = {"bulk": counts, "background": background}
             stop.set()
         return outcome
 

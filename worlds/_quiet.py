@@ -13,8 +13,10 @@ answered "nothing" without a query. A token of ``None`` (the world cannot
 tell) never answers from memory.
 
 A slow safety poll (``SAFETY_SECONDS``) bounds what a change the token cannot
-see costs: a schedule lease of a worker that died, a modification time that
-did not move within one clock tick, a notification lost with its connection.
+see costs: a modification time that did not move within one clock tick, a
+notification lost with its connection, and a lease taken after the poll (an
+item or schedule leased by a worker that then died, which comes due at the
+lease's end with no write at all).
 
 ``wait_idle`` is ``World.wait_idle`` for a world that keeps a ``Quiet``: it
 waits like ``World.wait`` and then on, for as long as the caller's poll would

@@ -269,6 +269,12 @@ async def test_a_zombie_is_fenced_and_its_result_never_lands(
     thief["world"] = lambda: world
     thief["open"] = make_world
     async with Worker(world, [zombie_flow], lease_seconds=0.5, liveness_seconds=0.5) as zombie:
+        # the worker's first poll finds nothing before the run exists, and its world
+        # remembers that; the run's step is leased without a poll (the run starts in
+        # this process), so the next worker on this world object learns of the
+        # thief's lease ending from the safety poll alone (PostgreSQL's was a
+        # minute, longer than the wait below: the takeover came too late)
+        await anyio.sleep(0.2)
         run = await start(zombie_flow, world=world)
         with anyio.fail_after(30):
             while not zombie.fenced:

@@ -94,9 +94,9 @@ def test_the_waterfall_charts_and_schedules_render_without_csp_violations(
     browser.get(served.base + f"/runs/{ids['piped']}")
     labels = _texts(browser, "#waterfall text.row-label")
     assert labels[0] == "1. charge"
-    assert any(label.startswith("hold warehouse") for label in labels)
-    assert any(label.startswith("child countdown") for label in labels)
-    assert any(label.startswith("hook pipeline-o-7") for label in labels)
+    assert any(label.startswith("hold warehouse") for label in labels), labels
+    assert any(label.startswith("child countdown") for label in labels), labels
+    assert any(label.startswith("hook pipeline-o-7") for label in labels), labels
     assert _tones(browser, "#waterfall rect.bar")[:2] == ["retry", "ok"]
     assert "open" in _tones(browser, "#waterfall rect.bar")  # the hook it still waits on
 

@@ -83,12 +83,6 @@ __all__ = ["PostgresWorld", "WorldClosedError"]
 
 T = TypeVar("T")
 
-NOTIFIED_SAFETY_SECONDS = 60.0
-"""The safety poll of a world whose polls hear every write that makes work or
-schedules due through ``LISTEN``/``NOTIFY`` (the token is ``None`` while the
-listener is down, so nothing is answered from memory then): once a minute, not
-the 10 s of a world that must guess from its files (RFC 0018, "Idle cost")."""
-
 
 @translates_errors
 class PostgresWorld(FlowWorld[PostgresRows]):
@@ -139,7 +133,11 @@ class PostgresWorld(FlowWorld[PostgresRows]):
         }
         self._pool: Pool | None = None
         self._connecting: anyio.Lock | None = None
-        self._quiet = Quiet(NOTIFIED_SAFETY_SECONDS)
+        # the 10 s safety poll, as on SQLite, although every write that makes work
+        # due notifies: a lease that runs out is no write, and an item leased after
+        # an idle poll saw nothing (a run started by a worker in its own process)
+        # comes due at its lease's end with no notification if that worker died
+        self._quiet = Quiet()
         """Polls that found nothing, answered from memory until a notification (``_quiet``)."""
         self._listening = Listener(
             self.dsn,
