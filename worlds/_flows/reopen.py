@@ -32,16 +32,8 @@ __all__ = ["fork_run", "reopen_listed", "reopen_run"]
 
 async def reopen_run(rows: Rows, run_id: str, by: str) -> RunRecord | None:
     """See ``World.reopen_run``."""
-    tx = Tx(rows)
-    run = await rows.get_run(run_id)
-    if run is None:
-        return None
-    events = await rows.events(run_id)
-    plan = reopen.plan_reopen(run, events, by)
-    if plan.event is None:
-        return run
-    run, reopened = tx.stamp(run, plan.event)
-    return await _go_on(tx, run, reopen.effective_log([*events, reopened]), plan.work)
+    done = await _reopen(rows, run_id, by, once=False)
+    return None if done is None else done[0]
 
 
 async def reopen_listed(
@@ -52,7 +44,7 @@ async def reopen_listed(
     for run_id in sorted(set(run_ids)):  # one lock order for every caller
         savepoint = await rows.savepoint()
         try:
-            found[run_id] = await _reopen_unless_reopened(rows, run_id, by)
+            done = await _reopen(rows, run_id, by, once=True)
         except ValueError as refused:
             await rows.rollback_to(savepoint)
             run = await rows.get_run(run_id, lock=False)
@@ -61,23 +53,30 @@ async def reopen_listed(
             )
             continue
         await rows.release(savepoint)
+        if done is None:
+            found[run_id] = None
+        else:
+            run, reopened = done
+            found[run_id] = ListedReopen(status=run.status, reopened=reopened)
     return found
 
 
-async def _reopen_unless_reopened(rows: Rows, run_id: str, by: str) -> ListedReopen | None:
+async def _reopen(rows: Rows, run_id: str, by: str, *, once: bool) -> tuple[RunRecord, bool] | None:
+    """Run ``run_id`` after reopening it by ``by``, and whether it is reopened by ``by``
+    (``None``: unknown). ``once``: a run whose log records a ``RunReopened`` by ``by``
+    already is left as it is (and counts as reopened)."""
     tx = Tx(rows)
     run = await rows.get_run(run_id)
     if run is None:
         return None
     events = await rows.events(run_id)
-    if reopen.reopened_by(events, by):
-        return ListedReopen(status=run.status, reopened=True)
+    if once and reopen.reopened_by(events, by):
+        return run, True
     plan = reopen.plan_reopen(run, events, by)
     if plan.event is None:
-        return ListedReopen(status=run.status)
+        return run, False
     run, reopened = tx.stamp(run, plan.event)
-    run = await _go_on(tx, run, reopen.effective_log([*events, reopened]), plan.work)
-    return ListedReopen(status=run.status, reopened=True)
+    return await _go_on(tx, run, reopen.effective_log([*events, reopened]), plan.work), True
 
 
 async def _go_on(
