@@ -28,10 +28,11 @@ commit; that ratio is still reported, as ``ratio_p99_to_an_empty_world``.)
 
 Reported per world: the background's commit latency (p50, p95, p99, max, in
 ms) idle and during each bulk action, their ratios, the background's commits
-and polls for work (``lease`` calls) per second in both phases, the bulk action's counts and duration, and the
-load average when measured. Writes ``benchmarks/results/bulk_actions.json``.
-Starts a throwaway PostgreSQL server (``tests/pg_server.py``) unless
-``--pg-url`` is given, or ``--worlds sqlite`` skips it.
+and polls for work (``lease`` calls) per second in both phases, the bulk
+action's counts and duration, and the load average when measured. Writes
+``benchmarks/results/bulk_actions.json``. Starts a throwaway PostgreSQL server
+(``tests/pg_server.py``) unless ``--pg-url`` is given, or ``--worlds sqlite``
+skips it.
 
 Usage::
 
