@@ -18,6 +18,7 @@ import pytest
 
 import worlds
 from tests.apps.crashapp import chain
+from tests.system.running import errors_of
 from workflow import RunStatus, start
 from worlds.types import StepCompleted
 
@@ -84,7 +85,7 @@ async def crash_and_recover(url: str, tmp_path: Path, workers: int = 1) -> None:
             for proc in final:
                 proc.send_signal(signal.SIGTERM)
             for proc in final:
-                assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+                assert proc.wait(timeout=30) == 0, errors_of(proc)
 
         starts: dict[tuple[str, int], list[float]] = defaultdict(list)
         for line in log.read_text().splitlines():

@@ -14,6 +14,7 @@ import pytest
 
 import worlds
 from tests.apps.failapp import doomed
+from tests.system.running import errors_of
 from workflow import RunFailedError, RunStatus, get_run, start
 from worlds.query import AttrRef, Compare, RunQuery
 from worlds.semantics import ON_FAILURE_OF_KEY, handler_run_id
@@ -64,7 +65,7 @@ async def _fail_with_kills(url: str, tmp_path: Path) -> None:
             for proc in final:
                 proc.send_signal(signal.SIGTERM)
             for proc in final:
-                assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+                assert proc.wait(timeout=60) == 0, errors_of(proc)
         for run in runs:
             where = Compare(AttrRef(ON_FAILURE_OF_KEY), "=", run.id)
             handlers = (await world.list_runs(RunQuery(where=where))).runs

@@ -11,6 +11,7 @@ import pytest
 
 import worlds
 from tests.apps.cartapp import cart
+from tests.system.running import errors_of
 from workflow import Worker, find_run, list_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -42,7 +43,7 @@ async def test_start_or_resume_hook_from_several_processes(
             for p in range(PROCESSES)
         ]
         for proc in procs:
-            assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+            assert proc.wait(timeout=120) == 0, errors_of(proc)
         holder = await find_run("cart", "c-1", world=world)
         assert holder is not None
         async with Worker(world, [cart]):
