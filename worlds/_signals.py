@@ -2,7 +2,10 @@
 
 A signal wakes every waiter on its topic; a signal nobody waits for is
 remembered (boundedly), so the next ``wait`` on the topic returns at once and
-no wake-up is lost between a caller's check and its wait. Waiters may belong
+no wake-up is lost between a caller's check and its wait. A run's topic wakes
+``RUNS_TOPIC`` waiters too, and a name's ``work_topic`` wakes the
+``WORK_TOPIC`` waiters, whose change token (``heard``) it moves only for polls
+of that name. Waiters may belong
 to different event loops (threads); each is woken on its own loop. A loop is
 asyncio's or trio's (anyio runs on both, and so does the memory world the test
 kit uses): each gives a thread-safe way to schedule the wake-up.
@@ -15,13 +18,13 @@ import contextlib
 import math
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
 import anyio
 import anyio.lowlevel
 
-from worlds.protocol import RUNS_TOPIC, is_run_topic
+from worlds.protocol import RUNS_TOPIC, WORK_TOPIC, is_run_topic, is_work_topic, work_topic
 
 __all__ = ["SignalHub"]
 
@@ -61,22 +64,39 @@ class SignalHub:
         self._heard: dict[str, int] = {}
         self._epoch = 0
 
-    def heard(self, topic: str) -> tuple[int, int]:
+    def heard(self, topic: str, names: Collection[str] = ()) -> tuple[int, ...]:
         """A count that changes whenever ``topic`` is signalled or everyone is woken:
-        a poll that found nothing need not look again while it stays the same."""
+        a poll that found nothing need not look again while it stays the same.
+
+        For ``WORK_TOPIC`` it changes too with the ``work_topic`` of each of
+        ``names`` (the names the poll asks for), and with no other name's."""
         with self._lock:
-            return self._epoch, self._heard.get(topic, 0)
+            counts = (self._epoch, self._heard.get(topic, 0))
+            if topic != WORK_TOPIC or not names:
+                return counts
+            named = tuple(self._heard.get(work_topic(name), 0) for name in sorted(names))
+            return counts + named
 
     def signal(self, topic: str) -> None:
         """Wake everyone waiting on ``topic``, or remember it for the next waiter.
 
-        A run's topic signals ``RUNS_TOPIC`` too: here, where every signal of a
-        world passes (from this process or, PostgreSQL, from a notification),
-        rather than at each place a run's topic is raised."""
+        A run's topic wakes ``RUNS_TOPIC`` too, and a name's work topic wakes
+        ``WORK_TOPIC`` (which nobody but it changes the count of): here, where
+        every signal of a world passes (from this process or, PostgreSQL, from
+        a notification), rather than at each place such a topic is raised. Run
+        topics are not counted: no poll is remembered by one, and a count per
+        run would grow with every run the process saw."""
         woken: set[_Waiter] = set()
+        if is_run_topic(topic):
+            wakes: tuple[str, ...] = (topic, RUNS_TOPIC)
+        elif is_work_topic(topic):
+            wakes = (WORK_TOPIC,)
+        else:
+            wakes = (topic,)
         with self._lock:
-            for each in (topic, RUNS_TOPIC) if is_run_topic(topic) else (topic,):
-                self._heard[each] = self._heard.get(each, 0) + 1
+            if not is_run_topic(topic):
+                self._heard[topic] = self._heard.get(topic, 0) + 1
+            for each in wakes:
                 waiters = self._waiters.pop(each, None)
                 if waiters:
                     woken |= waiters

@@ -78,14 +78,17 @@ __all__ = [
     "Work",
     "World",
     "is_run_topic",
+    "is_work_topic",
     "run_topic",
+    "work_topic",
 ]
 
 PROTOCOL_VERSION = 1
 """The protocol revision this runtime speaks; a world declares the one it implements."""
 
 WORK_TOPIC = "work"
-"""The ``wait`` topic signalled when work may have become available."""
+"""The ``wait`` topic signalled when work may have become available: a wait on it
+ends on this topic and on every ``work_topic``."""
 
 SCHEDULE_TOPIC = "schedules"
 """The ``wait`` topic signalled when a schedule was created or updated."""
@@ -108,6 +111,24 @@ def run_topic(run_id: str) -> str:
 def is_run_topic(topic: str) -> bool:
     """Whether ``topic`` is some run's ``run_topic`` (so ``RUNS_TOPIC`` goes with it)."""
     return topic.startswith(_RUN_TOPIC_PREFIX)
+
+
+_WORK_TOPIC_PREFIX = f"{WORK_TOPIC}:"
+
+
+def work_topic(name: str) -> str:
+    """The topic a world signals when an item named ``name`` may have become due.
+
+    Nobody waits on it: it wakes the waiters on ``WORK_TOPIC``, but a poll for
+    other names that found nothing stays answered from memory (``wait_idle``),
+    so work of one workflow costs no query of the workers that do not serve
+    it. ``WORK_TOPIC`` itself still says "any name may have work"."""
+    return f"{_WORK_TOPIC_PREFIX}{name}"
+
+
+def is_work_topic(topic: str) -> bool:
+    """Whether ``topic`` is some name's ``work_topic`` (it wakes ``WORK_TOPIC`` waiters)."""
+    return topic.startswith(_WORK_TOPIC_PREFIX)
 
 
 @runtime_checkable

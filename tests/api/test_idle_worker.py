@@ -61,6 +61,11 @@ async def echo(x: int) -> int:
 
 
 @workflow
+async def unserved(x: int) -> int:
+    return x
+
+
+@workflow
 async def naps(x: int) -> int:
     await sleep(1.5)
     return x
@@ -121,3 +126,29 @@ async def test_an_idle_worker_calls_its_world_a_few_times_in_forty_polls(
                 queries, sent = counted.queries() - queries, statements.count - sent
     assert queries <= 5, counted.calls
     assert sent <= 6  # 0 on the worlds that are not SQLite
+
+
+@pytest.mark.parametrize("world_kind", ["memory", "postgres"])
+async def test_work_of_another_workflow_does_not_make_an_idle_worker_poll(
+    make_world: Callable[[], World],
+) -> None:
+    """Work is announced by its name (``work_topic``): runs of a workflow this worker
+    does not serve wake its wait, which sees that its own poll could find nothing
+    more and waits on, without a call. Announced by the bare work topic, each of
+    these starts cost the worker one poll. (SQLite's change token is its files,
+    which every write moves: there a write costs a look per poll interval.)"""
+    served, client = make_world(), make_world()
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(served)
+        if client is not served:
+            await stack.enter_async_context(client)
+        counted = CountedWorld(served)
+        await stack.enter_async_context(Worker(counted, [echo], poll_interval=POLL))
+        await _settled(counted)
+        polls = counted.calls["lease"]
+        for n in range(POLLS):
+            await start(unserved, n, world=client)
+            await anyio.sleep(POLL)
+        polls = counted.calls["lease"] - polls
+        assert len(await list_runs(workflow=unserved, world=client)) == POLLS
+    assert polls <= 3, counted.calls

@@ -23,7 +23,7 @@ from worlds._flows import closing, rates, settle, slots, work
 from worlds._flows.rows import HeldLease, IdTaken, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import batches, commits, failures, requests, runs, updates
-from worlds.protocol import WORK_TOPIC, run_topic
+from worlds.protocol import run_topic, work_topic
 from worlds.semantics import CLOSING_EVENTS, carried_payloads, settled
 from worlds.types import (
     AttributeSet,
@@ -178,12 +178,11 @@ async def _do(tx: Tx, request: CommitRequest, need: commits.Need) -> object:
             new, created = failures.handler_run(run_id, handler, rows.now)
             if await rows.get_run(new.id, lock=False) is None:
                 await rows.insert_run(new, created, wake_at=rows.now)
-                rows.signal(WORK_TOPIC)
         case commits.Ack(action=action):
             assert request.lease is not None
             if action == "rewake":
                 await rows.rewake_item(request.run_id, request.lease.id)
-                rows.signal(WORK_TOPIC)
+                rows.signal(work_topic(request.lease.name))
             else:
                 await rows.delete_item(request.run_id, request.lease.id)
         case commits.Enqueue(run=run, new=new):

@@ -21,7 +21,7 @@ from worlds._flows import closing, commit, rates, slots, work
 from worlds._flows.rows import ClaimRow, IdTaken, Retry, Rollback, Rows
 from worlds._flows.tx import Tx
 from worlds._rules import claims, requests, runs
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import work_topic
 from worlds.semantics import index_value, workflow_item_id
 from worlds.types import (
     ClaimConflict,
@@ -231,5 +231,5 @@ async def _debounce(tx: Tx, request: CreateRunRequest) -> CreateRunResult | clai
     await rows.rewrite_created(record.id, created)
     if item is not None:
         await rows.set_available(record.id, workflow_item_id(record.id), decided.start_at)
-        rows.signal(WORK_TOPIC)
+        rows.signal(work_topic(record.workflow))
     return CreateRunResult(run=record, debounced=True)

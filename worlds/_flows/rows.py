@@ -282,7 +282,8 @@ class Rows(Protocol):
         saved_next: bool = False,
     ) -> None:
         """Store the new pending ``run``, its attributes' index terms and ``created``
-        (seq 1); with ``wake_at``, its workflow item due then. Raises ``IdTaken``.
+        (seq 1); with ``wake_at``, its workflow item due then, and signal its
+        workflow's ``work_topic``. Raises ``IdTaken``.
 
         ``saved_next``: the flow saves the run (``save_run``) before it ends, so a
         backend may hold the run's row back and write it once, in its saved state

@@ -14,7 +14,7 @@ from datetime import timedelta
 from worlds._flows import rates
 from worlds._flows.rows import Rows
 from worlds._rules import starts
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import work_topic
 from worlds.semantics import workflow_item_id
 from worlds.types import RunCreated, RunRecord
 
@@ -51,5 +51,5 @@ async def move_start(rows: Rows, run_id: str, delay: float | None) -> RunRecord 
             moved = token._replace(at=at)
             await rows.insert_token(pair, 0, moved, created.priority)
     await rates.retime(rows, run_id, at, admitted=bool(own))
-    rows.signal(WORK_TOPIC)
+    rows.signal(work_topic(run.workflow))
     return run

@@ -12,7 +12,7 @@ from __future__ import annotations
 from worlds._flows.rows import LeaseRow, Placement
 from worlds._flows.tx import Tx
 from worlds._rules import slots, starts, work
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import work_topic
 from worlds.semantics import lease_deadline, work_item_id, workflow_item_id
 from worlds.types import NewWorkItem, RunRecord, RunStatus, WorkItem
 
@@ -39,7 +39,7 @@ async def enqueue(
     elif not await rows.add_work(run.id, new, placed):
         return run, await _merge(tx, run, new, placed, worker_id, seconds)
     if placed.leased is None:
-        rows.signal(WORK_TOPIC)
+        rows.signal(work_topic(placed.name))
     elif placed.started is not None:
         run, _ = tx.stamp(run, placed.started)
     return run, placed.leased
@@ -91,5 +91,5 @@ async def _merge(
             lease_expires_at=expires_at,
         )
     await rows.set_available(run.id, item_id, available_at)
-    rows.signal(WORK_TOPIC)
+    rows.signal(work_topic(existing.name))
     return None

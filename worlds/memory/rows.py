@@ -32,7 +32,7 @@ from worlds.memory.slot_history import SampleStore
 from worlds.memory.slots import SlotStore
 from worlds.memory.streams import StreamStore
 from worlds.memory.work import WorkQueue
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import WORK_TOPIC, work_topic
 from worlds.semantics import workflow_item_id
 
 __all__ = ["MemoryRows", "Tables"]
@@ -104,7 +104,7 @@ class MemoryRows:
         item_id = workflow_item_id(run_id)
         placed = port.Placement(item_id, workflow, at, None, 0, None, None, None)
         self._t.work.add(run_id, types.NewWorkItem(kind="workflow"), placed)
-        self.signals.add(WORK_TOPIC)
+        self.signals.add(work_topic(workflow))
 
     # ------------------------------------------------------------ runs and logs
 

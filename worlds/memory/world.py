@@ -232,7 +232,7 @@ class MemoryWorld(FlowWorld[MemoryRows]):
         self, worker_id: str, *, names: Collection[str], limit: int, lease_seconds: float
     ) -> list[types.WorkItem]:
         """See ``World.lease``."""
-        poll, token = poll_key(WORK_TOPIC, names), self._idle_token(WORK_TOPIC)
+        poll, token = poll_key(WORK_TOPIC, names), self._idle_token(WORK_TOPIC, names)
         if self._quiet.quiet(poll, token):
             return []  # nothing was due, nothing signalled since, nothing due yet
         work, now = self._tables.work, self._clock()
@@ -308,16 +308,16 @@ class MemoryWorld(FlowWorld[MemoryRows]):
             self._quiet,
             topic,
             names,
-            lambda: self._idle_token(topic),
+            lambda: self._idle_token(topic, names),
             lambda seconds: self.wait(topic, seconds),
             timeout,
         )
 
-    def _idle_token(self, topic: str) -> Hashable | None:
-        """The change token of a poll of ``topic``: its signals, since every write here
-        signals what it makes due. ``None`` (no memory) under a clock moved by hand:
-        due times on it say nothing about when to look again."""
-        return self._hub.heard(topic) if self._clock is types.utcnow else None
+    def _idle_token(self, topic: str, names: Collection[str] = ()) -> Hashable | None:
+        """The change token of a poll of ``topic`` for ``names``: its signals, since every
+        write here signals what it makes due. ``None`` (no memory) under a clock moved
+        by hand: due times on it say nothing about when to look again."""
+        return self._hub.heard(topic, names) if self._clock is types.utcnow else None
 
     # What a test clock that moves by hand (``workflow.testing``) needs: when nothing
     # is ``busy``, moving the clock to ``next_due`` is the only way anything happens.

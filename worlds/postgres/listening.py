@@ -8,7 +8,7 @@ reopens it at most once per ``poll`` interval.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable, Iterable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -126,13 +126,14 @@ class Listener:
         on_runs = is_run_topic(topic) or topic == RUNS_TOPIC
         return self._run_channel if on_runs else self._channel
 
-    def heard(self, topic: str) -> Hashable | None:
-        """A token that changes with every notification of ``topic`` (``worlds._quiet``);
+    def heard(self, topic: str, names: Collection[str] = ()) -> Hashable | None:
+        """A token that changes with every notification of ``topic`` (for a poll of
+        ``names``: ``SignalHub.heard``), the change token of ``worlds._quiet``;
         ``None`` while notifications of it may be missed: the listener is down, or
         nobody waited on its channel yet (it is not subscribed)."""
         if self._listener is None or self._channel_of(topic) not in self._channels:
             return None
-        return (id(self._listener), self.hub.heard(topic))
+        return (id(self._listener), self.hub.heard(topic, names))
 
     async def wait(self, topic: str, timeout: float) -> None:
         """See ``PostgresWorld.wait`` (called once the world is connected).

@@ -32,7 +32,7 @@ from worlds._flows import rows as port
 from worlds.postgres import codecs
 from worlds.postgres import statements as sql
 from worlds.postgres.connection import RETRYABLE
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import WORK_TOPIC, work_topic
 from worlds.semantics import decode_release_on, index_value, workflow_item_id
 
 if TYPE_CHECKING:
@@ -260,7 +260,7 @@ class PostgresRows:
             raise
         self._attributes[run.id] = (attributes, encoded)
         if wake_at is not None:
-            self.signals.add(WORK_TOPIC)
+            self.signals.add(work_topic(run.workflow))
 
     def append(self, run_id: str, event: types.EventKind) -> None:
         row = (event.seq, codecs.EVENT_TAGS[type(event)], codecs.encode(event))

@@ -8,7 +8,7 @@ store them with seq 0: the ``seq`` and ``at`` columns then give the event's
 
 from __future__ import annotations
 
-from worlds.protocol import RUNS_TOPIC, run_topic
+from worlds.protocol import RUNS_TOPIC, run_topic, work_topic
 
 
 def _call(function: str, arity: int) -> str:
@@ -48,9 +48,10 @@ LOCK_LEASE = (
 )
 
 # A new run with its attributes, RunCreated event and workflow item, and the
-# notification that work is due, in one statement (data-modifying CTEs all run,
-# in one snapshot; notifications are delivered at commit).
-CREATE_RUN = """
+# notification that work of its workflow is due (its ``work_topic``), in one
+# statement (data-modifying CTEs all run, in one snapshot; notifications are
+# delivered at commit).
+CREATE_RUN = f"""
 WITH new_run AS (
     INSERT INTO runs (id, workflow, status, created_at, last_seq, last_at, attributes,
                       admitted_at)
@@ -68,7 +69,8 @@ WITH new_run AS (
     WHERE $10::timestamptz IS NOT NULL
     ON CONFLICT (id) DO NOTHING
 )
-SELECT pg_notify($9, 'work') WHERE $9 IS NOT NULL AND $10::timestamptz IS NOT NULL
+SELECT pg_notify($9, '{work_topic("")}' || $2)
+WHERE $9 IS NOT NULL AND $10::timestamptz IS NOT NULL
 """
 
 # Appends events and stores the run's new state; a closed run loses its work and hooks.

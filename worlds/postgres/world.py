@@ -501,7 +501,7 @@ class PostgresWorld(FlowWorld[PostgresRows]):
         if limit <= 0 or not wanted:
             return []
         pool = await self._connect()
-        poll, token = poll_key(WORK_TOPIC, wanted), self._listening.heard(WORK_TOPIC)
+        poll, token = poll_key(WORK_TOPIC, wanted), self._listening.heard(WORK_TOPIC, wanted)
         if self._quiet.quiet(poll, token):
             return []  # nothing was due, no work notified since, nothing due yet
         await self._clock.refresh(pool)
@@ -607,7 +607,7 @@ class PostgresWorld(FlowWorld[PostgresRows]):
             self._quiet,
             topic,
             names,
-            lambda: self._listening.heard(topic),
+            lambda: self._listening.heard(topic, names),
             lambda seconds: self.wait(topic, seconds),
             timeout,
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from datetime import datetime
 from typing import NamedTuple
 
@@ -76,22 +76,23 @@ class IdleLook:
         self._names: dict[str, tuple[str, ...]] = {}
         """The names each topic was last polled with: the look asks for both kinds."""
 
-    def token(self, topic: str) -> Hashable | None:
-        """The change token of a poll of ``topic``: the files, and this process's signals."""
+    def token(self, topic: str, names: Collection[str] = ()) -> Hashable | None:
+        """The change token of a poll of ``topic`` for ``names``: the files, and this
+        process's signals (every write changes the files, whatever it made due)."""
         files = file_token(self._path)
-        return None if files is None else (files, self._hub.heard(topic))
+        return None if files is None else (files, self._hub.heard(topic, names))
 
     def quiet_poll(self, topic: str, names: tuple[str, ...]) -> bool:
         """Whether the poll of ``topic`` for ``names`` is answered from memory now."""
         self._names[topic] = names
-        return self.quiet.quiet(poll_key(topic, names), self.token(topic))
+        return self.quiet.quiet(poll_key(topic, names), self.token(topic, names))
 
     def look(self, db: sqlite3.Connection, topic: str) -> Looked:
         """One statement for both polls; remembers each that found nothing due.
 
         Tokens are taken before the statement, so a write that lands meanwhile makes
         the next poll look again."""
-        tokens = {each: self.token(each) for each in self._names}
+        tokens = {each: self.token(each, names) for each, names in self._names.items()}
         work = self._names.get(WORK_TOPIC, ())
         workflows = self._names.get(SCHEDULE_TOPIC, ())
         now_us = codecs.to_micros(utcnow())

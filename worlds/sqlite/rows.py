@@ -21,7 +21,7 @@ from worlds import _columns as columns
 from worlds import types
 from worlds._columns import claim_params, encode, key_candidate, key_row, worker_params
 from worlds._flows import rows as port
-from worlds.protocol import WORK_TOPIC
+from worlds.protocol import WORK_TOPIC, work_topic
 from worlds.semantics import (
     decode_release_on,
     index_value,
@@ -316,7 +316,7 @@ class SqliteRows:
             item = (run.id, workflow_item_id(run.id), "workflow", run.workflow, 0, 1, b"")
             due = codecs.to_micros(wake_at)
             self.db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, due, None, 0, None, 0))
-            self.signals.add(WORK_TOPIC)
+            self.signals.add(work_topic(run.workflow))
 
     def append(self, run_id: str, event: types.EventKind) -> None:
         self._later = None
@@ -532,7 +532,7 @@ class SqliteRows:
             (workflow,) = self.db.execute(sql.GET_WORKFLOW_NAME, (run_id,)).fetchone()
             item = (run_id, workflow_item_id(run_id), "workflow", workflow, 0, 1, b"")
             self.db.execute(sql.INSERT_WORK_IF_ABSENT, (*item, self.now_us, None, 0, None, 0))
-            self.signals.add(WORK_TOPIC)
+            self.signals.add(work_topic(workflow))
 
     async def carry_slots(self, old_run_id: str, new_run_id: str) -> None:
         self._holdings.clear()

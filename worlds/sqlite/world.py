@@ -342,7 +342,7 @@ class SqliteWorld(FlowWorld[SqliteRows]):
             self._idle.quiet,
             topic,
             names,
-            lambda: self._idle.token(topic),
+            lambda: self._idle.token(topic, names),
             lambda seconds: self.wait(topic, seconds),
             timeout,
         )
