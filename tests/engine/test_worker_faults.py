@@ -31,6 +31,7 @@ from workflow import (
 from workflow.schedules import create_schedule
 from worlds.protocol import World
 from worlds.types import StepCompleted, StepFailed, WorkerInfo, WorkItem
+from worlds.wrapper import WorldWrapper
 
 pytestmark = pytest.mark.anyio
 
@@ -385,3 +386,45 @@ def _lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
     """The worker's log lines that contain ``text``."""
     messages = [r.getMessage() for r in caplog.records if r.name == "workflow.worker"]
     return [message for message in messages if text in message]
+
+
+class GoodbyeDuringABeat(WorldWrapper):
+    """A world whose answer to a heartbeat arrives only after the worker said goodbye,
+    as a beat sent just before ``unregister_worker`` on another connection does when
+    it waits on the worker's row lock."""
+
+    def __init__(self, inner: World) -> None:
+        super().__init__(inner)
+        self.beating = anyio.Event()
+        self.unregistered = anyio.Event()
+        self.answered = anyio.Event()
+
+    async def heartbeat(self, worker_id: str, in_flight: int) -> bool:
+        self.beating.set()
+        await self.unregistered.wait()
+        alive = await super().heartbeat(worker_id, in_flight)
+        self.answered.set()
+        return alive
+
+    async def unregister_worker(self, worker_id: str) -> None:
+        await super().unregister_worker(worker_id)
+        self.unregistered.set()
+        with anyio.move_on_after(5):
+            await self.answered.wait()  # the beat's answer is handled before this returns
+
+
+async def test_a_beat_answered_after_goodbye_does_not_fence_a_stopping_worker(
+    world: World,
+) -> None:
+    """A stopped worker's heartbeat is answered False; a worker whose beat crossed its
+    own goodbye stops cleanly, not as fenced (``run()`` raised ``WorkerFencedError``,
+    seen as a worker process exiting 1 after SIGTERM)."""
+    wrapped = GoodbyeDuringABeat(world)
+    worker = Worker(wrapped, [zombie_flow], liveness_seconds=0.4)
+    async with anyio.create_task_group() as group:
+        group.start_soon(worker.run)
+        with anyio.fail_after(10):
+            await wrapped.beating.wait()
+        worker.stop()
+    assert wrapped.answered.is_set()
+    assert not worker.fenced

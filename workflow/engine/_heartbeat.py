@@ -110,6 +110,10 @@ class Heartbeat:
                 self._complaints.failed(doing, exc, self.interval)
                 continue
             self._complaints.succeeded(doing)
+            if not alive and not self.registered:
+                # it said goodbye while this beat was on its way (``unregister``):
+                # a stopped worker's beat is answered False, which is no fencing
+                return
             if not alive:
                 self.registered = False
                 log.error(
