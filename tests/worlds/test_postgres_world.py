@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections import Counter
@@ -255,3 +256,54 @@ async def test_unique_starts_across_processes_make_exactly_one_run(
 @pytest.mark.slow
 async def test_sigkilled_workers_on_postgres(postgres_world_url: str, tmp_path: Path) -> None:
     await crash_and_recover(postgres_world_url, tmp_path, workers=PROCESSES)
+
+
+def _nested_loop_inners(plan: dict[str, object]) -> list[dict[str, object]]:
+    """The inner (second) child of every nested loop in an ``EXPLAIN (FORMAT JSON)`` plan."""
+    children = plan.get("Plans", [])
+    assert isinstance(children, list)
+    inners = [children[1]] if plan.get("Node Type") == "Nested Loop" and len(children) > 1 else []
+    return inners + [inner for child in children for inner in _nested_loop_inners(child)]
+
+
+async def test_a_lease_over_a_fresh_backlog_reads_each_run_by_its_key(
+    postgres_world_url: str,
+) -> None:
+    """A new world's tables have no statistics until autovacuum analyzes them (a minute
+    or more). The lease's plan then joined every due item to a scan of all runs: 1.3 s a
+    lease over 5,000 due items (``benchmarks/worker_processes.py`` drained 86 workflows a
+    second). The takeover of expired leases, an OR of subqueries in the same filter, made
+    the planner choose so; it is a ``takeable`` set of its own now."""
+    from datetime import timedelta
+
+    from worlds.postgres import codecs
+    from worlds.postgres import statements as sql
+    from worlds.types import utcnow
+
+    world = PostgresWorld(postgres_world_url)
+    async with world:
+        await world.migrate()
+        for first in range(0, 2000, 100):
+            await asyncio.gather(
+                *(
+                    world.create_run(CreateRunRequest(run_id=f"r-{n}", workflow="wf", args=b""))
+                    for n in range(first, first + 100)
+                )
+            )
+    conn = await asyncpg.connect(world.dsn, server_settings={"search_path": world.schema})
+    try:
+        analyzed = await conn.fetchval(
+            "SELECT max(reltuples) FROM pg_class WHERE relname IN ('work', 'runs')"
+            " AND relnamespace = $1::regnamespace",
+            world.schema,
+        )
+        assert analyzed < 0  # never analyzed: the planner guesses
+        now = utcnow()
+        head, middle = codecs.STEP_STARTED_PARTS
+        params = [["wf"], now, 64, "w", now + timedelta(seconds=30), head, middle]
+        explained = await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql.LEASE, *params)
+    finally:
+        await conn.close()
+    inners = _nested_loop_inners(json.loads(explained)[0]["Plan"])
+    scans = [(n.get("Node Type"), n.get("Relation Name")) for n in inners]
+    assert ("Seq Scan", "runs") not in scans, scans
