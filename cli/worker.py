@@ -24,6 +24,7 @@ from worlds.quoting import quoted
 
 from ._codec_option import CodecOption, with_codec
 from ._modules import load_module
+from ._processes import cli_command, supervise
 from ._resolve import EXIT_ERROR, CliError, WorldOption, execute, open_world
 
 __all__ = ["worker_command"]
@@ -64,6 +65,15 @@ def worker_command(
             show_default=False,
         ),
     ] = None,
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Worker processes to run, each a worker of its own with --concurrency slots"
+            " (one Python process uses one core): a supervisor forwards signals to them, and"
+            " stops them all if one ends.",
+        ),
+    ] = 1,
 ) -> None:
     """Run a worker for MODULE until SIGINT or SIGTERM, then shut down gracefully.
 
@@ -72,7 +82,28 @@ def worker_command(
         wf worker myapp.workflows --world sqlite:///app.db --concurrency 32
 
         wf worker myapp.workflows --build-id v2
+
+        wf worker myapp.workflows --world postgresql://db/app --processes 4
     """
+    if processes > 1:
+        options = {
+            "--world": world,
+            "--concurrency": str(concurrency),
+            "--lease-seconds": repr(lease_seconds),
+            "--grace": repr(grace),
+            "--codec": codec,
+            "--build-id": build_id,
+        }
+        given = [
+            part for name, value in options.items() if value is not None for part in (name, value)
+        ]
+
+        async def check() -> None:  # bad input is one line, once, before any process starts
+            load_module(module)
+            with_codec(open_world(world), codec)
+
+        execute(check)
+        raise typer.Exit(supervise(cli_command("worker", module, *given), processes))
 
     async def serve() -> None:
         target = load_module(module)
