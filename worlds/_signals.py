@@ -5,8 +5,8 @@ remembered (boundedly), so the next ``wait`` on the topic returns at once and
 no wake-up is lost between a caller's check and its wait. A run's topic wakes
 ``RUNS_TOPIC`` waiters too, and a name's ``work_topic`` wakes the
 ``WORK_TOPIC`` waiters, whose change token (``heard``) it moves only for polls
-of that name. Waiters may belong
-to different event loops (threads); each is woken on its own loop. A loop is
+of that name. Waiters may belong to different event loops (threads); each is
+woken on its own loop. A loop is
 asyncio's or trio's (anyio runs on both, and so does the memory world the test
 kit uses): each gives a thread-safe way to schedule the wake-up.
 """
@@ -81,7 +81,7 @@ class SignalHub:
         """Wake everyone waiting on ``topic``, or remember it for the next waiter.
 
         A run's topic wakes ``RUNS_TOPIC`` too, and a name's work topic wakes
-        ``WORK_TOPIC`` (which nobody but it changes the count of): here, where
+        ``WORK_TOPIC`` while it is counted under its own name only: here, where
         every signal of a world passes (from this process or, PostgreSQL, from
         a notification), rather than at each place such a topic is raised. Run
         topics are not counted: no poll is remembered by one, and a count per
