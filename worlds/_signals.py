@@ -6,9 +6,9 @@ no wake-up is lost between a caller's check and its wait. A run's topic wakes
 ``RUNS_TOPIC`` waiters too, and a name's ``work_topic`` wakes the
 ``WORK_TOPIC`` waiters, whose change token (``heard``) it moves only for polls
 of that name. Waiters may belong to different event loops (threads); each is
-woken on its own loop. A loop is
-asyncio's or trio's (anyio runs on both, and so does the memory world the test
-kit uses): each gives a thread-safe way to schedule the wake-up.
+woken on its own loop. A loop is asyncio's or trio's (anyio runs on both, and
+so does the memory world the test kit uses): each gives a thread-safe way to
+schedule the wake-up.
 """
 
 from __future__ import annotations
