@@ -149,7 +149,10 @@ def test_the_waterfall_charts_and_schedules_render_without_csp_violations(
         lambda d: d.find_element(By.ID, "run-status").text.strip() == "completed"
     )
     browser.get(served.base + "/schedules")
-    assert browser.find_elements(By.CSS_SELECTOR, "tr.schedule .recent a.chip")
+    # the fire's run shows among the recent ones once the page's live parts have loaded
+    wait(browser, ignored=[StaleElementReferenceException]).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "tr.schedule .recent a.chip")
+    )
 
     assert csp_violations(browser) == []
     # the check can fail: an inline style attribute is refused and reported
