@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -49,6 +50,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,22 @@ async def server_settings(url: str) -> dict[str, str]:
 def with_schema(url: str) -> str:
     """``url`` with a fresh ``schema`` option."""
     return f"{url}{'&' if '?' in url else '?'}schema=bench_{uuid.uuid4().hex[:12]}"
+
+
+@contextlib.contextmanager
+def durable_server(pg_url: str | None, prefix: str) -> Iterator[str]:
+    """The URL of ``pg_url``'s server, or of a durable throwaway one (stopped after)."""
+    if pg_url:
+        yield pg_url
+        return
+    from tests import pg_server
+
+    directory = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield pg_server.start(directory, durable=True).url
+    finally:
+        pg_server.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _last_json(command: list[str]) -> dict[str, Any]:
@@ -180,15 +198,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from tests import pg_server
-
-    directory = None
-    if args.pg_url:
-        url = args.pg_url
-    else:
-        directory = tempfile.mkdtemp(prefix="wf-pg-durable-")
-        url = pg_server.start(directory, durable=True).url
-    try:
+    with durable_server(args.pg_url, "wf-pg-durable-") as url:
         settings = asyncio.run(server_settings(url))
         print(json.dumps({"server": settings}), file=sys.stderr)
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {
@@ -214,10 +224,6 @@ def main() -> None:
             host_port = url.split("@", 1)[1].split("/", 1)[0]
             host, port = host_port.rsplit(":", 1)
             trips = asyncio.run(count_round_trips(host, int(port), 100))
-    finally:
-        if directory is not None:
-            pg_server.stop(directory)
-            shutil.rmtree(directory, ignore_errors=True)
 
     def median(results: list[dict[str, Any]]) -> float:
         return float(statistics.median(r["workflows_per_second"] for r in results))

@@ -32,12 +32,10 @@ import asyncio
 import json
 import os
 import resource
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -49,7 +47,12 @@ import asyncpg  # noqa: E402
 
 import worlds  # noqa: E402
 from benchmarks.ours import one_step  # noqa: E402
-from benchmarks.postgres_durable import server_counters, server_settings, with_schema  # noqa: E402
+from benchmarks.postgres_durable import (  # noqa: E402
+    durable_server,
+    server_counters,
+    server_settings,
+    with_schema,
+)
 from workflow import start  # noqa: E402
 
 POLL_SECONDS = 0.05
@@ -146,26 +149,14 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(part) for part in args.processes.split(",")]
 
-    from tests import pg_server
-
-    directory = None
-    if args.pg_url:
-        url = args.pg_url
-    else:
-        directory = tempfile.mkdtemp(prefix="wf-pg-processes-")
-        url = pg_server.start(directory, durable=True).url
     runs: dict[int, list[dict[str, Any]]] = {count: [] for count in counts}
-    try:
+    with durable_server(args.pg_url, "wf-pg-processes-") as url:
         settings = asyncio.run(server_settings(url))
         for _ in range(args.repeat):
             for count in counts:
                 result = measure(url, args.n, count, args.concurrency)
                 runs[count].append(result)
                 print(json.dumps(result), file=sys.stderr)
-    finally:
-        if directory is not None:
-            pg_server.stop(directory)
-            shutil.rmtree(directory, ignore_errors=True)
 
     def median(count: int, name: str) -> float:
         return float(statistics.median(r[name] for r in runs[count]))
